@@ -1,0 +1,209 @@
+// Options -> pipeline: YAML config merging, default model lookup, plugin creation and cross-checks.
+#include "session.hpp"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <random>
+
+#include <yaml-cpp/yaml.h>
+
+#include "glassbox/error.hpp"
+#include "glassbox/pipeline.hpp"
+#include "glassbox/rng.hpp"
+
+namespace fs = std::filesystem;
+
+namespace glassbox::cli {
+
+void warn(const std::string& message) { std::cerr << "glassbox: warning: " << message << "\n"; }
+
+RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(cmd) {
+  cmd->add_option("--config", config_, "YAML file setting any of these options by name");
+  cmd->add_option("--model,-m", model_, "llama2.c checkpoint (default: the embedded toy model)");
+  cmd->add_option("--tokenizer,-t", tokenizer_, "tokenizer file (default: the embedded model's)");
+  cmd->add_option("--tokenizer-plugin", tokenizer_plugin_, "tokenizer plugin reading that file (default: llama2c)");
+  cmd->add_option("--attention", attention_, "attention plugin, NAME or NAME:VALUE (default: kv-cache)");
+  cmd->add_option("--plugin-path", plugin_path_, "extra folder of plugin modules (repeatable)");
+  if (!with_generation) return;
+  cmd->add_option("--prompt,-p", prompt_, "prompt text (default: empty, start from BOS)");
+  cmd->add_option("--max-tokens,-n", max_tokens_, "tokens to generate at most (default: 256)");
+  cmd->add_option("--sampler,-s", sampler_, "sampler chain, e.g. top-k:40,temperature:0.8 (default: default)");
+  cmd->add_option("--seed", seed_, "random seed (default: chosen at random, recorded in the trace)");
+  cmd->add_option("--trace", trace_, "write a JSON Lines trace (glassbox.trace/1) to this file");
+  cmd->add_option("--trace-level", trace_level_, "basic | full (full adds every logit of every step)");
+  cmd->add_flag("--echo", echo_, "print the prompt before the continuation");
+  cmd->add_flag("--show-probs", show_probs_, "draw each step's top candidates on stderr");
+  cmd->add_option("--replay", replay_, "teacher-force the tokens chosen in this trace");
+}
+
+namespace {
+
+std::string yaml_scalar(const YAML::Node& n, const std::string& where) {
+  if (!n.IsScalar()) throw ConfigError(where + ": expected a single value");
+  return n.as<std::string>();
+}
+
+PluginSpec yaml_plugin(const YAML::Node& n, const std::string& where, const std::string& kind) {
+  if (n.IsScalar()) return parse_plugin_spec(n.as<std::string>(), kind);
+  if (!n.IsMap()) throw ConfigError(where + ": expected NAME, NAME:VALUE or a map with 'name'");
+  PluginSpec spec;
+  for (const auto& kv : n) {
+    const auto key = kv.first.as<std::string>();
+    if (key == "name") spec.name = yaml_scalar(kv.second, where + ".name");
+    else spec.params.emplace_back(key, yaml_scalar(kv.second, where + "." + key));
+  }
+  if (spec.name.empty()) throw ConfigError(where + ": missing 'name'");
+  return spec;
+}
+
+TraceLevel parse_level(const std::string& s) {
+  if (s == "basic") return TraceLevel::Basic;
+  if (s == "full") return TraceLevel::Full;
+  throw ConfigError("trace level '" + s + "' (expected basic or full)");
+}
+
+}  // namespace
+
+RunOptions RunOptionsBinder::finish() {
+  RunOptions o;
+  std::string tok_path, tok_plugin;
+  auto given = [&](const char* name) { return cmd_->get_option_no_throw(name) && cmd_->get_option(name)->count() > 0; };
+
+  if (!config_.empty()) {
+    YAML::Node root;
+    try {
+      root = YAML::LoadFile(config_);
+    } catch (const YAML::BadFile&) {
+      throw ConfigError(config_ + ": cannot read config file");
+    } catch (const YAML::Exception& e) {
+      throw ConfigError(config_ + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+    }
+    if (!root.IsMap() && !root.IsNull()) throw ConfigError(config_ + ": expected a map of option: value");
+    try {
+      for (const auto& kv : root) {
+        std::string key = kv.first.as<std::string>();
+        for (auto& c : key) if (c == '-') c = '_';
+        const std::string where = config_ + ": " + key;
+        const YAML::Node& v = kv.second;
+        if (key == "model") o.model = yaml_scalar(v, where);
+        else if (key == "tokenizer") {
+          if (v.IsScalar()) tok_path = v.as<std::string>();
+          else o.tokenizer = yaml_plugin(v, where, "tokenizer");
+        } else if (key == "tokenizer_plugin") tok_plugin = yaml_scalar(v, where);
+        else if (key == "attention") o.attention = yaml_plugin(v, where, "attention");
+        else if (key == "sampler") {
+          if (v.IsScalar()) o.sampler = parse_plugin_chain(v.as<std::string>(), "sampler");
+          else if (v.IsSequence()) {
+            for (std::size_t i = 0; i < v.size(); ++i) o.sampler.push_back(yaml_plugin(v[i], where + "[" + std::to_string(i) + "]", "sampler"));
+          } else o.sampler.push_back(yaml_plugin(v, where, "sampler"));
+        } else if (key == "prompt") o.prompt = yaml_scalar(v, where);
+        else if (key == "max_tokens") o.max_tokens = v.as<int>();
+        else if (key == "seed") o.seed = v.as<std::uint64_t>();
+        else if (key == "trace") o.trace = yaml_scalar(v, where);
+        else if (key == "trace_level") o.trace_level = parse_level(yaml_scalar(v, where));
+        else if (key == "echo") o.echo = v.as<bool>();
+        else if (key == "show_probs") o.show_probs = v.as<bool>();
+        else if (key == "replay") o.replay = yaml_scalar(v, where);
+        else if (key == "plugin_path") {
+          if (v.IsSequence()) for (const auto& p : v) o.plugin_path.emplace_back(p.as<std::string>());
+          else o.plugin_path.emplace_back(yaml_scalar(v, where));
+        } else
+          throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, attention, sampler, "
+                            "prompt, max_tokens, seed, trace, trace_level, echo, show_probs, replay, plugin_path)");
+      }
+    } catch (const YAML::BadConversion& e) {
+      throw ConfigError(config_ + ": line " + std::to_string(e.mark.line + 1) + ": value has the wrong type");
+    }
+  }
+
+  if (given("--model")) o.model = model_;
+  if (given("--tokenizer")) tok_path = tokenizer_;
+  if (given("--tokenizer-plugin")) tok_plugin = tokenizer_plugin_;
+  if (!tok_plugin.empty()) o.tokenizer.name = tok_plugin;
+  if (!tok_path.empty()) {
+    std::erase_if(o.tokenizer.params, [](const auto& p) { return p.first == "path" || p.first.empty(); });
+    o.tokenizer.params.emplace_back("path", tok_path);
+  }
+  if (given("--attention")) o.attention = parse_plugin_spec(attention_, "attention");
+  if (given("--plugin-path")) for (const auto& p : plugin_path_) o.plugin_path.emplace_back(p);
+  if (given("--prompt")) o.prompt = prompt_;
+  if (given("--max-tokens")) o.max_tokens = max_tokens_;
+  if (given("--sampler")) o.sampler = parse_plugin_chain(sampler_, "sampler");
+  if (given("--seed")) o.seed = seed_;
+  if (given("--trace")) o.trace = trace_;
+  if (given("--trace-level")) o.trace_level = parse_level(trace_level_);
+  if (given("--echo")) o.echo = echo_;
+  if (given("--show-probs")) o.show_probs = show_probs_;
+  if (given("--replay")) o.replay = replay_;
+  if (o.max_tokens < 0) throw ConfigError("--max-tokens = " + std::to_string(o.max_tokens) + " (expected >= 0)");
+  return o;
+}
+
+std::optional<std::pair<fs::path, fs::path>> default_model() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  std::vector<fs::path> dirs;
+  if (!ec) dirs.push_back((exe.parent_path() / ".." / GLASSBOX_DATA_RELDIR / "models").lexically_normal());
+  for (const auto& d : dirs) {
+    const fs::path m = d / "toy.bin", t = d / "toy-tok.bin";
+    if (fs::exists(m, ec) && fs::exists(t, ec)) return std::make_pair(m, t);
+  }
+  return std::nullopt;
+}
+
+std::unique_ptr<Session> open_session(const RunOptions& opt) {
+  auto s = std::make_unique<Session>();
+  s->registry.load_default(opt.plugin_path);
+  for (const auto& r : s->registry.rejections()) warn("module rejected: " + r.to_string());
+
+  // Model and tokenizer: given, or the embedded default (both must then come from it).
+  fs::path model_path = opt.model;
+  PluginSpec tok_spec = opt.tokenizer;
+  const bool tok_given = !tok_spec.params.empty();
+  if (model_path.empty() || !tok_given) {
+    auto def = default_model();
+    if (model_path.empty() && !def)
+      throw ConfigError("no --model given and no embedded default model installed next to the binary");
+    if (model_path.empty()) model_path = def->first;
+    if (!tok_given) {
+      if (!opt.model.empty()) throw ConfigError("--model given without --tokenizer: name the model's tokenizer file");
+      tok_spec.params.emplace_back("path", def->second.string());
+    }
+  }
+  // Every plugin name and parameter is checked before the model is read.
+  s->registry.resolve(PluginKind::Tokenizer, tok_spec);
+  s->registry.resolve(PluginKind::Attention, opt.attention);
+  std::vector<std::string> warnings;
+  auto stages = build_sampler_stages(s->registry, opt.sampler.empty() ? std::vector<PluginSpec>{{"default", {}}} : opt.sampler, warnings);
+  for (const auto& w : warnings) warn(w);
+
+  s->checkpoint = std::make_unique<Checkpoint>(model_path);
+  const Config& cfg = s->checkpoint->config();
+  s->tokenizer = s->registry.make_tokenizer(tok_spec);
+  std::string tok_path;
+  for (const auto& [k, v] : tok_spec.params)
+    if (k == "path" || k.empty()) tok_path = v;
+  if (s->tokenizer->vocab_size() != cfg.vocab_size)
+    throw ConfigError("tokenizer " + tok_path + " has " + std::to_string(s->tokenizer->vocab_size()) +
+                      " tokens but model " + model_path.string() + " has a vocabulary of " +
+                      std::to_string(cfg.vocab_size) + ": they do not belong together");
+  s->model = std::make_unique<Transformer>(*s->checkpoint);
+  s->attention = s->registry.make_attention(opt.attention, cfg.attention_shape());
+  s->seed = opt.seed ? *opt.seed : std::random_device{}();
+  s->sampler = std::make_unique<SamplerChain>(std::move(stages), cfg.vocab_size, s->seed);
+
+  RunHeader& h = s->header;
+  h.model_path = model_path.string();
+  h.model_sha256 = sha256_file(model_path);
+  h.config = cfg;
+  h.tokenizer_path = tok_path;
+  h.plugins.push_back({"tokenizer", tok_spec.name, s->registry.resolve(PluginKind::Tokenizer, tok_spec)});
+  h.plugins.push_back({"attention", opt.attention.name, s->registry.resolve(PluginKind::Attention, opt.attention)});
+  for (const auto& st : s->sampler->stages()) h.plugins.push_back({"sampler", st->name(), st->params()});
+  h.seed = s->seed;
+  h.rng = Rng::kName;
+  return s;
+}
+
+}  // namespace glassbox::cli

@@ -1,0 +1,75 @@
+// Turning command-line and YAML options into a ready pipeline: registry, model, tokenizer, attention, sampler chain.
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "glassbox/engine.hpp"
+#include "glassbox/model.hpp"
+#include "glassbox/registry.hpp"
+#include "glassbox/sampling.hpp"
+#include "glassbox/trace_events.hpp"
+
+namespace glassbox::cli {
+
+// Every option a run takes. The YAML config (--config) sets any of them by the same name
+// (dashes or underscores); an option given on the command line wins.
+struct RunOptions {
+  std::string model;                       // empty: the embedded default model
+  PluginSpec tokenizer{"llama2c", {}};     // path set from --tokenizer
+  PluginSpec attention{"kv-cache", {}};
+  std::vector<PluginSpec> sampler;         // empty: "default"
+  std::string prompt;
+  int max_tokens = 256;
+  std::optional<std::uint64_t> seed;
+  std::string trace;
+  TraceLevel trace_level = TraceLevel::Basic;
+  bool echo = false;
+  bool show_probs = false;
+  std::string replay;
+  std::vector<std::filesystem::path> plugin_path;
+};
+
+// Adds the options shared by commands that build a pipeline (run, bench, ...) to `cmd`.
+// Call finish() after parsing to apply --config and the command-line overrides.
+class RunOptionsBinder {
+ public:
+  RunOptionsBinder(CLI::App* cmd, bool with_generation);
+  RunOptions finish();
+
+ private:
+  CLI::App* cmd_;
+  std::string config_, model_, tokenizer_, tokenizer_plugin_, attention_, sampler_, prompt_, trace_,
+      trace_level_, replay_;
+  std::vector<std::string> plugin_path_;
+  int max_tokens_ = 256;
+  std::uint64_t seed_ = 0;
+  bool echo_ = false, show_probs_ = false;
+};
+
+// Where the embedded default model and tokenizer live (next to the binary, or compiled-in path).
+std::optional<std::pair<std::filesystem::path, std::filesystem::path>> default_model();
+
+// Everything one run needs, built and cross-checked (tokenizer vs model vocabulary).
+struct Session {
+  Registry registry;
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Attention> attention;
+  std::unique_ptr<SamplerChain> sampler;
+  RunHeader header;  // model, plugins, seed: ready for Engine::generate
+  std::uint64_t seed = 0;
+};
+
+// Loads the registry (reporting rejected modules as warnings on stderr), then the model,
+// tokenizer, attention and sampler chain. Throws glassbox errors with one-line messages.
+std::unique_ptr<Session> open_session(const RunOptions& opt);
+
+void warn(const std::string& message);
+
+}  // namespace glassbox::cli

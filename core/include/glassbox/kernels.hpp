@@ -1,0 +1,32 @@
+// The few numeric kernels of the forward pass, each with a plain scalar version the SIMD one is tested against.
+#pragma once
+#include <cstddef>
+
+namespace glassbox::kernels {
+
+// Σ a[i]·b[i]
+float dot(const float* a, const float* b, std::size_t n);
+float dot_scalar(const float* a, const float* b, std::size_t n);
+
+// out[t, i] = Σ_j x[t, j] · w[i, j]   x: (n, k), w: (d, k) row-major, out: (n, d).
+// The weight matrix is streamed once for all n rows of x (prefill reuses it n times).
+void matmul(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d);
+void matmul_scalar(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d);
+
+// out = weight ⊙ x / sqrt(mean(x²) + eps)
+void rmsnorm(float* out, const float* x, const float* weight, std::size_t n, float eps);
+void rmsnorm_scalar(float* out, const float* x, const float* weight, std::size_t n, float eps);
+
+// x = exp(x - max x) / Σ exp(x - max x), in place
+void softmax(float* x, std::size_t n);
+void softmax_scalar(float* x, std::size_t n);
+
+// y += a · x
+void axpy(float* y, float a, const float* x, std::size_t n);
+void axpy_scalar(float* y, float a, const float* x, std::size_t n);
+
+// RoPE on one position: rotates each pair (x[2i], x[2i+1]) of every head by the angle whose
+// cos/sin are cos_sin[2·(i mod head_size/2)], [.. + 1]. `n` is the vector length (heads·head_size).
+void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size);
+
+}  // namespace glassbox::kernels

@@ -1,0 +1,63 @@
+// The plugin ABI: the one entry point every module exports, and the registrar it fills.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "glassbox/attention.hpp"
+#include "glassbox/params.hpp"
+#include "glassbox/sampler.hpp"
+#include "glassbox/tokenizer.hpp"
+
+// Bumped whenever an interface above, Params or Candidates changes layout or meaning.
+#ifndef GLASSBOX_ABI_VERSION
+#define GLASSBOX_ABI_VERSION 1
+#endif
+
+namespace glassbox {
+
+enum class PluginKind { Tokenizer, Attention, Sampler };
+std::string kind_name(PluginKind k);
+
+// What a factory tells the registry about itself.
+struct FactoryInfo {
+  std::string name;                // e.g. "top-p"
+  std::string help;                // one line
+  std::vector<ParamSpec> params;   // every parameter it accepts
+  std::string main_param;          // the one `NAME:VALUE` sets (empty: none)
+};
+
+using TokenizerFactory = std::function<std::unique_ptr<Tokenizer>(const Params&)>;
+using AttentionFactory = std::function<std::unique_ptr<Attention>(const AttentionShape&, const Params&)>;
+using SamplerFactory = std::function<std::unique_ptr<Sampler>(const Params&)>;
+
+// A module's register function adds its factories here.
+class Registrar {
+ public:
+  virtual ~Registrar() = default;
+  virtual void add_tokenizer(FactoryInfo info, TokenizerFactory f) = 0;
+  virtual void add_attention(FactoryInfo info, AttentionFactory f) = 0;
+  virtual void add_sampler(FactoryInfo info, SamplerFactory f) = 0;
+};
+
+}  // namespace glassbox
+
+// The entry point. Its first field is the ABI version, checked before anything else is used.
+extern "C" struct glassbox_module_info {
+  std::uint32_t abi_version;
+  const char* module_name;
+  const char* description;
+  void (*register_factories)(glassbox::Registrar&);
+};
+
+#define GLASSBOX_ENTRY_SYMBOL "glassbox_module_entry"
+
+// GLASSBOX_MODULE("name", "description", register_fn) defines a module's entry point.
+#define GLASSBOX_MODULE(NAME, DESCRIPTION, REGISTER_FN)                                   \
+  extern "C" __attribute__((visibility("default"))) const glassbox_module_info*          \
+  glassbox_module_entry() {                                                               \
+    static const glassbox_module_info info{GLASSBOX_ABI_VERSION, NAME, DESCRIPTION, REGISTER_FN}; \
+    return &info;                                                                         \
+  }

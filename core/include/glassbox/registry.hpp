@@ -1,0 +1,81 @@
+// The plugin registry: loads modules (shared libraries), checks their ABI, creates plugins by name.
+#pragma once
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "glassbox/plugin.hpp"
+
+namespace glassbox {
+
+// A plugin as the user names it: `NAME`, `NAME:VALUE` (VALUE sets the main parameter),
+// or, from YAML, a name with every parameter given by name.
+struct PluginSpec {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> params;  // (parameter, value as text)
+  std::string to_string() const;
+};
+
+// "top-k:40" -> {top-k, main=40}. `kind` names the option in errors ("sampler").
+PluginSpec parse_plugin_spec(const std::string& text, const std::string& kind);
+// "top-k:40,temperature:0.8" -> two specs, in order.
+std::vector<PluginSpec> parse_plugin_chain(const std::string& text, const std::string& kind);
+
+struct ModuleInfo;
+
+// One registered factory, for listings.
+struct PluginEntry {
+  PluginKind kind;
+  FactoryInfo info;
+  std::string module_name;
+  std::filesystem::path module_path;
+};
+
+struct Rejection {
+  std::filesystem::path file;
+  std::string reason;  // one line: why the module was not loaded
+  std::string to_string() const { return file.string() + ": " + reason; }
+};
+
+class Registry {
+ public:
+  Registry();
+  ~Registry();
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // The folder of built-in modules next to the running binary (bin/../lib/glassbox/plugins).
+  static std::filesystem::path builtin_dir();
+  // Built-ins, then each folder of GLASSBOX_PLUGIN_PATH (':'-separated), then `extra`.
+  static std::vector<std::filesystem::path> search_path(const std::vector<std::filesystem::path>& extra);
+
+  // Loads every module file (*.so) in `dir`; a bad one is recorded in rejections(), the
+  // others still load. A missing folder is recorded too.
+  void load_directory(const std::filesystem::path& dir);
+  // Loads one module; returns false (and records why) when it is rejected.
+  bool load_module(const std::filesystem::path& file);
+  // Convenience: load_directory over search_path(extra).
+  void load_default(const std::vector<std::filesystem::path>& extra = {});
+
+  const std::vector<Rejection>& rejections() const;
+  std::vector<PluginEntry> list() const;
+  std::vector<std::string> names(PluginKind kind) const;
+  const PluginEntry* find(PluginKind kind, const std::string& name) const;
+
+  // Validates a spec against the factory's declared parameters (unknown names or values
+  // that do not parse are ConfigErrors listing what exists) and fills in defaults.
+  Params resolve(PluginKind kind, const PluginSpec& spec) const;
+
+  // Create plugins. The returned objects keep their module loaded while they live, and
+  // exceptions escaping them are rethrown as PluginError naming the module's file and name.
+  std::unique_ptr<Tokenizer> make_tokenizer(const PluginSpec& spec) const;
+  std::unique_ptr<Attention> make_attention(const PluginSpec& spec, const AttentionShape& shape) const;
+  std::unique_ptr<Sampler> make_sampler(const PluginSpec& spec) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace glassbox

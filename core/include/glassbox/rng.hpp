@@ -1,0 +1,48 @@
+// The documented random generator behind every draw: PCG32 (XSH-RR, 64-bit state), seeded via splitmix64.
+#pragma once
+#include <cstdint>
+
+namespace glassbox {
+
+// PCG32 by M.E. O'Neill (pcg-random.org), "pcg32" = XSH RR 64/32. The seed is expanded
+// with splitmix64 into state and stream so nearby seeds give unrelated sequences.
+// Everything here is exact integer arithmetic: identical sequences on every machine.
+class Rng {
+ public:
+  static constexpr const char* kName = "pcg32-xsh-rr/splitmix64";
+  explicit Rng(std::uint64_t seed = 0) { reseed(seed); }
+
+  void reseed(std::uint64_t seed) {
+    std::uint64_t s = seed;
+    const std::uint64_t init_state = splitmix64(s);
+    inc_ = (splitmix64(s) << 1u) | 1u;
+    state_ = 0;
+    next_u32();
+    state_ += init_state;
+    next_u32();
+  }
+
+  std::uint32_t next_u32() {
+    const std::uint64_t old = state_;
+    state_ = old * 6364136223846793005ULL + inc_;
+    const auto xorshifted = static_cast<std::uint32_t>(((old >> 18u) ^ old) >> 27u);
+    const auto rot = static_cast<std::uint32_t>(old >> 59u);
+    return (xorshifted >> rot) | (xorshifted << ((-rot) & 31u));
+  }
+
+  // Uniform in [0, 1) with 24 bits of precision: the top 24 bits of one draw times 2^-24,
+  // exactly representable as a float, so the value is the same on every platform.
+  float uniform() { return static_cast<float>(next_u32() >> 8) * (1.0f / 16777216.0f); }
+
+  static std::uint64_t splitmix64(std::uint64_t& x) {
+    std::uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  }
+
+ private:
+  std::uint64_t state_ = 0, inc_ = 1;
+};
+
+}  // namespace glassbox

@@ -1,0 +1,44 @@
+// The sampler chain: turns a step's logits into one token through the user's ordered stages.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "glassbox/rng.hpp"
+#include "glassbox/sampler.hpp"
+#include "glassbox/trace_events.hpp"
+
+namespace glassbox {
+
+class SamplerChain {
+ public:
+  // `stages` run in order; the last one must select (see build_sampler_chain).
+  SamplerChain(std::vector<std::unique_ptr<Sampler>> stages, int vocab_size, std::uint64_t seed);
+
+  // logits -> candidates -> each stage -> the selected token id.
+  // With record_stages, stage_records() then holds the distribution after each stage.
+  std::int32_t sample(std::span<const float> logits, bool record_stages = false, int top_k = 10);
+
+  void accept(std::int32_t token);  // a token joins the sequence (prompt or generated)
+  void reset(std::uint64_t seed);   // new sequence: stage state and generator restart
+
+  const std::vector<std::unique_ptr<Sampler>>& stages() const { return stages_; }
+  std::span<const StageRecord> stage_records() const { return {records_.data(), n_recorded_}; }
+  float chosen_prob() const { return chosen_prob_; }  // the chosen token's prob after the chain
+  float draw_u() const { return draw_u_; }            // uniform of the draw, -1 for argmax
+
+ private:
+  void record(std::size_t stage, int top_k);
+  std::vector<std::unique_ptr<Sampler>> stages_;
+  Candidates cand_;
+  Rng rng_;
+  std::vector<StageRecord> records_;  // one per stage, reused every step
+  std::vector<float> raw_prob_;       // (vocab_size) model distribution, for "mass"
+  std::vector<Candidate> scratch_;    // (vocab_size) for recording without disturbing cand_
+  std::size_t n_recorded_ = 0;       // stages that ran (and were recorded) last step
+  float chosen_prob_ = 0, draw_u_ = -1;
+};
+
+}  // namespace glassbox

@@ -1,0 +1,99 @@
+// What the engine reports while it runs: a header, one event per step, a summary. Sinks format them.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "glassbox/attention.hpp"
+#include "glassbox/model.hpp"
+#include "glassbox/params.hpp"
+
+namespace glassbox {
+
+enum class TraceLevel { Basic, Full };  // Full adds every logit of every step
+
+struct PluginRecord {
+  std::string kind;  // "tokenizer", "attention", "sampler"
+  std::string name;
+  Params params;
+};
+
+struct RunHeader {
+  std::string model_path;
+  std::string model_sha256;
+  Config config;
+  std::string tokenizer_path;
+  std::vector<PluginRecord> plugins;  // tokenizer, attention, then the sampler chain in order
+  std::uint64_t seed = 0;
+  std::string rng;                    // generator name
+  std::string prompt;
+  std::vector<std::int32_t> prompt_ids;
+  int max_tokens = 0;
+  TraceLevel level = TraceLevel::Basic;
+};
+
+struct TokenProb {
+  std::int32_t id;
+  float logit;
+  float prob;
+};
+
+// The distribution after one sampler stage.
+struct StageRecord {
+  std::string name;
+  const Params* params = nullptr;
+  int kept = 0;          // candidates left
+  float mass = 0;        // raw model probability mass of the kept candidates
+  float entropy = 0;     // entropy (nats) of the renormalised distribution after the stage
+  std::vector<TokenProb> top;  // its most likely candidates (prob renormalised)
+};
+
+struct StepEvent {
+  const char* phase = "decode";          // "prefill" | "decode"
+  int step = 0;                          // 0 = prefill
+  int pos = 0;                           // position of the last input token
+  std::span<const std::int32_t> input_ids;
+  std::int32_t token = -1;               // the chosen next token
+  std::string_view token_text;           // its piece as decoded after the input
+  float prob = 0, logprob = 0;           // of the chosen token under the raw model distribution
+  float chain_prob = 0;                  // of the chosen token after the whole sampler chain
+  float entropy = 0;                     // of the raw distribution (nats)
+  std::span<const TokenProb> top;        // raw distribution's top candidates
+  std::span<const float> logits;         // every logit, only at TraceLevel::Full
+  std::span<const StageRecord> stages;   // distribution after each sampler stage
+  float draw_u = -1;                     // uniform number of the final draw (-1: none, argmax)
+  KvUsage kv;
+  double ms = 0;                         // forward + sampling time of this step
+};
+
+struct Summary {
+  int generated = 0;
+  std::string stop_reason;  // "stop_token" | "max_tokens" | "context_full"
+  double ttft_ms = 0;       // start of prefill to the first chosen token
+  double prefill_tok_s = 0;
+  double decode_tok_s = 0;
+};
+
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  virtual void header(const RunHeader& h) = 0;
+  virtual void step(const StepEvent& e) = 0;
+  // Only called when the run completed; a trace without it was cut short.
+  virtual void summary(const Summary& s) = 0;
+};
+
+// Fans events out to several sinks (trace file, terminal view, ...).
+class TeeSink : public TraceSink {
+ public:
+  void add(TraceSink* s) { sinks_.push_back(s); }
+  void header(const RunHeader& h) override { for (auto* s : sinks_) s->header(h); }
+  void step(const StepEvent& e) override { for (auto* s : sinks_) s->step(e); }
+  void summary(const Summary& x) override { for (auto* s : sinks_) s->summary(x); }
+ private:
+  std::vector<TraceSink*> sinks_;
+};
+
+}  // namespace glassbox

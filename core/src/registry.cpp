@@ -1,0 +1,392 @@
+// The plugin registry: module loading with ABI checks, factory lookup, parameter validation,
+// and the guards that keep plugin objects from outliving (or throwing across) their module.
+#include "glassbox/registry.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <sstream>
+
+#define BOOST_DLL_USE_STD_FS
+#include <boost/dll/shared_library.hpp>
+
+#include "glassbox/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace glassbox {
+
+std::string kind_name(PluginKind k) {
+  switch (k) {
+    case PluginKind::Tokenizer: return "tokenizer";
+    case PluginKind::Attention: return "attention";
+    case PluginKind::Sampler: return "sampler";
+  }
+  return "?";
+}
+
+std::string PluginSpec::to_string() const {
+  std::string s = name;
+  for (const auto& [k, v] : params) s += (s == name ? "(" : ", ") + k + "=" + v;
+  if (!params.empty()) s += ")";
+  return s;
+}
+
+PluginSpec parse_plugin_spec(const std::string& text, const std::string& kind) {
+  auto trim = [](std::string s) {
+    s.erase(0, s.find_first_not_of(" \t"));
+    s.erase(s.find_last_not_of(" \t") + 1);
+    return s;
+  };
+  PluginSpec spec;
+  auto colon = text.find(':');
+  spec.name = trim(text.substr(0, colon));
+  if (spec.name.empty()) throw ConfigError(kind + " '" + text + "': empty plugin name (expected NAME or NAME:VALUE)");
+  if (colon != std::string::npos) {
+    std::string value = trim(text.substr(colon + 1));
+    if (value.empty()) throw ConfigError(kind + " '" + text + "': empty value after ':' (expected NAME:VALUE)");
+    spec.params.emplace_back("", value);  // "" = the factory's main parameter
+  }
+  return spec;
+}
+
+std::vector<PluginSpec> parse_plugin_chain(const std::string& text, const std::string& kind) {
+  std::vector<PluginSpec> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) out.push_back(parse_plugin_spec(item, kind));
+  if (out.empty()) throw ConfigError(kind + " '" + text + "': empty chain (expected NAME[:VALUE][,NAME[:VALUE]...])");
+  return out;
+}
+
+namespace {
+
+using Library = boost::dll::shared_library;
+
+// Deletes a plugin object, then lets go of the library that holds its code.
+struct LibraryDeleter {
+  std::shared_ptr<Library> lib;
+  template <class T>
+  void operator()(T* p) const { delete p; }
+};
+template <class T>
+using Owned = std::unique_ptr<T, LibraryDeleter>;
+
+std::string label(const PluginEntry& e) {
+  return kind_name(e.kind) + " '" + e.info.name + "' (module '" + e.module_name + "', " +
+         e.module_path.string() + ")";
+}
+
+// Runs f(); anything but a glassbox::Error escaping the module becomes a PluginError naming it.
+template <class F>
+decltype(auto) guarded(const std::string& who, F&& f) {
+  try {
+    return f();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw PluginError(who + " threw: " + e.what());
+  } catch (...) {
+    throw PluginError(who + " threw a non-standard exception");
+  }
+}
+
+class GuardedTokenizer final : public Tokenizer {
+ public:
+  GuardedTokenizer(Owned<Tokenizer> p, std::string who) : p_(std::move(p)), who_(std::move(who)) {}
+  std::vector<std::int32_t> encode(std::string_view t, bool bos, bool eos) const override {
+    return guarded(who_, [&] { return p_->encode(t, bos, eos); });
+  }
+  std::string_view decode(std::int32_t prev, std::int32_t id) const override {
+    return guarded(who_, [&] { return p_->decode(prev, id); });
+  }
+  std::string_view piece(std::int32_t id) const override { return guarded(who_, [&] { return p_->piece(id); }); }
+  std::int32_t vocab_size() const override { return guarded(who_, [&] { return p_->vocab_size(); }); }
+  std::int32_t bos_id() const override { return guarded(who_, [&] { return p_->bos_id(); }); }
+  std::int32_t eos_id() const override { return guarded(who_, [&] { return p_->eos_id(); }); }
+
+ private:
+  Owned<Tokenizer> p_;
+  std::string who_;
+};
+
+class GuardedAttention final : public Attention {
+ public:
+  GuardedAttention(Owned<Attention> p, std::string who) : p_(std::move(p)), who_(std::move(who)) {}
+  void forward(int layer, int pos, int n, std::span<const float> q, std::span<const float> k,
+               std::span<const float> v, std::span<float> out) override {
+    guarded(who_, [&] { p_->forward(layer, pos, n, q, k, v, out); });
+  }
+  KvUsage usage() const override { return guarded(who_, [&] { return p_->usage(); }); }
+  void clear() override { guarded(who_, [&] { p_->clear(); }); }
+
+ private:
+  Owned<Attention> p_;
+  std::string who_;
+};
+
+class GuardedSampler final : public Sampler {
+ public:
+  GuardedSampler(Owned<Sampler> p, std::string who) : p_(std::move(p)), who_(std::move(who)) {}
+  std::string name() const override { return guarded(who_, [&] { return p_->name(); }); }
+  const Params& params() const override { return p_->params(); }
+  void apply(Candidates& c, Rng& rng) override { guarded(who_, [&] { p_->apply(c, rng); }); }
+  void accept(std::int32_t t) override { guarded(who_, [&] { p_->accept(t); }); }
+  void reset() override { guarded(who_, [&] { p_->reset(); }); }
+  bool selects() const override { return guarded(who_, [&] { return p_->selects(); }); }
+
+ private:
+  Owned<Sampler> p_;
+  std::string who_;
+};
+
+}  // namespace
+
+namespace {
+struct Module {
+  std::string name;
+  fs::path path;
+  std::shared_ptr<Library> lib;
+};
+struct Factory {
+  PluginEntry entry;
+  std::shared_ptr<Library> lib;
+  TokenizerFactory tokenizer;
+  AttentionFactory attention;
+  SamplerFactory sampler;
+};
+}  // namespace
+
+struct Registry::Impl {
+  // Declared before `factories`, so factories (whose code lives in the modules) die first.
+  std::vector<Module> modules;
+  std::vector<Factory> factories;
+  std::vector<Rejection> rejections;
+
+  const Factory* find(PluginKind kind, const std::string& name) const {
+    for (const auto& f : factories)
+      if (f.entry.kind == kind && f.entry.info.name == name) return &f;
+    return nullptr;
+  }
+};
+
+namespace {
+
+// Collects one module's factories; they join the registry only if the whole module is good.
+class Staging final : public Registrar {
+ public:
+  std::vector<Factory> added;
+  void add_tokenizer(FactoryInfo info, TokenizerFactory f) override {
+    add(PluginKind::Tokenizer, std::move(info)).tokenizer = std::move(f);
+  }
+  void add_attention(FactoryInfo info, AttentionFactory f) override {
+    add(PluginKind::Attention, std::move(info)).attention = std::move(f);
+  }
+  void add_sampler(FactoryInfo info, SamplerFactory f) override {
+    add(PluginKind::Sampler, std::move(info)).sampler = std::move(f);
+  }
+
+ private:
+  Factory& add(PluginKind kind, FactoryInfo info) {
+    added.push_back({});
+    added.back().entry.kind = kind;
+    added.back().entry.info = std::move(info);
+    return added.back();
+  }
+};
+
+}  // namespace
+
+Registry::Registry() : impl_(std::make_unique<Impl>()) {}
+Registry::~Registry() = default;
+
+fs::path Registry::builtin_dir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return fs::path(GLASSBOX_PLUGIN_RELDIR);
+  return (exe.parent_path() / ".." / GLASSBOX_PLUGIN_RELDIR).lexically_normal();
+}
+
+std::vector<fs::path> Registry::search_path(const std::vector<fs::path>& extra) {
+  std::vector<fs::path> dirs{builtin_dir()};
+  if (const char* env = std::getenv("GLASSBOX_PLUGIN_PATH")) {
+    std::stringstream ss(env);
+    std::string d;
+    while (std::getline(ss, d, ':'))
+      if (!d.empty()) dirs.emplace_back(d);
+  }
+  dirs.insert(dirs.end(), extra.begin(), extra.end());
+  return dirs;
+}
+
+void Registry::load_default(const std::vector<fs::path>& extra) {
+  for (const auto& d : search_path(extra)) load_directory(d);
+}
+
+void Registry::load_directory(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    impl_->rejections.push_back({dir, "plugin folder does not exist or is not a folder"});
+    return;
+  }
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() == ".so") files.push_back(e.path());
+  std::sort(files.begin(), files.end());  // a fixed load order: duplicate resolution is reproducible
+  for (const auto& f : files) load_module(f);
+}
+
+bool Registry::load_module(const fs::path& file) {
+  auto reject = [&](const std::string& why) {
+    impl_->rejections.push_back({file, why});
+    return false;
+  };
+  const fs::path canon = fs::weakly_canonical(file);
+  for (const auto& m : impl_->modules)
+    if (m.path == canon) return true;  // already loaded (same file reached twice)
+
+  auto lib = std::make_shared<Library>();
+  std::error_code ec;
+  lib->load(canon, ec, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local);
+  if (ec) {
+    std::string why = ec.message();
+    if (const char* e = dlerror()) why = e;
+    return reject("cannot load module: " + why);
+  }
+  if (!lib->has(GLASSBOX_ENTRY_SYMBOL))
+    return reject(std::string("missing entry point '") + GLASSBOX_ENTRY_SYMBOL + "' (not a glassbox module)");
+  const glassbox_module_info* info = nullptr;
+  try {
+    info = lib->get<const glassbox_module_info*()>(GLASSBOX_ENTRY_SYMBOL)();
+  } catch (const std::exception& e) {
+    return reject(std::string("entry point threw: ") + e.what());
+  }
+  if (info == nullptr) return reject("entry point returned no module info");
+  // The version is the first field and the only one read before it matches.
+  if (info->abi_version != GLASSBOX_ABI_VERSION)
+    return reject("ABI version " + std::to_string(info->abi_version) + ", this glassbox expects " +
+                  std::to_string(GLASSBOX_ABI_VERSION) + " (rebuild the module against this glassbox)");
+  const std::string mname = info->module_name ? info->module_name : "";
+  if (mname.empty()) return reject("module has no name");
+  if (info->register_factories == nullptr) return reject("module '" + mname + "' has no register function");
+  for (const auto& m : impl_->modules)
+    if (m.name == mname) return reject("duplicate module name '" + mname + "' (already loaded from " + m.path.string() + ")");
+
+  Staging staging;
+  try {
+    info->register_factories(staging);
+  } catch (const std::exception& e) {
+    return reject("module '" + mname + "' failed to register: " + e.what());
+  } catch (...) {
+    return reject("module '" + mname + "' failed to register (non-standard exception)");
+  }
+  for (std::size_t i = 0; i < staging.added.size(); ++i) {
+    const auto& e = staging.added[i].entry;
+    if (e.info.name.empty()) return reject("module '" + mname + "' registers a " + kind_name(e.kind) + " without a name");
+    if (auto* other = impl_->find(e.kind, e.info.name))
+      return reject("duplicate " + kind_name(e.kind) + " name '" + e.info.name + "' (already provided by " +
+                    other->entry.module_path.string() + ")");
+    for (std::size_t j = 0; j < i; ++j)
+      if (staging.added[j].entry.kind == e.kind && staging.added[j].entry.info.name == e.info.name)
+        return reject("registers " + kind_name(e.kind) + " '" + e.info.name + "' twice");
+  }
+  impl_->modules.push_back({mname, canon, lib});
+  for (auto& f : staging.added) {
+    f.entry.module_name = mname;
+    f.entry.module_path = canon;
+    f.lib = lib;
+    impl_->factories.push_back(std::move(f));
+  }
+  return true;
+}
+
+const std::vector<Rejection>& Registry::rejections() const { return impl_->rejections; }
+
+std::vector<PluginEntry> Registry::list() const {
+  std::vector<PluginEntry> out;
+  for (const auto& f : impl_->factories) out.push_back(f.entry);
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.kind, a.info.name) < std::tie(b.kind, b.info.name);
+  });
+  return out;
+}
+
+std::vector<std::string> Registry::names(PluginKind kind) const {
+  std::vector<std::string> out;
+  for (const auto& f : impl_->factories)
+    if (f.entry.kind == kind) out.push_back(f.entry.info.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+const PluginEntry* Registry::find(PluginKind kind, const std::string& name) const {
+  auto* f = impl_->find(kind, name);
+  return f ? &f->entry : nullptr;
+}
+
+namespace {
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "(none)" : s;
+}
+}  // namespace
+
+Params Registry::resolve(PluginKind kind, const PluginSpec& spec) const {
+  const auto* f = impl_->find(kind, spec.name);
+  if (!f) {
+    std::string msg = "unknown " + kind_name(kind) + " '" + spec.name + "'; available: " + join(names(kind));
+    if (!impl_->rejections.empty()) msg += " (" + std::to_string(impl_->rejections.size()) + " module(s) rejected; see 'glassbox plugins')";
+    throw ConfigError(msg);
+  }
+  const auto& info = f->entry.info;
+  const std::string owner = kind_name(kind) + " '" + spec.name + "'";
+  std::vector<std::string> known;
+  for (const auto& p : info.params) known.push_back(p.name);
+  Params out;
+  for (const auto& [given_name, text] : spec.params) {
+    std::string pname = given_name;
+    if (pname.empty()) {
+      if (info.main_param.empty())
+        throw ConfigError(owner + " takes no value (got '" + text + "'); write it as just '" + spec.name + "'");
+      pname = info.main_param;
+    }
+    auto it = std::find_if(info.params.begin(), info.params.end(), [&](const ParamSpec& p) { return p.name == pname; });
+    if (it == info.params.end())
+      throw ConfigError(owner + ": unknown parameter '" + pname + "'; accepted: " + join(known));
+    if (out.has(pname)) throw ConfigError(owner + ": parameter '" + pname + "' given twice");
+    out.set(pname, parse_param(owner, *it, text));
+  }
+  for (const auto& p : info.params)
+    if (!out.has(p.name)) out.set(p.name, parse_param(owner, p, p.default_value));
+  return out;
+}
+
+std::unique_ptr<Tokenizer> Registry::make_tokenizer(const PluginSpec& spec) const {
+  Params params = resolve(PluginKind::Tokenizer, spec);
+  const auto* f = impl_->find(PluginKind::Tokenizer, spec.name);
+  const std::string who = label(f->entry);
+  auto raw = guarded(who, [&] { return f->tokenizer(params); });
+  return std::make_unique<GuardedTokenizer>(Owned<Tokenizer>(raw.release(), {f->lib}), who);
+}
+
+std::unique_ptr<Attention> Registry::make_attention(const PluginSpec& spec, const AttentionShape& shape) const {
+  Params params = resolve(PluginKind::Attention, spec);
+  const auto* f = impl_->find(PluginKind::Attention, spec.name);
+  const std::string who = label(f->entry);
+  auto raw = guarded(who, [&] { return f->attention(shape, params); });
+  return std::make_unique<GuardedAttention>(Owned<Attention>(raw.release(), {f->lib}), who);
+}
+
+std::unique_ptr<Sampler> Registry::make_sampler(const PluginSpec& spec) const {
+  Params params = resolve(PluginKind::Sampler, spec);
+  const auto* f = impl_->find(PluginKind::Sampler, spec.name);
+  const std::string who = label(f->entry);
+  auto raw = guarded(who, [&] { return f->sampler(params); });
+  return std::make_unique<GuardedSampler>(Owned<Sampler>(raw.release(), {f->lib}), who);
+}
+
+}  // namespace glassbox

@@ -1,0 +1,121 @@
+// The candidate array and the sampler chain that runs the user's stages over it.
+#include "glassbox/sampling.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "glassbox/error.hpp"
+
+namespace glassbox {
+
+namespace {
+bool before(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+}  // namespace
+
+void Candidates::sort() {
+  if (sorted) return;
+  const int sel_id = selected >= 0 ? data[selected].id : -1;
+  std::sort(data.begin(), data.end(), before);
+  sorted = true;
+  if (sel_id >= 0)
+    for (int i = 0; i < static_cast<int>(data.size()); ++i)
+      if (data[i].id == sel_id) selected = i;
+}
+
+void Candidates::softmax() {
+  sort();
+  if (data.empty()) return;
+  const float mx = data.front().logit;
+  double sum = 0.0;
+  for (auto& c : data) {
+    c.prob = std::isinf(c.logit) && c.logit < 0 ? 0.0f : std::exp(c.logit - mx);
+    sum += c.prob;
+  }
+  for (auto& c : data) c.prob = static_cast<float>(c.prob / sum);
+}
+
+SamplerChain::SamplerChain(std::vector<std::unique_ptr<Sampler>> stages, int vocab_size, std::uint64_t seed)
+    : stages_(std::move(stages)), rng_(seed) {
+  if (stages_.empty() || !stages_.back()->selects())
+    throw ConfigError("sampler chain must end in a selecting stage (greedy or dist)");
+  cand_.data.reserve(vocab_size);
+  scratch_.reserve(vocab_size);
+  raw_prob_.resize(vocab_size);
+  records_.resize(stages_.size());
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    records_[i].name = stages_[i]->name();
+    records_[i].params = &stages_[i]->params();
+  }
+}
+
+void SamplerChain::reset(std::uint64_t seed) {
+  rng_.reseed(seed);
+  for (auto& s : stages_) s->reset();
+}
+
+void SamplerChain::accept(std::int32_t token) {
+  for (auto& s : stages_) s->accept(token);
+}
+
+void SamplerChain::record(std::size_t stage, int top_k) {
+  // Renormalise a copy so that recording never changes what the next stage sees.
+  scratch_.assign(cand_.data.begin(), cand_.data.end());
+  Candidates view;
+  view.data.swap(scratch_);
+  view.sorted = cand_.sorted;
+  view.softmax();
+  StageRecord& r = records_[stage];
+  r.kept = static_cast<int>(view.data.size());
+  double mass = 0, h = 0;
+  for (const auto& c : view.data) {
+    mass += raw_prob_[c.id];
+    if (c.prob > 0) h -= static_cast<double>(c.prob) * std::log(static_cast<double>(c.prob));
+  }
+  r.mass = static_cast<float>(mass);
+  r.entropy = static_cast<float>(h);
+  r.top.clear();
+  for (int i = 0; i < std::min<int>(top_k, view.data.size()); ++i)
+    r.top.push_back({view.data[i].id, view.data[i].logit, view.data[i].prob});
+  view.data.swap(scratch_);
+}
+
+std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_stages, int top_k) {
+  cand_.data.resize(logits.size());
+  for (std::size_t i = 0; i < logits.size(); ++i)
+    cand_.data[i] = {static_cast<std::int32_t>(i), logits[i], 0.0f};
+  cand_.sorted = false;
+  cand_.selected = -1;
+  cand_.u = -1.0f;
+  if (record_stages) {
+    // p_raw = softmax(logits): the reference for each stage's kept mass
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    double sum = 0;
+    for (std::size_t i = 0; i < logits.size(); ++i) sum += raw_prob_[i] = std::exp(logits[i] - mx);
+    for (auto& p : raw_prob_) p = static_cast<float>(p / sum);
+  }
+  std::size_t n_run = 0;
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    stages_[i]->apply(cand_, rng_);
+    ++n_run;
+    if (cand_.data.empty())
+      throw PluginError("sampler stage '" + stages_[i]->name() + "' removed every candidate");
+    if (record_stages) record(i, top_k);
+    if (cand_.selected >= 0) break;  // later stages cannot change a made choice
+  }
+  if (cand_.selected < 0 || cand_.selected >= static_cast<int>(cand_.data.size()))
+    throw PluginError("sampler chain ended without selecting a token");
+  const std::int32_t id = cand_.data[cand_.selected].id;
+  // The chosen token's probability under the final distribution, without re-sorting.
+  float mx = cand_.data[0].logit;
+  for (const auto& c : cand_.data) mx = std::max(mx, c.logit);
+  double sum = 0;
+  for (const auto& c : cand_.data) sum += std::exp(static_cast<double>(c.logit) - mx);
+  chosen_prob_ = static_cast<float>(std::exp(static_cast<double>(cand_.data[cand_.selected].logit) - mx) / sum);
+  n_recorded_ = record_stages ? n_run : 0;
+  draw_u_ = cand_.u;
+  return id;
+}
+
+}  // namespace glassbox

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs glassbox's build and test dependencies from Debian 12's archive.
+# Idempotent: packages already present are skipped; apt-get runs only when needed.
+set -euo pipefail
+
+# Build + test (always needed).
+pkgs=(build-essential cmake pkg-config
+      xtensor-dev libxsimd-dev libyaml-cpp-dev
+      libboost-test-dev libboost-filesystem-dev libboost-dev
+      nlohmann-json3-dev libcli11-dev libgraphviz-dev)
+
+# Optional groups: GLASSBOX_DEPS_EXTRA="train" adds the model recipe's tools.
+for extra in ${GLASSBOX_DEPS_EXTRA:-}; do
+  case "$extra" in
+    train) pkgs+=(python3-torch python3-numpy sentencepiece python3-sentencepiece) ;;
+    browser) pkgs+=(chromium) ;;
+    *) echo "install-deps: unknown extra group '$extra' (expected: train, browser)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

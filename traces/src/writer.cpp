@@ -1,0 +1,120 @@
+// JSON Lines trace writer: one header line, one line per engine step, one summary line.
+#include "glassbox/traces/writer.hpp"
+
+#include <charconv>
+#include <cstring>
+
+#include "glassbox/error.hpp"
+
+namespace glassbox::traces {
+
+using nlohmann::json;
+
+double json_float(float f) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, f);
+  double d = 0;
+  std::from_chars(buf, end, d);
+  return d;
+}
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+namespace {
+json params_json(const Params& p) {
+  json o = json::object();
+  for (const auto& [k, v] : p.values()) {
+    std::visit([&](const auto& x) {
+      using T = std::decay_t<decltype(x)>;
+      o[k] = T(x);
+    }, v);
+  }
+  return o;
+}
+json plugin_json(const PluginRecord& r) { return {{"name", r.name}, {"params", params_json(r.params)}}; }
+}  // namespace
+
+json header_json(const RunHeader& h) {
+  const Config& c = h.config;
+  json plugins = json::object();
+  json samplers = json::array();
+  for (const auto& p : h.plugins) {
+    if (p.kind == "sampler") samplers.push_back(plugin_json(p));
+    else plugins[p.kind] = plugin_json(p);
+  }
+  plugins["sampler"] = samplers;
+  return {{"type", "header"},
+          {"schema", kSchema},
+          {"model", {{"path", h.model_path},
+                     {"sha256", h.model_sha256},
+                     {"config", {{"dim", c.dim}, {"hidden_dim", c.hidden_dim}, {"n_layers", c.n_layers},
+                                 {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size},
+                                 {"seq_len", c.seq_len}, {"shared_classifier", c.shared_classifier},
+                                 {"format_version", c.format_version}, {"rope_theta", c.rope_theta}}}}},
+          {"tokenizer", {{"path", h.tokenizer_path}}},
+          {"plugins", plugins},
+          {"seed", h.seed},
+          {"rng", h.rng},
+          {"prompt", h.prompt},
+          {"prompt_ids", h.prompt_ids},
+          {"max_tokens", h.max_tokens},
+          {"trace_level", h.level == TraceLevel::Full ? "full" : "basic"}};
+}
+
+json step_json(const StepEvent& e, const Tokenizer& tok) {
+  const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
+  json top = json::array();
+  for (const auto& t : e.top)
+    top.push_back({{"id", t.id}, {"text", std::string(tok.decode(prev, t.id))}, {"logit", json_float(t.logit)}, {"prob", json_float(t.prob)}});
+  json stages = json::array();
+  for (const auto& s : e.stages) {
+    json st = json::array();
+    for (const auto& t : s.top) st.push_back({{"id", t.id}, {"text", std::string(tok.decode(prev, t.id))}, {"prob", json_float(t.prob)}});
+    stages.push_back({{"name", s.name}, {"params", s.params ? params_json(*s.params) : json::object()},
+                      {"kept", s.kept}, {"mass", json_float(s.mass)}, {"entropy", json_float(s.entropy)}, {"top", st}});
+  }
+  json j = {{"type", "step"},
+            {"phase", e.phase},
+            {"step", e.step},
+            {"pos", e.pos},
+            {"input_ids", std::vector<std::int32_t>(e.input_ids.begin(), e.input_ids.end())},
+            {"token", {{"id", e.token}, {"text", std::string(e.token_text)}}},
+            {"prob", json_float(e.prob)},
+            {"logprob", json_float(e.logprob)},
+            {"entropy", json_float(e.entropy)},
+            {"top", top},
+            {"stages", stages},
+            {"draw", {{"u", e.draw_u < 0 ? json(nullptr) : json(json_float(e.draw_u))}, {"selected", e.token},
+                      {"prob", json_float(e.chain_prob)}}},
+            {"kv", {{"tokens", e.kv.tokens}, {"capacity", e.kv.capacity}, {"bytes", e.kv.bytes}}},
+            {"ms", e.ms}};
+  if (!e.logits.empty()) {
+    json l = json::array();
+    for (float x : e.logits) l.push_back(json_float(x));
+    j["logits"] = std::move(l);
+  }
+  return j;
+}
+
+json summary_json(const Summary& s) {
+  return {{"type", "summary"}, {"generated", s.generated}, {"stop_reason", s.stop_reason},
+          {"ttft_ms", s.ttft_ms}, {"prefill_tok_s", s.prefill_tok_s}, {"decode_tok_s", s.decode_tok_s}};
+}
+
+JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok) : path_(path), tok_(tok) {
+  out_.open(path, std::ios::binary | std::ios::trunc);
+  if (!out_) throw TraceError(path + ": cannot write trace file: " + std::strerror(errno));
+}
+
+void JsonlWriter::write(const json& j) {
+  out_ << dump(j) << '\n';
+  out_.flush();  // every finished line is on disk: a crash leaves a readable prefix
+  if (!out_) throw TraceError(path_ + ": write failed: " + std::strerror(errno));
+}
+
+void JsonlWriter::header(const RunHeader& h) { write(header_json(h)); }
+void JsonlWriter::step(const StepEvent& e) { write(step_json(e, tok_)); }
+void JsonlWriter::summary(const Summary& s) { write(summary_json(s)); }
+void JsonlWriter::error(const std::string& message) { write({{"type", "error"}, {"message", message}}); }
+
+}  // namespace glassbox::traces
