@@ -1,0 +1,87 @@
+// Shared test helpers: reference-data lookup, running the CLI, file utilities.
+#include "support.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace gbtest {
+
+std::optional<fs::path> shared_dir() {
+  fs::path d = std::getenv("GLASSBOX_TEST_DATA") ? fs::path(std::getenv("GLASSBOX_TEST_DATA"))
+                                                  : fs::path(GLASSBOX_SOURCE_DIR) / ".." / "shared";
+  if (fs::exists(d / "models" / "stories260K.bin")) return d.lexically_normal();
+  return std::nullopt;
+}
+
+fs::path shared(const std::string& rel) { return *shared_dir() / rel; }
+
+boost::test_tools::assertion_result NeedsShared::operator()(boost::unit_test::test_unit_id) const {
+  boost::test_tools::assertion_result r(shared_dir().has_value());
+  if (!r) r.message() << "reference data not found (../shared or $GLASSBOX_TEST_DATA)";
+  return r;
+}
+
+namespace {
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+}  // namespace
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+void write_file(const fs::path& p, const std::string& data) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << data;
+}
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(p);
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+fs::path temp_dir(const std::string& tag) {
+  fs::path d = fs::temp_directory_path() / ("glassbox-test-" + std::to_string(::getpid()) + "-" + tag);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+CliResult run_cli(const std::vector<std::string>& args, const std::string& env) {
+  static int counter = 0;
+  const fs::path dir = temp_dir("cli" + std::to_string(counter++));
+  std::string cmd = env + (env.empty() ? "" : " ") + quote(GLASSBOX_BIN);
+  for (const auto& a : args) cmd += " " + quote(a);
+  cmd += " </dev/null >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string());
+  // A hung command must fail the test, not the CI run.
+  cmd = "timeout 120 sh -c " + quote(cmd);
+  const int status = std::system(cmd.c_str());
+  CliResult r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = read_file(dir / "out");
+  r.err = read_file(dir / "err");
+  fs::remove_all(dir);
+  return r;
+}
+
+std::vector<std::string> stories_args() {
+  return {"--model", shared("models/stories260K.bin").string(), "--tokenizer", shared("models/tok512.bin").string()};
+}
+
+}  // namespace gbtest

@@ -1,0 +1,38 @@
+// Shared test helpers: where the reference data lives, running the CLI, reading files.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
+
+namespace gbtest {
+
+// ../shared beside the project root, or $GLASSBOX_TEST_DATA; nullopt when absent.
+std::optional<std::filesystem::path> shared_dir();
+std::filesystem::path shared(const std::string& rel);  // requires shared_dir()
+
+// A precondition for tests that need ../shared: they are skipped, with the reason, without it.
+struct NeedsShared {
+  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const;
+};
+
+struct CliResult {
+  int rc = -1;
+  std::string out, err;
+};
+// Runs the built `glassbox` binary with `args` (shell-quoted here), optional stdin text and env.
+CliResult run_cli(const std::vector<std::string>& args, const std::string& env = "");
+
+std::string read_file(const std::filesystem::path& p);
+void write_file(const std::filesystem::path& p, const std::string& data);
+std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& p);
+// A fresh temporary folder for one test.
+std::filesystem::path temp_dir(const std::string& tag);
+
+// The stories260K model + tok512 args.
+std::vector<std::string> stories_args();
+
+}  // namespace gbtest
