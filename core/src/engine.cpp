@@ -57,6 +57,7 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
   double prefill_ms = 0, decode_ms = 0;
   int decode_steps = 0;
 
+  std::int32_t sampled = -1;  // the chain's own pick at the current step (a forced token may replace it)
   // One step's report: the raw distribution p = softmax(logits), its entropy and top-k.
   auto report = [&](const char* phase, int step, int pos, std::span<const std::int32_t> input,
                     std::span<const float> logits, std::int32_t token, std::int32_t prev, double ms) {
@@ -87,6 +88,8 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
     if (full) e.logits = logits;
     e.stages = sampler_.stage_records();
     e.draw_u = sampler_.draw_u();
+    e.sampled = sampled;
+    e.forced = step < static_cast<int>(opt.forced.size());
     e.kv = attn_.usage();
     e.ms = ms;
     sink.step(e);
@@ -94,8 +97,14 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
 
   // The token appended after a step: the sampled one, or the forced one when replaying.
   auto choose = [&](std::span<const float> logits, int step) {
-    const std::int32_t sampled = sampler_.sample(logits, /*record_stages=*/true, top_k);
-    if (step < static_cast<int>(opt.forced.size())) return opt.forced[step];
+    sampled = sampler_.sample(logits, /*record_stages=*/true, top_k);
+    if (step < static_cast<int>(opt.forced.size())) {
+      const std::int32_t f = opt.forced[step];
+      if (f < 0 || f >= cfg.vocab_size)
+        throw InputError("forced token " + std::to_string(f) + " at step " + std::to_string(step) +
+                         " is outside the model's vocabulary of " + std::to_string(cfg.vocab_size));
+      return f;
+    }
     return sampled;
   };
   auto is_stop = [&](std::int32_t t) {

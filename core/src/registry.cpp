@@ -81,12 +81,14 @@ std::string label(const PluginEntry& e) {
 }
 
 // Runs f(); anything but a glassbox::Error escaping the module becomes a PluginError naming it.
+// Nothing thrown by module code is let through as is: the exception object may be destroyed
+// after the module is unloaded, so a copy made by libglassbox travels on instead.
 template <class F>
 decltype(auto) guarded(const std::string& who, F&& f) {
   try {
     return f();
-  } catch (const Error&) {
-    throw;
+  } catch (const Error& e) {
+    rethrow_as_own(e);
   } catch (const std::exception& e) {
     throw PluginError(who + " threw: " + e.what());
   } catch (...) {

@@ -3,16 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "glassbox/error.hpp"
 
 namespace glassbox {
-
-namespace {
-bool before(const Candidate& a, const Candidate& b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-}
-}  // namespace
 
 void Candidates::sort() {
   if (sorted) return;
@@ -24,16 +19,66 @@ void Candidates::sort() {
       if (data[i].id == sel_id) selected = i;
 }
 
-void Candidates::softmax() {
-  sort();
+void Candidates::sort_prefix(std::size_t n) {
+  if (sorted || n == 0) return;
+  if (n >= data.size()) return sort();
+  const int sel_id = selected >= 0 ? data[selected].id : -1;
+  std::nth_element(data.begin(), data.begin() + n, data.end(), before);
+  std::sort(data.begin(), data.begin() + n, before);
+  if (sel_id >= 0)
+    for (int i = 0; i < static_cast<int>(data.size()); ++i)
+      if (data[i].id == sel_id) selected = i;
+}
+
+int Candidates::argmax() const {
+  int best = -1;
+  for (int i = 0; i < static_cast<int>(data.size()); ++i)
+    if (best < 0 || before(data[i], data[best])) best = i;
+  return best;
+}
+
+void Candidates::normalize() {
   if (data.empty()) return;
-  const float mx = data.front().logit;
+  float mx = data.front().logit;
+  for (const auto& c : data) mx = std::max(mx, c.logit);
   double sum = 0.0;
   for (auto& c : data) {
     c.prob = std::isinf(c.logit) && c.logit < 0 ? 0.0f : std::exp(c.logit - mx);
     sum += c.prob;
   }
-  for (auto& c : data) c.prob = static_cast<float>(c.prob / sum);
+  const double inv = 1.0 / sum;
+  for (auto& c : data) c.prob = static_cast<float>(c.prob * inv);
+}
+
+void Candidates::softmax() {
+  sort();
+  normalize();
+}
+
+void Candidates::draw(Rng& rng) {
+  normalize();
+  u = rng.uniform();
+  const std::size_t n = data.size();
+  double cdf = 0;
+  std::size_t done = 0, m = sorted ? n : std::min<std::size_t>(n, 64);
+  int last_positive = -1;
+  while (done < n) {
+    if (!sorted) std::partial_sort(data.begin() + done, data.begin() + m, data.end(), before);
+    for (std::size_t i = done; i < m; ++i) {
+      if (data[i].prob > 0) last_positive = static_cast<int>(i);
+      cdf += data[i].prob;
+      if (u < cdf) {
+        selected = static_cast<int>(i);
+        if (m == n) sorted = true;
+        return;
+      }
+    }
+    done = m;
+    m = std::min(n, m * 4);
+  }
+  sorted = true;
+  // Rounding left the total just below u: the last candidate with any probability.
+  selected = last_positive >= 0 ? last_positive : 0;
 }
 
 SamplerChain::SamplerChain(std::vector<std::unique_ptr<Sampler>> stages, int vocab_size, std::uint64_t seed)
@@ -60,12 +105,13 @@ void SamplerChain::accept(std::int32_t token) {
 }
 
 void SamplerChain::record(std::size_t stage, int top_k) {
-  // Renormalise a copy so that recording never changes what the next stage sees.
+  // Works on a copy, so that recording never changes what the next stage sees, and sorts
+  // only the top_k entries it lists.
   scratch_.assign(cand_.data.begin(), cand_.data.end());
   Candidates view;
   view.data.swap(scratch_);
   view.sorted = cand_.sorted;
-  view.softmax();
+  view.normalize();
   StageRecord& r = records_[stage];
   r.kept = static_cast<int>(view.data.size());
   double mass = 0, h = 0;
@@ -75,9 +121,10 @@ void SamplerChain::record(std::size_t stage, int top_k) {
   }
   r.mass = static_cast<float>(mass);
   r.entropy = static_cast<float>(h);
+  const std::size_t n_top = std::min<std::size_t>(std::max(top_k, 0), view.data.size());
+  view.sort_prefix(n_top);
   r.top.clear();
-  for (int i = 0; i < std::min<int>(top_k, view.data.size()); ++i)
-    r.top.push_back({view.data[i].id, view.data[i].logit, view.data[i].prob});
+  for (std::size_t i = 0; i < n_top; ++i) r.top.push_back({view.data[i].id, view.data[i].logit, view.data[i].prob});
   view.data.swap(scratch_);
 }
 
@@ -107,12 +154,16 @@ std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_sta
   if (cand_.selected < 0 || cand_.selected >= static_cast<int>(cand_.data.size()))
     throw PluginError("sampler chain ended without selecting a token");
   const std::int32_t id = cand_.data[cand_.selected].id;
-  // The chosen token's probability under the final distribution, without re-sorting.
-  float mx = cand_.data[0].logit;
-  for (const auto& c : cand_.data) mx = std::max(mx, c.logit);
-  double sum = 0;
-  for (const auto& c : cand_.data) sum += std::exp(static_cast<double>(c.logit) - mx);
-  chosen_prob_ = static_cast<float>(std::exp(static_cast<double>(cand_.data[cand_.selected].logit) - mx) / sum);
+  if (record_stages) {
+    // The chosen token's probability under the distribution the selecting stage chose from.
+    float mx = cand_.data[0].logit;
+    for (const auto& c : cand_.data) mx = std::max(mx, c.logit);
+    double sum = 0;
+    for (const auto& c : cand_.data) sum += std::exp(static_cast<double>(c.logit) - mx);
+    chosen_prob_ = static_cast<float>(std::exp(static_cast<double>(cand_.data[cand_.selected].logit) - mx) / sum);
+  } else {
+    chosen_prob_ = std::numeric_limits<float>::quiet_NaN();
+  }
   n_recorded_ = record_stages ? n_run : 0;
   draw_u_ = cand_.u;
   return id;

@@ -6,14 +6,20 @@
 namespace glassbox {
 
 // Every error message is one line naming the file, field or value and what was expected.
+// The destructors are defined in libglassbox (their "key function"), so the vtables and type
+// info live there, not in the plugin that threw: an error outlives the module it came from.
 struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
+  ~Error() override;
 };
-struct ModelError : Error { using Error::Error; };      // checkpoint file unusable
-struct TokenizerError : Error { using Error::Error; };  // tokenizer file unusable
-struct PluginError : Error { using Error::Error; };     // module failed to load or threw
-struct ConfigError : Error { using Error::Error; };     // unknown name, bad parameter/option value
-struct InputError : Error { using Error::Error; };      // prompt too long, bad input text
-struct TraceError : Error { using Error::Error; };      // trace file unusable
+struct ModelError : Error { using Error::Error; ~ModelError() override; };          // checkpoint file unusable
+struct TokenizerError : Error { using Error::Error; ~TokenizerError() override; };  // tokenizer file unusable
+struct PluginError : Error { using Error::Error; ~PluginError() override; };        // module failed to load or threw
+struct ConfigError : Error { using Error::Error; ~ConfigError() override; };        // unknown name, bad parameter/option value
+struct InputError : Error { using Error::Error; ~InputError() override; };          // prompt too long, bad input text
+struct TraceError : Error { using Error::Error; ~TraceError() override; };          // trace file unusable
+
+// Rethrows `e` as a fresh object of the same glassbox type built by libglassbox itself.
+[[noreturn]] void rethrow_as_own(const Error& e);
 
 }  // namespace glassbox

@@ -17,8 +17,10 @@ class SamplerChain {
   // `stages` run in order; the last one must select (see build_sampler_chain).
   SamplerChain(std::vector<std::unique_ptr<Sampler>> stages, int vocab_size, std::uint64_t seed);
 
-  // logits -> candidates -> each stage -> the selected token id.
-  // With record_stages, stage_records() then holds the distribution after each stage.
+  // logits -> candidates -> each stage -> the selected token id. Stages after the one that
+  // selects do not run. With record_stages, stage_records() then holds the distribution
+  // after each stage that ran (top_k entries each) and chosen_prob() is set; without it,
+  // sampling does no work beyond the stages themselves.
   std::int32_t sample(std::span<const float> logits, bool record_stages = false, int top_k = 10);
 
   void accept(std::int32_t token);  // a token joins the sequence (prompt or generated)
@@ -26,7 +28,9 @@ class SamplerChain {
 
   const std::vector<std::unique_ptr<Sampler>>& stages() const { return stages_; }
   std::span<const StageRecord> stage_records() const { return {records_.data(), n_recorded_}; }
-  float chosen_prob() const { return chosen_prob_; }  // the chosen token's prob after the chain
+  // The chosen token's probability under the distribution the selecting stage chose from
+  // (NaN unless the last sample() recorded stages).
+  float chosen_prob() const { return chosen_prob_; }
   float draw_u() const { return draw_u_; }            // uniform of the draw, -1 for argmax
 
  private:

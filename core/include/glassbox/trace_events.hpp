@@ -64,6 +64,8 @@ struct StepEvent {
   std::span<const float> logits;         // every logit, only at TraceLevel::Full
   std::span<const StageRecord> stages;   // distribution after each sampler stage
   float draw_u = -1;                     // uniform number of the final draw (-1: none, argmax)
+  std::int32_t sampled = -1;             // the sampler chain's own choice (differs from token when forced)
+  bool forced = false;                   // token was teacher-forced (replay), not the sampler's choice
   KvUsage kv;
   double ms = 0;                         // forward + sampling time of this step
 };

@@ -1,0 +1,86 @@
+// Each SIMD kernel against its plain scalar version, over sizes that hit every tail case.
+#define BOOST_TEST_MODULE kernels
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "glassbox/kernels.hpp"
+
+namespace bdata = boost::unit_test::data;
+namespace k = glassbox::kernels;
+
+namespace {
+std::vector<float> randv(std::size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+const auto kSizes = bdata::make({1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100, 172, 512, 4099});
+}  // namespace
+
+BOOST_DATA_TEST_CASE(dot_matches_scalar, kSizes, n) {
+  auto a = randv(n, 1), b = randv(n, 2);
+  BOOST_TEST(std::abs(k::dot(a.data(), b.data(), n) - k::dot_scalar(a.data(), b.data(), n)) <= 1e-5f * std::sqrt(float(n)));
+}
+
+BOOST_DATA_TEST_CASE(matmul_matches_scalar, kSizes ^ bdata::make({1, 3, 2, 5, 1, 4, 2, 3, 1, 2, 7, 1, 3, 2, 4, 1, 2, 3, 1}), kdim, rows) {
+  const std::size_t d = 37;
+  auto x = randv(rows * kdim, 3), w = randv(d * kdim, 4);
+  std::vector<float> a(rows * d), b(rows * d);
+  k::matmul(a.data(), x.data(), w.data(), rows, kdim, d);
+  k::matmul_scalar(b.data(), x.data(), w.data(), rows, kdim, d);
+  // Absolute tolerance: summation order differs, and entries near 0 make relative error meaningless.
+  for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(std::abs(a[i] - b[i]) <= 1e-5f * std::sqrt(float(kdim)));
+}
+
+BOOST_DATA_TEST_CASE(rmsnorm_matches_scalar, kSizes, n) {
+  auto x = randv(n, 5), w = randv(n, 6);
+  std::vector<float> a(n), b(n);
+  k::rmsnorm(a.data(), x.data(), w.data(), n, 1e-5f);
+  k::rmsnorm_scalar(b.data(), x.data(), w.data(), n, 1e-5f);
+  for (std::size_t i = 0; i < n; ++i) BOOST_TEST(a[i] == b[i], boost::test_tools::tolerance(1e-5f));
+}
+
+BOOST_DATA_TEST_CASE(axpy_matches_scalar, kSizes, n) {
+  auto x = randv(n, 7), a = randv(n, 8);
+  auto b = a;
+  k::axpy(a.data(), 0.37f, x.data(), n);
+  k::axpy_scalar(b.data(), 0.37f, x.data(), n);
+  for (std::size_t i = 0; i < n; ++i) BOOST_TEST(a[i] == b[i], boost::test_tools::tolerance(1e-6f));
+}
+
+BOOST_DATA_TEST_CASE(softmax_is_a_distribution, kSizes, n) {
+  auto x = randv(n, 9);
+  for (auto& v : x) v *= 30.0f;  // large logits: the max subtraction must keep exp finite
+  auto y = x;
+  k::softmax(y.data(), n);
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    BOOST_TEST(y[i] >= 0.0f);
+    sum += y[i];
+  }
+  BOOST_TEST(sum == 1.0, boost::test_tools::tolerance(1e-5));
+  // Order is preserved: a larger logit never gets a smaller probability.
+  for (std::size_t i = 1; i < n; ++i)
+    if (x[i] > x[i - 1]) BOOST_TEST(y[i] >= y[i - 1]);
+}
+
+BOOST_AUTO_TEST_CASE(rope_rotates_pairs_by_the_given_angle) {
+  // One head of size 4 at angles a0 (pair 0) and a1 (pair 1): a pure 2-D rotation per pair.
+  const float a0 = 0.3f, a1 = 1.1f;
+  const float cs[4] = {std::cos(a0), std::sin(a0), std::cos(a1), std::sin(a1)};
+  float x[8] = {1, 0, 0, 1, 2, 3, 4, 5};  // two heads
+  k::rope(x, cs, 8, 4);
+  BOOST_TEST(x[0] == std::cos(a0), boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(x[1] == std::sin(a0), boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(x[2] == -std::sin(a1), boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(x[3] == std::cos(a1), boost::test_tools::tolerance(1e-6f));
+  // Rotation keeps each pair's length.
+  BOOST_TEST(x[4] * x[4] + x[5] * x[5] == 13.0f, boost::test_tools::tolerance(1e-5f));
+  BOOST_TEST(x[6] * x[6] + x[7] * x[7] == 41.0f, boost::test_tools::tolerance(1e-5f));
+}

@@ -1,0 +1,132 @@
+// The plugin registry: loading, ABI checks, rejections that spare the other modules, and guards.
+#define BOOST_TEST_MODULE registry
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include "glassbox/error.hpp"
+#include "glassbox/registry.hpp"
+#include "support.hpp"
+
+namespace bdata = boost::unit_test::data;
+namespace fs = std::filesystem;
+using glassbox::PluginKind;
+
+namespace {
+const fs::path kTestPlugins = GLASSBOX_TEST_PLUGIN_DIR;
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The single rejection recorded after loading one test module folder next to the built-ins.
+std::string rejection_for(const std::string& module) {
+  glassbox::Registry reg;
+  reg.load_default({kTestPlugins / module});
+  BOOST_TEST(reg.find(PluginKind::Sampler, "greedy") != nullptr, "built-ins still load");
+  BOOST_TEST_REQUIRE(reg.rejections().size() == 1u);
+  return reg.rejections()[0].to_string();
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(builtins_are_modules_in_the_plugin_folder) {
+  glassbox::Registry reg;
+  reg.load_default();
+  BOOST_TEST(reg.rejections().empty());
+  for (auto [kind, name] : {std::pair{PluginKind::Tokenizer, "llama2c"}, std::pair{PluginKind::Attention, "kv-cache"},
+                            std::pair{PluginKind::Sampler, "greedy"}, std::pair{PluginKind::Sampler, "dist"}}) {
+    const auto* e = reg.find(kind, name);
+    BOOST_TEST_REQUIRE(e != nullptr, name);
+    BOOST_TEST(e->module_path.parent_path() == fs::weakly_canonical(glassbox::Registry::builtin_dir()));
+  }
+}
+
+BOOST_DATA_TEST_CASE(bad_modules_are_rejected_with_a_reason,
+                     bdata::make({"bad_abi", "no_entry", "dup_greedy"}) ^
+                         bdata::make({"ABI version 999, this glassbox expects 1", "missing entry point 'glassbox_module_entry'",
+                                      "duplicate sampler name 'greedy'"}),
+                     module, reason) {
+  const std::string r = rejection_for(module);
+  BOOST_TEST(contains(r, reason), r);
+  BOOST_TEST(contains(r, (kTestPlugins / module).string()), "names the file: " << r);
+  BOOST_TEST(!contains(r, "\n"));
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_plugin_folder_is_reported_not_fatal) {
+  glassbox::Registry reg;
+  reg.load_default({"/nonexistent/plugins"});
+  BOOST_TEST(reg.find(PluginKind::Sampler, "greedy") != nullptr);
+  BOOST_TEST_REQUIRE(reg.rejections().size() == 1u);
+  BOOST_TEST(contains(reg.rejections()[0].to_string(), "/nonexistent/plugins"));
+}
+
+BOOST_AUTO_TEST_CASE(glassbox_plugin_path_is_searched) {
+  ::setenv("GLASSBOX_PLUGIN_PATH", (kTestPlugins / "throwing").c_str(), 1);
+  glassbox::Registry reg;
+  reg.load_default();
+  ::unsetenv("GLASSBOX_PLUGIN_PATH");
+  BOOST_TEST(reg.find(PluginKind::Sampler, "throwing") != nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_names_and_parameters_list_what_exists) {
+  glassbox::Registry reg;
+  reg.load_default();
+  try {
+    reg.make_sampler({"nucleus", {}});
+    BOOST_FAIL("unknown sampler accepted");
+  } catch (const glassbox::ConfigError& e) {
+    BOOST_TEST(contains(e.what(), "unknown sampler 'nucleus'; available:"), e.what());
+    BOOST_TEST(contains(e.what(), "greedy"), e.what());
+  }
+  try {
+    reg.make_attention({"kv-cache", {{"size", "10"}}}, {1, 1, 1, 2, 8});
+    BOOST_FAIL("unknown parameter accepted");
+  } catch (const glassbox::ConfigError& e) {
+    BOOST_TEST(contains(e.what(), "unknown parameter 'size'; accepted: capacity"), e.what());
+  }
+  BOOST_CHECK_THROW(reg.make_attention(glassbox::parse_plugin_spec("kv-cache:-1", "attention"), {1, 1, 1, 2, 8}),
+                    glassbox::ConfigError);
+  BOOST_CHECK_THROW(reg.make_attention(glassbox::parse_plugin_spec("kv-cache:lots", "attention"), {1, 1, 1, 2, 8}),
+                    glassbox::ConfigError);
+  BOOST_CHECK_THROW(reg.make_sampler(glassbox::parse_plugin_spec("greedy:3", "sampler")), glassbox::ConfigError);
+}
+
+BOOST_AUTO_TEST_CASE(plugin_specs_parse_as_documented) {
+  auto chain = glassbox::parse_plugin_chain("top-k:40, temperature:0.8 ,greedy", "sampler");
+  BOOST_TEST_REQUIRE(chain.size() == 3u);
+  BOOST_TEST(chain[0].name == "top-k");
+  BOOST_TEST(chain[0].params.at(0).second == "40");
+  BOOST_TEST(chain[1].name == "temperature");
+  BOOST_TEST(chain[2].params.empty());
+  BOOST_CHECK_THROW(glassbox::parse_plugin_spec(":3", "sampler"), glassbox::ConfigError);
+  BOOST_CHECK_THROW(glassbox::parse_plugin_spec("top-k:", "sampler"), glassbox::ConfigError);
+}
+
+BOOST_AUTO_TEST_CASE(exceptions_are_reported_with_the_module) {
+  glassbox::Registry reg;
+  reg.load_default({kTestPlugins / "throwing"});
+  auto s = reg.make_sampler({"throwing", {}});
+  glassbox::Candidates c;
+  c.data = {{0, 1.0f, 0.0f}};
+  glassbox::Rng rng(1);
+  try {
+    s->apply(c, rng);
+    BOOST_FAIL("exception swallowed");
+  } catch (const glassbox::PluginError& e) {
+    BOOST_TEST(contains(e.what(), "sampler 'throwing' (module 'throwing', "), e.what());
+    BOOST_TEST(contains(e.what(), "throwing.so"), e.what());
+    BOOST_TEST(contains(e.what(), "boom"), e.what());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(plugins_keep_their_module_loaded) {
+  std::unique_ptr<glassbox::Sampler> s;
+  {
+    glassbox::Registry reg;
+    reg.load_default();
+    s = reg.make_sampler({"greedy", {}});
+  }  // the registry is gone; the sampler's code must still be mapped
+  glassbox::Candidates c;
+  c.data = {{0, 1.0f, 0.0f}, {1, 3.0f, 0.0f}, {2, 3.0f, 0.0f}};
+  glassbox::Rng rng(1);
+  s->apply(c, rng);
+  BOOST_TEST(s->name() == "greedy");
+  BOOST_TEST(c.data[c.selected].id == 1);  // ties go to the lower id
+}
