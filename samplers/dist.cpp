@@ -1,35 +1,23 @@
 // Sampler "dist": the final weighted random draw from whatever distribution the chain left.
-#include <glassbox/plugin.hpp>
+#include "stage.hpp"
 
 namespace {
 
-class Dist final : public glassbox::Sampler {
- public:
-  explicit Dist(glassbox::Params p) : params_(std::move(p)) {}
-  std::string name() const override { return "dist"; }
-  const glassbox::Params& params() const override { return params_; }
-  bool selects() const override { return true; }
-  // Inverse-CDF draw over the candidates in descending order: the first index whose
-  // cumulative probability exceeds u. The order is fixed, so a seed fixes the token.
-  void apply(glassbox::Candidates& c, glassbox::Rng& rng) override {
-    c.softmax();
-    const float u = rng.uniform();
-    c.u = u;
-    float cdf = 0.0f;
-    c.selected = static_cast<int>(c.data.size()) - 1;
-    for (int i = 0; i < static_cast<int>(c.data.size()); ++i) {
-      cdf += c.data[i].prob;
-      if (u < cdf) { c.selected = i; break; }
-    }
-  }
+using namespace glassbox;
 
- private:
-  glassbox::Params params_;
+class Dist final : public samplers::Stage {
+ public:
+  explicit Dist(Params p) : Stage("dist", std::move(p)) {}
+  bool selects() const override { return true; }
+  // Inverse-CDF draw in canonical order (descending probability, ties to the lower id): the
+  // first candidate whose cumulative probability exceeds u = rng.uniform(). The order is
+  // fixed, so a seed fixes the token; only the prefix the draw reaches is ever sorted.
+  void apply(Candidates& c, Rng& rng) override { c.draw(rng); }
 };
 
-void register_factories(glassbox::Registrar& r) {
+void register_factories(Registrar& r) {
   r.add_sampler({"dist", "draw a token at random, weighted by the current probabilities", {}, ""},
-                [](const glassbox::Params& p) { return std::make_unique<Dist>(p); });
+                [](const Params& p) { return std::make_unique<Dist>(p); });
 }
 
 }  // namespace
