@@ -28,6 +28,7 @@ void add_run_command(CLI::App& app) {
     g.max_tokens = opt.max_tokens;
     g.level = opt.trace_level;
     g.seed = s->seed;
+    g.record_stages = !opt.trace.empty() || opt.show_probs;  // per-stage records only when shown
 
     std::unique_ptr<traces::JsonlWriter> writer;
     TeeSink sinks;

@@ -97,7 +97,7 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
 
   // The token appended after a step: the sampled one, or the forced one when replaying.
   auto choose = [&](std::span<const float> logits, int step) {
-    sampled = sampler_.sample(logits, /*record_stages=*/true, top_k);
+    sampled = sampler_.sample(logits, opt.record_stages, top_k);
     if (step < static_cast<int>(opt.forced.size())) {
       const std::int32_t f = opt.forced[step];
       if (f < 0 || f >= cfg.vocab_size)

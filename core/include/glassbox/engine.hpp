@@ -21,6 +21,9 @@ struct GenerateOptions {
   TraceLevel level = TraceLevel::Basic;
   int trace_top_k = 10;           // candidates listed per step and per stage
   std::uint64_t seed = 0;
+  // Record the distribution after each sampler stage (StepEvent::stages, chain_prob). Costs
+  // a copy and a partial sort per stage per step; turn off when no one reads the events.
+  bool record_stages = true;
   // Teacher forcing: when non-empty, these tokens are appended instead of the sampled ones
   // (the distribution and the sampler's choice are still computed and traced).
   std::vector<std::int32_t> forced;
