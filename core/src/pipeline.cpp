@@ -8,12 +8,23 @@
 
 namespace glassbox {
 
-const char* const kDefaultSamplerChain = "greedy";
+// llama.cpp's order (truncate first, then reshape): top-k bounds the work, top-p and min-p trim
+// the tail relative to the mass and to the best token, temperature 0.8 sharpens what is left,
+// and the automatically appended "dist" draws. Documented in docs/samplers.md.
+const char* const kDefaultSamplerChain = "top-k:40,top-p:0.95,min-p:0.05,temperature:0.8";
 
 std::vector<std::unique_ptr<Sampler>> build_sampler_stages(const Registry& reg, std::vector<PluginSpec> specs,
                                                           std::vector<std::string>& warnings) {
-  if (specs.size() == 1 && specs[0].name == "default" && specs[0].params.empty())
-    specs = parse_plugin_chain(kDefaultSamplerChain, "sampler");
+  // "default" (without a value) stands for the default chain wherever it appears.
+  std::vector<PluginSpec> expanded;
+  for (auto& s : specs) {
+    if (s.name == "default" && s.params.empty()) {
+      for (auto& d : parse_plugin_chain(kDefaultSamplerChain, "sampler")) expanded.push_back(std::move(d));
+    } else {
+      expanded.push_back(std::move(s));
+    }
+  }
+  specs = std::move(expanded);
   // Validate every stage before creating any: errors name the first bad one.
   for (const auto& s : specs) reg.resolve(PluginKind::Sampler, s);
   std::vector<std::unique_ptr<Sampler>> stages;
