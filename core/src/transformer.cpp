@@ -81,7 +81,7 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     // x = x + att·Woᵀ
     k::matmul(s_.xb.data(), s_.att.data(), &w_.wo(l, 0, 0), N, qd, dim);
     auto x = xt::view(s_.x, xt::range(0, n));
-    x += xt::view(s_.xb, xt::range(0, n));
+    xt::noalias(x) += xt::view(s_.xb, xt::range(0, n));
 
     // ---- feed-forward block ----
     // xb = RMSNorm(x) ⊙ g_ffn
@@ -94,7 +94,7 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     xt::noalias(gate) = gate / (1.0f + xt::exp(-gate)) * xt::view(s_.hb2, xt::range(0, n));
     // x = x + hb·W2ᵀ
     k::matmul(s_.xb.data(), s_.hb.data(), &w_.w2(l, 0, 0), N, hid, dim);
-    x += xt::view(s_.xb, xt::range(0, n));
+    xt::noalias(x) += xt::view(s_.xb, xt::range(0, n));
   }
 
   // logits = RMSNorm(x_last) ⊙ g_final · Wclsᵀ  (only the last position predicts)
