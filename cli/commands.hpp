@@ -10,5 +10,6 @@ extern int g_exit_code;
 void add_run_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_plugins_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace glassbox::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   add_run_command(app);
   add_tokenize_command(app);
   add_plugins_command(app);
+  add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -41,7 +41,8 @@ void matmul_scalar(float* out, const float* x, const float* w, std::size_t n, st
 void matmul(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d) {
   // Rows of w are split across threads; each output element is computed by one thread in a
   // fixed order, so the result does not depend on the thread count.
-#pragma omp parallel for schedule(static) if (d * k * n >= 65536)
+// Threads only pay off above about a million multiply-adds; below that the fork/join costs more.
+#pragma omp parallel for schedule(static) if (d * k * n >= (1u << 20))
   for (std::size_t i = 0; i < d; ++i) {
     const float* wi = w + i * k;
     for (std::size_t t = 0; t < n; ++t) out[t * d + i] = dot(x + t * k, wi, k);
