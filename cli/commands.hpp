@@ -1,5 +1,9 @@
 // The subcommands of `glassbox`; each adds itself to the app. main.cpp lists them.
 #pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
 #include <CLI/CLI.hpp>
 
 namespace glassbox::cli {
@@ -11,5 +15,10 @@ void add_run_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_plugins_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_trace_command(CLI::App& app);
+// `plugins --graph` (cmd_trace.cpp): adds its options; the returned function draws the pipeline and
+// returns true when --graph was given, else returns false.
+std::function<bool(const std::vector<std::string>& plugin_path)> add_plugins_graph_options(CLI::App* plugins);
+void add_explain_command(CLI::App& app);
 
 }  // namespace glassbox::cli

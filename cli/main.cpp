@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   add_tokenize_command(app);
   add_plugins_command(app);
   add_bench_command(app);
+  add_trace_command(app);
+  add_explain_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -83,8 +83,10 @@ void Candidates::draw(Rng& rng) {
 
 SamplerChain::SamplerChain(std::vector<std::unique_ptr<Sampler>> stages, int vocab_size, std::uint64_t seed)
     : stages_(std::move(stages)), rng_(seed) {
-  if (stages_.empty() || !stages_.back()->selects())
-    throw ConfigError("sampler chain must end in a selecting stage (greedy or dist)");
+  // Some stage must choose; stages after the first that does never run (build_sampler_stages
+  // warns about them).
+  if (std::none_of(stages_.begin(), stages_.end(), [](const auto& st) { return st->selects(); }))
+    throw ConfigError("sampler chain has no selecting stage (end it with greedy or dist)");
   cand_.data.reserve(vocab_size);
   scratch_.reserve(vocab_size);
   raw_prob_.resize(vocab_size);
