@@ -11,7 +11,9 @@ void add_plugins_command(CLI::App& app) {
   auto paths = std::make_shared<std::vector<std::string>>();
   auto* cmd = app.add_subcommand("plugins", "list the plugin modules found, their plugins and parameters");
   cmd->add_option("--plugin-path", *paths, "extra folder of plugin modules");
-  cmd->callback([paths] {
+  auto graph = add_plugins_graph_options(cmd);
+  cmd->callback([paths, graph] {
+    if (graph(*paths)) return;
     Registry reg;
     reg.load_default(std::vector<std::filesystem::path>(paths->begin(), paths->end()));
     std::cout << "search path:\n";

@@ -3,14 +3,18 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <random>
+#include <set>
 
 #include <yaml-cpp/yaml.h>
 
 #include "glassbox/error.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/rng.hpp"
+#include "glassbox/traces/reader.hpp"
 
 namespace fs = std::filesystem;
 
@@ -63,12 +67,43 @@ TraceLevel parse_level(const std::string& s) {
   throw ConfigError("trace level '" + s + "' (expected basic or full)");
 }
 
+// --replay GOLDEN: the golden header's prompt, max_tokens, seed, trace level, sampler chain, attention and
+// tokenizer plugin (and its model and tokenizer files, when none are named and both exist) for every
+// option that `set(key)` says was not given (docs/golden-traces.md).
+void apply_replay_defaults(RunOptions& o, const std::function<bool(const std::string&)>& set) {
+  const nlohmann::json h = traces::read_trace_header(o.replay);
+  auto spec = [](const nlohmann::json& p) {
+    PluginSpec s{p["name"].get<std::string>(), {}};
+    for (const auto& [k, v] : p["params"].items()) s.params.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+    return s;
+  };
+  if (!set("prompt")) o.prompt = h["prompt"].get<std::string>();
+  if (!set("max_tokens")) o.max_tokens = h["max_tokens"].get<int>();
+  if (!set("seed")) o.seed = h["seed"].get<std::uint64_t>();
+  if (!set("trace_level")) o.trace_level = parse_level(h["trace_level"].get<std::string>());
+  if (!set("sampler")) {
+    o.sampler.clear();
+    for (const auto& p : h["plugins"]["sampler"]) o.sampler.push_back(spec(p));
+  }
+  if (!set("attention")) o.attention = spec(h["plugins"]["attention"]);
+  if (!set("tokenizer_plugin") && !set("tokenizer")) o.tokenizer.name = h["plugins"]["tokenizer"]["name"].get<std::string>();
+  // The golden's model and tokenizer files, when none are named here and both still exist.
+  std::error_code ec;
+  const std::string model = h["model"]["path"].get<std::string>(), tok = h["tokenizer"]["path"].get<std::string>();
+  if (!set("model") && !set("tokenizer") && fs::exists(model, ec) && fs::exists(tok, ec)) {
+    o.model = model;
+    std::erase_if(o.tokenizer.params, [](const auto& p) { return p.first == "path" || p.first.empty(); });
+    o.tokenizer.params.emplace_back("path", tok);
+  }
+}
+
 }  // namespace
 
 RunOptions RunOptionsBinder::finish() {
   RunOptions o;
   std::string tok_path, tok_plugin;
   auto given = [&](const char* name) { return cmd_->get_option_no_throw(name) && cmd_->get_option(name)->count() > 0; };
+  std::set<std::string> from_config;  // keys the --config file set (underscored)
 
   if (!config_.empty()) {
     YAML::Node root;
@@ -86,6 +121,7 @@ RunOptions RunOptionsBinder::finish() {
         for (auto& c : key) if (c == '-') c = '_';
         const std::string where = config_ + ": " + key;
         const YAML::Node& v = kv.second;
+        from_config.insert(key);
         if (key == "model") o.model = yaml_scalar(v, where);
         else if (key == "tokenizer") {
           if (v.IsScalar()) tok_path = v.as<std::string>();
@@ -136,6 +172,13 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--echo")) o.echo = echo_;
   if (given("--show-probs")) o.show_probs = show_probs_;
   if (given("--replay")) o.replay = replay_;
+  if (!o.replay.empty()) {
+    apply_replay_defaults(o, [&](const std::string& key) {
+      std::string opt = "--" + key;
+      for (auto& c : opt) if (c == '_') c = '-';
+      return from_config.count(key) > 0 || given(opt.c_str());
+    });
+  }
   if (o.max_tokens < 0) throw ConfigError("--max-tokens = " + std::to_string(o.max_tokens) + " (expected >= 0)");
   return o;
 }
@@ -189,6 +232,15 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
                       " tokens but model " + model_path.string() + " has a vocabulary of " +
                       std::to_string(cfg.vocab_size) + ": they do not belong together");
   s->model = std::make_unique<Transformer>(*s->checkpoint);
+  // Test-only (docs/golden-traces.md): a wrong RoPE base, the perturbation the golden suite must catch.
+  // The trace header keeps the checkpoint's rope_theta, as a silent bug would.
+  if (const char* theta = std::getenv("GLASSBOX_TEST_ROPE_THETA"); theta && *theta) {
+    char* end = nullptr;
+    const float v = std::strtof(theta, &end);
+    if (*end || !(v > 0)) throw ConfigError(std::string("GLASSBOX_TEST_ROPE_THETA = '") + theta + "' (expected a number > 0)");
+    s->model->set_rope_theta(v);
+    warn(std::string("test-only GLASSBOX_TEST_ROPE_THETA: RoPE base set to ") + theta + " (results are deliberately wrong)");
+  }
   s->attention = s->registry.make_attention(opt.attention, cfg.attention_shape());
   s->seed = opt.seed ? *opt.seed : std::random_device{}();
   s->sampler = std::make_unique<SamplerChain>(std::move(stages), cfg.vocab_size, s->seed);

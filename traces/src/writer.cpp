@@ -84,10 +84,12 @@ json step_json(const StepEvent& e, const Tokenizer& tok) {
             {"entropy", json_float(e.entropy)},
             {"top", top},
             {"stages", stages},
-            {"draw", {{"u", e.draw_u < 0 ? json(nullptr) : json(json_float(e.draw_u))}, {"selected", e.token},
+            {"draw", {{"u", e.draw_u < 0 ? json(nullptr) : json(json_float(e.draw_u))},
+                      {"selected", e.sampled >= 0 ? e.sampled : e.token},
                       {"prob", json_float(e.chain_prob)}}},
             {"kv", {{"tokens", e.kv.tokens}, {"capacity", e.kv.capacity}, {"bytes", e.kv.bytes}}},
             {"ms", e.ms}};
+  if (e.forced) j["forced"] = true;  // replay: token is the golden's, draw.selected the chain's own pick
   if (!e.logits.empty()) {
     json l = json::array();
     for (float x : e.logits) l.push_back(json_float(x));

@@ -1,0 +1,153 @@
+// `glassbox trace validate|diff|render|html`: checking, comparing, drawing and viewing traces.
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "commands.hpp"
+#include "glassbox/error.hpp"
+#include "glassbox/pipeline.hpp"
+#include "glassbox/registry.hpp"
+#include "glassbox/traces/diff.hpp"
+#include "glassbox/traces/html.hpp"
+#include "glassbox/traces/reader.hpp"
+#include "glassbox/traces/render.hpp"
+
+namespace glassbox::cli {
+
+namespace {
+
+// --to, or the output file's extension, or `fallback`.
+std::string output_format(const std::string& to, const std::string& out, const std::string& fallback) {
+  if (!to.empty()) return to;
+  const std::string ext = std::filesystem::path(out).extension().string();
+  if (ext == ".svg" || ext == ".png" || ext == ".dot") return ext.substr(1);
+  if (ext == ".gv") return "dot";
+  return fallback;
+}
+
+void add_validate(CLI::App* trace) {
+  auto file = std::make_shared<std::string>();
+  auto* cmd = trace->add_subcommand("validate", "check a trace against glassbox.trace/1 (exit 2 naming the bad line)");
+  cmd->add_option("FILE", *file, "trace file (JSON Lines)")->required();
+  cmd->callback([file] {
+    const auto t = traces::read_trace(*file);
+    const auto& h = t.header;
+    std::cout << *file << ": valid " << h["schema"].get<std::string>() << ", " << t.steps.size() << " steps ("
+              << (t.steps.empty() ? "none" : "prefill + " + std::to_string(t.steps.size() - 1) + " decode")
+              << "), trace level " << h["trace_level"].get<std::string>() << ", sampler " << t.sampler_chain()
+              << ", stop: " << t.summary["stop_reason"].get<std::string>() << "\n";
+  });
+}
+
+void add_diff(CLI::App* trace) {
+  struct Args {
+    std::string golden, next;
+    traces::DiffOptions opt;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = trace->add_subcommand(
+      "diff", "compare a trace with a golden one step by step; exit 0 within tolerance, 1 regression, 2 unusable input");
+  cmd->add_option("GOLDEN", a->golden, "the reference trace")->required();
+  cmd->add_option("NEW", a->next, "the trace to check")->required();
+  cmd->add_option("--atol", a->opt.atol, "absolute tolerance on logprobs and logits")->capture_default_str();
+  cmd->add_option("--rtol", a->opt.rtol, "relative tolerance (times |golden value|)")->capture_default_str();
+  cmd->add_option("--kl", a->opt.kl, "largest KL(golden || new) per step, nats")->capture_default_str();
+  cmd->add_option("--top", a->opt.top_k, "candidates compared per step (0: all both traces list)")->capture_default_str();
+  cmd->callback([a] {
+    const auto golden = traces::read_trace(a->golden);
+    const auto next = traces::read_trace(a->next);
+    const auto r = traces::diff_traces(golden, next, a->opt);
+    traces::write_diff_report(std::cout, golden, next, r, a->opt);
+    if (r.regression()) g_exit_code = 1;
+  });
+}
+
+void add_render(CLI::App* trace) {
+  struct Args {
+    std::string file, out, to, steps;
+    traces::TreeOptions opt;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = trace->add_subcommand("render", "draw the generation as a token tree (Graphviz): svg, png or dot");
+  cmd->add_option("FILE", a->file, "trace file")->required();
+  cmd->add_option("-o,--output", a->out, "output file")->required();
+  cmd->add_option("--to", a->to, "svg | png | dot (default: from the output's extension, else svg)");
+  cmd->add_option("--top", a->opt.top_k, "alternatives drawn per step")->capture_default_str();
+  cmd->add_option("--steps", a->steps, "steps A:B to draw (from A up to, not including, B; A: or :B)");
+  cmd->callback([a] {
+    const std::string format = output_format(a->to, a->out, "svg");
+    traces::check_render_format(format);
+    if (!a->steps.empty()) traces::parse_step_range(a->steps, a->opt);
+    const auto t = traces::read_trace(a->file);
+    traces::render_tree(t, a->opt, format, a->out);
+  });
+}
+
+void add_html(CLI::App* trace) {
+  auto file = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto* cmd = trace->add_subcommand("html", "write a self-contained HTML step viewer for a trace");
+  cmd->add_option("FILE", *file, "trace file")->required();
+  cmd->add_option("-o,--output", *out, "the .html file to write")->required();
+  cmd->callback([file, out] {
+    const auto t = traces::read_trace(*file);
+    std::ofstream f(*out, std::ios::binary | std::ios::trunc);
+    f << traces::trace_html(t);
+    if (!f) throw TraceError(*out + ": cannot write");
+  });
+}
+
+}  // namespace
+
+void add_trace_command(CLI::App& app) {
+  auto* trace = app.add_subcommand("trace", "validate, compare, draw and view traces (docs/trace-format.md)");
+  trace->require_subcommand(1);
+  add_validate(trace);
+  add_diff(trace);
+  add_render(trace);
+  add_html(trace);
+}
+
+std::function<bool(const std::vector<std::string>&)> add_plugins_graph_options(CLI::App* plugins) {
+  struct Args {
+    bool graph = false;
+    std::string out, to, sampler, attention = "kv-cache", tokenizer_plugin = "llama2c", model;
+  };
+  auto a = std::make_shared<Args>();
+  plugins->add_flag("--graph", a->graph, "draw the configured pipeline (Graphviz) instead of listing plugins");
+  plugins->add_option("-o,--output", a->out, "with --graph: output file (default: DOT on stdout)");
+  plugins->add_option("--to", a->to, "with --graph: svg | png | dot (default: from the output's extension)");
+  plugins->add_option("--sampler,-s", a->sampler, "with --graph: the sampler chain to draw (default: default)");
+  plugins->add_option("--attention", a->attention, "with --graph: the attention plugin")->capture_default_str();
+  plugins->add_option("--tokenizer-plugin", a->tokenizer_plugin, "with --graph: the tokenizer plugin")->capture_default_str();
+  plugins->add_option("--model,-m", a->model, "with --graph: the model named in the drawing");
+  return [a](const std::vector<std::string>& plugin_path) {
+    if (!a->graph) {
+      if (!a->out.empty() || !a->to.empty() || !a->sampler.empty() || !a->model.empty())
+        throw ConfigError("-o, --to, --sampler and --model go with --graph");
+      return false;
+    }
+    const std::string format = output_format(a->to, a->out, "dot");
+    traces::check_render_format(format);
+    if (a->out.empty() && format != "dot") throw ConfigError("--to " + format + " needs -o FILE");
+    Registry reg;
+    reg.load_default(std::vector<std::filesystem::path>(plugin_path.begin(), plugin_path.end()));
+    traces::PipelineDesc p;
+    reg.resolve(PluginKind::Tokenizer, {a->tokenizer_plugin, {}});  // an unknown name is an error
+    p.tokenizer = {"tokenizer", a->tokenizer_plugin, ""};             // its file is not needed to draw it
+    const PluginSpec attn = parse_plugin_spec(a->attention, "attention");
+    p.attention = {"attention", attn.name, reg.resolve(PluginKind::Attention, attn).to_string()};
+    std::vector<std::string> warnings;
+    auto stages = build_sampler_stages(
+        reg, a->sampler.empty() ? std::vector<PluginSpec>{{"default", {}}} : parse_plugin_chain(a->sampler, "sampler"),
+        warnings);
+    for (const auto& w : warnings) std::cerr << "glassbox: warning: " << w << "\n";
+    for (const auto& s : stages) p.samplers.push_back({"sampler", s->name(), s->params().to_string()});
+    p.model = a->model.empty() ? std::string() : std::filesystem::path(a->model).filename().string();
+    if (a->out.empty()) std::cout << traces::pipeline_dot(p);
+    else traces::render_pipeline(p, format, a->out);
+    return true;
+  };
+}
+
+}  // namespace glassbox::cli

@@ -1,0 +1,478 @@
+// trace diff: tokens, then the raw distribution (top-K logprobs, KL, every logit), then each sampler stage.
+#include "glassbox/traces/diff.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <map>
+#include <optional>
+#include <sstream>
+
+#include "glassbox/error.hpp"
+
+namespace glassbox::traces {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr double kTinyLogprob = -103.28;  // log of the smallest float > 0: stands in for log(0)
+
+std::string num(double x, int prec = 3) {
+  std::ostringstream s;
+  s << std::setprecision(prec) << x;
+  return s.str();
+}
+
+// One side's distribution at one step, as far as the trace tells it.
+struct Dist {
+  std::map<std::int32_t, double> lp;     // id -> logprob, for the listed (or all) candidates
+  std::map<std::int32_t, double> logit;  // id -> logit, where known
+  std::vector<std::int32_t> order;       // listed ids, most likely first (top-K)
+  double floor = 0;                      // every unlisted id has logprob <= floor
+  bool everything = false;               // lp holds every candidate (full logits, or a stage's complete list)
+
+  std::optional<double> logprob(std::int32_t id) const {
+    auto it = lp.find(id);
+    if (it != lp.end()) return it->second;
+    if (everything) return kTinyLogprob;  // not a candidate at all: probability 0
+    return std::nullopt;
+  }
+  int rank(std::int32_t id) const {  // 1-based within the listed top-K, 0 when not listed
+    auto it = std::find(order.begin(), order.end(), id);
+    return it == order.end() ? 0 : static_cast<int>(it - order.begin()) + 1;
+  }
+};
+
+// The raw model distribution: from every logit when `use_logits`, else from the top-K list.
+Dist raw_dist(const json& step, int k, bool use_logits) {
+  Dist d;
+  const json& top = step["top"];
+  const int n = std::min<int>(k, static_cast<int>(top.size()));
+  if (use_logits) {
+    const json& l = step["logits"];
+    std::vector<double> x(l.size());
+    double mx = -HUGE_VAL;
+    for (std::size_t i = 0; i < l.size(); ++i) mx = std::max(mx, x[i] = l[i].get<double>());
+    double s = 0;
+    for (double v : x) s += std::exp(v - mx);
+    const double lse = mx + std::log(s);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      d.lp[static_cast<std::int32_t>(i)] = x[i] - lse;
+      d.logit[static_cast<std::int32_t>(i)] = x[i];
+    }
+    d.everything = true;
+    for (int i = 0; i < n; ++i) d.order.push_back(top[i]["id"].get<std::int32_t>());
+    return d;
+  }
+  if (n == 0) return d;
+  const double p0 = top[0]["prob"].get<double>();
+  const double lse = top[0]["logit"].get<double>() - std::log(std::max(p0, 1e-45));
+  for (int i = 0; i < n; ++i) {
+    const auto id = top[i]["id"].get<std::int32_t>();
+    const double l = top[i]["logit"].get<double>();
+    d.lp[id] = l - lse;
+    d.logit[id] = l;
+    d.order.push_back(id);
+    d.floor = l - lse;
+  }
+  return d;
+}
+
+// The distribution after one sampler stage (probabilities only). `kept` tells whether the list is complete.
+Dist stage_dist(const json& stage, int k) {
+  Dist d;
+  const json& top = stage["top"];
+  const int n = std::min<int>(k, static_cast<int>(top.size()));
+  for (int i = 0; i < n; ++i) {
+    const auto id = top[i]["id"].get<std::int32_t>();
+    const double lp = std::log(std::max(top[i]["prob"].get<double>(), 1e-45));
+    d.lp[id] = lp;
+    d.order.push_back(id);
+    d.floor = lp;
+  }
+  d.everything = n == static_cast<int>(top.size()) && stage["kept"].get<int>() == n;
+  return d;
+}
+
+struct Delta {
+  double max = 0;
+  std::int32_t id = -1;
+  bool bound = false;
+  double worst_ratio = 0;  // max Δ / tolerance
+  std::int32_t worst_id = -1;
+  double worst_d = 0, worst_tol = 0;
+};
+
+// max |Δlogprob| over the union of both top-K lists. Where one side does not list a candidate, its logprob
+// is only known to be <= its floor: the difference counts as (other - floor) when that is positive.
+Delta delta_logprob(const Dist& g, const Dist& n, const DiffOptions& opt) {
+  Delta r;
+  std::vector<std::int32_t> ids = g.order;
+  for (auto id : n.order)
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  for (auto id : ids) {
+    const auto a = g.logprob(id), b = n.logprob(id);
+    double d = 0, ref = 0;
+    bool bound = false;
+    if (a && b) {
+      d = std::abs(*a - *b);
+      ref = *a;
+    } else if (a) {
+      d = std::max(0.0, *a - n.floor);
+      ref = *a;
+      bound = true;
+    } else if (b) {
+      d = std::max(0.0, *b - g.floor);
+      ref = *b;
+      bound = true;
+    }
+    if (d > r.max) r.max = d, r.id = id, r.bound = bound;
+    const double tol = opt.atol + opt.rtol * std::abs(ref);
+    if (d / tol > r.worst_ratio) r.worst_ratio = d / tol, r.worst_id = id, r.worst_d = d, r.worst_tol = tol;
+  }
+  return r;
+}
+
+// max |Δlogit| over the ids whose logit both sides know (every id with full logits).
+Delta delta_logit(const Dist& g, const Dist& n, const DiffOptions& opt) {
+  Delta r;
+  for (const auto& [id, a] : g.logit) {
+    auto it = n.logit.find(id);
+    if (it == n.logit.end()) continue;
+    const double d = std::abs(a - it->second);
+    if (d > r.max) r.max = d, r.id = id;
+    const double tol = opt.atol + opt.rtol * std::abs(a);
+    if (d / tol > r.worst_ratio) r.worst_ratio = d / tol, r.worst_id = id, r.worst_d = d, r.worst_tol = tol;
+  }
+  return r;
+}
+
+// KL(golden || new). Exact over the vocabulary when both know everything; otherwise the KL between the
+// two distributions coarsened to {golden's top-K ids, everything else}, a lower bound of the true KL.
+double kl_divergence(const Dist& g, const Dist& n, bool& exact) {
+  exact = g.everything && n.everything;
+  double kl = 0;
+  if (exact) {
+    for (const auto& [id, a] : g.lp) {
+      const double p = std::exp(a);
+      if (p > 0) kl += p * (a - *n.logprob(id));
+    }
+    return std::max(0.0, kl);
+  }
+  double pg_rest = 1, pn_rest = 1;
+  for (auto id : g.order) {
+    const double a = *g.logprob(id);
+    const double b = n.logprob(id).value_or(std::min(n.floor, a));  // unlisted: at most the floor
+    const double p = std::exp(a);
+    kl += p * (a - b);
+    pg_rest -= p;
+    pn_rest -= std::exp(b);
+  }
+  if (pg_rest > 1e-12 && pn_rest > 1e-12) kl += pg_rest * std::log(pg_rest / pn_rest);
+  return std::max(0.0, kl);
+}
+
+std::string token_desc(const json& step, std::int32_t id) {
+  for (const auto& t : step["top"])
+    if (t["id"] == id) return show_text(t["text"].get<std::string>()) + " (" + std::to_string(id) + ")";
+  if (step["token"]["id"] == id) return show_text(step["token"]["text"].get<std::string>()) + " (" + std::to_string(id) + ")";
+  return "id " + std::to_string(id);
+}
+
+std::string plugin_desc(const json& p) {
+  std::string s = p["name"].get<std::string>();
+  std::string ps;
+  for (const auto& [k, v] : p["params"].items()) ps += (ps.empty() ? "" : ", ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+  return ps.empty() ? s : s + "(" + ps + ")";
+}
+
+std::string chain_desc(const json& header) {
+  std::string s;
+  for (const auto& p : header["plugins"]["sampler"]) s += (s.empty() ? "" : " -> ") + plugin_desc(p);
+  return s;
+}
+
+int max_top(const Trace& t) {
+  std::size_t k = 0;
+  for (const auto& s : t.steps) k = std::max(k, s["top"].size());
+  return static_cast<int>(k);
+}
+
+}  // namespace
+
+std::string show_text(const std::string& text, std::size_t max) {
+  std::string out = "\"";
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c & 0xC0) != 0x80) ++chars;  // count UTF-8 characters, not bytes
+    if (chars > max) {
+      out += "…";
+      break;
+    }
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\\') out += "\\\\";
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else out += static_cast<char>(c);
+  }
+  return out + "\"";
+}
+
+int DiffResult::first_divergent_step() const {
+  if (first_token_divergence < 0) return first_out_of_tolerance;
+  if (first_out_of_tolerance < 0) return first_token_divergence;
+  return std::min(first_token_divergence, first_out_of_tolerance);
+}
+
+DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions& opt) {
+  if (opt.atol < 0 || opt.rtol < 0 || opt.kl < 0) throw ConfigError("diff tolerances must be >= 0");
+  if (opt.top_k < 0) throw ConfigError("--top must be >= 0");
+  const json& gh = golden.header;
+  const json& nh = next.header;
+  if (golden.vocab_size() != next.vocab_size())
+    throw TraceError(next.path + ": vocabulary of " + std::to_string(next.vocab_size()) + " tokens, but " + golden.path +
+                     " has " + std::to_string(golden.vocab_size()) + ": the traces are not comparable");
+  DiffResult r;
+  r.golden_steps = static_cast<int>(golden.steps.size());
+  r.new_steps = static_cast<int>(next.steps.size());
+  const int listed = std::min(max_top(golden), max_top(next));
+  r.top_k = opt.top_k > 0 ? std::min(opt.top_k, listed) : listed;
+  if (opt.top_k > listed)
+    r.notes.push_back("--top " + std::to_string(opt.top_k) + " but the traces list " + std::to_string(listed) +
+                      " candidates per step: comparing " + std::to_string(listed));
+  r.full_logits = golden.full() && next.full();
+
+  // ---- header: what makes the runs differ ----
+  const json& gm = gh["model"];
+  const json& nm = nh["model"];
+  if (gm["sha256"] != nm["sha256"])
+    r.notes.push_back("model files differ: golden " + gm["sha256"].get<std::string>().substr(0, 12) + "… (" +
+                      gm["path"].get<std::string>() + "), new " + nm["sha256"].get<std::string>().substr(0, 12) + "… (" +
+                      nm["path"].get<std::string>() + ")");
+  if (gm["config"] != nm["config"]) r.notes.push_back("model configs differ: " + gm["config"].dump() + " vs " + nm["config"].dump());
+  if (gh["plugins"]["attention"] != nh["plugins"]["attention"])
+    r.notes.push_back("attention differs: golden " + plugin_desc(gh["plugins"]["attention"]) + ", new " +
+                      plugin_desc(nh["plugins"]["attention"]));
+  if (gh["plugins"]["tokenizer"]["name"] != nh["plugins"]["tokenizer"]["name"])
+    r.notes.push_back("tokenizer plugins differ: golden " + plugin_desc(gh["plugins"]["tokenizer"]) + ", new " +
+                      plugin_desc(nh["plugins"]["tokenizer"]));
+  if (gh["seed"] != nh["seed"]) r.notes.push_back("seeds differ: golden " + gh["seed"].dump() + ", new " + nh["seed"].dump());
+  if (gh["rng"] != nh["rng"]) r.notes.push_back("generators differ: golden " + gh["rng"].dump() + ", new " + nh["rng"].dump());
+  if (gh["plugins"]["sampler"] != nh["plugins"]["sampler"])
+    r.regressions.push_back("sampler chain differs: golden " + chain_desc(gh) + ", new " + chain_desc(nh));
+  if (golden.full() != next.full())
+    r.notes.push_back("only one trace has every logit: comparing the top-" + std::to_string(r.top_k) + " lists");
+  const bool same_prompt = gh["prompt_ids"] == nh["prompt_ids"];
+  if (!same_prompt) {
+    r.regressions.push_back("prompt encodes differently: golden " + gh["prompt_ids"].dump() + ", new " +
+                            nh["prompt_ids"].dump() + " (no step is comparable)");
+    r.context_divergence = 0;
+  } else if (gh["prompt"] != nh["prompt"]) {
+    r.notes.push_back("prompt texts differ but encode the same");
+  }
+
+  // ---- steps, while both sides saw the same context ----
+  const int n = same_prompt ? std::min(r.golden_steps, r.new_steps) : 0;
+  for (int k = 0; k < n; ++k) {
+    const json& g = golden.steps[k];
+    const json& x = next.steps[k];
+    StepDiff d;
+    d.step = k;
+    const auto g_tok = g["token"]["id"].get<std::int32_t>(), x_tok = x["token"]["id"].get<std::int32_t>();
+    const auto g_pick = g["draw"]["selected"].get<std::int32_t>(), x_pick = x["draw"]["selected"].get<std::int32_t>();
+    d.tokens_agree = g_tok == x_tok && g_pick == x_pick;
+    if (d.tokens_agree) ++r.token_agree;
+    else if (r.first_token_divergence < 0) r.first_token_divergence = k;
+
+    const Dist gd = raw_dist(g, r.top_k, r.full_logits);
+    const Dist xd = raw_dist(x, r.top_k, r.full_logits);
+    const Delta lp = delta_logprob(gd, xd, opt);
+    d.dlogprob = lp.max, d.dlogprob_id = lp.id, d.dlogprob_bound = lp.bound;
+    if (lp.worst_ratio > 1)
+      d.failures.push_back("|Δlogprob| " + num(lp.worst_d) + " > " + num(lp.worst_tol) + " for " + token_desc(g, lp.worst_id));
+    const Delta lg = delta_logit(gd, xd, opt);
+    d.dlogit = lg.max, d.dlogit_id = lg.id;
+    if (lg.worst_ratio > 1)
+      d.failures.push_back("|Δlogit| " + num(lg.worst_d) + " > " + num(lg.worst_tol) + " for " + token_desc(g, lg.worst_id));
+    d.kl = kl_divergence(gd, xd, d.kl_exact);
+    if (d.kl > opt.kl) d.failures.push_back("KL " + num(d.kl) + " > " + num(opt.kl));
+
+    const json& gs = g["stages"];
+    const json& xs = x["stages"];
+    if (gs.size() != xs.size()) {
+      d.failures.push_back("sampler stages ran: golden " + std::to_string(gs.size()) + ", new " + std::to_string(xs.size()));
+    } else {
+      for (std::size_t i = 0; i < gs.size(); ++i) {
+        if (gs[i]["name"] != xs[i]["name"]) {
+          d.failures.push_back("stage " + std::to_string(i + 1) + " is " + xs[i]["name"].get<std::string>() + ", golden " +
+                               gs[i]["name"].get<std::string>());
+          continue;
+        }
+        const Delta sd = delta_logprob(stage_dist(gs[i], r.top_k), stage_dist(xs[i], r.top_k), opt);
+        if (sd.max > d.dstage) d.dstage = sd.max, d.dstage_name = gs[i]["name"].get<std::string>();
+        if (sd.worst_ratio > 1)
+          d.failures.push_back("after stage " + gs[i]["name"].get<std::string>() + ": |Δlogprob| " + num(sd.worst_d) +
+                               " > " + num(sd.worst_tol) + " for " + token_desc(g, sd.worst_id));
+      }
+    }
+    if (!d.failures.empty() && r.first_out_of_tolerance < 0) r.first_out_of_tolerance = k;
+
+    if (!d.tokens_agree) {
+      // An argmax between candidates whose logprobs are equal within tolerance may fall either way after a
+      // rebuild: with the distributions within tolerance, that is a near-tie, not a regression.
+      const auto lg_pick = xd.logprob(g_pick), lx_pick = xd.logprob(x_pick);
+      const bool argmax = g["draw"]["u"].is_null() && x["draw"]["u"].is_null();
+      const bool tie = argmax && d.failures.empty() && g_tok == g_pick && x_tok == x_pick && lg_pick && lx_pick &&
+                       std::abs(*lg_pick - *lx_pick) <= opt.atol + opt.rtol * std::abs(*lx_pick);
+      if (tie) {
+        r.notes.push_back("step " + std::to_string(k) + ": near-tie: the argmax chose " + token_desc(x, x_pick) +
+                          " where the golden chose " + token_desc(g, g_pick) + ", their logprobs differ by " +
+                          num(std::abs(*lg_pick - *lx_pick)) + " (within tolerance)");
+      } else {
+        if (g_pick != x_pick)
+          d.failures.insert(d.failures.begin(), "the sampler chose " + token_desc(x, x_pick) + " where the golden chose " +
+                                                    token_desc(g, g_pick));
+        if (g_tok != x_tok && (g_tok != g_pick || x_tok != x_pick))
+          d.failures.insert(d.failures.begin(), "appended " + token_desc(x, x_tok) + " where the golden appended " +
+                                                    token_desc(g, g_tok));
+      }
+    }
+    r.steps.push_back(std::move(d));
+    if (g_tok != x_tok) {  // from here on the two runs continue different texts
+      r.context_divergence = k;
+      break;
+    }
+  }
+
+  for (const auto& d : r.steps) {
+    if (d.failures.empty()) continue;
+    std::string line = "step " + std::to_string(d.step) + ": ";
+    for (std::size_t i = 0; i < d.failures.size(); ++i) line += (i ? "; " : "") + d.failures[i];
+    r.regressions.push_back(line);
+  }
+
+  // ---- lengths ----
+  if (same_prompt && r.context_divergence < 0 && r.golden_steps != r.new_steps) {
+    const Trace& shorter = r.new_steps < r.golden_steps ? next : golden;
+    const bool limit = shorter.summary["stop_reason"] == "max_tokens" && gh["max_tokens"] != nh["max_tokens"];
+    const std::string msg = "golden has " + std::to_string(r.golden_steps) + " steps (stop: " +
+                            golden.summary["stop_reason"].get<std::string>() + "), new has " +
+                            std::to_string(r.new_steps) + " (stop: " + next.summary["stop_reason"].get<std::string>() + ")";
+    if (limit) r.notes.push_back(msg + ": max_tokens differ; compared the common steps");
+    else r.regressions.push_back(msg);
+  }
+  return r;
+}
+
+void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next, const DiffResult& r,
+                       const DiffOptions& opt) {
+  auto describe = [](const Trace& t) {
+    const json& h = t.header;
+    int forced = 0;
+    for (const auto& s : t.steps) forced += s.contains("forced");
+    std::string s = h["model"]["sha256"].get<std::string>().substr(0, 12) + "…, " + chain_desc(h) + ", seed " +
+                    h["seed"].dump() + ", " + std::to_string(t.steps.size()) + " steps, " +
+                    h["trace_level"].get<std::string>();
+    if (forced) s += ", replay (" + std::to_string(forced) + " forced)";
+    return s;
+  };
+  out << "golden: " << golden.path << "\n        " << describe(golden) << "\n";
+  out << "new:    " << next.path << "\n        " << describe(next) << "\n";
+  out << "tolerance: |Δlogprob|, |Δlogit| <= " << num(opt.atol) << " + " << num(opt.rtol) << "·|golden|, KL <= "
+      << num(opt.kl) << ", top-" << r.top_k << (r.full_logits ? ", every logit" : "") << "\n";
+  for (const auto& n : r.notes) out << "note: " << n << "\n";
+
+  const int k = r.first_divergent_step();
+  if (k >= 0) {
+    const json& g = golden.steps[k];
+    const json& x = next.steps[k];
+    const StepDiff* d = nullptr;
+    for (const auto& s : r.steps)
+      if (s.step == k) d = &s;
+    out << "\nfirst divergent step: " << k << " (" << g["phase"].get<std::string>() << ", pos " << g["pos"] << ")\n";
+    for (const auto& f : d->failures) out << "  " << f << "\n";
+    const Dist gd = raw_dist(g, r.top_k, r.full_logits), xd = raw_dist(x, r.top_k, r.full_logits);
+    auto row = [&](const json& s, int i) {
+      std::ostringstream o;
+      const json& t = s["top"][i];
+      const auto id = t["id"].get<std::int32_t>();
+      const char mark = id == s["token"]["id"] ? '*' : id == s["draw"]["selected"] ? '>' : ' ';
+      o << mark << std::setw(2) << i + 1 << " " << std::left << std::setw(18) << show_text(t["text"].get<std::string>(), 14)
+        << std::right << std::setw(6) << id << std::fixed << std::setprecision(4) << std::setw(10) << t["logit"].get<double>()
+        << std::setw(8) << t["prob"].get<double>();
+      return o.str();
+    };
+    const int rows = std::max(std::min<int>(r.top_k, g["top"].size()), std::min<int>(r.top_k, x["top"].size()));
+    out << "   " << std::left << std::setw(52) << "GOLDEN" << "NEW\n" << std::right;
+    out << "   " << std::left << std::setw(52) << " #  token                 id     logit    prob"
+        << " #  token                 id     logit    prob\n" << std::right;
+    for (int i = 0; i < rows; ++i) {
+      std::string a = i < std::min<int>(r.top_k, g["top"].size()) ? row(g, i) : "";
+      std::string b = i < std::min<int>(r.top_k, x["top"].size()) ? row(x, i) : "";
+      out << "  " << a << std::string(a.size() < 53 ? 53 - a.size() : 1, ' ') << b << "\n";
+    }
+    out << "  (* appended token, > the sampler's own pick where it differs)\n";
+    auto where_in = [&](const json& s, std::int32_t id, const Dist& od, const char* other) {
+      std::ostringstream o;
+      o << token_desc(s, id);
+      const int rk = od.rank(id);
+      if (rk) o << " is #" << rk << " in " << other << "'s top-" << r.top_k;
+      else o << " is not in " << other << "'s top-" << r.top_k;
+      if (auto lp = od.logprob(id); lp && od.everything) o << " (p " << std::setprecision(4) << std::exp(*lp) << ")";
+      return o.str();
+    };
+    out << "  golden's choice " << where_in(g, g["draw"]["selected"].get<std::int32_t>(), xd, "new") << "\n";
+    out << "  new's choice    " << where_in(x, x["draw"]["selected"].get<std::int32_t>(), gd, "golden") << "\n";
+    if (x.contains("forced") && x["token"]["id"] != x["draw"]["selected"])
+      out << "  (new was teacher-forced to " << token_desc(x, x["token"]["id"].get<std::int32_t>()) << ")\n";
+  }
+
+  // ---- summary ----
+  auto at = [&](auto member) {
+    double best = 0;
+    int step = -1;
+    for (const auto& s : r.steps)
+      if (s.*member > best || step < 0) best = s.*member, step = s.step;
+    return std::make_pair(best, step);
+  };
+  const auto [mlp, mlp_s] = at(&StepDiff::dlogprob);
+  const auto [mlg, mlg_s] = at(&StepDiff::dlogit);
+  const auto [mkl, mkl_s] = at(&StepDiff::kl);
+  const auto [mst, mst_s] = at(&StepDiff::dstage);
+  const int compared = static_cast<int>(r.steps.size());
+  const int total = std::max(r.golden_steps, r.new_steps);
+  out << "\nsummary\n";
+  out << "  steps compared:  " << compared << " of " << total;
+  if (compared == total) out << " (every step)";
+  else if (r.context_divergence >= 0)
+    out << " (the texts diverge after step " << r.context_divergence << "; `glassbox run --replay GOLDEN` compares every step)";
+  out << "\n";
+  out << "  token agreement: " << r.token_agree << "/" << compared << "\n";
+  auto line = [&](const char* name, double v, int s) {
+    out << "  " << name << std::setprecision(3) << v;
+    if (s >= 0 && compared) out << " (step " << s << ")";
+    out << "\n";
+  };
+  line("max |Δlogprob|:  ", mlp, mlp_s);
+  line("max |Δlogit|:    ", mlg, mlg_s);
+  line(r.full_logits ? "max KL:          " : "max KL (bound):  ", mkl, mkl_s);
+  line("max stage |Δlp|: ", mst, mst_s);
+  if (r.regression()) {
+    out << "\nREGRESSION: " << r.regressions.size() << " difference" << (r.regressions.size() == 1 ? "" : "s") << "\n";
+    const std::size_t show = 12;
+    for (std::size_t i = 0; i < std::min(show, r.regressions.size()); ++i) out << "  " << r.regressions[i] << "\n";
+    if (r.regressions.size() > show) out << "  ... and " << r.regressions.size() - show << " more\n";
+  } else {
+    out << "\nOK: within tolerance\n";
+  }
+}
+
+}  // namespace glassbox::traces

@@ -1,0 +1,43 @@
+// `glassbox trace html`: the viewer page with the trace's JSON put in place of its placeholder.
+#include "glassbox/traces/html.hpp"
+
+#include "glassbox/error.hpp"
+#include "glassbox/traces/viewer_html.hpp"
+#include "glassbox/traces/writer.hpp"
+
+namespace glassbox::traces {
+
+using nlohmann::json;
+
+namespace {
+constexpr std::string_view kPlaceholder = "@GLASSBOX_TRACE_JSON@";
+}
+
+std::string viewer_html() { return kViewerHtml; }
+
+std::string trace_html(const Trace& t) {
+  json lines = json::array();
+  lines.push_back(t.header);
+  for (const auto& s : t.steps) {
+    json step = s;
+    step.erase("logits");
+    lines.push_back(std::move(step));
+  }
+  if (t.complete()) lines.push_back(t.summary);
+  // Inside <script type="application/json"> only "</script" or "<!--" could end or confuse the element;
+  // '<' never occurs in JSON outside strings, so writing it as \u003c inside them removes both.
+  std::string data;
+  const std::string dumped = dump(lines);
+  data.reserve(dumped.size());
+  for (char ch : dumped) {
+    if (ch == '<') data += "\\u003c";
+    else data += ch;
+  }
+  std::string page = kViewerHtml;
+  const auto at = page.find(kPlaceholder);
+  if (at == std::string::npos) throw TraceError("internal: the viewer page has no trace placeholder");
+  page.replace(at, kPlaceholder.size(), data);
+  return page;
+}
+
+}  // namespace glassbox::traces

@@ -1,0 +1,340 @@
+// Graphviz drawings through libgvc/libcgraph: the token tree of a trace, and the pipeline of a run.
+#include "glassbox/traces/render.hpp"
+
+#include <gvc.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "glassbox/error.hpp"
+
+namespace glassbox::traces {
+
+using nlohmann::json;
+
+namespace {
+
+// cgraph's C API takes char*; it copies every string it is given.
+char* c(const std::string& s) { return const_cast<char*>(s.c_str()); }
+char* c(const char* s) { return const_cast<char*>(s); }
+
+// A graph and the Graphviz context that lays it out, freed together.
+class Graph {
+ public:
+  explicit Graph(const char* name) {
+    gvc_ = gvContext();
+    if (!gvc_) throw TraceError("Graphviz: cannot create a context");
+    g_ = agopen(c(name), Agdirected, nullptr);
+  }
+  ~Graph() {
+    if (laid_out_) gvFreeLayout(gvc_, g_);
+    agclose(g_);
+    gvFreeContext(gvc_);
+  }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  void graph_attr(const char* k, const std::string& v) { agattr(g_, AGRAPH, c(k), c(v)); }
+  void node_default(const char* k, const std::string& v) { agattr(g_, AGNODE, c(k), c(v)); }
+  void edge_default(const char* k, const std::string& v) { agattr(g_, AGEDGE, c(k), c(v)); }
+
+  Agnode_t* node(const std::string& id, std::initializer_list<std::pair<const char*, std::string>> attrs) {
+    Agnode_t* n = agnode(g_, c(id), 1);
+    for (const auto& [k, v] : attrs) agsafeset(n, c(k), c(v), c(""));
+    return n;
+  }
+  Agedge_t* edge(Agnode_t* a, Agnode_t* b, std::initializer_list<std::pair<const char*, std::string>> attrs) {
+    Agedge_t* e = agedge(g_, a, b, nullptr, 1);
+    for (const auto& [k, v] : attrs) agsafeset(e, c(k), c(v), c(""));
+    return e;
+  }
+  Agraph_t* subgraph(const std::string& name) { return agsubg(g_, c(name), 1); }
+
+  // The DOT source, before layout.
+  std::string dot() {
+    char* buf = nullptr;
+    std::size_t len = 0;
+    FILE* f = open_memstream(&buf, &len);
+    if (!f) throw TraceError("Graphviz: cannot open a memory stream");
+    agwrite(g_, f);
+    std::fclose(f);
+    std::string s(buf, len);
+    std::free(buf);
+    return s;
+  }
+
+  void render(const std::string& format, const std::string& path) {
+    check_render_format(format);
+    if (format == "dot") {
+      std::ofstream out(path, std::ios::binary | std::ios::trunc);
+      out << dot();
+      if (!out) throw TraceError(path + ": cannot write: " + std::strerror(errno));
+      return;
+    }
+    if (gvLayout(gvc_, g_, "dot") != 0)
+      throw TraceError("Graphviz: the dot layout failed (is the layout plugin installed? `dot -c` registers plugins)");
+    laid_out_ = true;
+    char* data = nullptr;
+    unsigned int len = 0;
+    if (gvRenderData(gvc_, g_, format.c_str(), &data, &len) != 0 || !data)
+      throw TraceError("Graphviz: cannot render " + format +
+                       (format == "png" ? std::string(" (PNG needs Graphviz's cairo plugin, libgvplugin_pango)") : std::string()));
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(data, len);
+    gvFreeRenderData(data);
+    if (!out) throw TraceError(path + ": cannot write: " + std::strerror(errno));
+  }
+
+ private:
+  GVC_t* gvc_ = nullptr;
+  Agraph_t* g_ = nullptr;
+  bool laid_out_ = false;
+};
+
+// A token for a label: quoted, with newlines and control bytes made visible and backslashes escaped
+// (Graphviz reads "\n", "\l" in labels as line breaks).
+std::string label_text(const std::string& text, std::size_t max_chars = 18) {
+  std::string out = "\"";
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const unsigned char ch = static_cast<unsigned char>(text[i]);
+    if ((ch & 0xC0) != 0x80 && ++chars > max_chars) {
+      out += "…";
+      break;
+    }
+    if (ch == '\n') out += "\\\\n";
+    else if (ch == '\t') out += "\\\\t";
+    else if (ch == '\\') out += "\\\\";
+    else if (ch < 0x20 || ch == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "<%02X>", ch);
+      out += buf;
+    } else out += static_cast<char>(ch);
+  }
+  return out + "\"";
+}
+
+// The end of a longer text (the context before the first drawn step), escaped for a label.
+std::string tail_text(const std::string& text, std::size_t max_chars) {
+  std::vector<std::size_t> starts;  // byte offset of each UTF-8 character
+  for (std::size_t i = 0; i < text.size(); ++i)
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) starts.push_back(i);
+  std::string t = starts.size() > max_chars ? text.substr(starts[starts.size() - max_chars]) : text;
+  std::string out = starts.size() > max_chars ? "…" : "";
+  for (char ch : t) {
+    if (ch == '\n') out += "↵";
+    else if (ch == '\\') out += "\\\\";
+    else if (static_cast<unsigned char>(ch) < 0x20) out += ' ';
+    else out += ch;
+  }
+  return out;
+}
+
+std::string fmt_prob(double p) {
+  char buf[32];
+  if (p >= 0.01) std::snprintf(buf, sizeof buf, "%.2f", p);
+  else if (p >= 0.001) std::snprintf(buf, sizeof buf, "%.3f", p);
+  else std::snprintf(buf, sizeof buf, "%.1e", p);
+  return buf;
+}
+
+std::string fmt_bytes(double b) {
+  char buf[32];
+  if (b >= 1 << 30) std::snprintf(buf, sizeof buf, "%.1f GiB", b / (1 << 30));
+  else if (b >= 1 << 20) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1 << 20));
+  else if (b >= 1 << 10) std::snprintf(buf, sizeof buf, "%.0f KiB", b / (1 << 10));
+  else std::snprintf(buf, sizeof buf, "%.0f B", b);
+  return buf;
+}
+
+// Probability -> colour, from pale grey (unlikely) to deep blue (certain). sqrt spreads the small ones.
+std::string prob_colour(double p) {
+  const double t = std::sqrt(std::clamp(p, 0.0, 1.0));
+  const int r = static_cast<int>(std::lround(0xcc + t * (0x1f - 0xcc)));
+  const int g = static_cast<int>(std::lround(0xcc + t * (0x4e - 0xcc)));
+  const int b = static_cast<int>(std::lround(0xcc + t * (0x9c - 0xcc)));
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", r, g, b);
+  return buf;
+}
+
+std::string penwidth(double p) { return fmt_prob(0.6 + 4.4 * std::clamp(p, 0.0, 1.0)); }
+
+void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
+  const int n = static_cast<int>(t.steps.size());
+  const int first = std::clamp(opt.first, 0, n);
+  const int last = opt.last < 0 ? n : std::clamp(opt.last, first, n);
+  G.graph_attr("rankdir", "LR");
+  G.graph_attr("nodesep", "0.06");
+  G.graph_attr("ranksep", "0.35");
+  G.graph_attr("fontname", "Helvetica");
+  G.graph_attr("label", "glassbox trace " + tail_text(t.path, 60) + ": steps " + std::to_string(first) + "–" +
+                            std::to_string(last > first ? last - 1 : first) + ", top-" + std::to_string(opt.top_k) +
+                            " alternatives");
+  G.graph_attr("labelloc", "t");
+  G.node_default("fontname", "Helvetica");
+  G.node_default("fontsize", "10");
+  G.node_default("shape", "box");
+  G.edge_default("fontname", "Helvetica");
+  G.edge_default("fontsize", "8");
+
+  // The root: the text the first drawn step continues (prompt, plus any earlier steps' tokens).
+  std::string context = t.header["prompt"].get<std::string>();
+  for (int k = 0; k < first; ++k) context += t.steps[k]["token"]["text"].get<std::string>();
+  Agnode_t* prev = G.node("root", {{"label", (first == 0 ? "prompt\\n" : "text so far\\n") + tail_text(context, 40)},
+                                   {"style", "filled,rounded"}, {"fillcolor", "#f2f2f2"}, {"class", "root"},
+                                   {"group", "main"}});
+  const bool stopped = t.complete() && t.summary["stop_reason"] == "stop_token";
+  for (int k = first; k < last; ++k) {
+    const json& s = t.steps[k];
+    const auto chosen = s["token"]["id"].get<std::int32_t>();
+    const double p = s["prob"].get<double>();
+    const json& kv = s["kv"];
+    std::string label = label_text(s["token"]["text"].get<std::string>()) + "\\np " + fmt_prob(p) + " · step " +
+                        std::to_string(k) + (s.contains("forced") ? " (forced)" : "") + "\\nKV " + kv["tokens"].dump() +
+                        "/" + kv["capacity"].dump() + " · " + fmt_bytes(kv["bytes"].get<double>());
+    if (stopped && k == static_cast<int>(t.steps.size()) - 1) label += "\\n(stop)";
+    const std::string id = "s" + std::to_string(k);
+    Agnode_t* node = G.node(id, {{"label", label}, {"style", "filled,bold"}, {"fillcolor", prob_colour(p)},
+                                 {"fontcolor", p > 0.3 ? "white" : "black"}, {"class", "chosen"}, {"group", "main"},
+                                 {"tooltip", "step " + std::to_string(k) + ", id " + std::to_string(chosen)}});
+    // Alternatives first so that they sit beside the main path, not across it.
+    int drawn = 0;
+    for (const auto& c : s["top"]) {
+      if (drawn >= opt.top_k) break;
+      const auto cid = c["id"].get<std::int32_t>();
+      if (cid == chosen) continue;
+      const double cp = c["prob"].get<double>();
+      Agnode_t* alt = G.node(id + "a" + std::to_string(cid),
+                             {{"label", label_text(c["text"].get<std::string>()) + "\\np " + fmt_prob(cp)},
+                              {"style", "rounded,dashed"}, {"color", prob_colour(cp)}, {"fontcolor", "#555555"},
+                              {"class", "alternative"}, {"tooltip", "id " + std::to_string(cid)}});
+      G.edge(prev, alt, {{"label", fmt_prob(cp)}, {"penwidth", penwidth(cp)}, {"color", prob_colour(cp)},
+                         {"style", "dashed"}, {"weight", "1"}, {"arrowsize", "0.5"}, {"fontcolor", "#777777"}});
+      ++drawn;
+    }
+    G.edge(prev, node, {{"label", fmt_prob(p)}, {"penwidth", penwidth(p)}, {"color", prob_colour(p)},
+                        {"weight", "100"}});
+    prev = node;
+  }
+}
+
+void build_pipeline(Graph& G, const PipelineDesc& p) {
+  G.graph_attr("rankdir", "LR");
+  G.graph_attr("fontname", "Helvetica");
+  G.graph_attr("label", "glassbox pipeline");
+  G.graph_attr("labelloc", "t");
+  G.graph_attr("nodesep", "0.3");
+  G.node_default("fontname", "Helvetica");
+  G.node_default("fontsize", "10");
+  G.node_default("shape", "box");
+  G.node_default("style", "rounded,filled");
+  G.node_default("fillcolor", "#eef3fb");
+  G.edge_default("fontname", "Helvetica");
+  G.edge_default("fontsize", "9");
+  auto box = [](const std::string& title, const PipelineStage& s) {
+    std::string l = title + "\\n" + s.name;
+    if (!s.params.empty()) l += "\\n" + tail_text(s.params, 48);
+    return l;
+  };
+  Agnode_t* prompt = G.node("prompt", {{"label", "prompt text"}, {"shape", "plaintext"}, {"style", ""}});
+  Agnode_t* tok = G.node("tokenize", {{"label", box("TOKENIZE", p.tokenizer)}, {"class", "tokenizer"}});
+  Agnode_t* prefill = G.node("prefill", {{"label", "PREFILL\\nforward over every prompt position" +
+                                                       (p.model.empty() ? std::string() : "\\n" + tail_text(p.model, 40))},
+                                         {"fillcolor", "#dde8f7"}, {"class", "prefill"}});
+  Agnode_t* decode = G.node("decode", {{"label", "DECODE\\nforward one token at the next position"},
+                                       {"fillcolor", "#dde8f7"}, {"class", "decode"}});
+  Agnode_t* attn = G.node("attention", {{"label", box("ATTENTION (K/V cache)", p.attention)}, {"shape", "cylinder"},
+                                        {"fillcolor", "#fff4dd"}, {"class", "attention"}});
+  Agnode_t* dist = G.node("distribution", {{"label", "logits → candidates"}, {"shape", "box"}, {"style", "dashed"},
+                                           {"fillcolor", "white"}});
+  G.edge(prompt, tok, {});
+  G.edge(tok, prefill, {{"label", "token ids"}});
+  G.edge(prefill, dist, {{"label", "logits (last position)"}});
+  G.edge(decode, dist, {{"label", "logits"}});
+  G.edge(prefill, attn, {{"dir", "both"}, {"style", "dashed"}, {"label", "K/V"}, {"arrowsize", "0.6"}});
+  G.edge(decode, attn, {{"dir", "both"}, {"style", "dashed"}, {"label", "K/V"}, {"arrowsize", "0.6"}});
+  Agnode_t* last = dist;
+  for (std::size_t i = 0; i < p.samplers.size(); ++i) {
+    const auto& s = p.samplers[i];
+    Agnode_t* n = G.node("sampler" + std::to_string(i), {{"label", box("SAMPLER " + std::to_string(i + 1), s)},
+                                                         {"fillcolor", "#e6f4e6"}, {"class", "sampler"}});
+    G.edge(last, n, {});
+    last = n;
+  }
+  Agnode_t* detok = G.node("detokenize", {{"label", box("DETOKENIZE + STREAM", p.tokenizer)}, {"class", "detokenize"}});
+  Agnode_t* out = G.node("text", {{"label", "text (stdout)"}, {"shape", "plaintext"}, {"style", ""}});
+  Agnode_t* stop = G.node("stop", {{"label", "stop\\nEOS/BOS · max_tokens · context full"}, {"shape", "plaintext"},
+                                   {"style", ""}});
+  G.edge(last, detok, {{"label", "chosen token"}});
+  G.edge(detok, out, {});
+  G.edge(detok, decode, {{"label", "feed back (decode loop)"}, {"constraint", "false"}, {"color", "#1f4e9c"}});
+  G.edge(detok, stop, {{"style", "dotted"}});
+}
+
+}  // namespace
+
+void check_render_format(const std::string& format) {
+  if (format != "svg" && format != "png" && format != "dot")
+    throw ConfigError("render format '" + format + "' (expected svg, png or dot)");
+}
+
+void parse_step_range(const std::string& text, TreeOptions& opt) {
+  const auto colon = text.find(':');
+  auto parse = [&](const std::string& s, int dflt) {
+    if (s.empty()) return dflt;
+    char* end = nullptr;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (*end || v < 0 || v > 1'000'000'000)
+      throw ConfigError("--steps '" + text + "': expected A:B with step numbers A < B (A or B may be left out)");
+    return static_cast<int>(v);
+  };
+  if (colon == std::string::npos) {  // one step
+    opt.first = parse(text, 0);
+    opt.last = opt.first + 1;
+    if (text.empty()) throw ConfigError("--steps '': expected A:B");
+    return;
+  }
+  opt.first = parse(text.substr(0, colon), 0);
+  opt.last = parse(text.substr(colon + 1), -1);
+  if (opt.last >= 0 && opt.last <= opt.first)
+    throw ConfigError("--steps '" + text + "': the range [A, B) is empty (expected A < B)");
+}
+
+std::string tree_dot(const Trace& t, const TreeOptions& opt) {
+  Graph g("glassbox_trace");
+  build_tree(g, t, opt);
+  return g.dot();
+}
+
+void render_tree(const Trace& t, const TreeOptions& opt, const std::string& format, const std::string& out_path) {
+  check_render_format(format);
+  if (opt.top_k < 0) throw ConfigError("--top must be >= 0");
+  if (opt.first > static_cast<int>(t.steps.size()))
+    throw ConfigError("--steps starts at step " + std::to_string(opt.first) + " but " + t.path + " has " +
+                      std::to_string(t.steps.size()) + " steps");
+  Graph g("glassbox_trace");
+  build_tree(g, t, opt);
+  g.render(format, out_path);
+}
+
+std::string pipeline_dot(const PipelineDesc& p) {
+  Graph g("glassbox_pipeline");
+  build_pipeline(g, p);
+  return g.dot();
+}
+
+void render_pipeline(const PipelineDesc& p, const std::string& format, const std::string& out_path) {
+  check_render_format(format);
+  Graph g("glassbox_pipeline");
+  build_pipeline(g, p);
+  g.render(format, out_path);
+}
+
+}  // namespace glassbox::traces

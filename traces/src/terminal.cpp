@@ -1,0 +1,83 @@
+// The terminal view of a run: bar charts of each step's candidates, drawn with Unicode block characters.
+#include "glassbox/traces/terminal.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "glassbox/traces/diff.hpp"
+
+namespace glassbox::traces {
+
+namespace {
+
+// A bar of `frac` (0..1) of `width` cells, in eighths of a cell.
+std::string bar(double frac, int width) {
+  static const char* const kEighths[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
+  const int eighths = static_cast<int>(std::lround(std::clamp(frac, 0.0, 1.0) * width * 8));
+  std::string s;
+  for (int i = 0; i < eighths / 8; ++i) s += "█";
+  s += kEighths[eighths % 8];
+  const int used = eighths / 8 + (eighths % 8 ? 1 : 0);
+  s.append(static_cast<std::size_t>(std::max(0, width - used)), ' ');
+  return s;
+}
+
+// Pads a UTF-8 string to `cols` characters.
+std::string pad(const std::string& s, std::size_t cols) {
+  std::size_t chars = 0;
+  for (unsigned char c : s) chars += (c & 0xC0) != 0x80;
+  return chars >= cols ? s : s + std::string(cols - chars, ' ');
+}
+
+std::string fixed(double x, int prec) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", prec, x);
+  return buf;
+}
+
+}  // namespace
+
+std::string probs_chart(const StepEvent& e, const Tokenizer& tok, int top, int width) {
+  const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
+  std::string s = "── step " + std::to_string(e.step) + " · pos " + std::to_string(e.pos) + " → " +
+                  show_text(std::string(e.token_text), 24) + "  p " + fixed(e.prob, 3) + " · entropy " +
+                  fixed(e.entropy, 2) + " nats · " +
+                  (e.forced ? std::string("forced") : e.draw_u < 0 ? std::string("argmax") : "draw u " + fixed(e.draw_u, 3)) +
+                  " ──\n";
+  const int n = std::min<int>(top, static_cast<int>(e.top.size()));
+  bool chosen_listed = false;
+  for (int i = 0; i < n; ++i) {
+    const auto& c = e.top[i];
+    const bool chosen = c.id == e.token;
+    chosen_listed |= chosen;
+    s += "  " + pad(show_text(std::string(tok.decode(prev, c.id)), 14), 18) + bar(c.prob, width) + " " +
+         fixed(c.prob, 3) + (chosen ? " ◀" : "") + "\n";
+  }
+  if (!chosen_listed)
+    s += "  " + pad(show_text(std::string(e.token_text), 14), 18) + bar(e.prob, width) + " " + fixed(e.prob, 3) +
+         " ◀ (chosen, not in the top " + std::to_string(n) + ")\n";
+  return s;
+}
+
+ProbsSink::ProbsSink(std::ostream& out, const Tokenizer& tok, int top, int bar_width)
+    : out_(out), tok_(tok), top_(top), width_(bar_width) {}
+
+void ProbsSink::header(const RunHeader&) { pending_.clear(); }
+
+void ProbsSink::step(const StepEvent& e) {
+  flush();
+  pending_ = probs_chart(e, tok_, top_, width_);
+}
+
+void ProbsSink::summary(const Summary&) { flush(); }
+
+void ProbsSink::flush() {
+  if (pending_.empty()) return;
+  std::fflush(stdout);  // the token this chart belongs to is already on stdout
+  out_ << "\n" << pending_;
+  out_.flush();
+  pending_.clear();
+}
+
+}  // namespace glassbox::traces
