@@ -390,14 +390,14 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
       << num(opt.kl) << ", top-" << r.top_k << (r.full_logits ? ", every logit" : "") << "\n";
   for (const auto& n : r.notes) out << "note: " << n << "\n";
 
-  const int k = r.first_divergent_step();
-  if (k >= 0) {
+  // One step side by side: both top-K lists, and where each side's choice ranks in the other's.
+  auto show_step = [&](int k, const char* title) {
     const json& g = golden.steps[k];
     const json& x = next.steps[k];
     const StepDiff* d = nullptr;
     for (const auto& s : r.steps)
       if (s.step == k) d = &s;
-    out << "\nfirst divergent step: " << k << " (" << g["phase"].get<std::string>() << ", pos " << g["pos"] << ")\n";
+    out << "\n" << title << ": step " << k << " (" << g["phase"].get<std::string>() << ", pos " << g["pos"] << ")\n";
     for (const auto& f : d->failures) out << "  " << f << "\n";
     const Dist gd = raw_dist(g, r.top_k, r.full_logits), xd = raw_dist(x, r.top_k, r.full_logits);
     auto row = [&](const json& s, int i) {
@@ -426,14 +426,17 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
       const int rk = od.rank(id);
       if (rk) o << " is #" << rk << " in " << other << "'s top-" << r.top_k;
       else o << " is not in " << other << "'s top-" << r.top_k;
-      if (auto lp = od.logprob(id); lp && od.everything) o << " (p " << std::setprecision(4) << std::exp(*lp) << ")";
+      if (auto lp = od.logprob(id)) o << " (p " << std::setprecision(4) << std::exp(*lp) << " there)";
       return o.str();
     };
     out << "  golden's choice " << where_in(g, g["draw"]["selected"].get<std::int32_t>(), xd, "new") << "\n";
     out << "  new's choice    " << where_in(x, x["draw"]["selected"].get<std::int32_t>(), gd, "golden") << "\n";
     if (x.contains("forced") && x["token"]["id"] != x["draw"]["selected"])
       out << "  (new was teacher-forced to " << token_desc(x, x["token"]["id"].get<std::int32_t>()) << ")\n";
-  }
+  };
+  const int k = r.first_divergent_step();
+  if (k >= 0) show_step(k, "first divergent step");
+  if (r.first_token_divergence >= 0 && r.first_token_divergence != k) show_step(r.first_token_divergence, "first token divergence");
 
   // ---- summary ----
   auto at = [&](auto member) {
@@ -455,7 +458,9 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
   else if (r.context_divergence >= 0)
     out << " (the texts diverge after step " << r.context_divergence << "; `glassbox run --replay GOLDEN` compares every step)";
   out << "\n";
-  out << "  token agreement: " << r.token_agree << "/" << compared << "\n";
+  out << "  token agreement: " << r.token_agree << "/" << compared;
+  if (r.first_token_divergence >= 0) out << " (first difference at step " << r.first_token_divergence << ")";
+  out << "\n";
   auto line = [&](const char* name, double v, int s) {
     out << "  " << name << std::setprecision(3) << v;
     if (s >= 0 && compared) out << " (step " << s << ")";

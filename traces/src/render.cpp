@@ -44,8 +44,9 @@ class Graph {
   void node_default(const char* k, const std::string& v) { agattr(g_, AGNODE, c(k), c(v)); }
   void edge_default(const char* k, const std::string& v) { agattr(g_, AGEDGE, c(k), c(v)); }
 
-  Agnode_t* node(const std::string& id, std::initializer_list<std::pair<const char*, std::string>> attrs) {
-    Agnode_t* n = agnode(g_, c(id), 1);
+  Agnode_t* node(const std::string& id, std::initializer_list<std::pair<const char*, std::string>> attrs,
+                 Agraph_t* in = nullptr) {
+    Agnode_t* n = agnode(in ? in : g_, c(id), 1);
     for (const auto& [k, v] : attrs) agsafeset(n, c(k), c(v), c(""));
     return n;
   }
@@ -261,10 +262,14 @@ void build_pipeline(Graph& G, const PipelineDesc& p) {
   G.edge(prefill, attn, {{"dir", "both"}, {"style", "dashed"}, {"label", "K/V"}, {"arrowsize", "0.6"}});
   G.edge(decode, attn, {{"dir", "both"}, {"style", "dashed"}, {"label", "K/V"}, {"arrowsize", "0.6"}});
   Agnode_t* last = dist;
+  Agraph_t* chain = G.subgraph("cluster_sampler_chain");
+  agsafeset(chain, c("label"), c("sampler chain (in order)"), c(""));
+  agsafeset(chain, c("style"), c("rounded,dashed"), c(""));
+  agsafeset(chain, c("color"), c("#2f8a4c"), c(""));
   for (std::size_t i = 0; i < p.samplers.size(); ++i) {
     const auto& s = p.samplers[i];
     Agnode_t* n = G.node("sampler" + std::to_string(i), {{"label", box("SAMPLER " + std::to_string(i + 1), s)},
-                                                         {"fillcolor", "#e6f4e6"}, {"class", "sampler"}});
+                                                         {"fillcolor", "#e6f4e6"}, {"class", "sampler"}}, chain);
     G.edge(last, n, {});
     last = n;
   }

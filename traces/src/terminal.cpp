@@ -46,13 +46,21 @@ std::string probs_chart(const StepEvent& e, const Tokenizer& tok, int top, int w
                   (e.forced ? std::string("forced") : e.draw_u < 0 ? std::string("argmax") : "draw u " + fixed(e.draw_u, 3)) +
                   " ──\n";
   const int n = std::min<int>(top, static_cast<int>(e.top.size()));
+  // With more than one stage, a second column: each candidate's probability after the whole chain.
+  const StageRecord* final_stage = e.stages.size() > 1 ? &e.stages.back() : nullptr;
+  if (final_stage) s += "  " + pad("", 18) + pad("model", static_cast<std::size_t>(width) + 7) + "after chain\n";
   bool chosen_listed = false;
   for (int i = 0; i < n; ++i) {
     const auto& c = e.top[i];
     const bool chosen = c.id == e.token;
     chosen_listed |= chosen;
-    s += "  " + pad(show_text(std::string(tok.decode(prev, c.id)), 14), 18) + bar(c.prob, width) + " " +
-         fixed(c.prob, 3) + (chosen ? " ◀" : "") + "\n";
+    s += "  " + pad(show_text(std::string(tok.decode(prev, c.id)), 14), 18) + bar(c.prob, width) + " " + fixed(c.prob, 3);
+    if (final_stage) {
+      auto it = std::find_if(final_stage->top.begin(), final_stage->top.end(), [&](const TokenProb& t) { return t.id == c.id; });
+      const bool complete = final_stage->kept <= static_cast<int>(final_stage->top.size());
+      s += it != final_stage->top.end() ? "  → " + fixed(it->prob, 3) : complete ? std::string("  → cut") : std::string("  → ?");
+    }
+    s += chosen ? " ◀\n" : "\n";
   }
   if (!chosen_listed)
     s += "  " + pad(show_text(std::string(e.token_text), 14), 18) + bar(e.prob, width) + " " + fixed(e.prob, 3) +

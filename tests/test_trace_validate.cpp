@@ -1,0 +1,157 @@
+// `glassbox trace validate` and the reader: every way a trace can be broken is an exit 2 naming the line.
+#define BOOST_TEST_MODULE trace_validate
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <sstream>
+
+#include "glassbox/error.hpp"
+#include "glassbox/traces/reader.hpp"
+#include "support.hpp"
+#include "trace_fixtures.hpp"
+
+namespace bdata = boost::unit_test::data;
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace gbtest;
+
+BOOST_AUTO_TEST_SUITE(validate, *boost::unit_test::precondition(NeedsShared()))
+
+BOOST_AUTO_TEST_CASE(real_traces_are_valid) {
+  for (const auto& p : {greedy_full_trace(), sampled_basic_trace()}) {
+    const auto r = run_cli({"trace", "validate", p.string()});
+    BOOST_TEST(r.rc == 0, r.err);
+    BOOST_TEST(r.out.find("valid glassbox.trace/1") != std::string::npos, r.out);
+    const auto t = glassbox::traces::read_trace(p.string());
+    BOOST_TEST(t.complete());
+    BOOST_TEST(t.steps.size() == t.step_lines.size());
+    BOOST_TEST(t.step_lines.front() == 2);
+    BOOST_TEST(t.summary_line == static_cast<int>(t.steps.size()) + 2);
+  }
+}
+
+// One way to break the greedy trace (12 steps: header on line 1, steps on lines 2..13, summary on 14),
+// the line the error must name, and a word the message must contain.
+struct Breakage {
+  const char* name;
+  int line;
+  const char* expect;
+  void (*edit)(std::vector<std::string>&);
+};
+std::ostream& operator<<(std::ostream& o, const Breakage& b) { return o << b.name; }
+
+json at(const std::vector<std::string>& l, int line) { return json::parse(l[line - 1]); }
+void put(std::vector<std::string>& l, int line, const json& j) { l[line - 1] = j.dump(); }
+
+const Breakage kBreakages[] = {
+    {"malformed_line", 5, "not valid JSON", [](auto& l) { l[4] = l[4].substr(0, l[4].size() / 2); }},
+    {"not_an_object", 3, "expected a JSON object", [](auto& l) { l[2] = "[1, 2, 3]"; }},
+    {"unknown_schema", 1, "unknown schema 'glassbox.trace/2'",
+     [](auto& l) { auto h = at(l, 1); h["schema"] = "glassbox.trace/2"; put(l, 1, h); }},
+    {"header_not_first", 1, "expected the header first", [](auto& l) { std::swap(l[0], l[1]); }},
+    {"step_out_of_order", 5, "step 4 out of order (expected step 3 after step 2 on line 4)",
+     [](auto& l) { std::swap(l[4], l[5]); }},
+    {"step_missing", 5, "step 4 out of order (expected step 3", [](auto& l) { l.erase(l.begin() + 4); }},
+    {"missing_summary", 13, "cut short", [](auto& l) { l.pop_back(); }},
+    {"error_line", 8, "stopped with an error",
+     [](auto& l) { l.resize(7); l.push_back(R"({"type":"error","message":"kv-cache full"})"); }},
+    {"blank_line", 4, "empty line", [](auto& l) { l.insert(l.begin() + 3, ""); }},
+    {"line_after_summary", 15, "after the summary", [](auto& l) { l.push_back(l[1]); }},
+    {"unknown_type", 3, "unknown line type 'stepp'", [](auto& l) { auto s = at(l, 3); s["type"] = "stepp"; put(l, 3, s); }},
+    {"missing_field", 4, "missing field step.kv", [](auto& l) { auto s = at(l, 4); s.erase("kv"); put(l, 4, s); }},
+    {"wrong_type", 4, "step.prob: expected a number", [](auto& l) { auto s = at(l, 4); s["prob"] = "high"; put(l, 4, s); }},
+    {"token_outside_vocab", 4, "step.token.id: 512 is outside",
+     [](auto& l) { auto s = at(l, 4); s["token"]["id"] = 512; put(l, 4, s); }},
+    {"logits_wrong_length", 4, "step.logits: 511 values",
+     [](auto& l) { auto s = at(l, 4); s["logits"].erase(s["logits"].size() - 1); put(l, 4, s); }},
+    {"wrong_pos", 4, "expected pos 6", [](auto& l) { auto s = at(l, 4); s["pos"] = 99; put(l, 4, s); }},
+    {"input_not_previous_token", 4, "input_ids",
+     [](auto& l) { auto s = at(l, 4); s["input_ids"] = json::array({7}); put(l, 4, s); }},
+    {"summary_count", 14, "which means",
+     [](auto& l) { auto s = at(l, 14); s["generated"] = 3; put(l, 14, s); }},
+    {"unsorted_top", 2, "top is sorted by logit",
+     [](auto& l) { auto s = at(l, 2); std::swap(s["top"][0], s["top"][1]); put(l, 2, s); }},
+    {"empty_file", 1, "empty file", [](auto& l) { l.clear(); }},
+};
+
+BOOST_DATA_TEST_CASE(broken_trace_is_exit_2_naming_the_line, bdata::make(kBreakages), b) {
+  auto lines = read_lines(greedy_full_trace());
+  BOOST_TEST_REQUIRE(lines.size() == 14u);
+  b.edit(lines);
+  const fs::path p = temp_dir(std::string("validate-") + b.name) / "broken.jsonl";
+  write_lines(p, lines);
+  if (lines.empty()) write_file(p, "");
+  const auto r = run_cli({"trace", "validate", p.string()});
+  BOOST_TEST(r.rc == 2);
+  const std::string where = p.string() + ":" + std::to_string(b.line) + ":";
+  BOOST_TEST(r.err.find(where) != std::string::npos, "expected '" << where << "' in: " << r.err);
+  BOOST_TEST(r.err.find(b.expect) != std::string::npos, "expected '" << b.expect << "' in: " << r.err);
+  BOOST_TEST(r.err.find('\n', r.err.find("error:")) == r.err.size() - 1, "one-line message: " << r.err);
+}
+
+BOOST_AUTO_TEST_CASE(cut_short_trace_is_readable_when_asked) {
+  auto lines = read_lines(greedy_full_trace());
+  lines.resize(7);
+  lines.push_back(R"({"type":"error","message":"boom"})");
+  std::istringstream in([&] { std::string s; for (auto& l : lines) s += l + "\n"; return s; }());
+  glassbox::traces::ReadOptions opt;
+  opt.require_summary = false;
+  const auto t = glassbox::traces::parse_trace(in, "mem", opt);
+  BOOST_TEST(t.steps.size() == 6u);
+  BOOST_TEST(!t.complete());
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_run_leaves_an_error_line_that_validate_reports) {
+  // A K/V cache of 8 positions overflows after 4 steps of a 5-token prompt: the run fails mid-way.
+  const fs::path p = temp_dir("validate-kv") / "cut.jsonl";
+  std::vector<std::string> a = {"run"};
+  for (const auto& x : stories_args()) a.push_back(x);
+  for (const auto& x : {"--prompt", "Once upon a time", "--max-tokens", "20", "--attention", "kv-cache:8", "--seed", "1",
+                        "--trace"})
+    a.push_back(x);
+  a.push_back(p.string());
+  const auto run = run_cli(a);
+  BOOST_TEST(run.rc == 2);
+  const auto lines = read_jsonl(p);
+  BOOST_TEST_REQUIRE(lines.size() >= 2u);
+  BOOST_TEST(lines.back()["type"] == "error");
+  for (const auto& l : lines) BOOST_TEST(l["type"] != "summary");
+  const auto r = run_cli({"trace", "validate", p.string()});
+  BOOST_TEST(r.rc == 2);
+  BOOST_TEST(r.err.find(p.string() + ":" + std::to_string(lines.size()) + ": cut short") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_fields_are_allowed) {
+  auto lines = read_lines(greedy_full_trace());
+  auto s = json::parse(lines[3]);
+  s["annotation"] = "added by a later glassbox";
+  lines[3] = s.dump();
+  const fs::path p = temp_dir("validate-extra") / "extra.jsonl";
+  write_lines(p, lines);
+  BOOST_TEST(run_cli({"trace", "validate", p.string()}).rc == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Without any model: a header-only trace of a run with max_tokens 0 is valid.
+BOOST_AUTO_TEST_CASE(reader_accepts_a_run_of_zero_tokens) {
+  json h = {{"type", "header"}, {"schema", "glassbox.trace/1"},
+            {"model", {{"path", "m.bin"}, {"sha256", std::string(64, 'a')},
+                       {"config", {{"dim", 8}, {"hidden_dim", 16}, {"n_layers", 1}, {"n_heads", 2}, {"n_kv_heads", 2},
+                                   {"vocab_size", 4}, {"seq_len", 8}, {"shared_classifier", true}, {"format_version", 0},
+                                   {"rope_theta", 10000.0}}}}},
+            {"tokenizer", {{"path", "t.bin"}}},
+            {"plugins", {{"tokenizer", {{"name", "llama2c"}, {"params", {{"path", "t.bin"}}}}},
+                         {"attention", {{"name", "kv-cache"}, {"params", {{"capacity", 0}}}}},
+                         {"sampler", json::array({{{"name", "greedy"}, {"params", json::object()}}})}}},
+            {"seed", 18446744073709551615ull}, {"rng", "pcg32"}, {"prompt", ""}, {"prompt_ids", {1}},
+            {"max_tokens", 0}, {"trace_level", "basic"}};
+  json s = {{"type", "summary"}, {"generated", 0}, {"stop_reason", "max_tokens"}, {"ttft_ms", 0},
+            {"prefill_tok_s", 0}, {"decode_tok_s", 0}};
+  std::istringstream in(h.dump() + "\n" + s.dump() + "\n");
+  const auto t = glassbox::traces::parse_trace(in, "zero");
+  BOOST_TEST(t.steps.empty());
+  BOOST_TEST(t.complete());
+  std::istringstream cut(h.dump() + "\n");
+  BOOST_CHECK_THROW(glassbox::traces::parse_trace(cut, "zero"), glassbox::TraceError);
+}
