@@ -11,8 +11,8 @@ class TopP final : public samplers::Stage {
   void apply(Candidates& c, Rng&) override {
     if (p_ >= 1.0) return;  // the whole distribution is the smallest set with mass >= 1
     c.normalize();
-    // Sorts growing prefixes only: a peaked distribution reaches p after a few dozen tokens.
-    c.keep_mass_prefix(p_, Candidates::before);
+    // Quickselect on the mass finds the boundary in expected O(n); only the kept set is sorted.
+    c.keep_mass_prefix(p_, Candidates::Before{});
     c.sorted = true;
   }
 

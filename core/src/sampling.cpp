@@ -12,7 +12,7 @@ namespace glassbox {
 void Candidates::sort() {
   if (sorted) return;
   const int sel_id = selected >= 0 ? data[selected].id : -1;
-  std::sort(data.begin(), data.end(), before);
+  std::sort(data.begin(), data.end(), Before{});
   sorted = true;
   if (sel_id >= 0)
     for (int i = 0; i < static_cast<int>(data.size()); ++i)
@@ -23,8 +23,13 @@ void Candidates::sort_prefix(std::size_t n) {
   if (sorted || n == 0) return;
   if (n >= data.size()) return sort();
   const int sel_id = selected >= 0 ? data[selected].id : -1;
-  std::nth_element(data.begin(), data.begin() + n, data.end(), before);
-  std::sort(data.begin(), data.begin() + n, before);
+  if (n <= data.size() / 16) {
+    // A bounded heap: after the first few, most candidates lose one comparison with its top.
+    std::partial_sort(data.begin(), data.begin() + n, data.end(), Before{});
+  } else {
+    std::nth_element(data.begin(), data.begin() + n, data.end(), Before{});
+    std::sort(data.begin(), data.begin() + n, Before{});
+  }
   if (sel_id >= 0)
     for (int i = 0; i < static_cast<int>(data.size()); ++i)
       if (data[i].id == sel_id) selected = i;
@@ -58,27 +63,20 @@ void Candidates::softmax() {
 void Candidates::draw(Rng& rng) {
   normalize();
   u = rng.uniform();
-  const std::size_t n = data.size();
-  double cdf = 0;
-  std::size_t done = 0, m = sorted ? n : std::min<std::size_t>(n, 64);
-  int last_positive = -1;
-  while (done < n) {
-    if (!sorted) std::partial_sort(data.begin() + done, data.begin() + m, data.end(), before);
-    for (std::size_t i = done; i < m; ++i) {
-      if (data[i].prob > 0) last_positive = static_cast<int>(i);
-      cdf += data[i].prob;
-      if (u < cdf) {
-        selected = static_cast<int>(i);
-        if (m == n) sorted = true;
-        return;
-      }
-    }
-    done = m;
-    m = std::min(n, m * 4);
+  const double target = u;
+  auto exceeds = [target](double cum) { return target < cum; };
+  std::size_t k;
+  if (sorted) {
+    double cdf = 0;
+    for (k = 0; k < data.size(); ++k)
+      if (exceeds(cdf += data[k].prob)) break;
+    if (k == data.size()) k = data.size() - 1;
+  } else {
+    k = mass_select(data, Before{}, exceeds);
   }
-  sorted = true;
-  // Rounding left the total just below u: the last candidate with any probability.
-  selected = last_positive >= 0 ? last_positive : 0;
+  // Rounding left the total just below u: step back to a candidate with any probability.
+  while (k > 0 && data[k].prob == 0) --k;
+  selected = static_cast<int>(k);
 }
 
 SamplerChain::SamplerChain(std::vector<std::unique_ptr<Sampler>> stages, int vocab_size, std::uint64_t seed)

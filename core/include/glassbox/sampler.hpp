@@ -33,6 +33,10 @@ struct Candidates {
   static bool before(const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   }
+  // The same order as a function object (inlined by the standard algorithms, unlike &before).
+  struct Before {
+    bool operator()(const Candidate& a, const Candidate& b) const { return before(a, b); }
+  };
 
   // Sorts (if needed) and sets prob = softmax(logit) over `data`.
   void softmax();
@@ -42,43 +46,92 @@ struct Candidates {
   // Sorts into canonical order if not sorted yet.
   void sort();
   // Makes data[0..n) the n first candidates in canonical order, in order; the rest stay
-  // unordered. Cheaper than sort() when n is small (nth_element + sort of the prefix).
+  // unordered. Cheaper than sort() when n is small (a bounded heap or nth_element + sort).
   void sort_prefix(std::size_t n);
   // Keeps only the first n entries (after sort() or sort_prefix(n)).
   void truncate(std::size_t n) { if (n < data.size()) data.resize(n); }
   // The index of the canonical first candidate (the argmax; ties: lower id), in one pass.
   int argmax() const;
-  // Keeps the smallest prefix, in the order `first` defines, whose probability mass
-  // reaches p (>= p - 1e-6, so that .4 + .3 reaches 0.7 despite float rounding); always at
-  // least one entry. Needs normalize()d probs. Sorts only growing prefixes (64, 256, 1024,
-  // ...) until the mass is reached, so a peaked distribution never pays for a full sort.
-  // Returns the number kept; afterwards data is that prefix, in `first` order.
+  // Keeps the smallest prefix, in the order `first` defines (a strict total order), whose
+  // probability mass reaches p (>= p - 1e-6, so that .4 + .3 reaches 0.7 despite float
+  // rounding); always at least one entry. Needs normalize()d probs. Expected O(n): the
+  // boundary is found by quickselect on the mass (mass_select), and only the kept prefix is
+  // sorted. Returns the number kept; afterwards data is that prefix, in `first` order.
   template <class Less>
   std::size_t keep_mass_prefix(double p, Less first);
   // The weighted draw: u = rng.uniform(), then selects the first candidate, in canonical
-  // order, whose cumulative probability (summed in double) exceeds u. Sorts only as far
-  // as the draw reaches. Sets probs (normalize()), `u` and `selected`.
+  // order, whose cumulative probability exceeds u (inverse CDF, most likely first). Expected
+  // O(n), no full sort (mass_select). Sets probs (normalize()), `u` and `selected`.
   void draw(Rng& rng);
 };
 
+// Quickselect on probability mass: finds k, the first position in `first` order at which the
+// cumulative probability satisfies reaches(cum), and rearranges d so that d[0..k] are the
+// first k+1 candidates in that order (d[k] the boundary one; the others unordered) and the
+// rest come after. Returns d.size() - 1 when no position reaches. Partitions around a
+// median-of-three pivot, keeping the side that holds the boundary; small ranges are sorted.
+// Cumulative sums are in double; their grouping differs from a sequential sum only in rounding.
+template <class Less, class Reaches>
+std::size_t mass_select(std::vector<Candidate>& d, Less first, Reaches reaches) {
+  if (d.empty()) return 0;
+  std::size_t lo = 0, hi = d.size();
+  double before = 0;  // mass of d[0, lo), all of which precede d[lo, hi)
+  bool first_round = true;
+  while (hi - lo > 32) {
+    std::size_t piv;
+    if (first_round && hi - lo > 4096) {
+      // A pivot from 128 evenly spaced samples, just past where their scaled cumulative mass
+      // reaches: the first partition is then lopsided, which the branch predictor likes, and
+      // the boundary usually lies in the small side. (A bad guess only costs another round.)
+      constexpr std::size_t S = 128;
+      std::size_t idx[S];
+      for (std::size_t i = 0; i < S; ++i) idx[i] = lo + i * (hi - lo) / S;
+      std::sort(idx, idx + S, [&](std::size_t a, std::size_t b) { return first(d[a], d[b]); });
+      const double scale = static_cast<double>(hi - lo) / S;
+      double est = before;
+      std::size_t j = 0;
+      while (j < S - 1 && !reaches(est += d[idx[j]].prob * scale)) ++j;
+      piv = idx[std::min(S - 1, j + 4)];
+    } else {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      if (first(d[mid], d[lo])) std::swap(d[mid], d[lo]);
+      if (first(d[hi - 1], d[lo])) std::swap(d[hi - 1], d[lo]);
+      if (first(d[hi - 1], d[mid])) std::swap(d[hi - 1], d[mid]);
+      piv = mid;  // the median of three
+    }
+    first_round = false;
+    std::swap(d[piv], d[hi - 1]);
+    const Candidate pivot = d[hi - 1];
+    const auto it = std::partition(d.begin() + lo, d.begin() + (hi - 1),
+                                   [&](const Candidate& x) { return first(x, pivot); });
+    const std::size_t a = static_cast<std::size_t>(it - d.begin());
+    std::swap(d[a], d[hi - 1]);  // the pivot between the two sides
+    double mass_a = 0;
+    for (std::size_t i = lo; i < a; ++i) mass_a += d[i].prob;
+    if (a > lo && reaches(before + mass_a)) {
+      hi = a;  // the boundary is among those before the pivot
+    } else if (reaches(before + mass_a + pivot.prob)) {
+      return a;
+    } else {
+      before += mass_a + pivot.prob;
+      lo = a + 1;
+    }
+  }
+  std::sort(d.begin() + lo, d.begin() + hi, first);
+  for (std::size_t i = lo; i < hi; ++i) {
+    before += d[i].prob;
+    if (reaches(before)) return i;
+  }
+  return hi - 1;  // rounding: the boundary is known to lie in [lo, hi), or nothing reaches
+}
+
 template <class Less>
 std::size_t Candidates::keep_mass_prefix(double p, Less first) {
-  const std::size_t n = data.size();
-  double cum = 0;
-  std::size_t done = 0, m = std::min<std::size_t>(n, 64);
-  while (done < n) {
-    std::partial_sort(data.begin() + done, data.begin() + m, data.end(), first);
-    for (std::size_t i = done; i < m; ++i) {
-      cum += data[i].prob;
-      if (cum >= p - 1e-6) {
-        data.resize(i + 1);
-        return i + 1;
-      }
-    }
-    done = m;
-    m = std::min(n, m * 4);
-  }
-  return n;  // rounding kept the mass just below p: everything stays
+  if (data.empty()) return 0;
+  const std::size_t k = mass_select(data, first, [p](double cum) { return cum >= p - 1e-6; });
+  data.resize(k + 1);
+  std::sort(data.begin(), data.end(), first);
+  return k + 1;
 }
 
 class Sampler {
