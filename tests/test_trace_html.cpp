@@ -1,0 +1,244 @@
+// `glassbox trace html`: one self-contained page, checked as text and then in headless Chromium
+// (skipped, with the reason, when no Chromium is installed: GLASSBOX_DEPS_EXTRA=browser tools/install-deps.sh).
+//
+// GLASSBOX_UPDATE_SCREENSHOT=1 ctest -R trace_html also rewrites docs/images/trace-viewer.png.
+#define BOOST_TEST_MODULE trace_html
+#include <boost/test/unit_test.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <regex>
+
+#include "support.hpp"
+#include "trace_fixtures.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace gbtest;
+
+namespace {
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+std::size_t count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// $GLASSBOX_CHROMIUM, else the first of the usual names on PATH; empty when none.
+std::string chromium() {
+  if (const char* c = std::getenv("GLASSBOX_CHROMIUM"); c && *c) return c;
+  const char* path = std::getenv("PATH");
+  if (!path) return "";
+  for (const char* name : {"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}) {
+    std::string dirs = path;
+    std::size_t start = 0;
+    while (start <= dirs.size()) {
+      const auto end = dirs.find(':', start);
+      const fs::path p = fs::path(dirs.substr(start, end == std::string::npos ? std::string::npos : end - start)) / name;
+      if (::access(p.c_str(), X_OK) == 0) return p.string();
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  return "";
+}
+
+struct NeedsChromium {
+  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+    boost::test_tools::assertion_result r(!chromium().empty());
+    if (!r) r.message() << "Chromium not found (GLASSBOX_DEPS_EXTRA=browser tools/install-deps.sh installs it, "
+                           "or set GLASSBOX_CHROMIUM)";
+    return r;
+  }
+};
+
+struct Browser {
+  int rc = -1;
+  std::string out, err;
+};
+
+// Chromium headless, isolated and offline, on a local page; `mode` is "--dump-dom" or "--screenshot=FILE ...".
+Browser browse(const fs::path& page, const std::string& mode, const std::string& fragment = "") {
+  static int n = 0;
+  const fs::path dir = temp_dir("chromium" + std::to_string(n++));
+  const std::string cmd = "timeout 90 " + quote(chromium()) +
+                          " --headless --no-sandbox --disable-gpu --disable-quic --no-first-run"
+                          " --disable-background-networking --disable-component-update --disable-sync"
+                          " --disable-extensions --hide-scrollbars --enable-logging=stderr --v=0"
+                          " --user-data-dir=" + quote((dir / "profile").string()) + " " + mode + " " +
+                          quote("file://" + fs::absolute(page).string() + fragment) + " >" + quote((dir / "out").string()) +
+                          " 2>" + quote((dir / "err").string()) + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Browser b;
+  b.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  b.out = read_file(dir / "out");
+  b.err = read_file(dir / "err");
+  fs::remove_all(dir);
+  return b;
+}
+
+// Console messages and uncaught errors Chromium logged for the page (its own dbus/GPU noise is ignored).
+std::vector<std::string> console_lines(const std::string& err) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < err.size()) {
+    auto end = err.find('\n', start);
+    if (end == std::string::npos) end = err.size();
+    const std::string line = err.substr(start, end - start);
+    if (has(line, ":CONSOLE") || has(line, "Uncaught")) out.push_back(line);
+    start = end + 1;
+  }
+  return out;
+}
+
+fs::path page_for(const fs::path& trace, const std::string& tag) {
+  const fs::path out = temp_dir("html-" + tag) / "viewer.html";
+  const auto r = run_cli({"trace", "html", trace.string(), "-o", out.string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  return out;
+}
+
+// The JSON embedded in the page, parsed back.
+json embedded(const std::string& page) {
+  const std::string open = "<script type=\"application/json\" id=\"trace-data\">";
+  const auto a = page.find(open);
+  const auto b = page.find("</script>", a);
+  BOOST_TEST_REQUIRE((a != std::string::npos && b != std::string::npos));
+  return json::parse(page.substr(a + open.size(), b - a - open.size()));
+}
+
+fs::path tricky_trace() {
+  // a prompt that would end the data element, or open a comment, if it were embedded raw
+  return stories_trace("tricky", {"--prompt", "</script><script>alert(1)</script><!-- \"quoted\" & 'single'",
+                                  "--max-tokens", "6", "--sampler", "greedy", "--seed", "1"});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(page, *boost::unit_test::precondition(NeedsShared()))
+
+BOOST_AUTO_TEST_CASE(page_is_self_contained_and_embeds_the_trace) {
+  const auto trace = sampled_basic_trace();
+  const std::string page = read_file(page_for(trace, "self"));
+  for (const char* remote : {"<script src", "<link", "src=\"http", "href=\"http", "url(http", "@import", "fetch(",
+                             "XMLHttpRequest"})
+    BOOST_TEST(!has(page, remote), remote);
+  const json data = embedded(page);
+  const auto lines = read_jsonl(trace);
+  BOOST_TEST(data.size() == lines.size());
+  BOOST_TEST(data[0]["type"] == "header");
+  BOOST_TEST(data.back()["type"] == "summary");
+  BOOST_TEST(data[3]["top"] == lines[3]["top"]);
+  BOOST_TEST(!has(page, "@GLASSBOX_TRACE_JSON@"));
+}
+
+BOOST_AUTO_TEST_CASE(logits_are_left_out) {
+  const std::string page = read_file(page_for(greedy_full_trace(), "logits"));
+  for (const auto& l : embedded(page)) BOOST_TEST(!l.contains("logits"));
+}
+
+BOOST_AUTO_TEST_CASE(text_cannot_break_out_of_the_data_element) {
+  const std::string page = read_file(page_for(tricky_trace(), "tricky"));
+  BOOST_TEST(count(page, "</script>") == 3u);  // the error hook, the data element, the viewer
+  BOOST_TEST(!has(page, "<script>alert"));
+  BOOST_TEST(embedded(page)[0]["prompt"] == "</script><script>alert(1)</script><!-- \"quoted\" & 'single'");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(browser, *boost::unit_test::precondition(NeedsShared()) *
+                                   boost::unit_test::precondition(NeedsChromium()))
+
+BOOST_AUTO_TEST_CASE(renders_in_headless_chromium_with_zero_console_errors) {
+  const auto trace = sampled_basic_trace();
+  const auto lines = read_jsonl(trace);
+  const std::size_t steps = lines.size() - 2;
+  const auto b = browse(page_for(trace, "chromium"), "--dump-dom");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  const std::string& dom = b.out;
+  BOOST_TEST(has(dom, "data-ready=\"1\""), "the viewer's script did not finish");
+  BOOST_TEST(has(dom, "id=\"console-errors\" data-count=\"0\""), dom.substr(0, 2000));
+  BOOST_TEST(console_lines(b.err).empty(), "console: " << (console_lines(b.err).empty() ? "" : console_lines(b.err)[0]));
+  // the parts the viewer builds from the trace
+  BOOST_TEST(count(dom, "class=\"cell ") == steps);                    // timeline
+  BOOST_TEST(count(dom, "class=\"tok") == steps);                      // text so far
+  BOOST_TEST(has(dom, "class=\"tok current\""));                       // highlighted token
+  BOOST_TEST(count(dom, "<div class=\"stage\">") == 1 + lines[1]["stages"].size());  // model + each stage
+  BOOST_TEST(has(dom, "1. top-k (k=40)"));
+  BOOST_TEST(has(dom, "2. temperature (temperature=0.8)"));
+  for (const char* chart : {"chart-entropy", "chart-kv", "chart-time"}) {
+    const auto at = dom.find(std::string("id=\"") + chart + "\"");
+    BOOST_TEST_REQUIRE(at != std::string::npos, chart);
+    const auto end = dom.find("</svg>", at);
+    BOOST_TEST(dom.substr(at, end - at).find("<line") != std::string::npos, chart << " drew nothing");
+  }
+  BOOST_TEST(count(dom, "class=\"bar-prefill\"") == 1u);
+  BOOST_TEST(count(dom, "class=\"bar-decode\"") == steps - 1);
+  BOOST_TEST(has(dom, "positions ("), "KV legend");
+}
+
+BOOST_AUTO_TEST_CASE(a_step_in_the_address_opens_there) {
+  const auto b = browse(page_for(sampled_basic_trace(), "fragment"), "--dump-dom", "#step=5");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  BOOST_TEST(has(b.out, "step 5 / 15 · decode"), b.out.substr(0, 3000));
+  BOOST_TEST(count(b.out, "class=\"tok\" data-step") + count(b.out, "class=\"tok low\" data-step") +
+                 count(b.out, "class=\"tok current") + count(b.out, "class=\"tok low current") ==
+             16u);
+}
+
+BOOST_AUTO_TEST_CASE(tricky_text_shows_as_text) {
+  const auto b = browse(page_for(tricky_trace(), "tricky-browser"), "--dump-dom");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  BOOST_TEST(has(b.out, "data-ready=\"1\""));
+  BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""));
+  BOOST_TEST(has(b.out, "&lt;/script&gt;&lt;script&gt;alert(1)"), "the prompt is shown as text");
+}
+
+// The error hook itself works: a page with a script error reports it in the DOM (so zero means zero).
+BOOST_AUTO_TEST_CASE(the_console_error_hook_reports_errors) {
+  const fs::path page = page_for(sampled_basic_trace(), "broken");
+  std::string html = read_file(page);
+  html.insert(html.rfind("</body>"), "<script>console.error('deliberate'); undefinedFunction();</script>\n");
+  write_file(page, html);
+  const auto b = browse(page, "--dump-dom");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"2\""), b.out.substr(0, 2000));
+  BOOST_TEST(has(b.out, "deliberate"));
+  BOOST_TEST(!console_lines(b.err).empty());
+}
+
+BOOST_AUTO_TEST_CASE(screenshot) {
+  const auto trace = stories_trace("screenshot", {"--prompt", "Once upon a time", "--max-tokens", "40", "--sampler",
+                                                  "top-k:40,temperature:0.8", "--seed", "7"});
+  const fs::path page = page_for(trace, "screenshot");
+  const fs::path png = page.parent_path() / "trace-viewer.png";
+  const auto b = browse(page, "--window-size=1400,860 --screenshot=" + quote(png.string()), "#step=21");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  const std::string img = read_file(png);
+  BOOST_TEST_REQUIRE(img.rfind("\x89PNG\r\n\x1a\n", 0) == 0u);
+  auto be32 = [&](std::size_t at) {
+    return (static_cast<unsigned char>(img[at]) << 24) | (static_cast<unsigned char>(img[at + 1]) << 16) |
+           (static_cast<unsigned char>(img[at + 2]) << 8) | static_cast<unsigned char>(img[at + 3]);
+  };
+  BOOST_TEST(be32(16) == 1400u);  // IHDR width, height
+  BOOST_TEST(be32(20) == 860u);
+  BOOST_TEST(img.size() > 40'000u, "a blank page compresses to a few KB");
+  if (const char* u = std::getenv("GLASSBOX_UPDATE_SCREENSHOT"); u && *u && std::string(u) != "0") {
+    const fs::path dest = fs::path(GLASSBOX_SOURCE_DIR) / "docs" / "images" / "trace-viewer.png";
+    fs::create_directories(dest.parent_path());
+    fs::copy_file(png, dest, fs::copy_options::overwrite_existing);
+    BOOST_TEST_MESSAGE("GLASSBOX_UPDATE_SCREENSHOT: wrote " << dest.string());
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
