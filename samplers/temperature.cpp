@@ -18,7 +18,12 @@ class Temperature final : public samplers::Stage {
       return;
     }
     const float inv = 1.0f / t_;
-    for (auto& x : c.data) x.logit *= inv;  // a positive scale keeps the order
+    for (auto& x : c.data) x.logit *= inv;
+    // A positive scale keeps the order, except that rounding may make two close logits equal,
+    // whose canonical order is then by id: re-check rather than assume.
+    if (c.sorted)
+      for (std::size_t i = 1; i < c.data.size() && c.sorted; ++i)
+        if (Candidates::before(c.data[i], c.data[i - 1])) c.sorted = false;
   }
 
  private:
