@@ -106,21 +106,28 @@ void SamplerChain::accept(std::int32_t token) {
 
 void SamplerChain::record(std::size_t stage, int top_k) {
   // Works on a copy, so that recording never changes what the next stage sees, and sorts
-  // only the top_k entries it lists.
+  // only the top_k entries it lists. One exp per candidate: with w_i = exp(l_i - max) and
+  // S = sum w_i, p_i = w_i / S and the entropy is H = ln S - sum(w_i (l_i - max)) / S.
   scratch_.assign(cand_.data.begin(), cand_.data.end());
   Candidates view;
   view.data.swap(scratch_);
   view.sorted = cand_.sorted;
-  view.normalize();
+  float mx = view.data.front().logit;
+  for (const auto& c : view.data) mx = std::max(mx, c.logit);
+  double sum = 0, wl = 0, mass = 0;
+  for (auto& c : view.data) {
+    const float w = std::isinf(c.logit) && c.logit < 0 ? 0.0f : std::exp(c.logit - mx);
+    c.prob = static_cast<float>(w);
+    sum += w;
+    if (w > 0) wl += static_cast<double>(w) * (c.logit - mx);
+    mass += raw_prob_[c.id];
+  }
+  const double inv = 1.0 / sum;
+  for (auto& c : view.data) c.prob = static_cast<float>(c.prob * inv);
   StageRecord& r = records_[stage];
   r.kept = static_cast<int>(view.data.size());
-  double mass = 0, h = 0;
-  for (const auto& c : view.data) {
-    mass += raw_prob_[c.id];
-    if (c.prob > 0) h -= static_cast<double>(c.prob) * std::log(static_cast<double>(c.prob));
-  }
   r.mass = static_cast<float>(mass);
-  r.entropy = static_cast<float>(h);
+  r.entropy = static_cast<float>(std::max(0.0, std::log(sum) - wl * inv));
   const std::size_t n_top = std::min<std::size_t>(std::max(top_k, 0), view.data.size());
   view.sort_prefix(n_top);
   r.top.clear();
@@ -154,15 +161,15 @@ std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_sta
   if (cand_.selected < 0 || cand_.selected >= static_cast<int>(cand_.data.size()))
     throw PluginError("sampler chain ended without selecting a token");
   const std::int32_t id = cand_.data[cand_.selected].id;
+  chosen_prob_ = std::numeric_limits<float>::quiet_NaN();
   if (record_stages) {
-    // The chosen token's probability under the distribution the selecting stage chose from.
-    float mx = cand_.data[0].logit;
-    for (const auto& c : cand_.data) mx = std::max(mx, c.logit);
-    double sum = 0;
-    for (const auto& c : cand_.data) sum += std::exp(static_cast<double>(c.logit) - mx);
-    chosen_prob_ = static_cast<float>(std::exp(static_cast<double>(cand_.data[cand_.selected].logit) - mx) / sum);
-  } else {
-    chosen_prob_ = std::numeric_limits<float>::quiet_NaN();
+    // The chosen token's probability under the distribution the selecting stage chose from:
+    // that stage's record, whose normalised copy is still in scratch_.
+    for (const auto& c : scratch_)
+      if (c.id == id) {
+        chosen_prob_ = c.prob;
+        break;
+      }
   }
   n_recorded_ = record_stages ? n_run : 0;
   draw_u_ = cand_.u;
