@@ -283,6 +283,28 @@ BOOST_AUTO_TEST_CASE(every_sampler_runs_on_a_model) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_yaml_list_names_parameters) {
+  const fs::path dir = gbtest::temp_dir("yaml-chain");
+  gbtest::write_file(dir / "c.yaml",
+                     "sampler:\n  - {name: repetition-penalty, penalty: 1.2, last_n: 16}\n  - top-k:5\n"
+                     "  - {name: temperature, temperature: 0.7}\nseed: 11\nmax_tokens: 8\nprompt: The cat\n");
+  auto r = run_cli(cat(cat({"run", "--config", (dir / "c.yaml").string()}, gbtest::stories_args()),
+                       {"--trace", (dir / "t.jsonl").string()}));
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const auto lines = gbtest::read_jsonl(dir / "t.jsonl");
+  const auto& s = lines.at(0)["plugins"]["sampler"];
+  BOOST_TEST_REQUIRE(s.size() == 4u);
+  BOOST_TEST(s[0]["name"] == "repetition-penalty");
+  BOOST_TEST(s[0]["params"]["penalty"] == 1.2);
+  BOOST_TEST(s[0]["params"]["last_n"] == 16);
+  BOOST_TEST(s[1]["params"]["k"] == 5);
+  BOOST_TEST(s[2]["params"]["temperature"] == 0.7);
+  BOOST_TEST(s[3]["name"] == "dist");
+  for (const auto& l : lines)
+    if (l["type"] == "step") BOOST_TEST(l["stages"][1]["kept"].get<int>() <= 5);
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(a_stage_after_greedy_warns_in_run) {
   auto r = run_cli(cat(cat({"run"}, gbtest::stories_args()), {"--max-tokens", "3", "--sampler", "greedy,top-k:5"}));
   BOOST_TEST(r.rc == 0, r.err);
