@@ -3,6 +3,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <cstdlib>
 #include <sstream>
 
 #include "glassbox/error.hpp"
@@ -129,6 +130,55 @@ BOOST_AUTO_TEST_CASE(unknown_fields_are_allowed) {
   const fs::path p = temp_dir("validate-extra") / "extra.jsonl";
   write_lines(p, lines);
   BOOST_TEST(run_cli({"trace", "validate", p.string()}).rc == 0);
+}
+
+// docs/trace.schema.json describes what the writer writes: every required field is written, and
+// every field written is described (top level and one level down). With python3-jsonschema installed,
+// every line of real traces is also validated against the schema itself.
+BOOST_AUTO_TEST_CASE(the_json_schema_document_matches_the_writer) {
+  const fs::path schema_path = fs::path(GLASSBOX_SOURCE_DIR) / "docs" / "trace.schema.json";
+  const json schema = json::parse(read_file(schema_path));
+  const json& defs = schema["$defs"];
+  auto check = [&](const json& line, const json& def, const std::string& where) {
+    for (const auto& k : def["required"]) BOOST_TEST(line.contains(k.get<std::string>()), where << ": required " << k << " not written");
+    for (const auto& [k, v] : line.items()) {
+      BOOST_TEST(def["properties"].contains(k), where << ": '" << k << "' written but not in the schema");
+    }
+  };
+  // the error line comes from a failed run
+  const fs::path cut = temp_dir("schema-error") / "cut.jsonl";
+  std::vector<std::string> a = {"run"};
+  for (const auto& x : stories_args()) a.push_back(x);
+  for (const auto& x : {"--prompt", "Once upon a time", "--max-tokens", "20", "--attention", "kv-cache:8", "--trace"}) a.push_back(x);
+  a.push_back(cut.string());
+  BOOST_TEST(run_cli(a).rc == 2);
+  std::vector<fs::path> files = {greedy_full_trace(), sampled_basic_trace(), cut};
+  for (const auto& f : files) {
+    for (const auto& line : read_jsonl(f)) {
+      const std::string type = line["type"];
+      BOOST_TEST_REQUIRE(defs.contains(type));
+      check(line, defs[type], f.filename().string() + " " + type);
+      if (type == "header") {
+        check(line["model"], defs["header"]["properties"]["model"], "header.model");
+        check(line["model"]["config"], defs["header"]["properties"]["model"]["properties"]["config"], "header.model.config");
+      }
+      if (type == "step") {
+        check(line["draw"], defs["step"]["properties"]["draw"], "step.draw");
+        check(line["kv"], defs["step"]["properties"]["kv"], "step.kv");
+        for (const auto& c : line["top"]) check(c, defs["candidate"], "step.top[]");
+        for (const auto& st : line["stages"]) check(st, defs["stage"], "step.stages[]");
+      }
+    }
+  }
+  if (std::system("python3 -c 'import jsonschema' >/dev/null 2>&1") != 0) {
+    BOOST_TEST_MESSAGE("python3-jsonschema not installed: the line-by-line schema validation is skipped");
+    return;
+  }
+  std::string cmd = "python3 -c 'import json,sys,jsonschema; v=jsonschema.Draft202012Validator(json.load(open(sys.argv[1])));"
+                    " bad=[(f,i) for f in sys.argv[2:] for i,l in enumerate(open(f),1) if not v.is_valid(json.loads(l))];"
+                    " print(bad); sys.exit(1 if bad else 0)' '" + schema_path.string() + "'";
+  for (const auto& f : files) cmd += " '" + f.string() + "'";
+  BOOST_TEST(std::system(cmd.c_str()) == 0, "lines failing docs/trace.schema.json (see stdout)");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

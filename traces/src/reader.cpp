@@ -372,14 +372,14 @@ std::vector<std::int32_t> Trace::tokens() const {
 std::string Trace::sampler_chain() const {
   std::string out;
   for (const auto& s : header["plugins"]["sampler"]) {
-    if (!out.empty()) out += ",";
+    if (!out.empty()) out += " -> ";
     out += s["name"].get<std::string>();
     std::string ps;
     for (const auto& [k, v] : s["params"].items()) {
-      if (!ps.empty()) ps += ";";
+      if (!ps.empty()) ps += ", ";
       ps += k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
     }
-    if (!ps.empty()) out += "{" + ps + "}";
+    if (!ps.empty()) out += "(" + ps + ")";
   }
   return out;
 }

@@ -23,7 +23,7 @@ struct Trace {
   bool complete() const { return summary.is_object(); }
   // The token appended after each step (the golden's in a replay).
   std::vector<std::int32_t> tokens() const;
-  // "greedy" / "top-k:40,temperature:0.8": the sampler chain as a spec string.
+  // "greedy", "top-k(k=40) -> temperature(temperature=0.8) -> dist": the sampler chain, for messages.
   std::string sampler_chain() const;
 };
 
