@@ -174,10 +174,14 @@ double kl_divergence(const Dist& g, const Dist& n, bool& exact) {
   return std::max(0.0, kl);
 }
 
-std::string token_desc(const json& step, std::int32_t id) {
-  for (const auto& t : step["top"])
-    if (t["id"] == id) return show_text(t["text"].get<std::string>()) + " (" + std::to_string(id) + ")";
-  if (step["token"]["id"] == id) return show_text(step["token"]["text"].get<std::string>()) + " (" + std::to_string(id) + ")";
+// A token as `"text" (id)`, its text found in the step's lists (or the other side's step), else "id N".
+std::string token_desc(const json& step, std::int32_t id, const json* other = nullptr) {
+  for (const json* s : {&step, other}) {
+    if (!s) continue;
+    for (const auto& t : (*s)["top"])
+      if (t["id"] == id) return show_text(t["text"].get<std::string>()) + " (" + std::to_string(id) + ")";
+    if ((*s)["token"]["id"] == id) return show_text((*s)["token"]["text"].get<std::string>()) + " (" + std::to_string(id) + ")";
+  }
   return "id " + std::to_string(id);
 }
 
@@ -297,11 +301,11 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
     const Delta lp = delta_logprob(gd, xd, opt);
     d.dlogprob = lp.max, d.dlogprob_id = lp.id, d.dlogprob_bound = lp.bound;
     if (lp.worst_ratio > 1)
-      d.failures.push_back("|Δlogprob| " + num(lp.worst_d) + " > " + num(lp.worst_tol) + " for " + token_desc(g, lp.worst_id));
+      d.failures.push_back("|Δlogprob| " + num(lp.worst_d) + " > " + num(lp.worst_tol) + " for " + token_desc(g, lp.worst_id, &x));
     const Delta lg = delta_logit(gd, xd, opt);
     d.dlogit = lg.max, d.dlogit_id = lg.id;
     if (lg.worst_ratio > 1)
-      d.failures.push_back("|Δlogit| " + num(lg.worst_d) + " > " + num(lg.worst_tol) + " for " + token_desc(g, lg.worst_id));
+      d.failures.push_back("|Δlogit| " + num(lg.worst_d) + " > " + num(lg.worst_tol) + " for " + token_desc(g, lg.worst_id, &x));
     d.kl = kl_divergence(gd, xd, d.kl_exact);
     if (d.kl > opt.kl) d.failures.push_back("KL " + num(d.kl) + " > " + num(opt.kl));
 
@@ -320,7 +324,7 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
         if (sd.max > d.dstage) d.dstage = sd.max, d.dstage_name = gs[i]["name"].get<std::string>();
         if (sd.worst_ratio > 1)
           d.failures.push_back("after stage " + gs[i]["name"].get<std::string>() + ": |Δlogprob| " + num(sd.worst_d) +
-                               " > " + num(sd.worst_tol) + " for " + token_desc(g, sd.worst_id));
+                               " > " + num(sd.worst_tol) + " for " + token_desc(g, sd.worst_id, &x));
       }
     }
     if (!d.failures.empty() && r.first_out_of_tolerance < 0) r.first_out_of_tolerance = k;
@@ -338,8 +342,8 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
                           num(std::abs(*lg_pick - *lx_pick)) + " (within tolerance)");
       } else {
         if (g_pick != x_pick)
-          d.failures.insert(d.failures.begin(), "the sampler chose " + token_desc(x, x_pick) + " where the golden chose " +
-                                                    token_desc(g, g_pick));
+          d.failures.insert(d.failures.begin(), "the sampler chose " + token_desc(x, x_pick, &g) + " where the golden chose " +
+                                                    token_desc(g, g_pick, &x));
         if (g_tok != x_tok && (g_tok != g_pick || x_tok != x_pick))
           d.failures.insert(d.failures.begin(), "appended " + token_desc(x, x_tok) + " where the golden appended " +
                                                     token_desc(g, g_tok));
