@@ -1,6 +1,9 @@
 // Helpers for the trace test suites (test_trace_*.cpp, test_golden.cpp): traces of stories260K made
 // once per test program, and line-level edits of trace files.
 #pragma once
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +16,18 @@
 #include "support.hpp"
 
 namespace gbtest {
+
+// Removes this test program's temp_dir() folders when it ends (set GLASSBOX_KEEP_TEST_FILES to keep them).
+struct RemoveTempDirs {
+  ~RemoveTempDirs() {
+    if (std::getenv("GLASSBOX_KEEP_TEST_FILES")) return;
+    const std::string prefix = "glassbox-test-" + std::to_string(::getpid()) + "-";
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ec))
+      if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove_all(e.path(), ec);
+  }
+};
+BOOST_TEST_GLOBAL_FIXTURE(RemoveTempDirs);
 
 // Runs `glassbox run` on stories260K with `args` and `--trace` into a folder kept for the whole test
 // program; the same key returns the same file without running again. Fails the test if the run fails.
