@@ -15,8 +15,8 @@ std::string trim(std::string s) {
   return s;
 }
 
-std::unordered_map<std::int32_t, float> parse_biases(const std::string& text) {
-  std::unordered_map<std::int32_t, float> out;
+samplers::IdTable<float> parse_biases(const std::string& text) {
+  samplers::IdTable<float> out;
   auto bad = [&](const std::string& item, const std::string& why) {
     return samplers::invalid("logit-bias", "bias", text,
                              "has a bad entry '" + item + "': " + why + " (expected ID=BIAS;ID=BIAS, e.g. 13=-inf;42=2.5)");
@@ -42,14 +42,17 @@ std::unordered_map<std::int32_t, float> parse_biases(const std::string& text) {
         throw bad(item, "bias '" + bias_text + "' is not a number");
       if (!std::isfinite(bias)) throw bad(item, "bias '" + bias_text + "' is not finite (only -inf, a ban, is allowed)");
     }
-    if (!out.emplace(id, bias).second) throw bad(item, "token " + id_text + " is listed twice");
+    for (const auto& [other, b] : out)
+      if (other == id) throw bad(item, "token " + id_text + " is listed twice");
+    out.emplace_back(id, bias);
   }
+  std::sort(out.begin(), out.end());
   return out;
 }
 
 class LogitBias final : public samplers::Stage {
  public:
-  LogitBias(Params p, std::unordered_map<std::int32_t, float> b) : Stage("logit-bias", std::move(p)), bias_(std::move(b)) {}
+  LogitBias(Params p, samplers::IdTable<float> b) : Stage("logit-bias", std::move(p)), bias_(std::move(b)) {}
   void apply(Candidates& c, Rng&) override {
     if (bias_.empty()) return;
     bool banned = false;
@@ -66,7 +69,7 @@ class LogitBias final : public samplers::Stage {
   }
 
  private:
-  std::unordered_map<std::int32_t, float> bias_;
+  samplers::IdTable<float> bias_;
 };
 
 void register_factories(Registrar& r) {

@@ -17,6 +17,8 @@ class MirostatV2 final : public samplers::Stage {
   bool selects() const override { return true; }
 
   void apply(Candidates& c, Rng& rng) override {
+    // Room for every candidate once, so that no later step allocates.
+    if (kept_.capacity() < c.data.size()) kept_.reserve(c.data.size());
     c.normalize();
     // Surprise -log2 p_i > mu  <=>  p_i < 2^-mu. Keep at least the most likely candidate.
     const double floor_p = std::exp2(-mu_);

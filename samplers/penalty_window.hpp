@@ -1,7 +1,6 @@
 // The look-back window the repetition, presence and frequency penalties share (header-only).
 #pragma once
-#include <deque>
-#include <unordered_map>
+#include <vector>
 
 #include "stage.hpp"
 
@@ -9,29 +8,49 @@ namespace glassbox::samplers {
 
 // The last `last_n` accepted tokens (prompt included, as in llama.cpp) and how often each
 // occurs among them. last_n = -1: every token of the sequence; 0: none (the penalty is off).
+// A ring buffer and a sorted table, both sized once for a bounded window: accepting a token
+// allocates nothing (with last_n = -1 they grow with the sequence).
 class TokenWindow {
  public:
-  explicit TokenWindow(std::int64_t last_n) : last_n_(last_n) {}
-  void push(std::int32_t t) {
-    if (last_n_ == 0) return;
-    q_.push_back(t);
-    ++counts_[t];
-    if (last_n_ > 0 && static_cast<std::int64_t>(q_.size()) > last_n_) {
-      auto it = counts_.find(q_.front());
-      if (--it->second == 0) counts_.erase(it);
-      q_.pop_front();
+  explicit TokenWindow(std::int64_t last_n) : last_n_(last_n) {
+    if (last_n_ > 0) {
+      ring_.resize(static_cast<std::size_t>(last_n_));
+      counts_.reserve(static_cast<std::size_t>(last_n_) + 1);
     }
   }
+  void push(std::int32_t t) {
+    if (last_n_ == 0) return;
+    if (last_n_ > 0) {
+      if (size_ == ring_.size()) {
+        drop(ring_[head_]);
+        ring_[head_] = t;
+        head_ = (head_ + 1) % ring_.size();
+      } else {
+        ring_[(head_ + size_++) % ring_.size()] = t;
+      }
+    }
+    auto it = find(t);
+    if (it != counts_.end() && it->first == t) ++it->second;
+    else counts_.insert(it, {t, 1});
+  }
   void clear() {
-    q_.clear();
+    head_ = size_ = 0;
     counts_.clear();
   }
-  const std::unordered_map<std::int32_t, int>& counts() const { return counts_; }
+  const IdTable<int>& counts() const { return counts_; }
 
  private:
+  IdTable<int>::iterator find(std::int32_t t) {
+    return std::lower_bound(counts_.begin(), counts_.end(), t, [](const auto& e, std::int32_t id) { return e.first < id; });
+  }
+  void drop(std::int32_t t) {
+    auto it = find(t);
+    if (--it->second == 0) counts_.erase(it);
+  }
   std::int64_t last_n_;
-  std::deque<std::int32_t> q_;
-  std::unordered_map<std::int32_t, int> counts_;
+  std::vector<std::int32_t> ring_;
+  std::size_t head_ = 0, size_ = 0;
+  IdTable<int> counts_;  // (token, occurrences in the window), sorted by token
 };
 
 inline ParamSpec last_n_spec() {

@@ -2,7 +2,8 @@
 #pragma once
 #include <cmath>
 #include <string>
-#include <unordered_map>
+#include <algorithm>
+#include <vector>
 #include <utility>
 
 #include <glassbox/error.hpp>
@@ -36,12 +37,17 @@ inline double finite_param(const std::string& stage, const Params& p, const std:
   return v;
 }
 
-// Calls f(candidate, value) for each candidate whose id is a key of `by_id`. Fast path:
-// while the array is still in id order (as the chain builds it, and after stages that only
-// rescale logits), candidate `id` sits at index `id`; when that holds for every listed id
-// each is found directly, otherwise one pass over the candidates finds them.
+// Token ids with a value each (a count, a bias), kept sorted by id. A flat vector: no
+// allocation once its capacity is reached, so a decode step allocates nothing.
+template <class Value>
+using IdTable = std::vector<std::pair<std::int32_t, Value>>;
+
+// Calls f(candidate, value) for each candidate whose id is in `by_id` (sorted by id). Fast
+// path: while the array is still in id order (as the chain builds it, and after stages that
+// only rescale logits), candidate `id` sits at index `id`; when that holds for every listed
+// id, each is found directly. Otherwise one pass over the candidates, with a binary search.
 template <class Value, class F>
-void for_each_listed(Candidates& c, const std::unordered_map<std::int32_t, Value>& by_id, F&& f) {
+void for_each_listed(Candidates& c, const IdTable<Value>& by_id, F&& f) {
   if (by_id.empty()) return;
   bool direct = true;
   for (const auto& [id, v] : by_id)
@@ -51,9 +57,12 @@ void for_each_listed(Candidates& c, const std::unordered_map<std::int32_t, Value
       if (id >= 0) f(c.data[id], v);
     return;
   }
+  const std::int32_t lo = by_id.front().first, hi = by_id.back().first;
   for (auto& cand : c.data) {
-    auto it = by_id.find(cand.id);
-    if (it != by_id.end()) f(cand, it->second);
+    if (cand.id < lo || cand.id > hi) continue;
+    auto it = std::lower_bound(by_id.begin(), by_id.end(), cand.id,
+                               [](const auto& e, std::int32_t id) { return e.first < id; });
+    if (it != by_id.end() && it->first == cand.id) f(cand, it->second);
   }
 }
 

@@ -2,7 +2,13 @@
 // partial-sort paths against a full-sort reference, validation, the chain and its records, the
 // random generator against published reference outputs, and chi-square tests of the draws.
 #define BOOST_TEST_MODULE samplers
+// The counting operator new/delete below replace the global ones (malloc/free); g++ 12 then
+// flags Boost's inlined `new`/`delete` pairs as mismatched, which they are not.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <new>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -21,6 +27,16 @@
 
 namespace bdata = boost::unit_test::data;
 using namespace glassbox;
+
+// Counts heap allocations in this process, for the "sampling allocates nothing" test.
+static std::atomic<long> g_allocs{0};
+void* operator new(std::size_t n) {
+  ++g_allocs;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -496,6 +512,47 @@ BOOST_AUTO_TEST_CASE(recording_does_not_change_the_draws) {
     return v;
   }();
   for (int i = 0; i < 200; ++i) BOOST_TEST_REQUIRE(a.sample(l, true) == b.sample(l, false));
+}
+
+BOOST_AUTO_TEST_CASE(the_penalty_window_matches_a_naive_count) {
+  std::mt19937 g(3);
+  std::uniform_int_distribution<int> tok(0, 9);
+  auto freq = registry().make_sampler(PluginSpec{"frequency-penalty", {{"", "1"}, {"last_n", "5"}}});
+  std::vector<int> seq;
+  Rng rng(1);
+  for (int step = 0; step < 300; ++step) {
+    const int t = tok(g);
+    seq.push_back(t);
+    freq->accept(t);
+    Candidates c = from_probs(std::vector<double>(10, 0.1));
+    freq->apply(c, rng);
+    for (int id = 0; id < 10; ++id) {
+      const long n = std::count(seq.end() - std::min<std::size_t>(5, seq.size()), seq.end(), id);
+      BOOST_TEST_REQUIRE(c.data[id].logit == static_cast<float>(std::log(0.1)) - static_cast<float>(n));
+    }
+  }
+}
+
+BOOST_DATA_TEST_CASE(sampling_allocates_nothing_in_steady_state,
+                     bdata::make({"repetition-penalty:1.1,frequency-penalty:0.1,presence-penalty:0.1,logit-bias:3=-inf;7=1,"
+                                  "top-k:400,top-p:0.95,min-p:0.01,typical-p:0.99,top-n-sigma:3,temperature:0.8",
+                                  "mirostat-v2:5", "greedy", "default"}) *
+                         bdata::make({false, true}),
+                     chain_text, record) {
+  std::vector<std::string> w;
+  SamplerChain chain(build_sampler_stages(registry(), parse_plugin_chain(chain_text, "sampler"), w), 32000, 5);
+  std::mt19937 g(9);
+  std::normal_distribution<float> d(0, 3);
+  std::vector<std::vector<float>> logits(4, std::vector<float>(32000));
+  for (auto& v : logits)
+    for (auto& x : v) x = d(g);
+  for (int i = 0; i < 100; ++i) chain.accept(i * 37 % 32000);
+  long at_10 = 0;
+  for (int step = 0; step < 60; ++step) {
+    if (step == 10) at_10 = g_allocs.load();
+    chain.accept(chain.sample(logits[step % 4], record));
+  }
+  BOOST_TEST(g_allocs.load() - at_10 == 0, "allocations in 50 steps: " << g_allocs.load() - at_10);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
