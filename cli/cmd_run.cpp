@@ -31,6 +31,7 @@ void add_run_command(CLI::App& app) {
     g.level = opt.trace_level;
     g.seed = s->seed;
     g.record_stages = !opt.trace.empty() || opt.show_probs;  // per-stage records only when shown
+    g.report_distribution = g.record_stages;
     if (!opt.replay.empty()) {
       // Teacher forcing: the golden's chosen tokens are appended whatever this run's sampler picks,
       // so that every step stays comparable with the golden (docs/golden-traces.md).

@@ -61,30 +61,35 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
   // One step's report: the raw distribution p = softmax(logits), its entropy and top-k.
   auto report = [&](const char* phase, int step, int pos, std::span<const std::int32_t> input,
                     std::span<const float> logits, std::int32_t token, std::int32_t prev, double ms) {
-    std::copy(logits.begin(), logits.end(), probs_.begin());
-    kernels::softmax(probs_.data(), probs_.size());
-    double h = 0;
-    for (float p : probs_)
-      if (p > 0) h -= static_cast<double>(p) * std::log(static_cast<double>(p));
-    std::iota(order_.begin(), order_.end(), 0);
-    std::partial_sort(order_.begin(), order_.begin() + top_k, order_.end(), [&](std::int32_t a, std::int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    for (int i = 0; i < top_k; ++i) top_[i] = {order_[i], logits[order_[i]], probs_[order_[i]]};
     StepEvent e;
+    if (opt.report_distribution) {
+      // p_i = exp(l_i - m) / S with m = max logit, S = Σ exp(l_j - m): one exp per logit.
+      std::iota(order_.begin(), order_.end(), 0);
+      std::partial_sort(order_.begin(), order_.begin() + std::max(top_k, 1), order_.end(), [&](std::int32_t a, std::int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      });
+      const float m = logits[order_[0]];
+      double sum = 0;
+      for (std::size_t i = 0; i < logits.size(); ++i) sum += probs_[i] = std::exp(logits[i] - m);
+      const double log_sum = std::log(sum);
+      double mean_shifted = 0;  // Σ p_i (l_i - m)
+      for (std::size_t i = 0; i < logits.size(); ++i) {
+        probs_[i] = static_cast<float>(probs_[i] / sum);
+        mean_shifted += static_cast<double>(probs_[i]) * (logits[i] - m);
+      }
+      for (int i = 0; i < top_k; ++i) top_[i] = {order_[i], logits[order_[i]], probs_[order_[i]]};
+      e.prob = probs_[token];
+      e.logprob = static_cast<float>(logits[token] - m - log_sum);  // exact even where prob underflows
+      e.entropy = static_cast<float>(log_sum - mean_shifted);      // H = -Σ p log p
+      e.top = top_;
+    }
     e.phase = phase;
     e.step = step;
     e.pos = pos;
     e.input_ids = input;
     e.token = token;
     e.token_text = tok_.decode(prev, token);
-    e.prob = probs_[token];
-    e.logprob = static_cast<float>(logits[token] - logits[order_[0]] -
-                                   std::log(std::accumulate(logits.begin(), logits.end(), 0.0,
-                                                            [&](double s, float l) { return s + std::exp(l - logits[order_[0]]); })));
     e.chain_prob = sampler_.chosen_prob();
-    e.entropy = static_cast<float>(h);
-    e.top = top_;
     if (full) e.logits = logits;
     e.stages = sampler_.stage_records();
     e.draw_u = sampler_.draw_u();

@@ -24,6 +24,9 @@ struct GenerateOptions {
   // Record the distribution after each sampler stage (StepEvent::stages, chain_prob). Costs
   // a copy and a partial sort per stage per step; turn off when no one reads the events.
   bool record_stages = true;
+  // Each step's raw distribution: softmax, entropy and top-k (off: steps carry only the token,
+  // KV usage and timing — what a run without a trace needs).
+  bool report_distribution = true;
   // Teacher forcing: when non-empty, these tokens are appended instead of the sampled ones
   // (the distribution and the sampler's choice are still computed and traced).
   std::vector<std::int32_t> forced;
