@@ -114,6 +114,10 @@ void normalise(const fs::path& p, const Golden& g) {
     h["model"]["path"] = "../shared/models/stories260K.bin";
     h["tokenizer"]["path"] = "../shared/models/tok512.bin";
     h["plugins"]["tokenizer"]["params"]["path"] = "../shared/models/tok512.bin";
+  } else {  // the embedded model: its source location, not this build's copy
+    h["model"]["path"] = "models/toy/toy.bin";
+    h["tokenizer"]["path"] = "models/toy/toy-tok.bin";
+    h["plugins"]["tokenizer"]["params"]["path"] = "models/toy/toy-tok.bin";
   }
   for (auto& l : lines) {
     if (l["type"] == "step") l["ms"] = 0;
