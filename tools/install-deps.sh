@@ -12,7 +12,8 @@ pkgs=(build-essential cmake pkg-config
 # Optional groups: GLASSBOX_DEPS_EXTRA="train" adds the model recipe's tools.
 for extra in ${GLASSBOX_DEPS_EXTRA:-}; do
   case "$extra" in
-    train) pkgs+=(python3-torch python3-numpy sentencepiece python3-sentencepiece) ;;
+    # OpenBLAS: Debian's torch otherwise runs on the reference BLAS, ~5x slower (models/toy/recipe.sh)
+    train) pkgs+=(python3-torch python3-numpy sentencepiece python3-sentencepiece libopenblas0-pthread) ;;
     browser) pkgs+=(chromium) ;;
     *) echo "install-deps: unknown extra group '$extra' (expected: train, browser)" >&2; exit 2 ;;
   esac
