@@ -47,6 +47,16 @@ if(NOT name STREQUAL "epsilon" OR NOT kept EQUAL 3)
 endif()
 message(STATUS "explain: epsilon:0.12 keeps ${kept} of 5")
 
+# 3b. the installed binary finds its embedded default model from any working directory
+if(EXISTS ${SOURCE_DIR}/models/toy/toy.bin)
+  execute_process(COMMAND ${gb} run --prompt "The weather today is" --sampler greedy --max-tokens 2
+                  WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 OR NOT out STREQUAL " sunny.")
+    message(FATAL_ERROR "installed glassbox with its default model: rc ${rc}, output '${out}' (expected ' sunny.')\n${err}")
+  endif()
+  message(STATUS "installed default model: '${out}'")
+endif()
+
 # 4. in a real run on stories260K
 if(DEFINED ENV{GLASSBOX_TEST_DATA})
   set(SHARED_DIR $ENV{GLASSBOX_TEST_DATA})
