@@ -29,6 +29,7 @@ void add_run_command(CLI::App& app) {
     GenerateOptions g;
     g.max_tokens = opt.max_tokens;
     g.level = opt.trace_level;
+    g.trace_top_k = opt.trace_top;
     g.seed = s->seed;
     g.record_stages = !opt.trace.empty() || opt.show_probs;  // per-stage records only when shown
     g.report_distribution = g.record_stages;

@@ -36,6 +36,8 @@ RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(c
   cmd->add_option("--seed", seed_, "random seed (default: chosen at random, recorded in the trace)");
   cmd->add_option("--trace", trace_, "write a JSON Lines trace (glassbox.trace/1) to this file");
   cmd->add_option("--trace-level", trace_level_, "basic | full (full adds every logit of every step)");
+  cmd->add_option("--trace-top", trace_top_, "candidates listed per step and per sampler stage (default 10)")
+      ->check(CLI::Range(1, 1000));
   cmd->add_flag("--echo", echo_, "print the prompt before the continuation");
   cmd->add_flag("--show-probs", show_probs_, "draw each step's top candidates on stderr");
   cmd->add_option("--replay", replay_, "teacher-force the tokens chosen in this trace");
@@ -138,6 +140,7 @@ RunOptions RunOptionsBinder::finish() {
         else if (key == "seed") o.seed = v.as<std::uint64_t>();
         else if (key == "trace") o.trace = yaml_scalar(v, where);
         else if (key == "trace_level") o.trace_level = parse_level(yaml_scalar(v, where));
+        else if (key == "trace_top") o.trace_top = v.as<int>();
         else if (key == "echo") o.echo = v.as<bool>();
         else if (key == "show_probs") o.show_probs = v.as<bool>();
         else if (key == "replay") o.replay = yaml_scalar(v, where);
@@ -146,7 +149,7 @@ RunOptions RunOptionsBinder::finish() {
           else o.plugin_path.emplace_back(yaml_scalar(v, where));
         } else
           throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, attention, sampler, "
-                            "prompt, max_tokens, seed, trace, trace_level, echo, show_probs, replay, plugin_path)");
+                            "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, plugin_path)");
       }
     } catch (const YAML::BadConversion& e) {
       throw ConfigError(config_ + ": line " + std::to_string(e.mark.line + 1) + ": value has the wrong type");
@@ -169,6 +172,8 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--seed")) o.seed = seed_;
   if (given("--trace")) o.trace = trace_;
   if (given("--trace-level")) o.trace_level = parse_level(trace_level_);
+  if (given("--trace-top")) o.trace_top = trace_top_;
+  if (o.trace_top < 1 || o.trace_top > 1000) throw ConfigError("trace_top = " + std::to_string(o.trace_top) + " (expected 1..1000)");
   if (given("--echo")) o.echo = echo_;
   if (given("--show-probs")) o.show_probs = show_probs_;
   if (given("--replay")) o.replay = replay_;

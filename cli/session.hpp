@@ -28,6 +28,7 @@ struct RunOptions {
   std::optional<std::uint64_t> seed;
   std::string trace;
   TraceLevel trace_level = TraceLevel::Basic;
+  int trace_top = 10;                      // candidates listed per step and per stage
   bool echo = false;
   bool show_probs = false;
   std::string replay;
@@ -46,7 +47,7 @@ class RunOptionsBinder {
   std::string config_, model_, tokenizer_, tokenizer_plugin_, attention_, sampler_, prompt_, trace_,
       trace_level_, replay_;
   std::vector<std::string> plugin_path_;
-  int max_tokens_ = 256;
+  int max_tokens_ = 256, trace_top_ = 10;
   std::uint64_t seed_ = 0;
   bool echo_ = false, show_probs_ = false;
 };

@@ -112,6 +112,20 @@ BOOST_AUTO_TEST_CASE(trace_steps_are_consistent) {
   fs::remove_all(dir);
 }
 
+BOOST_AUTO_TEST_CASE(trace_top_sets_the_candidates_listed) {
+  const fs::path dir = gbtest::temp_dir("top");
+  auto r = run_cli(args({"run"}, args(gbtest::stories_args(), {"--max-tokens", "2", "--sampler", "top-k:40,dist", "--seed", "1",
+                                                               "--trace", (dir / "t.jsonl").string(), "--trace-top", "3"})));
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  for (const auto& l : gbtest::read_jsonl(dir / "t.jsonl"))
+    if (l["type"] == "step") {
+      BOOST_TEST(l["top"].size() == 3u);
+      for (const auto& st : l["stages"]) BOOST_TEST(st["top"].size() == 3u);
+    }
+  expect_error(run_cli(args({"run"}, args(gbtest::stories_args(), {"--trace-top", "0"}))), "--trace-top");
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(yaml_config_sets_options_and_the_command_line_wins) {
   const fs::path dir = gbtest::temp_dir("yaml");
   gbtest::write_file(dir / "c.yaml",
