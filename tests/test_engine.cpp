@@ -9,17 +9,9 @@
 #include "glassbox/engine.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
+#include "alloc_counter.hpp"
 #include "support.hpp"
 
-// Counts every heap allocation in the process (libglassbox and the modules included).
-static std::atomic<long> g_allocs{0};
-void* operator new(std::size_t n) {
-  ++g_allocs;
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 

@@ -23,20 +23,12 @@
 #include "glassbox/registry.hpp"
 #include "glassbox/rng.hpp"
 #include "glassbox/sampling.hpp"
+#include "alloc_counter.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
 using namespace glassbox;
 
-// Counts heap allocations in this process, for the "sampling allocates nothing" test.
-static std::atomic<long> g_allocs{0};
-void* operator new(std::size_t n) {
-  ++g_allocs;
-  if (void* p = std::malloc(n ? n : 1)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 

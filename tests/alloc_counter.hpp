@@ -1,0 +1,17 @@
+// Replaces the global operator new to count every heap allocation in the test process (libglassbox
+// and the modules included), for the "nothing allocates in the loop" tests. Include from exactly
+// one file per test executable: it defines the replacement operators.
+#pragma once
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+inline std::atomic<long> g_allocs{0};
+
+void* operator new(std::size_t n) {
+  ++g_allocs;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
