@@ -167,6 +167,18 @@ std::string prob_colour(double p) {
 
 std::string penwidth(double p) { return fmt_prob(0.6 + 4.4 * std::clamp(p, 0.0, 1.0)); }
 
+// The look both graphs share: Helvetica labels, boxed nodes, a title on top.
+void common_style(Graph& G, const std::string& title, const char* edge_fontsize) {
+  G.graph_attr("fontname", "Helvetica");
+  G.graph_attr("label", title);
+  G.graph_attr("labelloc", "t");
+  G.node_default("fontname", "Helvetica");
+  G.node_default("fontsize", "10");
+  G.node_default("shape", "box");
+  G.edge_default("fontname", "Helvetica");
+  G.edge_default("fontsize", edge_fontsize);
+}
+
 void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
   const int n = static_cast<int>(t.steps.size());
   const int first = std::clamp(opt.first, 0, n);
@@ -174,16 +186,10 @@ void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
   G.graph_attr("rankdir", "LR");
   G.graph_attr("nodesep", "0.06");
   G.graph_attr("ranksep", "0.35");
-  G.graph_attr("fontname", "Helvetica");
-  G.graph_attr("label", "glassbox trace " + tail_text(t.path, 60) + ": steps " + std::to_string(first) + "–" +
-                            std::to_string(last > first ? last - 1 : first) + ", top-" + std::to_string(opt.top_k) +
-                            " alternatives");
-  G.graph_attr("labelloc", "t");
-  G.node_default("fontname", "Helvetica");
-  G.node_default("fontsize", "10");
-  G.node_default("shape", "box");
-  G.edge_default("fontname", "Helvetica");
-  G.edge_default("fontsize", "8");
+  common_style(G, "glassbox trace " + tail_text(t.path, 60) + ": steps " + std::to_string(first) + "–" +
+                      std::to_string(last > first ? last - 1 : first) + ", top-" + std::to_string(opt.top_k) +
+                      " alternatives",
+               "8");
 
   // The root: the text the first drawn step continues (prompt, plus any earlier steps' tokens).
   std::string context = t.header["prompt"].get<std::string>();
@@ -228,17 +234,10 @@ void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
 
 void build_pipeline(Graph& G, const PipelineDesc& p) {
   G.graph_attr("rankdir", "LR");
-  G.graph_attr("fontname", "Helvetica");
-  G.graph_attr("label", "glassbox pipeline");
-  G.graph_attr("labelloc", "t");
+  common_style(G, "glassbox pipeline", "9");
   G.graph_attr("nodesep", "0.3");
-  G.node_default("fontname", "Helvetica");
-  G.node_default("fontsize", "10");
-  G.node_default("shape", "box");
   G.node_default("style", "rounded,filled");
   G.node_default("fillcolor", "#eef3fb");
-  G.edge_default("fontname", "Helvetica");
-  G.edge_default("fontsize", "9");
   auto box = [](const std::string& title, const PipelineStage& s) {
     std::string l = title + "\\n" + s.name;
     if (!s.params.empty()) l += "\\n" + tail_text(s.params, 48);
