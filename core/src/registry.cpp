@@ -109,6 +109,12 @@ class GuardedTokenizer final : public Tokenizer {
   std::int32_t vocab_size() const override { return guarded(who_, [&] { return p_->vocab_size(); }); }
   std::int32_t bos_id() const override { return guarded(who_, [&] { return p_->bos_id(); }); }
   std::int32_t eos_id() const override { return guarded(who_, [&] { return p_->eos_id(); }); }
+  TokenType token_type(std::int32_t id) const override { return guarded(who_, [&] { return p_->token_type(id); }); }
+  bool add_bos() const override { return guarded(who_, [&] { return p_->add_bos(); }); }
+  bool add_eos() const override { return guarded(who_, [&] { return p_->add_eos(); }); }
+  std::vector<std::int32_t> eog_ids() const override { return guarded(who_, [&] { return p_->eog_ids(); }); }
+  std::string_view chat_template() const override { return guarded(who_, [&] { return p_->chat_template(); }); }
+  std::string_view model_kind() const override { return guarded(who_, [&] { return p_->model_kind(); }); }
 
  private:
   Owned<Tokenizer> p_;
@@ -367,11 +373,11 @@ Params Registry::resolve(PluginKind kind, const PluginSpec& spec) const {
   return out;
 }
 
-std::unique_ptr<Tokenizer> Registry::make_tokenizer(const PluginSpec& spec) const {
+std::unique_ptr<Tokenizer> Registry::make_tokenizer(const PluginSpec& spec, const Metadata& model) const {
   Params params = resolve(PluginKind::Tokenizer, spec);
   const auto* f = impl_->find(PluginKind::Tokenizer, spec.name);
   const std::string who = label(f->entry);
-  auto raw = guarded(who, [&] { return f->tokenizer(params); });
+  auto raw = guarded(who, [&] { return f->tokenizer(params, model); });
   return std::make_unique<GuardedTokenizer>(Owned<Tokenizer>(raw.release(), {f->lib}), who);
 }
 

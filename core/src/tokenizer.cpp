@@ -15,3 +15,20 @@ std::string decode_all(const Tokenizer& tok, const std::vector<std::int32_t>& id
 }
 
 }  // namespace glassbox
+
+namespace glassbox {
+
+std::string_view token_type_name(TokenType t) {
+  switch (t) {
+    case TokenType::Undefined: return "undefined";
+    case TokenType::Normal: return "normal";
+    case TokenType::Unknown: return "unknown";
+    case TokenType::Control: return "control";
+    case TokenType::UserDefined: return "user-defined";
+    case TokenType::Unused: return "unused";
+    case TokenType::Byte: return "byte";
+  }
+  return "?";
+}
+
+}  // namespace glassbox

@@ -135,7 +135,7 @@ void register_factories(glassbox::Registrar& r) {
   r.add_tokenizer({"llama2c", "llama2.c tokenizer.bin: BPE by merge score, dummy-prefix space, <0xNN> byte fallback",
                    {{"path", glassbox::ParamType::String, "", "tokenizer.bin file", {}, {}}},
                    "path"},
-                  [](const glassbox::Params& p) { return std::make_unique<Llama2cTokenizer>(p); });
+                  [](const glassbox::Params& p, const glassbox::Metadata&) { return std::make_unique<Llama2cTokenizer>(p); });
 }
 
 }  // namespace

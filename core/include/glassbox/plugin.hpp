@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "glassbox/attention.hpp"
+#include "glassbox/metadata.hpp"
 #include "glassbox/params.hpp"
 #include "glassbox/sampler.hpp"
 #include "glassbox/tokenizer.hpp"
 
 // Bumped whenever an interface above, Params or Candidates changes layout or meaning.
 #ifndef GLASSBOX_ABI_VERSION
-#define GLASSBOX_ABI_VERSION 1
+#define GLASSBOX_ABI_VERSION 2
 #endif
 
 namespace glassbox {
@@ -29,7 +30,9 @@ struct FactoryInfo {
   std::string main_param;          // the one `NAME:VALUE` sets (empty: none)
 };
 
-using TokenizerFactory = std::function<std::unique_ptr<Tokenizer>(const Params&)>;
+// `model` is the model file's metadata (GGUF keys, or the few a llama2.c header implies), so a
+// tokenizer stored inside the model file needs no file of its own.
+using TokenizerFactory = std::function<std::unique_ptr<Tokenizer>(const Params&, const Metadata& model)>;
 using AttentionFactory = std::function<std::unique_ptr<Attention>(const AttentionShape&, const Params&)>;
 using SamplerFactory = std::function<std::unique_ptr<Sampler>(const Params&)>;
 

@@ -69,7 +69,7 @@ class Registry {
 
   // Create plugins. The returned objects keep their module loaded while they live, and
   // exceptions escaping them are rethrown as PluginError naming the module's file and name.
-  std::unique_ptr<Tokenizer> make_tokenizer(const PluginSpec& spec) const;
+  std::unique_ptr<Tokenizer> make_tokenizer(const PluginSpec& spec, const Metadata& model = {}) const;
   std::unique_ptr<Attention> make_attention(const PluginSpec& spec, const AttentionShape& shape) const;
   std::unique_ptr<Sampler> make_sampler(const PluginSpec& spec) const;
 

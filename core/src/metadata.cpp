@@ -1,0 +1,167 @@
+// Model metadata: typed getters that name the file and key when a value has another type.
+#include "glassbox/metadata.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "glassbox/error.hpp"
+
+namespace glassbox {
+
+std::string_view meta_type_name(MetaType t) {
+  switch (t) {
+    case MetaType::U8: return "u8";
+    case MetaType::I8: return "i8";
+    case MetaType::U16: return "u16";
+    case MetaType::I16: return "i16";
+    case MetaType::U32: return "u32";
+    case MetaType::I32: return "i32";
+    case MetaType::F32: return "f32";
+    case MetaType::Bool: return "bool";
+    case MetaType::String: return "string";
+    case MetaType::Array: return "array";
+    case MetaType::U64: return "u64";
+    case MetaType::I64: return "i64";
+    case MetaType::F64: return "f64";
+  }
+  return "?";
+}
+
+namespace {
+std::string quoted(const std::string& s, std::size_t max_len = 60) {
+  std::string out = "\"";
+  for (std::size_t i = 0; i < s.size() && i < max_len; ++i) {
+    const char c = s[i];
+    if (c == '\n') out += "\\n";
+    else if (c == '"' || c == '\\') { out += '\\'; out += c; }
+    else if (static_cast<unsigned char>(c) < 0x20) out += "\\x" + std::to_string(static_cast<int>(c));
+    else out += c;
+  }
+  if (s.size() > max_len) out += "…";
+  return out + "\"";
+}
+}  // namespace
+
+std::string MetaValue::to_string(std::size_t max_items) const {
+  std::ostringstream o;
+  if (auto* v = std::get_if<std::int64_t>(&value)) o << *v;
+  else if (auto* u = std::get_if<std::uint64_t>(&value)) o << *u;
+  else if (auto* d = std::get_if<double>(&value)) o << *d;
+  else if (auto* b = std::get_if<bool>(&value)) o << (*b ? "true" : "false");
+  else if (auto* s = std::get_if<std::string>(&value)) o << quoted(*s);
+  else if (auto* a = array()) {
+    o << "[" << meta_type_name(elem) << " × " << a->size() << "]";
+    if (!a->empty()) {
+      o << " ";
+      for (std::size_t i = 0; i < a->size() && i < max_items; ++i) o << (i ? ", " : "") << (*a)[i].to_string(max_items);
+      if (a->size() > max_items) o << ", …";
+    }
+  }
+  return o.str();
+}
+
+void Metadata::set(std::string key, MetaValue v) {
+  if (auto it = index_.find(key); it != index_.end()) {
+    entries_[it->second].second = std::move(v);
+    return;
+  }
+  index_.emplace(key, entries_.size());
+  entries_.emplace_back(std::move(key), std::move(v));
+}
+
+const MetaValue* Metadata::find(std::string_view key) const {
+  auto it = index_.find(key);
+  return it == index_.end() ? nullptr : &entries_[it->second].second;
+}
+
+namespace {
+[[noreturn]] void mismatch(const Metadata& m, std::string_view key, const MetaValue& v, const char* expected) {
+  std::string got(meta_type_name(v.type));
+  if (v.type == MetaType::Array) got += " of " + std::string(meta_type_name(v.elem));
+  throw ModelError((m.source.empty() ? std::string("model") : m.source) + ": metadata '" + std::string(key) +
+                   "' is " + got + ", expected " + expected);
+}
+
+std::optional<std::int64_t> as_int(const MetaValue& v) {
+  if (auto* i = std::get_if<std::int64_t>(&v.value)) return *i;
+  if (auto* u = std::get_if<std::uint64_t>(&v.value); u && *u <= static_cast<std::uint64_t>(INT64_MAX)) return static_cast<std::int64_t>(*u);
+  return std::nullopt;
+}
+std::optional<double> as_float(const MetaValue& v) {
+  if (auto* d = std::get_if<double>(&v.value)) return *d;
+  if (auto* i = std::get_if<std::int64_t>(&v.value)) return static_cast<double>(*i);
+  if (auto* u = std::get_if<std::uint64_t>(&v.value)) return static_cast<double>(*u);
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<std::int64_t> Metadata::get_int(std::string_view key) const {
+  const MetaValue* v = find(key);
+  if (!v) return std::nullopt;
+  if (auto i = as_int(*v)) return i;
+  mismatch(*this, key, *v, "an integer below 2^63");
+}
+
+std::optional<double> Metadata::get_float(std::string_view key) const {
+  const MetaValue* v = find(key);
+  if (!v) return std::nullopt;
+  if (auto d = as_float(*v)) return d;
+  mismatch(*this, key, *v, "a number");
+}
+
+std::optional<bool> Metadata::get_bool(std::string_view key) const {
+  const MetaValue* v = find(key);
+  if (!v) return std::nullopt;
+  if (auto* b = std::get_if<bool>(&v->value)) return *b;
+  mismatch(*this, key, *v, "a bool");
+}
+
+std::optional<std::string> Metadata::get_string(std::string_view key) const {
+  const MetaValue* v = find(key);
+  if (!v) return std::nullopt;
+  if (auto* s = std::get_if<std::string>(&v->value)) return *s;
+  mismatch(*this, key, *v, "a string");
+}
+
+std::optional<std::vector<std::string>> Metadata::get_strings(std::string_view key) const {
+  const MetaValue* v = find(key);
+  if (!v) return std::nullopt;
+  const auto* a = v->array();
+  if (!a || (!a->empty() && v->elem != MetaType::String)) mismatch(*this, key, *v, "an array of strings");
+  std::vector<std::string> out;
+  out.reserve(a->size());
+  for (const auto& e : *a) out.push_back(std::get<std::string>(e.value));
+  return out;
+}
+
+std::optional<std::vector<double>> Metadata::get_floats(std::string_view key) const {
+  const MetaValue* v = find(key);
+  if (!v) return std::nullopt;
+  const auto* a = v->array();
+  if (!a) mismatch(*this, key, *v, "an array of numbers");
+  std::vector<double> out;
+  out.reserve(a->size());
+  for (const auto& e : *a) {
+    auto d = as_float(e);
+    if (!d) mismatch(*this, key, *v, "an array of numbers");
+    out.push_back(*d);
+  }
+  return out;
+}
+
+std::optional<std::vector<std::int64_t>> Metadata::get_ints(std::string_view key) const {
+  const MetaValue* v = find(key);
+  if (!v) return std::nullopt;
+  const auto* a = v->array();
+  if (!a) mismatch(*this, key, *v, "an array of integers");
+  std::vector<std::int64_t> out;
+  out.reserve(a->size());
+  for (const auto& e : *a) {
+    auto i = as_int(e);
+    if (!i) mismatch(*this, key, *v, "an array of integers");
+    out.push_back(*i);
+  }
+  return out;
+}
+
+}  // namespace glassbox
