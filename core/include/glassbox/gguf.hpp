@@ -72,7 +72,8 @@ class GgufWriter {
   // `t`'s storage layout. Throws ModelError for a bad shape, size or a duplicate name.
   void add_tensor(std::string name, DType t, std::vector<std::int64_t> shape_row_major, std::vector<std::byte> data);
   // Writes to a temporary file in the same folder and renames it over `path`, so a failure never
-  // leaves a half-written file. An alignment other than 32 is recorded as `general.alignment`.
+  // leaves a half-written file. An alignment other than 32 is recorded as `general.alignment`
+  // (a `general.alignment` set by the caller is replaced by `alignment`).
   void write(const std::filesystem::path& path, std::uint32_t alignment = 32) const;
 
   const Metadata& metadata() const { return metadata_; }
