@@ -23,14 +23,23 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+namespace {
+template <class O>
+bool cmd_given(const O& o) {
+  return o.cmd->get_option("--prompt-tokens")->count() > 0 || o.cmd->get_option("--gen-tokens")->count() > 0;
+}
+}  // namespace
+
 void add_bench_command(CLI::App& app) {
   struct Opts {
     int prompt_tokens = 128, gen_tokens = 128, repeat = 5;
     bool json = false;
+    CLI::App* cmd = nullptr;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed (tokens/s, median of --repeat runs)");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, false);
+  o->cmd = cmd;
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "prompt length in tokens (default 128)")->check(CLI::PositiveNumber);
   cmd->add_option("--gen-tokens", o->gen_tokens, "tokens to decode (default 128)")->check(CLI::PositiveNumber);
   cmd->add_option("--repeat", o->repeat, "runs; the median is reported (default 5)")->check(CLI::PositiveNumber);
@@ -40,7 +49,10 @@ void add_bench_command(CLI::App& app) {
     opt.sampler = {{"greedy", {}}};
     auto s = open_session(opt);
     const Config& c = s->model->config();
-    if (o->prompt_tokens + o->gen_tokens > c.seq_len)
+    // Defaults that do not fit a small model's context shrink to it (half prompt, half generation).
+    const bool sizes_given = cmd_given(*o);
+    if (!sizes_given && o->prompt_tokens + o->gen_tokens > c.seq_len) o->prompt_tokens = o->gen_tokens = c.seq_len / 2;
+    if (static_cast<long long>(o->prompt_tokens) + o->gen_tokens > c.seq_len)
       throw ConfigError("--prompt-tokens + --gen-tokens = " + std::to_string(o->prompt_tokens + o->gen_tokens) +
                         " exceeds the model's context of " + std::to_string(c.seq_len));
     // A fixed, reproducible prompt: BOS then ids spread over the vocabulary.
@@ -48,7 +60,7 @@ void add_bench_command(CLI::App& app) {
     for (int i = 1; i < o->prompt_tokens; ++i) prompt.push_back(3 + (i * 7919) % (c.vocab_size - 3));
 
     std::vector<double> prefill_block, prefill_single, decode;
-    Transformer single(*s->checkpoint, 1);  // the same model, one position per call
+    Transformer single(s->config, s->source->weights(), 1);  // the same model, one position per call
     for (int r = 0; r < o->repeat; ++r) {
       // PREFILL in blocks (matrix x matrix), as the engine does
       s->attention->clear();
@@ -75,7 +87,8 @@ void add_bench_command(CLI::App& app) {
     }
     const KvUsage kv = s->attention->usage();
     nlohmann::json j = {{"model", s->header.model_path},
-                        {"params", static_cast<double>(s->checkpoint->file().size()) / 4.0},
+                        {"params", static_cast<double>(s->source->weights().parameter_count())},
+                        {"weight_types", s->header.weight_types},
                         {"prompt_tokens", o->prompt_tokens},
                         {"gen_tokens", o->gen_tokens},
                         {"repeat", o->repeat},
@@ -88,7 +101,8 @@ void add_bench_command(CLI::App& app) {
       std::cout << j.dump(2) << "\n";
       return;
     }
-    std::printf("model            %s (dim %d, %d layers, vocab %d)\n", s->header.model_path.c_str(), c.dim, c.n_layers, c.vocab_size);
+    std::printf("model            %s (dim %d, %d layers, vocab %d; %s)\n", s->header.model_path.c_str(), c.dim, c.n_layers,
+                c.vocab_size, s->header.weight_types.c_str());
     std::printf("prefill          %10.0f tok/s  (%d tokens in blocks of %d, median of %d)\n", median(prefill_block),
                 o->prompt_tokens, s->model->max_block(), o->repeat);
     std::printf("prefill 1-by-1   %10.0f tok/s  (the same prompt, one position per forward)\n", median(prefill_single));

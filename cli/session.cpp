@@ -24,9 +24,11 @@ void warn(const std::string& message) { std::cerr << "glassbox: warning: " << me
 
 RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(cmd) {
   cmd->add_option("--config", config_, "YAML file setting any of these options by name");
-  cmd->add_option("--model,-m", model_, "llama2.c checkpoint (default: the embedded toy model)");
-  cmd->add_option("--tokenizer,-t", tokenizer_, "tokenizer file (default: the embedded model's)");
-  cmd->add_option("--tokenizer-plugin", tokenizer_plugin_, "tokenizer plugin reading that file (default: llama2c)");
+  cmd->add_option("--model,-m", model_, "model file: GGUF or llama2.c checkpoint (default: the embedded toy model)");
+  cmd->add_option("--tokenizer,-t", tokenizer_, "tokenizer file or folder (default: the one inside a GGUF model, or the embedded model's)");
+  cmd->add_option("--tokenizer-plugin", tokenizer_plugin_, "tokenizer plugin (default: llama2c, or what a GGUF model's tokenizer.ggml.model names)");
+  cmd->add_option("--context", context_, "positions the run may use, at most the model's context length (default: min(model's, 4096))")
+      ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--attention", attention_, "attention plugin, NAME or NAME:VALUE (default: kv-cache)");
   cmd->add_option("--plugin-path", plugin_path_, "extra folder of plugin modules (repeatable)");
   if (!with_generation) return;
@@ -92,10 +94,11 @@ void apply_replay_defaults(RunOptions& o, const std::function<bool(const std::st
   // The golden's model and tokenizer files, when none are named here and both still exist.
   std::error_code ec;
   const std::string model = h["model"]["path"].get<std::string>(), tok = h["tokenizer"]["path"].get<std::string>();
-  if (!set("model") && !set("tokenizer") && fs::exists(model, ec) && fs::exists(tok, ec)) {
+  // (A GGUF model carries its tokenizer: then the trace names no tokenizer file.)
+  if (!set("model") && !set("tokenizer") && fs::exists(model, ec) && (tok.empty() || fs::exists(tok, ec))) {
     o.model = model;
     std::erase_if(o.tokenizer.params, [](const auto& p) { return p.first == "path" || p.first.empty(); });
-    o.tokenizer.params.emplace_back("path", tok);
+    if (!tok.empty()) o.tokenizer.params.emplace_back("path", tok);
   }
 }
 
@@ -137,6 +140,7 @@ RunOptions RunOptionsBinder::finish() {
           } else o.sampler.push_back(yaml_plugin(v, where, "sampler"));
         } else if (key == "prompt") o.prompt = yaml_scalar(v, where);
         else if (key == "max_tokens") o.max_tokens = v.as<int>();
+        else if (key == "context") o.context = v.as<int>();
         else if (key == "seed") o.seed = v.as<std::uint64_t>();
         else if (key == "trace") o.trace = yaml_scalar(v, where);
         else if (key == "trace_level") o.trace_level = parse_level(yaml_scalar(v, where));
@@ -148,7 +152,7 @@ RunOptions RunOptionsBinder::finish() {
           if (v.IsSequence()) for (const auto& p : v) o.plugin_path.emplace_back(p.as<std::string>());
           else o.plugin_path.emplace_back(yaml_scalar(v, where));
         } else
-          throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, attention, sampler, "
+          throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, attention, sampler, "
                             "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, plugin_path)");
       }
     } catch (const YAML::BadConversion& e) {
@@ -168,6 +172,8 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--plugin-path")) for (const auto& p : plugin_path_) o.plugin_path.emplace_back(p);
   if (given("--prompt")) o.prompt = prompt_;
   if (given("--max-tokens")) o.max_tokens = max_tokens_;
+  if (given("--context")) o.context = context_;
+  if (o.context < 0) throw ConfigError("context = " + std::to_string(o.context) + " (expected >= 1)");
   if (given("--sampler")) o.sampler = parse_plugin_chain(sampler_, "sampler");
   if (given("--seed")) o.seed = seed_;
   if (given("--trace")) o.trace = trace_;
@@ -205,38 +211,63 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   s->registry.load_default(opt.plugin_path);
   for (const auto& r : s->registry.rejections()) warn("module rejected: " + r.to_string());
 
-  // Model and tokenizer: given, or the embedded default (both must then come from it).
+  // Model and tokenizer: given, or the embedded default (both must then come from it). A GGUF
+  // model carries its own tokenizer, so --model alone is enough for it.
   fs::path model_path = opt.model;
   PluginSpec tok_spec = opt.tokenizer;
   const bool tok_given = !tok_spec.params.empty();
-  if (model_path.empty() || !tok_given) {
-    auto def = default_model();
-    if (model_path.empty() && !def)
-      throw ConfigError("no --model given and no embedded default model installed next to the binary");
-    if (model_path.empty()) model_path = def->first;
-    if (!tok_given) {
-      if (!opt.model.empty()) throw ConfigError("--model given without --tokenizer: name the model's tokenizer file");
-      tok_spec.params.emplace_back("path", def->second.string());
-    }
+  std::optional<std::pair<fs::path, fs::path>> def;
+  if (model_path.empty()) {
+    def = default_model();
+    if (!def) throw ConfigError("no --model given and no embedded default model installed next to the binary");
+    model_path = def->first;
+    if (!tok_given) tok_spec.params.emplace_back("path", def->second.string());
   }
   // Every plugin name and parameter is checked before the model is read.
-  s->registry.resolve(PluginKind::Tokenizer, tok_spec);
+  if (!tok_spec.name.empty()) s->registry.resolve(PluginKind::Tokenizer, tok_spec);
   s->registry.resolve(PluginKind::Attention, opt.attention);
   std::vector<std::string> warnings;
   auto stages = build_sampler_stages(s->registry, opt.sampler.empty() ? std::vector<PluginSpec>{{"default", {}}} : opt.sampler, warnings);
   for (const auto& w : warnings) warn(w);
 
-  s->checkpoint = std::make_unique<Checkpoint>(model_path);
-  const Config& cfg = s->checkpoint->config();
-  s->tokenizer = s->registry.make_tokenizer(tok_spec);
+  s->source = ModelSource::open(model_path);
+  const Metadata& meta = s->source->metadata();
+  if (tok_spec.name.empty()) {
+    // The tokenizer family a GGUF file names (tokenizer.ggml.model); llama2.c's format otherwise.
+    const auto family = meta.get_string("tokenizer.ggml.model");
+    if (!family || *family == "llama") tok_spec.name = "llama2c";
+    else if (*family == "gpt2") tok_spec.name = "bpe";
+    else throw ConfigError(model_path.string() + ": tokenizer.ggml.model = '" + *family + "' is not supported (supported: llama, gpt2)");
+    s->registry.resolve(PluginKind::Tokenizer, tok_spec);
+  }
+  if (!tok_spec.params.empty() || s->source->gguf()) {
+    // A file named, or the model's own vocabulary.
+  } else {
+    throw ConfigError("--model " + model_path.string() + " is a llama2.c checkpoint, which holds no vocabulary: name its tokenizer file with --tokenizer");
+  }
+  s->config = s->source->config();
+  Config& cfg = s->config;
+  // The run's context: what was asked, or the model's capped at 4096 (a 128k-context model would
+  // otherwise reserve gigabytes of KV cache up front).
+  constexpr int kDefaultContextCap = 4096;
+  if (opt.context > 0) {
+    if (opt.context > cfg.seq_len)
+      throw ConfigError("--context " + std::to_string(opt.context) + " exceeds the model's context length " + std::to_string(cfg.seq_len));
+    cfg.seq_len = opt.context;
+  } else if (cfg.seq_len > kDefaultContextCap) {
+    warn("using a context of " + std::to_string(kDefaultContextCap) + " positions of the model's " +
+         std::to_string(cfg.seq_len) + " (set --context to change)");
+    cfg.seq_len = kDefaultContextCap;
+  }
+  s->tokenizer = s->registry.make_tokenizer(tok_spec, meta);
   std::string tok_path;
   for (const auto& [k, v] : tok_spec.params)
     if (k == "path" || k.empty()) tok_path = v;
   if (s->tokenizer->vocab_size() != cfg.vocab_size)
-    throw ConfigError("tokenizer " + tok_path + " has " + std::to_string(s->tokenizer->vocab_size()) +
-                      " tokens but model " + model_path.string() + " has a vocabulary of " +
-                      std::to_string(cfg.vocab_size) + ": they do not belong together");
-  s->model = std::make_unique<Transformer>(*s->checkpoint);
+    throw ConfigError("tokenizer " + (tok_path.empty() ? model_path.string() : tok_path) + " has " +
+                      std::to_string(s->tokenizer->vocab_size()) + " tokens but model " + model_path.string() +
+                      " has a vocabulary of " + std::to_string(cfg.vocab_size) + ": they do not belong together");
+  s->model = std::make_unique<Transformer>(cfg, s->source->weights());
   // Test-only (docs/golden-traces.md): a wrong RoPE base, the perturbation the golden suite must catch.
   // The trace header keeps the checkpoint's rope_theta, as a silent bug would.
   if (const char* theta = std::getenv("GLASSBOX_TEST_ROPE_THETA"); theta && *theta) {
@@ -254,6 +285,7 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   h.model_path = model_path.string();
   h.model_sha256 = sha256_file(model_path);
   h.config = cfg;
+  h.weight_types = s->source->weights().type_summary();
   h.tokenizer_path = tok_path;
   h.plugins.push_back({"tokenizer", tok_spec.name, s->registry.resolve(PluginKind::Tokenizer, tok_spec)});
   h.plugins.push_back({"attention", opt.attention.name, s->registry.resolve(PluginKind::Attention, opt.attention)});

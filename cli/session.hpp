@@ -20,11 +20,12 @@ namespace glassbox::cli {
 // (dashes or underscores); an option given on the command line wins.
 struct RunOptions {
   std::string model;                       // empty: the embedded default model
-  PluginSpec tokenizer{"llama2c", {}};     // path set from --tokenizer
+  PluginSpec tokenizer{"", {}};           // name empty: chosen from the model; path set from --tokenizer
   PluginSpec attention{"kv-cache", {}};
   std::vector<PluginSpec> sampler;         // empty: "default"
   std::string prompt;
   int max_tokens = 256;
+  int context = 0;                         // positions the run may use (0: the model's, capped at 4096)
   std::optional<std::uint64_t> seed;
   std::string trace;
   TraceLevel trace_level = TraceLevel::Basic;
@@ -47,7 +48,7 @@ class RunOptionsBinder {
   std::string config_, model_, tokenizer_, tokenizer_plugin_, attention_, sampler_, prompt_, trace_,
       trace_level_, replay_;
   std::vector<std::string> plugin_path_;
-  int max_tokens_ = 256, trace_top_ = 10;
+  int max_tokens_ = 256, trace_top_ = 10, context_ = 0;
   std::uint64_t seed_ = 0;
   bool echo_ = false, show_probs_ = false;
 };
@@ -58,7 +59,8 @@ std::optional<std::pair<std::filesystem::path, std::filesystem::path>> default_m
 // Everything one run needs, built and cross-checked (tokenizer vs model vocabulary).
 struct Session {
   Registry registry;
-  std::unique_ptr<Checkpoint> checkpoint;
+  std::unique_ptr<ModelSource> source;     // the mapped model file
+  Config config;                           // the run's: the model's, with seq_len = the run's context
   std::unique_ptr<Transformer> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Attention> attention;

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "glassbox/engine.hpp"
+#include "glassbox/model.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
 #include "alloc_counter.hpp"
@@ -34,7 +35,7 @@ struct Recorder final : glassbox::TraceSink {
 // stories260K with greedy sampling, built once.
 struct Fixture {
   glassbox::Registry reg;
-  std::unique_ptr<glassbox::Checkpoint> ckpt;
+  std::unique_ptr<glassbox::ModelSource> ckpt;
   std::unique_ptr<glassbox::Transformer> model;
   std::unique_ptr<glassbox::Tokenizer> tok;
   std::unique_ptr<glassbox::Attention> attn;
@@ -42,8 +43,8 @@ struct Fixture {
   Fixture() {
     if (!gbtest::shared_dir()) return;
     reg.load_default();
-    ckpt = std::make_unique<glassbox::Checkpoint>(gbtest::shared("models/stories260K.bin"));
-    model = std::make_unique<glassbox::Transformer>(*ckpt);
+    ckpt = glassbox::ModelSource::open(gbtest::shared("models/stories260K.bin"));
+    model = std::make_unique<glassbox::Transformer>(ckpt->config(), ckpt->weights());
     tok = reg.make_tokenizer({"llama2c", {{"path", gbtest::shared("models/tok512.bin").string()}}});
     attn = reg.make_attention({"kv-cache", {}}, ckpt->config().attention_shape());
     std::vector<std::string> warnings;

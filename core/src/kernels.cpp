@@ -6,6 +6,8 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "glassbox/quant.hpp"
+
 namespace glassbox::kernels {
 
 using batch = xsimd::batch<float>;
@@ -47,6 +49,42 @@ void matmul(float* out, const float* x, const float* w, std::size_t n, std::size
     const float* wi = w + i * k;
     for (std::size_t t = 0; t < n; ++t) out[t * d + i] = dot(x + t * k, wi, k);
   }
+}
+
+std::size_t xq_row_bytes(const Tensor& w) {
+  if (w.dtype == DType::F32) return 0;
+  return row_bytes(quant::vec_dot_type(w.dtype), static_cast<std::size_t>(w.cols()));
+}
+
+namespace {
+template <bool Scalar>
+void matmul_typed(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) {
+  const std::size_t k = w.cols(), d = w.rows();
+  if (w.dtype == DType::F32) {
+    if constexpr (Scalar) matmul_scalar(out, x, w.f32(), n, k, d);
+    else matmul(out, x, w.f32(), n, k, d);
+    return;
+  }
+  const DType xt = quant::vec_dot_type(w.dtype);
+  const std::size_t xrb = row_bytes(xt, k), wrb = row_bytes(w.dtype, k);
+  for (std::size_t t = 0; t < n; ++t) quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);
+  // As for float32: rows of w split across threads, each output summed in a fixed order.
+#pragma omp parallel for schedule(static) if (!Scalar && d * k * n >= (1u << 20))
+  for (std::size_t i = 0; i < d; ++i) {
+    const std::byte* wi = w.data + i * wrb;
+    for (std::size_t t = 0; t < n; ++t)
+      out[t * d + i] = Scalar ? quant::vec_dot_scalar(w.dtype, k, wi, xq + t * xrb) : quant::vec_dot(w.dtype, k, wi, xq + t * xrb);
+  }
+}
+}  // namespace
+
+void matmul(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) { matmul_typed<false>(out, x, w, n, xq); }
+void matmul_scalar(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) { matmul_typed<true>(out, x, w, n, xq); }
+
+void embedding_row(float* dst, const Tensor& e, std::int64_t r) {
+  const std::size_t dim = e.cols();
+  if (e.dtype == DType::F32) std::copy_n(e.f32() + r * dim, dim, dst);
+  else quant::dequantize_row(e.dtype, e.row(r), dst, dim);
 }
 
 void rmsnorm_scalar(float* out, const float* x, const float* weight, std::size_t n, float eps) {

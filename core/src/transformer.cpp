@@ -7,14 +7,14 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
-#include "glassbox/model.hpp"
+#include "glassbox/transformer.hpp"
 
 namespace glassbox {
 
 namespace k = kernels;
 
-Transformer::Transformer(const Checkpoint& ckpt, int max_block)
-    : cfg_(ckpt.config()), w_(ckpt.weights()), max_block_(std::max(1, std::min(max_block, ckpt.config().seq_len))) {
+Transformer::Transformer(const Config& cfg, const Weights& w, int max_block)
+    : cfg_(cfg), w_(w), max_block_(std::max(1, std::min(max_block, cfg.seq_len))) {
   const std::size_t B = max_block_, dim = cfg_.dim, qd = cfg_.n_heads * cfg_.head_size(), kvd = cfg_.kv_dim(),
                     hid = cfg_.hidden_dim;
   s_.x = xt::zeros<float>({B, dim});
@@ -27,17 +27,26 @@ Transformer::Transformer(const Checkpoint& ckpt, int max_block)
   s_.hb2 = xt::zeros<float>({B, hid});
   s_.last = xt::zeros<float>({dim});
   s_.logits = xt::zeros<float>({static_cast<std::size_t>(cfg_.vocab_size)});
+  std::size_t xq_row = k::xq_row_bytes(w_.wcls);
+  for (const auto& lw : w_.layers)
+    for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3}) xq_row = std::max(xq_row, k::xq_row_bytes(*t));
+  s_.xq.assign(B * xq_row, std::byte{0});
   set_rope_theta(cfg_.rope_theta);
 }
 
 void Transformer::set_rope_theta(float theta) {
   // rope(pos, 2i) = (cos, sin)(pos · θ^(-2i/head_size)), computed in float as llama2.c does.
+  // Long-context models stretch it: linear scaling divides pos by a factor; Llama 3's
+  // rope_freqs.weight divides each pair's frequency by its own factor (as llama.cpp applies it).
   const std::size_t hs = cfg_.head_size();
+  const float pos_scale = cfg_.rope_scaling.type == "linear" ? 1.0f / cfg_.rope_scaling.factor : 1.0f;
+  const float* freq_factors = w_.rope_freqs.data ? w_.rope_freqs.f32() : nullptr;
   s_.rope = xt::zeros<float>({static_cast<std::size_t>(cfg_.seq_len), hs});
   for (int pos = 0; pos < cfg_.seq_len; ++pos)
     for (std::size_t i = 0; i < hs; i += 2) {
-      const float freq = 1.0f / std::pow(theta, static_cast<float>(i) / static_cast<float>(hs));
-      const float angle = static_cast<float>(pos) * freq;
+      float freq = 1.0f / std::pow(theta, static_cast<float>(i) / static_cast<float>(hs));
+      if (freq_factors) freq /= freq_factors[i / 2];
+      const float angle = pos_scale == 1.0f ? static_cast<float>(pos) * freq : static_cast<float>(pos) * pos_scale * freq;
       s_.rope(pos, i) = std::cos(angle);
       s_.rope(pos, i + 1) = std::sin(angle);
     }
@@ -57,17 +66,19 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
   for (int t = 0; t < n; ++t) {
     if (tokens[t] < 0 || tokens[t] >= cfg_.vocab_size)
       throw InputError("forward: token id " + std::to_string(tokens[t]) + " outside the vocabulary 0.." + std::to_string(cfg_.vocab_size - 1));
-    xt::noalias(xt::view(s_.x, t)) = xt::view(w_.token_embedding, tokens[t]);
+    k::embedding_row(&s_.x(t, 0), w_.token_embedding, tokens[t]);
   }
 
+  std::byte* xq = s_.xq.data();
   for (int l = 0; l < cfg_.n_layers; ++l) {
+    const LayerWeights& lw = w_.layers[l];
     // ---- attention block ----
     // xb = RMSNorm(x) ⊙ g_att
-    for (int t = 0; t < n; ++t) k::rmsnorm(&s_.xb(t, 0), &s_.x(t, 0), &w_.rms_att(l, 0), dim, eps);
+    for (int t = 0; t < n; ++t) k::rmsnorm(&s_.xb(t, 0), &s_.x(t, 0), lw.rms_att.f32(), dim, eps);
     // q = xb·Wqᵀ,  k = xb·Wkᵀ,  v = xb·Wvᵀ
-    k::matmul(s_.q.data(), s_.xb.data(), &w_.wq(l, 0, 0), N, dim, qd);
-    k::matmul(s_.k.data(), s_.xb.data(), &w_.wk(l, 0, 0), N, dim, kvd);
-    k::matmul(s_.v.data(), s_.xb.data(), &w_.wv(l, 0, 0), N, dim, kvd);
+    k::matmul(s_.q.data(), s_.xb.data(), lw.wq, N, xq);
+    k::matmul(s_.k.data(), s_.xb.data(), lw.wk, N, xq);
+    k::matmul(s_.v.data(), s_.xb.data(), lw.wv, N, xq);
     // RoPE: rotate each (q, k) pair by the angle of its position
     for (int t = 0; t < n; ++t) {
       const float* cs = &s_.rope(pos + t, 0);
@@ -79,27 +90,27 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     attention.forward(l, pos, n, {s_.q.data(), N * qd}, {s_.k.data(), N * kvd}, {s_.v.data(), N * kvd},
                       {s_.att.data(), N * qd});
     // x = x + att·Woᵀ
-    k::matmul(s_.xb.data(), s_.att.data(), &w_.wo(l, 0, 0), N, qd, dim);
+    k::matmul(s_.xb.data(), s_.att.data(), lw.wo, N, xq);
     auto x = xt::view(s_.x, xt::range(0, n));
     xt::noalias(x) += xt::view(s_.xb, xt::range(0, n));
 
     // ---- feed-forward block ----
     // xb = RMSNorm(x) ⊙ g_ffn
-    for (int t = 0; t < n; ++t) k::rmsnorm(&s_.xb(t, 0), &s_.x(t, 0), &w_.rms_ffn(l, 0), dim, eps);
+    for (int t = 0; t < n; ++t) k::rmsnorm(&s_.xb(t, 0), &s_.x(t, 0), lw.rms_ffn.f32(), dim, eps);
     // hb = xb·W1ᵀ (gate),  hb2 = xb·W3ᵀ (up)
-    k::matmul(s_.hb.data(), s_.xb.data(), &w_.w1(l, 0, 0), N, dim, hid);
-    k::matmul(s_.hb2.data(), s_.xb.data(), &w_.w3(l, 0, 0), N, dim, hid);
+    k::matmul(s_.hb.data(), s_.xb.data(), lw.w1, N, xq);
+    k::matmul(s_.hb2.data(), s_.xb.data(), lw.w3, N, xq);
     // hb = SiLU(hb) ⊙ hb2,  SiLU(z) = z·σ(z)
     auto gate = xt::view(s_.hb, xt::range(0, n));
     xt::noalias(gate) = gate / (1.0f + xt::exp(-gate)) * xt::view(s_.hb2, xt::range(0, n));
     // x = x + hb·W2ᵀ
-    k::matmul(s_.xb.data(), s_.hb.data(), &w_.w2(l, 0, 0), N, hid, dim);
+    k::matmul(s_.xb.data(), s_.hb.data(), lw.w2, N, xq);
     xt::noalias(x) += xt::view(s_.xb, xt::range(0, n));
   }
 
   // logits = RMSNorm(x_last) ⊙ g_final · Wclsᵀ  (only the last position predicts)
-  k::rmsnorm(s_.last.data(), &s_.x(n - 1, 0), w_.rms_final.data(), dim, eps);
-  k::matmul(s_.logits.data(), s_.last.data(), w_.wcls.data(), 1, dim, cfg_.vocab_size);
+  k::rmsnorm(s_.last.data(), &s_.x(n - 1, 0), w_.rms_final.f32(), dim, eps);
+  k::matmul(s_.logits.data(), s_.last.data(), w_.wcls, 1, xq);
   return {s_.logits.data(), s_.logits.size()};
 }
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "glassbox/attention.hpp"
-#include "glassbox/model.hpp"
+#include "glassbox/transformer.hpp"
 #include "glassbox/sampling.hpp"
 #include "glassbox/tokenizer.hpp"
 #include "glassbox/trace_events.hpp"

@@ -1,6 +1,9 @@
 // The few numeric kernels of the forward pass, each with a plain scalar version the SIMD one is tested against.
 #pragma once
 #include <cstddef>
+#include <cstdint>
+
+#include "glassbox/dtype.hpp"
 
 namespace glassbox::kernels {
 
@@ -12,6 +15,17 @@ float dot_scalar(const float* a, const float* b, std::size_t n);
 // The weight matrix is streamed once for all n rows of x (prefill reuses it n times).
 void matmul(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d);
 void matmul_scalar(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d);
+
+// The same product for a weight matrix w (d, k) in its stored type (dispatch on w.dtype). For
+// non-F32 weights each input row is first rounded to the weight's activation type, as llama.cpp
+// does (fp16 for F16, Q8_0 blocks for Q8_0/Q4_0, Q8_K blocks for the k-quants), into `xq`, which
+// must hold n · xq_row_bytes(w) bytes; then each output is an integer block dot product.
+void matmul(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq);
+void matmul_scalar(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq);
+std::size_t xq_row_bytes(const Tensor& w);  // bytes of one rounded input row for w (0 for F32)
+
+// dst = row r of e (vocab, dim) dequantized to float: the embedding lookup.
+void embedding_row(float* dst, const Tensor& e, std::int64_t r);
 
 // out = weight ⊙ x / sqrt(mean(x²) + eps)
 void rmsnorm(float* out, const float* x, const float* weight, std::size_t n, float eps);

@@ -1,10 +1,6 @@
-// llama2.c checkpoints: memory-mapping, header validation (legacy and "ak42" v1) and weight views.
-#include "glassbox/model.hpp"
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
+// The llama2.c checkpoint format: header validation (legacy and "ak42" v1) and typed views of its
+// float32 weights, which every layer stores contiguously, kind by kind.
+#include "glassbox/model_source.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -12,30 +8,6 @@
 #include "glassbox/error.hpp"
 
 namespace glassbox {
-
-MappedFile::MappedFile(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw ModelError(path.string() + ": cannot open: " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw ModelError(path.string() + ": not a regular file");
-  }
-  size_ = static_cast<std::size_t>(st.st_size);
-  if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      ::close(fd);
-      throw ModelError(path.string() + ": cannot map: " + std::strerror(errno));
-    }
-    data_ = static_cast<const std::byte*>(p);
-  }
-  ::close(fd);
-}
-
-MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
-}
 
 namespace {
 
@@ -139,17 +111,43 @@ Config read_config(const std::filesystem::path& path, const std::byte* data, std
 
 namespace {
 
-template <std::size_t N>
-ConstTensor<N> view(const float* p, std::array<std::size_t, N> shape) {
-  std::size_t count = 1;
-  for (auto d : shape) count *= d;
-  return xt::adapt(static_cast<const float*>(p), count, xt::no_ownership(), shape);  // by value: the view must not refer to `p`
+// A float32 tensor view at `p` with the given row-major shape.
+Tensor f32_tensor(std::string name, const float* p, std::initializer_list<std::int64_t> shape) {
+  Tensor t;
+  t.name = std::move(name);
+  t.dtype = DType::F32;
+  t.n_dims = static_cast<int>(shape.size());
+  int i = 0;
+  for (auto d : shape) t.shape[i++] = d;
+  t.data = reinterpret_cast<const std::byte*>(p);
+  t.bytes = static_cast<std::size_t>(t.numel()) * sizeof(float);
+  return t;
 }
 
 }  // namespace
 
-Checkpoint::Checkpoint(const std::filesystem::path& path)
-    : path_(path), file_(std::make_unique<MappedFile>(path)) {
+Metadata llama2c_metadata(const Config& c, const std::filesystem::path& path) {
+  Metadata m;
+  m.source = path.string();
+  auto u32 = [](std::int64_t v) { return MetaValue{MetaType::U32, MetaType::U8, static_cast<std::uint64_t>(v)}; };
+  auto str = [](std::string v) { return MetaValue{MetaType::String, MetaType::U8, std::move(v)}; };
+  m.set("general.architecture", str("llama"));
+  m.set("glassbox.source_format", str(c.format_version == 0 ? "llama2c legacy" : "llama2c ak42 v1"));
+  m.set("llama.context_length", u32(c.seq_len));
+  m.set("llama.embedding_length", u32(c.dim));
+  m.set("llama.feed_forward_length", u32(c.hidden_dim));
+  m.set("llama.block_count", u32(c.n_layers));
+  m.set("llama.attention.head_count", u32(c.n_heads));
+  m.set("llama.attention.head_count_kv", u32(c.n_kv_heads));
+  m.set("llama.rope.dimension_count", u32(c.head_size()));
+  m.set("llama.vocab_size", u32(c.vocab_size));
+  m.set("llama.attention.layer_norm_rms_epsilon", MetaValue{MetaType::F32, MetaType::U8, static_cast<double>(c.norm_eps)});
+  m.set("llama.rope.freq_base", MetaValue{MetaType::F32, MetaType::U8, static_cast<double>(c.rope_theta)});
+  return m;
+}
+
+void ModelSource::open_llama2c() {
+  const auto& path = path_;
   config_ = read_config(path, file_->data(), file_->size());
   const Config& c = config_;
   const Sizes s = sizes_of(c);
@@ -181,14 +179,28 @@ Checkpoint::Checkpoint(const std::filesystem::path& path)
   }
   const float* wcls = c.shared_classifier ? emb : take(s.wcls);
 
-  const std::size_t L = c.n_layers, dim = c.dim, hid = c.hidden_dim, qd = c.n_heads * c.head_size(),
-                    kvd = c.kv_dim(), V = c.vocab_size;
-  weights_ = std::make_unique<Weights>(Weights{
-      view<2>(emb, {V, dim}), view<2>(rms_att, {L, dim}),
-      view<3>(wq, {L, qd, dim}), view<3>(wk, {L, kvd, dim}), view<3>(wv, {L, kvd, dim}), view<3>(wo, {L, dim, qd}),
-      view<2>(rms_ffn, {L, dim}),
-      view<3>(w1, {L, hid, dim}), view<3>(w2, {L, dim, hid}), view<3>(w3, {L, hid, dim}),
-      view<1>(rms_final, {dim}), view<2>(wcls, {V, dim})});
+  // Each layer's tensor is a slice of the array that holds that kind for all layers.
+  const std::int64_t dim = c.dim, hid = c.hidden_dim, qd = static_cast<std::int64_t>(c.n_heads) * c.head_size(),
+                     kvd = c.kv_dim(), V = c.vocab_size;
+  Weights& w = weights_;
+  w.token_embedding = f32_tensor("token_embedding", emb, {V, dim});
+  w.rms_final = f32_tensor("rms_final", rms_final, {dim});
+  w.wcls = f32_tensor(c.shared_classifier ? "token_embedding" : "wcls", wcls, {V, dim});
+  for (std::int64_t l = 0; l < c.n_layers; ++l) {
+    const std::string at = "layers." + std::to_string(l) + ".";
+    LayerWeights lw;
+    lw.rms_att = f32_tensor(at + "rms_att", rms_att + l * dim, {dim});
+    lw.wq = f32_tensor(at + "wq", wq + l * qd * dim, {qd, dim});
+    lw.wk = f32_tensor(at + "wk", wk + l * kvd * dim, {kvd, dim});
+    lw.wv = f32_tensor(at + "wv", wv + l * kvd * dim, {kvd, dim});
+    lw.wo = f32_tensor(at + "wo", wo + l * dim * qd, {dim, qd});
+    lw.rms_ffn = f32_tensor(at + "rms_ffn", rms_ffn + l * dim, {dim});
+    lw.w1 = f32_tensor(at + "w1", w1 + l * hid * dim, {hid, dim});
+    lw.w2 = f32_tensor(at + "w2", w2 + l * dim * hid, {dim, hid});
+    lw.w3 = f32_tensor(at + "w3", w3 + l * hid * dim, {hid, dim});
+    w.layers.push_back(std::move(lw));
+  }
+  metadata_ = llama2c_metadata(c, path);
 }
 
 }  // namespace glassbox

@@ -1,0 +1,43 @@
+// Opening a model file: the format is told by its first bytes, never by its name.
+#include "glassbox/model_source.hpp"
+
+#include <map>
+
+#include "glassbox/error.hpp"
+
+namespace glassbox {
+
+std::unique_ptr<ModelSource> ModelSource::open(const std::filesystem::path& path) {
+  std::unique_ptr<ModelSource> s(new ModelSource());
+  s->path_ = path;
+  s->file_ = std::make_unique<MappedFile>(path);
+  if (is_gguf(s->file_->data(), s->file_->size()))
+    s->open_gguf();
+  else
+    s->open_llama2c();  // llama2.c has no magic of its own (legacy) or "ak42": its header check decides
+  return s;
+}
+
+std::string Weights::type_summary() const {
+  std::map<std::string_view, int> count;
+  auto add = [&](const Tensor& t) { if (t.data) ++count[dtype_name(t.dtype)]; };
+  add(token_embedding);
+  add(rms_final);
+  if (wcls.data != token_embedding.data) add(wcls);
+  add(rope_freqs);
+  for (const auto& l : layers)
+    for (const Tensor* t : {&l.rms_att, &l.wq, &l.wk, &l.wv, &l.wo, &l.rms_ffn, &l.w1, &l.w2, &l.w3}) add(*t);
+  std::string out;
+  for (const auto& [name, n] : count) out += (out.empty() ? "" : ", ") + std::string(name) + " ×" + std::to_string(n);
+  return out;
+}
+
+std::int64_t Weights::parameter_count() const {
+  std::int64_t n = token_embedding.numel() + rms_final.numel() + (rope_freqs.data ? rope_freqs.numel() : 0);
+  if (wcls.data != token_embedding.data) n += wcls.numel();
+  for (const auto& l : layers)
+    for (const Tensor* t : {&l.rms_att, &l.wq, &l.wk, &l.wv, &l.wo, &l.rms_ffn, &l.w1, &l.w2, &l.w3}) n += t->numel();
+  return n;
+}
+
+}  // namespace glassbox
