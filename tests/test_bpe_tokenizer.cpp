@@ -233,6 +233,14 @@ BOOST_AUTO_TEST_CASE(special_tokens_policy_and_end_of_generation) {
   BOOST_TEST(std::count(ids.begin(), ids.end(), 50256) == 0);
 }
 
+BOOST_AUTO_TEST_CASE(llama3_takes_whole_words_that_are_vocabulary_entries) {
+  // Llama 3 (ignore_merges) takes " jeho" as the one token 101503 although its merges never build it;
+  // the same regex without ignore_merges ("dbrx") gives 3 tokens, so the reference case checks this.
+  auto plain = registry().make_tokenizer({"bpe", {{"path", llama3_json().string()}, {"pre", "dbrx"}}});
+  BOOST_TEST(tokenizer("llama3").encode(" jeho", false, false) == (std::vector<std::int32_t>{101503}), boost::test_tools::per_element());
+  BOOST_TEST(plain->encode(" jeho", false, false).size() == 3u);
+}
+
 BOOST_AUTO_TEST_CASE(smollm_splits_every_digit) {
   // smollm = GPT-2's regex after isolating each digit (llama.cpp's LLAMA_VOCAB_PRE_TYPE_SMOLLM).
   auto t = registry().make_tokenizer({"bpe", {{"path", gpt2_dir().string()}, {"pre", "smollm"}}});

@@ -81,6 +81,8 @@ const texts = [
   "  \n  \n",
   "x\u3000y ideographic space",
   "The little bird sang.\tLily wanted to play!\n",
+  // Llama 3 vocabulary entries its merges do not rebuild: only ignore_merges gives one token each.
+  "ektedir lardan jeho Vi\u1ec7t nhi\u1ec1u h\u1ee3p",
 ];
 
 const gpt2Ids = [], llama3Ids = [];
