@@ -18,12 +18,12 @@ void add_tokenize_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("tokenize", "encode TEXT and print its token ids and pieces");
-  cmd->add_option("--tokenizer,-t", o->tokenizer, "tokenizer file (default: the embedded model's)");
-  cmd->add_option("--tokenizer-plugin", o->plugin, "tokenizer plugin (default: llama2c)");
+  cmd->add_option("--tokenizer,-t", o->tokenizer, "tokenizer file or folder (default: the embedded model's)");
+  cmd->add_option("--tokenizer-plugin", o->plugin, "tokenizer plugin: llama2c (SentencePiece) or bpe (byte-level BPE; default: llama2c)");
   cmd->add_option("--plugin-path", o->plugin_path, "extra folder of plugin modules");
   cmd->add_option("text", o->text, "the text to encode")->required();
   cmd->add_flag("--json", o->json, "print {\"ids\":[...],\"pieces\":[...]}");
-  cmd->add_flag("--no-bos", o->no_bos, "do not prepend BOS");
+  cmd->add_flag("--no-bos", o->no_bos, "do not prepend BOS (prepended only when the vocabulary asks for it)");
   cmd->add_flag("--eos", o->eos, "append EOS");
   cmd->callback([o] {
     Registry reg;
@@ -37,7 +37,8 @@ void add_tokenize_command(CLI::App& app) {
       path = def->second.string();
     }
     auto tok = reg.make_tokenizer(PluginSpec{o->plugin, {{"path", path}}});
-    const auto ids = tok->encode(o->text, !o->no_bos, o->eos);
+    // BOS only where the vocabulary asks for it (SentencePiece does, GPT-2 does not).
+    const auto ids = tok->encode(o->text, !o->no_bos && tok->add_bos(), o->eos);
     std::vector<std::string> pieces;
     for (auto id : ids) pieces.emplace_back(tok->piece(id));
     if (o->json) {

@@ -7,7 +7,8 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config
       xtensor-dev libxsimd-dev libyaml-cpp-dev
       libboost-test-dev libboost-filesystem-dev libboost-dev
-      nlohmann-json3-dev libcli11-dev libgraphviz-dev)
+      nlohmann-json3-dev libcli11-dev libgraphviz-dev
+      libicu-dev)   # the bpe tokenizer's Unicode regexes (\p{L}, \p{N}), which std::regex lacks
 
 # Optional groups: GLASSBOX_DEPS_EXTRA="train" adds the model recipe's tools.
 for extra in ${GLASSBOX_DEPS_EXTRA:-}; do

@@ -1,9 +1,12 @@
-// Tokenizer "llama2c": llama2.c's tokenizer.bin — score-ordered BPE merges, SentencePiece's
-// dummy-prefix space and <0xNN> byte fallback — reproducing llama2.c's encode() exactly.
+// Tokenizer "llama2c": SentencePiece-style BPE (score-ordered merges, dummy-prefix space, <0xNN> byte
+// fallback) from llama2.c's tokenizer.bin, or from a GGUF model's tokenizer.ggml.* metadata ("llama").
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <queue>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -14,51 +17,59 @@
 namespace {
 
 using glassbox::TokenizerError;
+using glassbox::TokenType;
 
-class Llama2cTokenizer final : public glassbox::Tokenizer {
+// llama.cpp's end-of-generation markers: control tokens with these texts also end generation.
+constexpr std::array<std::string_view, 7> kEogTexts = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                                      "<|endoftext|>", "<|eom_id|>", "</s>"};
+constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581 "▁": SentencePiece's space in GGUF pieces
+// Pairs scoring at or below this never merge (llama2.c's initial "best" score).
+constexpr float kNoMerge = -1e10f;
+
+class SpmTokenizer final : public glassbox::Tokenizer {
  public:
-  explicit Llama2cTokenizer(const glassbox::Params& p) {
+  SpmTokenizer(const glassbox::Params& p, const glassbox::Metadata& model) : reference_(p.get_bool("reference_merge")) {
     const std::string& path = p.get_string("path");
-    if (path.empty()) throw glassbox::ConfigError("tokenizer 'llama2c': no tokenizer file given (parameter 'path')");
-    load(path);
+    if (!path.empty()) {
+      load_file(path);
+    } else if (model.get_string("tokenizer.ggml.model") == "llama") {
+      load_metadata(model);
+    } else if (auto kind = model.get_string("tokenizer.ggml.model")) {
+      throw glassbox::ConfigError("tokenizer 'llama2c': model metadata has tokenizer.ggml.model = '" + *kind +
+                                  "', expected 'llama' (use the 'bpe' tokenizer for 'gpt2')");
+    } else {
+      throw glassbox::ConfigError("tokenizer 'llama2c': no tokenizer file given (parameter 'path') and the model has no "
+                                  "tokenizer.ggml.* metadata");
+    }
+    finish();
   }
 
   std::vector<std::int32_t> encode(std::string_view text, bool bos, bool eos) const override {
     std::vector<std::int32_t> ids;
-    if (bos) ids.push_back(bos_id());
-    std::vector<std::int32_t> t;
-    t.reserve(text.size() + 1);
-    // SentencePiece's dummy prefix: non-empty text starts as if preceded by a space.
-    if (!text.empty()) push_piece(" ", t);
+    if (bos && bos_ >= 0) ids.push_back(bos_);
+    // SentencePiece's dummy prefix: non-empty text starts as if preceded by a space. GGUF pieces
+    // spell the space "▁", llama2.c's pieces a plain space.
+    std::string norm;
+    norm.reserve(text.size() + 3);
+    if (!text.empty() && add_space_prefix_) norm += space_;
+    for (char c : text) {
+      if (c == ' ') norm += space_;
+      else norm += c;
+    }
     // Every UTF-8 code point that is a vocabulary entry becomes its token; others fall
     // back to one token per byte. (A stray continuation byte is its own "code point".)
-    for (std::size_t i = 0; i < text.size();) {
+    std::vector<std::int32_t> t;
+    t.reserve(norm.size());
+    for (std::size_t i = 0; i < norm.size();) {
       std::size_t len = 1;
-      while (i + len < text.size() && len < 4 && (static_cast<unsigned char>(text[i + len]) & 0xC0) == 0x80) ++len;
-      push_piece(text.substr(i, len), t);
+      while (i + len < norm.size() && len < 4 && (static_cast<unsigned char>(norm[i + len]) & 0xC0) == 0x80) ++len;
+      push_piece(std::string_view(norm).substr(i, len), t);
       i += len;
     }
-    // Merge the adjacent pair whose concatenation has the highest score (leftmost on ties)
-    // until no pair is in the vocabulary.
-    std::string buf;
-    while (true) {
-      float best = -1e10f;
-      int best_id = -1, best_i = -1;
-      for (int i = 0; i + 1 < static_cast<int>(t.size()); ++i) {
-        buf.assign(vocab_[t[i]]).append(vocab_[t[i + 1]]);
-        auto it = lookup_.find(buf);
-        if (it != lookup_.end() && scores_[it->second] > best) {
-          best = scores_[it->second];
-          best_id = it->second;
-          best_i = i;
-        }
-      }
-      if (best_i < 0) break;
-      t[best_i] = best_id;
-      t.erase(t.begin() + best_i + 1);
-    }
+    if (reference_) merge_quadratic(t);
+    else merge_heap(t);
     ids.insert(ids.end(), t.begin(), t.end());
-    if (eos) ids.push_back(eos_id());
+    if (eos && eos_ >= 0) ids.push_back(eos_);
     return ids;
   }
 
@@ -66,13 +77,19 @@ class Llama2cTokenizer final : public glassbox::Tokenizer {
     check(id);
     std::string_view s = decoded_[id];
     // After BOS, SentencePiece drops the dummy-prefix space.
-    if (prev == bos_id() && !s.empty() && s.front() == ' ') s.remove_prefix(1);
+    if (prev == bos_ && prev >= 0 && add_space_prefix_ && !s.empty() && s.front() == ' ') s.remove_prefix(1);
     return s;
   }
   std::string_view piece(std::int32_t id) const override { check(id); return vocab_[id]; }
   std::int32_t vocab_size() const override { return static_cast<std::int32_t>(vocab_.size()); }
-  std::int32_t bos_id() const override { return 1; }
-  std::int32_t eos_id() const override { return 2; }
+  std::int32_t bos_id() const override { return bos_; }
+  std::int32_t eos_id() const override { return eos_; }
+  TokenType token_type(std::int32_t id) const override { check(id); return types_[id]; }
+  bool add_bos() const override { return add_bos_; }
+  bool add_eos() const override { return add_eos_; }
+  std::vector<std::int32_t> eog_ids() const override { return eog_; }
+  std::string_view chat_template() const override { return chat_template_; }
+  std::string_view model_kind() const override { return "llama"; }
 
  private:
   void check(std::int32_t id) const {
@@ -86,7 +103,94 @@ class Llama2cTokenizer final : public glassbox::Tokenizer {
     for (unsigned char b : s) out.push_back(byte_id_[b]);
   }
 
-  void load(const std::string& path) {
+  // The id and score of the concatenation of two tokens' pieces; id -1 when it is no mergeable piece.
+  std::pair<std::int32_t, float> pair_of(std::int32_t a, std::int32_t b, std::string& buf) const {
+    buf.assign(vocab_[a]).append(vocab_[b]);
+    auto it = lookup_.find(buf);
+    if (it == lookup_.end() || !(scores_[it->second] > kNoMerge)) return {-1, 0.f};
+    return {it->second, scores_[it->second]};
+  }
+
+  // The reference: merge the adjacent pair whose concatenation has the highest score (leftmost on
+  // ties) until no pair is in the vocabulary. Quadratic; kept to test merge_heap against.
+  void merge_quadratic(std::vector<std::int32_t>& t) const {
+    std::string buf;
+    while (true) {
+      float best = kNoMerge;
+      int best_id = -1, best_i = -1;
+      for (int i = 0; i + 1 < static_cast<int>(t.size()); ++i) {
+        auto [id, score] = pair_of(t[i], t[i + 1], buf);
+        if (id >= 0 && score > best) {
+          best = score;
+          best_id = id;
+          best_i = i;
+        }
+      }
+      if (best_i < 0) break;
+      t[best_i] = best_id;
+      t.erase(t.begin() + best_i + 1);
+    }
+  }
+
+  // The same merges in O(n log n): the symbols form a linked list and every adjacent pair that is a
+  // piece waits in a max-heap by (score, then leftmost). A merge changes only its two neighbouring
+  // pairs, so those are pushed; heap entries whose symbols have since changed are skipped when popped.
+  // A merge across a boundary would make a piece holding the boundary's two bytes side by side; where
+  // no mergeable piece holds that byte pair, no merge ever crosses, so the runs between such
+  // boundaries (about words) are merged one by one with a small heap. Same result, fewer cache misses.
+  void merge_heap(std::vector<std::int32_t>& t) const {
+    std::vector<std::int32_t> out;
+    out.reserve(t.size());
+    std::size_t begin = 0;
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      const std::string& a = vocab_[t[i]];
+      const std::string* b = i + 1 < t.size() ? &vocab_[t[i + 1]] : nullptr;
+      if (b && !a.empty() && !b->empty() && inner_pair_[static_cast<unsigned char>(a.back()) * 256 + static_cast<unsigned char>(b->front())])
+        continue;
+      merge_run(t.data() + begin, static_cast<int>(i + 1 - begin), out);
+      begin = i + 1;
+    }
+    t.swap(out);
+  }
+
+  void merge_run(const std::int32_t* t, int n, std::vector<std::int32_t>& out) const {
+    if (n < 2) { out.insert(out.end(), t, t + n); return; }
+    struct Sym { std::int32_t id; int prev, next; };
+    struct Cand {
+      float score;
+      int left, right;
+      std::int32_t left_id, right_id, merged;
+      bool operator<(const Cand& o) const { return score < o.score || (score == o.score && left > o.left); }
+    };
+    std::vector<Sym> sym(n);
+    for (int i = 0; i < n; ++i) sym[i] = {t[i], i - 1, i + 1 < n ? i + 1 : -1};
+    std::priority_queue<Cand> heap;
+    std::string buf;
+    auto consider = [&](int l, int r) {
+      if (l < 0 || r < 0) return;
+      auto [id, score] = pair_of(sym[l].id, sym[r].id, buf);
+      if (id >= 0) heap.push({score, l, r, sym[l].id, sym[r].id, id});
+    };
+    for (int i = 0; i + 1 < n; ++i) consider(i, i + 1);
+    while (!heap.empty()) {
+      const Cand c = heap.top();
+      heap.pop();
+      Sym& l = sym[c.left];
+      Sym& r = sym[c.right];
+      // Stale: one side was merged away or grew since this pair was pushed.
+      if (l.id < 0 || r.id < 0 || l.next != c.right || l.id != c.left_id || r.id != c.right_id) continue;
+      l.id = c.merged;
+      l.next = r.next;
+      if (r.next >= 0) sym[r.next].prev = c.left;
+      r.id = -1;
+      consider(l.prev, c.left);
+      consider(c.left, l.next);
+    }
+    for (int i = 0; i >= 0; i = sym[i].next) out.push_back(sym[i].id);
+  }
+
+  void load_file(const std::string& path) {
+    source_ = path;
     std::ifstream f(path, std::ios::binary);
     if (!f) throw TokenizerError(path + ": cannot open tokenizer file: " + std::strerror(errno));
     auto fail = [&](const std::string& why) { return TokenizerError(path + ": " + why + " (expected a llama2.c tokenizer.bin)"); };
@@ -108,36 +212,143 @@ class Llama2cTokenizer final : public glassbox::Tokenizer {
       if (vocab_.size() > (1u << 22)) throw fail("more than 4194304 tokens");
     }
     if (vocab_.size() < 3) throw fail("only " + std::to_string(vocab_.size()) + " tokens; <unk>, <s>, </s> are required");
-    byte_id_.fill(0);  // <unk> when the vocabulary lacks a byte piece
+    // llama2.c's fixed layout: 0 <unk>, 1 <s>, 2 </s>; <0xNN> pieces are bytes, the rest normal.
+    unk_ = 0, bos_ = 1, eos_ = 2;
+    types_.assign(vocab_.size(), TokenType::Normal);
+    types_[0] = TokenType::Unknown;
+    types_[1] = types_[2] = TokenType::Control;
+    for (std::size_t i = 3; i < vocab_.size(); ++i)
+      if (byte_value(vocab_[i]) >= 0) types_[i] = TokenType::Byte;
+    // llama2.c prints control pieces as stored ("\n<s>\n"); GGUF vocabularies print nothing for them.
+    print_control_ = true;
+  }
+
+  void load_metadata(const glassbox::Metadata& m) {
+    source_ = m.source.empty() ? "model metadata" : m.source;
+    auto fail = [&](const std::string& why) { return TokenizerError(source_ + ": " + why); };
+    auto tokens = m.get_strings("tokenizer.ggml.tokens");
+    if (!tokens) throw fail("tokenizer.ggml.model is 'llama' but tokenizer.ggml.tokens is missing");
+    if (tokens->empty() || tokens->size() > (1u << 22))
+      throw fail("tokenizer.ggml.tokens has " + std::to_string(tokens->size()) + " entries, expected 1..4194304");
+    vocab_ = std::move(*tokens);
+    const std::size_t n = vocab_.size();
+    scores_.assign(n, 0.f);
+    if (auto s = m.get_floats("tokenizer.ggml.scores")) {
+      if (s->size() != n) throw fail("tokenizer.ggml.scores has " + std::to_string(s->size()) + " entries, expected " + std::to_string(n));
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!std::isfinite((*s)[i])) throw fail("tokenizer.ggml.scores[" + std::to_string(i) + "] is not a finite number");
+        scores_[i] = static_cast<float>((*s)[i]);
+      }
+    }
+    types_.assign(n, TokenType::Normal);
+    if (auto ty = m.get_ints("tokenizer.ggml.token_type")) {
+      if (ty->size() != n) throw fail("tokenizer.ggml.token_type has " + std::to_string(ty->size()) + " entries, expected " + std::to_string(n));
+      for (std::size_t i = 0; i < n; ++i) {
+        if ((*ty)[i] < 0 || (*ty)[i] > 6) throw fail("tokenizer.ggml.token_type[" + std::to_string(i) + "] = " + std::to_string((*ty)[i]) + " is not in 0..6");
+        types_[i] = static_cast<TokenType>((*ty)[i]);
+      }
+    }
+    auto id_key = [&](const char* key, std::int32_t dflt) -> std::int32_t {
+      auto v = m.get_int(key);
+      if (!v || *v == 0xFFFFFFFFll || *v == -1) return v ? -1 : dflt;
+      if (*v < 0 || *v >= static_cast<std::int64_t>(n))
+        throw fail(std::string(key) + " = " + std::to_string(*v) + " is outside the vocabulary 0.." + std::to_string(n - 1));
+      return static_cast<std::int32_t>(*v);
+    };
+    unk_ = id_key("tokenizer.ggml.unknown_token_id", -1);
+    bos_ = id_key("tokenizer.ggml.bos_token_id", -1);
+    eos_ = id_key("tokenizer.ggml.eos_token_id", -1);
+    eot_ = id_key("tokenizer.ggml.eot_token_id", -1);
+    eom_ = id_key("tokenizer.ggml.eom_token_id", -1);
+    add_bos_ = m.get_bool("tokenizer.ggml.add_bos_token").value_or(true);
+    add_eos_ = m.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
+    add_space_prefix_ = m.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
+    chat_template_ = m.get_string("tokenizer.chat_template").value_or("");
+    if (add_bos_ && bos_ < 0) throw fail("tokenizer.ggml.add_bos_token is true but there is no tokenizer.ggml.bos_token_id");
+    if (add_eos_ && eos_ < 0) throw fail("tokenizer.ggml.add_eos_token is true but there is no tokenizer.ggml.eos_token_id");
+    space_ = kSpaceMark;
+  }
+
+  // 0..255 for a "<0xNN>" piece, else -1.
+  static int byte_value(const std::string& s) {
+    unsigned int b = 0;
+    char tail = 0;
+    if (s.size() == 6 && s.compare(0, 3, "<0x") == 0 && std::sscanf(s.c_str(), "<0x%2X%c", &b, &tail) == 2 && tail == '>')
+      return static_cast<int>(b);
+    return -1;
+  }
+
+  // Lookup, byte fallback, printed text and end-of-generation ids, from vocab_/types_.
+  void finish() {
+    byte_id_.fill(unk_ >= 0 ? unk_ : 0);  // <unk> when the vocabulary lacks a byte piece
     decoded_.resize(vocab_.size());
     for (std::int32_t i = static_cast<std::int32_t>(vocab_.size()) - 1; i >= 0; --i) {
       const std::string& s = vocab_[i];
-      lookup_[s] = i;  // descending loop: the lowest id wins for duplicate pieces
-      unsigned int b = 0;
-      char tail = 0;
-      if (s.size() == 6 && std::sscanf(s.c_str(), "<0x%2X%c", &b, &tail) == 2 && tail == '>') {
+      const TokenType ty = types_[i];
+      const int b = byte_value(s);
+      if (ty == TokenType::Byte && b < 0) throw TokenizerError(source_ + ": token " + std::to_string(i) + " is a byte token but its piece is not <0xNN>");
+      if (ty == TokenType::Byte) {
         byte_id_[b] = i;
         decoded_[i] = std::string(1, static_cast<char>(b));
-      } else {
-        decoded_[i] = s;
+        continue;
       }
+      if (ty == TokenType::Control) {
+        decoded_[i] = print_control_ ? s : std::string();
+        continue;  // never produced from text
+      }
+      // Normal, user-defined, unknown and unused pieces can be matched in text; the descending
+      // loop makes the lowest id win for duplicate pieces. <unk> and unused pieces are kept
+      // out, as SentencePiece never emits them for their spelling.
+      if (ty == TokenType::Normal || ty == TokenType::UserDefined || ty == TokenType::Undefined) {
+        lookup_[s] = i;
+        for (std::size_t k = 0; k + 1 < s.size(); ++k)
+          inner_pair_[static_cast<unsigned char>(s[k]) * 256 + static_cast<unsigned char>(s[k + 1])] = true;
+      }
+      std::string d;
+      for (std::size_t k = 0; k < s.size();) {
+        if (space_ != " " && s.compare(k, space_.size(), space_) == 0) { d += ' '; k += space_.size(); }
+        else d += s[k++];
+      }
+      decoded_[i] = std::move(d);
     }
+    if (eos_ >= 0) eog_.push_back(eos_);
+    for (std::int32_t e : {eot_, eom_})
+      if (e >= 0 && std::find(eog_.begin(), eog_.end(), e) == eog_.end()) eog_.push_back(e);
+    if (!print_control_)
+      for (std::int32_t i = 0; i < vocab_size(); ++i)
+        if (types_[i] == TokenType::Control && std::find(kEogTexts.begin(), kEogTexts.end(), vocab_[i]) != kEogTexts.end() &&
+            std::find(eog_.begin(), eog_.end(), i) == eog_.end())
+          eog_.push_back(i);
   }
 
+  bool reference_ = false;           // use merge_quadratic (tests)
+  std::string source_;               // file or model, for messages
+  std::string space_ = " ";          // how pieces spell a space
+  bool print_control_ = false;
   std::vector<std::string> vocab_;   // (vocab_size) raw pieces
   std::vector<float> scores_;        // (vocab_size) merge priority
-  std::vector<std::string> decoded_; // (vocab_size) bytes to print (byte pieces resolved)
-  std::unordered_map<std::string, std::int32_t> lookup_;
+  std::vector<TokenType> types_;     // (vocab_size)
+  std::vector<std::string> decoded_; // (vocab_size) bytes to print (byte pieces resolved, ▁ -> space)
+  std::unordered_map<std::string, std::int32_t> lookup_;  // pieces text can produce
   std::array<std::int32_t, 256> byte_id_{};
+  std::vector<bool> inner_pair_ = std::vector<bool>(256 * 256);  // byte pairs found inside mergeable pieces
+  std::int32_t unk_ = -1, bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1;
+  bool add_bos_ = true, add_eos_ = false, add_space_prefix_ = true;
+  std::vector<std::int32_t> eog_;
+  std::string chat_template_;
 };
 
 void register_factories(glassbox::Registrar& r) {
-  r.add_tokenizer({"llama2c", "llama2.c tokenizer.bin: BPE by merge score, dummy-prefix space, <0xNN> byte fallback",
-                   {{"path", glassbox::ParamType::String, "", "tokenizer.bin file", {}, {}}},
+  r.add_tokenizer({"llama2c",
+                   "SentencePiece-style BPE (merge score, dummy-prefix space, <0xNN> byte fallback): a llama2.c "
+                   "tokenizer.bin, or the model's GGUF vocabulary (tokenizer.ggml.model = llama) when no path is given",
+                   {{"path", glassbox::ParamType::String, "", "tokenizer.bin file (empty: the model's own vocabulary)", {}, {}},
+                    {"reference_merge", glassbox::ParamType::Bool, "false",
+                     "use the slow quadratic merge loop the fast one is tested against", {}, {}}},
                    "path"},
-                  [](const glassbox::Params& p, const glassbox::Metadata&) { return std::make_unique<Llama2cTokenizer>(p); });
+                  [](const glassbox::Params& p, const glassbox::Metadata& m) { return std::make_unique<SpmTokenizer>(p, m); });
 }
 
 }  // namespace
 
-GLASSBOX_MODULE("llama2c-tokenizer", "llama2.c tokenizer format", register_factories)
+GLASSBOX_MODULE("llama2c-tokenizer", "SentencePiece-style tokenizers: llama2.c files and GGUF 'llama' vocabularies", register_factories)

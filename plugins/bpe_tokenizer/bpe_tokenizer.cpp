@@ -1,0 +1,648 @@
+// Tokenizer "bpe": byte-level BPE (GPT-2, Llama 3, SmolLM, ...): regex pre-tokenization, GPT-2's
+// byte-to-unicode alphabet, merges by rank. Reads GGUF metadata, GPT-2's files, or a tokenizer.json.
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <queue>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <unicode/regex.h>
+#include <unicode/unistr.h>
+
+#include <glassbox/error.hpp>
+#include <glassbox/plugin.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using glassbox::TokenizerError;
+using glassbox::TokenType;
+using nlohmann::json;
+
+// llama.cpp's end-of-generation markers: control tokens with these texts also end generation.
+constexpr std::array<std::string_view, 7> kEogTexts = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+                                                      "<|endoftext|>", "<|eom_id|>", "</s>"};
+
+// ---- Pre-tokenizer regexes (llama.cpp's llama-vocab.cpp lists; applied in turn, each splitting
+// every piece the previous one left into its matches and the text between them) ----
+
+// GPT-2's own pattern (also Hugging Face's ByteLevel pre-tokenizer with use_regex).
+constexpr const char* kGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+// Llama 3's, with (?i:'s|...) spelled out as llama.cpp does: ICU's case folding would also let 'ſ match.
+constexpr const char* kLlama3 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kLlama3Original =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2 =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2Original =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+struct Family {
+  std::vector<std::string> regexes;
+  bool ignore_merges = false;  // a pre-token that is itself a vocabulary entry is taken whole
+  bool add_bos = false;
+};
+
+// GGUF tokenizer.ggml.pre names (llama.cpp's spelling) -> regex list.
+std::optional<Family> family(const std::string& pre) {
+  if (pre == "gpt2" || pre == "gpt-2" || pre == "phi-2" || pre == "mpt" || pre == "olmo" || pre == "jais")
+    return Family{{kGpt2}};
+  if (pre == "llama3" || pre == "llama-v3" || pre == "llama-bpe" || pre == "falcon3" || pre == "dbrx" || pre == "smaug-bpe")
+    return Family{{kLlama3}, pre != "dbrx" && pre != "smaug-bpe", pre != "dbrx" && pre != "smaug-bpe"};
+  if (pre == "qwen2" || pre == "deepseek-r1-qwen" || pre == "stablelm2") return Family{{kQwen2}};
+  if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "command-r" || pre == "codeshell" || pre == "exaone")
+    return Family{{R"(\p{N})", kGpt2}};
+  // llama.cpp's fallback for a missing or "default" pre-tokenizer.
+  if (pre == "default" || pre.empty())
+    return Family{{R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}};
+  return std::nullopt;
+}
+constexpr const char* kKnownPre = "gpt-2, llama-bpe (llama3), qwen2, smollm (starcoder, ...), default";
+
+// ICU's \s lacks \v and U+0085; Unicode's White_Space (what Python's and Oniguruma's \s follow) has both.
+std::string icu_pattern(const std::string& re) {
+  std::string out;
+  for (std::size_t i = 0; i < re.size(); ++i) {
+    if (re[i] == '\\' && i + 1 < re.size()) {
+      const char c = re[++i];
+      if (c == 's') out += R"(\p{White_Space})";
+      else if (c == 'S') out += R"(\P{White_Space})";
+      else { out += '\\'; out += c; }
+    } else {
+      out += re[i];
+    }
+  }
+  return out;
+}
+
+// ---- UTF-8 <-> the UTF-16 ICU matches on, keeping every byte's position ----
+
+// Decodes text to UTF-16; off[k] is the byte offset of UTF-16 unit k (off.back() == text.size()).
+// An invalid byte becomes U+FFFD and stays one unit, so the split can hand back the original bytes.
+void to_utf16(std::string_view text, icu::UnicodeString& u, std::vector<std::size_t>& off) {
+  u.remove();
+  off.clear();
+  off.reserve(text.size() + 1);
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const std::size_t n = text.size();
+  for (std::size_t i = 0; i < n;) {
+    const unsigned c = s[i];
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    UChar32 cp = -1;
+    if (len == 1) cp = static_cast<UChar32>(c);
+    else if (len > 1 && i + len <= n) {
+      cp = static_cast<UChar32>(c & (0x7F >> len));
+      for (std::size_t k = 1; k < len; ++k) {
+        if ((s[i + k] & 0xC0) != 0x80) { cp = -1; break; }
+        cp = (cp << 6) | (s[i + k] & 0x3F);
+      }
+      static constexpr UChar32 kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+      if (cp >= 0 && (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) cp = -1;
+    }
+    if (cp < 0) { cp = 0xFFFD; len = 1; }
+    off.push_back(i);
+    if (cp > 0xFFFF) off.push_back(i);
+    u.append(cp);
+    i += len;
+  }
+  off.push_back(n);
+}
+
+// GPT-2's byte -> code point alphabet: printable Latin-1 bytes stand for themselves, the others
+// (controls, space, ...) take code points from 256 on, so every byte is a visible character.
+std::array<char32_t, 256> byte_to_unicode() {
+  std::array<char32_t, 256> m{};
+  std::array<bool, 256> direct{};
+  for (int b = 0; b < 256; ++b) direct[b] = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+  char32_t next = 256;
+  for (int b = 0; b < 256; ++b) m[b] = direct[b] ? static_cast<char32_t>(b) : next++;
+  return m;
+}
+
+void append_utf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) out += static_cast<char>(cp);
+  else if (cp < 0x800) { out += static_cast<char>(0xC0 | (cp >> 6)); out += static_cast<char>(0x80 | (cp & 0x3F)); }
+  else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+std::string read_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  if (!f) throw TokenizerError(p.string() + ": cannot open tokenizer file: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+json read_json(const fs::path& p) {
+  try {
+    return json::parse(read_text(p));
+  } catch (const json::exception& e) {
+    throw TokenizerError(p.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+class BpeTokenizer final : public glassbox::Tokenizer {
+ public:
+  BpeTokenizer(const glassbox::Params& p, const glassbox::Metadata& model) {
+    const std::string& path = p.get_string("path");
+    std::string pre_override = p.get_string("pre");
+    if (!path.empty()) {
+      const fs::path dir(path);
+      std::error_code ec;
+      if (fs::is_directory(dir, ec)) {
+        if (fs::exists(dir / "tokenizer.json", ec)) load_hf(dir / "tokenizer.json");
+        else if (fs::exists(dir / "encoder.json", ec) && fs::exists(dir / "vocab.bpe", ec)) load_gpt2(dir);
+        else throw TokenizerError(path + ": folder holds neither tokenizer.json nor encoder.json + vocab.bpe");
+      } else if (fs::exists(dir, ec)) {
+        load_hf(dir);
+      } else {
+        throw TokenizerError(path + ": no such tokenizer file or folder");
+      }
+    } else if (model.get_string("tokenizer.ggml.model") == "gpt2") {
+      load_metadata(model);
+    } else if (auto kind = model.get_string("tokenizer.ggml.model")) {
+      throw glassbox::ConfigError("tokenizer 'bpe': model metadata has tokenizer.ggml.model = '" + *kind +
+                                  "', expected 'gpt2' (use the 'llama2c' tokenizer for 'llama')");
+    } else {
+      throw glassbox::ConfigError("tokenizer 'bpe': no tokenizer given (parameter 'path': a tokenizer.json, or a folder with "
+                                  "encoder.json + vocab.bpe) and the model has no tokenizer.ggml.* metadata");
+    }
+    if (!pre_override.empty()) {
+      auto f = family(pre_override);
+      if (!f) throw glassbox::ConfigError("tokenizer 'bpe': unknown pre-tokenizer '" + pre_override + "' (known: " + kKnownPre + ")");
+      regexes_ = f->regexes;
+      ignore_merges_ = f->ignore_merges;
+    }
+    const std::string& bos = p.get_string("add_bos");
+    if (bos == "true") add_bos_ = true;
+    else if (bos == "false") add_bos_ = false;
+    else if (bos != "auto") throw glassbox::ConfigError("tokenizer 'bpe': add_bos = '" + bos + "', expected auto, true or false");
+    if (add_bos_ && bos_ < 0) throw TokenizerError(source_ + ": BOS is to be added but the vocabulary names no BOS token");
+    finish();
+  }
+
+  std::vector<std::int32_t> encode(std::string_view text, bool bos, bool eos) const override {
+    std::vector<std::int32_t> ids;
+    if (bos && bos_ >= 0) ids.push_back(bos_);
+    // User-defined (non-special added) tokens are matched before pre-tokenization, as Hugging Face
+    // and llama.cpp do; control tokens never are.
+    std::size_t pos = 0;
+    if (!user_.empty()) {
+      // next[k]: where user token k next occurs at or after pos (found once, refreshed when passed).
+      std::vector<std::size_t> next(user_.size());
+      for (std::size_t k = 0; k < user_.size(); ++k) next[k] = vocab_[user_[k]].empty() ? std::string_view::npos : text.find(vocab_[user_[k]]);
+      while (true) {
+        std::size_t best = std::string_view::npos, best_len = 0;
+        std::int32_t best_id = -1;
+        for (std::size_t k = 0; k < user_.size(); ++k) {
+          const std::string& u = vocab_[user_[k]];
+          if (next[k] != std::string_view::npos && next[k] < pos) next[k] = text.find(u, pos);
+          if (next[k] != std::string_view::npos && (next[k] < best || (next[k] == best && u.size() > best_len)))
+            best = next[k], best_len = u.size(), best_id = user_[k];
+        }
+        if (best == std::string_view::npos) break;
+        encode_plain(text.substr(pos, best - pos), ids);
+        ids.push_back(best_id);
+        pos = best + best_len;
+      }
+    }
+    encode_plain(text.substr(pos), ids);
+    if (eos && eos_ >= 0) ids.push_back(eos_);
+    return ids;
+  }
+
+  std::string_view decode(std::int32_t, std::int32_t id) const override { check(id); return decoded_[id]; }
+  std::string_view piece(std::int32_t id) const override { check(id); return vocab_[id]; }
+  std::int32_t vocab_size() const override { return static_cast<std::int32_t>(vocab_.size()); }
+  std::int32_t bos_id() const override { return bos_; }
+  std::int32_t eos_id() const override { return eos_; }
+  TokenType token_type(std::int32_t id) const override { check(id); return types_[id]; }
+  bool add_bos() const override { return add_bos_; }
+  bool add_eos() const override { return add_eos_; }
+  std::vector<std::int32_t> eog_ids() const override { return eog_; }
+  std::string_view chat_template() const override { return chat_template_; }
+  std::string_view model_kind() const override { return "gpt2"; }
+
+ private:
+  void check(std::int32_t id) const {
+    if (id < 0 || id >= vocab_size())
+      throw TokenizerError("tokenizer 'bpe': token id " + std::to_string(id) + " outside 0.." + std::to_string(vocab_size() - 1));
+  }
+
+  // Pre-tokenizes text and BPE-encodes every piece.
+  void encode_plain(std::string_view text, std::vector<std::int32_t>& out) const {
+    if (text.empty()) return;
+    icu::UnicodeString u;
+    std::vector<std::size_t> off;
+    to_utf16(text, u, off);
+    // Pieces as UTF-16 ranges; each regex splits every current piece into matches and gaps.
+    std::vector<std::pair<int32_t, int32_t>> pieces{{0, u.length()}}, next;
+    for (const auto& pat : patterns_) {
+      UErrorCode st = U_ZERO_ERROR;
+      std::unique_ptr<icu::RegexMatcher> m(pat->matcher(u, st));
+      if (U_FAILURE(st)) throw TokenizerError(source_ + ": regex matcher failed: " + u_errorName(st));
+      next.clear();
+      for (auto [a, b] : pieces) {
+        m->region(a, b, st);
+        int32_t at = a;
+        while (m->find(st) && U_SUCCESS(st)) {
+          const int32_t s = m->start(st), e = m->end(st);
+          if (e == s) continue;
+          if (s > at) next.emplace_back(at, s);
+          next.emplace_back(s, e);
+          at = e;
+        }
+        if (U_FAILURE(st)) throw TokenizerError(source_ + ": regex match failed: " + u_errorName(st));
+        if (at < b) next.emplace_back(at, b);
+      }
+      pieces.swap(next);
+    }
+    std::string word;
+    std::vector<std::int32_t> syms;
+    for (auto [a, b] : pieces) bpe(text.substr(off[a], off[b] - off[a]), word, syms, out);
+  }
+
+  // One pre-token: its bytes as GPT-2 characters, then merges by rank (lowest first, leftmost on
+  // ties) through a heap over adjacent pairs; stale heap entries are skipped when popped.
+  void bpe(std::string_view bytes, std::string& word, std::vector<std::int32_t>& syms, std::vector<std::int32_t>& out) const {
+    if (ignore_merges_) {
+      word.clear();
+      for (unsigned char c : bytes) word += byte_char_[c];
+      if (auto it = lookup_.find(word); it != lookup_.end()) { out.push_back(it->second); return; }
+    }
+    syms.clear();
+    for (unsigned char c : bytes) {
+      std::int32_t id = byte_tok_[c];
+      if (id < 0) id = unk_;
+      if (id < 0) {
+        char hex[8];
+        std::snprintf(hex, sizeof hex, "0x%02X", c);
+        throw TokenizerError(source_ + ": byte " + hex + " has no token in the vocabulary and there is no unknown token");
+      }
+      syms.push_back(id);
+    }
+    const int n = static_cast<int>(syms.size());
+    if (n == 1) { out.push_back(syms[0]); return; }
+    struct Cand {
+      std::int32_t rank;
+      int left, right;
+      std::int32_t left_id, right_id, merged;
+      bool operator<(const Cand& o) const { return rank > o.rank || (rank == o.rank && left > o.left); }
+    };
+    std::vector<int> prev(n), nxt(n);
+    for (int i = 0; i < n; ++i) prev[i] = i - 1, nxt[i] = i + 1 < n ? i + 1 : -1;
+    std::priority_queue<Cand> heap;
+    auto consider = [&](int l, int r) {
+      if (l < 0 || r < 0) return;
+      auto it = merges_.find(key(syms[l], syms[r]));
+      if (it != merges_.end()) heap.push({it->second.first, l, r, syms[l], syms[r], it->second.second});
+    };
+    for (int i = 0; i + 1 < n; ++i) consider(i, i + 1);
+    while (!heap.empty()) {
+      const Cand c = heap.top();
+      heap.pop();
+      if (syms[c.left] < 0 || syms[c.right] < 0 || nxt[c.left] != c.right || syms[c.left] != c.left_id || syms[c.right] != c.right_id)
+        continue;
+      syms[c.left] = c.merged;
+      syms[c.right] = -1;
+      nxt[c.left] = nxt[c.right];
+      if (nxt[c.right] >= 0) prev[nxt[c.right]] = c.left;
+      consider(prev[c.left], c.left);
+      consider(c.left, nxt[c.left]);
+    }
+    for (int i = 0; i >= 0; i = nxt[i]) out.push_back(syms[i]);
+  }
+
+  static std::uint64_t key(std::int32_t a, std::int32_t b) {
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
+  }
+
+  // ---- Sources ----
+
+  void set_vocab_size(std::size_t n) {
+    if (n == 0 || n > (1u << 22)) throw TokenizerError(source_ + ": " + std::to_string(n) + " tokens, expected 1..4194304");
+    vocab_.resize(n);
+    types_.resize(n, TokenType::Normal);
+  }
+
+  void add_merge(const std::string& a, const std::string& b, std::size_t rank, std::unordered_map<std::string, std::int32_t>& ids) {
+    auto ia = ids.find(a), ib = ids.find(b), im = ids.find(a + b);
+    // Merges whose parts or result are not in the vocabulary can never apply; skip them.
+    if (ia == ids.end() || ib == ids.end() || im == ids.end()) return;
+    merges_.try_emplace(key(ia->second, ib->second), static_cast<std::int32_t>(rank), im->second);
+  }
+  void add_merge_line(const std::string& line, std::size_t rank, std::unordered_map<std::string, std::int32_t>& ids) {
+    const auto sp = line.find(' ');
+    if (sp == std::string::npos || sp == 0 || sp + 1 >= line.size() || line.find(' ', sp + 1) != std::string::npos)
+      throw TokenizerError(source_ + ": merge " + std::to_string(rank) + " '" + line.substr(0, 80) + "' is not two pieces separated by one space");
+    add_merge(line.substr(0, sp), line.substr(sp + 1), rank, ids);
+  }
+  std::unordered_map<std::string, std::int32_t> all_ids() const {
+    std::unordered_map<std::string, std::int32_t> ids;
+    for (std::int32_t i = static_cast<std::int32_t>(vocab_.size()) - 1; i >= 0; --i) ids[vocab_[i]] = i;
+    return ids;
+  }
+
+  void load_metadata(const glassbox::Metadata& m) {
+    source_ = m.source.empty() ? "model metadata" : m.source;
+    auto fail = [&](const std::string& why) { return TokenizerError(source_ + ": " + why); };
+    auto tokens = m.get_strings("tokenizer.ggml.tokens");
+    if (!tokens) throw fail("tokenizer.ggml.model is 'gpt2' but tokenizer.ggml.tokens is missing");
+    set_vocab_size(tokens->size());
+    vocab_ = std::move(*tokens);
+    const std::size_t n = vocab_.size();
+    if (auto ty = m.get_ints("tokenizer.ggml.token_type")) {
+      if (ty->size() != n) throw fail("tokenizer.ggml.token_type has " + std::to_string(ty->size()) + " entries, expected " + std::to_string(n));
+      for (std::size_t i = 0; i < n; ++i) {
+        if ((*ty)[i] < 0 || (*ty)[i] > 6) throw fail("tokenizer.ggml.token_type[" + std::to_string(i) + "] = " + std::to_string((*ty)[i]) + " is not in 0..6");
+        types_[i] = static_cast<TokenType>((*ty)[i]);
+      }
+    }
+    auto merges = m.get_strings("tokenizer.ggml.merges");
+    if (!merges) throw fail("tokenizer.ggml.model is 'gpt2' but tokenizer.ggml.merges is missing");
+    auto ids = all_ids();
+    for (std::size_t r = 0; r < merges->size(); ++r) add_merge_line((*merges)[r], r, ids);
+    const std::string pre = m.get_string("tokenizer.ggml.pre").value_or("default");
+    auto f = family(pre);
+    if (!f) throw fail("tokenizer.ggml.pre = '" + pre + "' is not a known pre-tokenizer (known: " + kKnownPre + ")");
+    regexes_ = f->regexes;
+    ignore_merges_ = f->ignore_merges;
+    auto id_key = [&](const char* key) -> std::int32_t {
+      auto v = m.get_int(key);
+      if (!v || *v == 0xFFFFFFFFll || *v == -1) return -1;
+      if (*v < 0 || *v >= static_cast<std::int64_t>(n))
+        throw fail(std::string(key) + " = " + std::to_string(*v) + " is outside the vocabulary 0.." + std::to_string(n - 1));
+      return static_cast<std::int32_t>(*v);
+    };
+    unk_ = id_key("tokenizer.ggml.unknown_token_id");
+    bos_ = id_key("tokenizer.ggml.bos_token_id");
+    eos_ = id_key("tokenizer.ggml.eos_token_id");
+    eot_ = id_key("tokenizer.ggml.eot_token_id");
+    eom_ = id_key("tokenizer.ggml.eom_token_id");
+    add_bos_ = m.get_bool("tokenizer.ggml.add_bos_token").value_or(f->add_bos);
+    add_eos_ = m.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
+    chat_template_ = m.get_string("tokenizer.chat_template").value_or("");
+  }
+
+  // GPT-2's release files: encoder.json (piece -> id) and vocab.bpe (a version line, then merges).
+  void load_gpt2(const fs::path& dir) {
+    source_ = dir.string();
+    const json enc = read_json(dir / "encoder.json");
+    if (!enc.is_object()) throw TokenizerError((dir / "encoder.json").string() + ": expected an object of piece -> id");
+    std::size_t n = 0;
+    for (const auto& [k, v] : enc.items()) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= (1 << 22))
+        throw TokenizerError((dir / "encoder.json").string() + ": id of '" + k + "' is not an integer in 0..4194303");
+      n = std::max(n, v.get<std::size_t>() + 1);
+    }
+    set_vocab_size(n);
+    std::vector<bool> seen(n);
+    for (const auto& [k, v] : enc.items()) vocab_[v.get<std::size_t>()] = k, seen[v.get<std::size_t>()] = true;
+    for (std::size_t i = 0; i < n; ++i) if (!seen[i]) types_[i] = TokenType::Unused;
+    std::istringstream bpe(read_text(dir / "vocab.bpe"));
+    auto ids = all_ids();
+    std::string line;
+    std::size_t rank = 0;
+    source_ = (dir / "vocab.bpe").string();
+    while (std::getline(bpe, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty() || line.rfind("#version", 0) == 0) continue;
+      add_merge_line(line, rank++, ids);
+    }
+    source_ = dir.string();
+    regexes_ = {kGpt2};
+    // GPT-2's one special token is both the document separator and the end of text; no BOS is added.
+    if (auto it = ids.find("<|endoftext|>"); it != ids.end()) {
+      types_[it->second] = TokenType::Control;
+      bos_ = eos_ = it->second;
+    }
+    add_bos_ = false;
+  }
+
+  // A Hugging Face tokenizer.json (model.type BPE, byte-level), plus tokenizer_config.json beside it
+  // for the BOS/EOS names and the chat template when present.
+  void load_hf(const fs::path& file) {
+    source_ = file.string();
+    auto fail = [&](const std::string& why) { return TokenizerError(source_ + ": " + why); };
+    const json j = read_json(file);
+    if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) throw fail("no 'model' object (expected a tokenizer.json)");
+    const json& model = j["model"];
+    const std::string type = model.value("type", "BPE");
+    if (type != "BPE") throw fail("model.type is '" + type + "', expected 'BPE'");
+    if (!model.contains("vocab") || !model["vocab"].is_object()) throw fail("model.vocab is not an object of piece -> id");
+    std::size_t n = 0;
+    auto id_of = [&](const json& v, const std::string& what) {
+      if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() >= (1 << 22))
+        throw fail(what + " is not an integer in 0..4194303");
+      return v.get<std::size_t>();
+    };
+    for (const auto& [k, v] : model["vocab"].items()) n = std::max(n, id_of(v, "model.vocab['" + k + "']") + 1);
+    const json added = j.value("added_tokens", json::array());
+    for (const auto& a : added) n = std::max(n, id_of(a.value("id", json()), "an added_tokens id") + 1);
+    set_vocab_size(n);
+    std::vector<bool> seen(n);
+    for (const auto& [k, v] : model["vocab"].items()) vocab_[v.get<std::size_t>()] = k, seen[v.get<std::size_t>()] = true;
+    for (const auto& a : added) {
+      const std::size_t id = a["id"].get<std::size_t>();
+      if (!a.contains("content") || !a["content"].is_string()) throw fail("added token " + std::to_string(id) + " has no content string");
+      vocab_[id] = a["content"].get<std::string>();
+      types_[id] = a.value("special", false) ? TokenType::Control : TokenType::UserDefined;
+      seen[id] = true;
+    }
+    for (std::size_t i = 0; i < n; ++i) if (!seen[i]) types_[i] = TokenType::Unused;
+    auto ids = all_ids();
+    const json merges = model.value("merges", json::array());
+    for (std::size_t r = 0; r < merges.size(); ++r) {
+      const json& mg = merges[r];
+      if (mg.is_string()) add_merge_line(mg.get<std::string>(), r, ids);
+      else if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string()) add_merge(mg[0], mg[1], r, ids);
+      else throw fail("model.merges[" + std::to_string(r) + "] is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+    ignore_merges_ = model.value("ignore_merges", false);
+    if (model.contains("unk_token") && model["unk_token"].is_string())
+      if (auto it = ids.find(model["unk_token"].get<std::string>()); it != ids.end()) unk_ = it->second;
+    regexes_ = hf_pre_tokenizer(j.value("pre_tokenizer", json()));
+
+    // BOS/EOS: tokenizer_config.json's names, else the usual spellings; BOS is added when the
+    // post-processor's template starts with a special token (or the config says add_bos_token).
+    auto token_name = [](const json& v) -> std::string {
+      if (v.is_string()) return v.get<std::string>();
+      if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+      return {};
+    };
+    auto find_id = [&](const std::string& s) { auto it = ids.find(s); return it == ids.end() ? -1 : it->second; };
+    std::string bos_name, eos_name;
+    std::optional<bool> cfg_add_bos, cfg_add_eos;
+    const fs::path cfg_path = file.parent_path() / "tokenizer_config.json";
+    std::error_code ec;
+    if (fs::exists(cfg_path, ec)) {
+      const json cfg = read_json(cfg_path);
+      bos_name = token_name(cfg.value("bos_token", json()));
+      eos_name = token_name(cfg.value("eos_token", json()));
+      if (cfg.contains("chat_template") && cfg["chat_template"].is_string()) chat_template_ = cfg["chat_template"];
+      if (cfg.contains("add_bos_token") && cfg["add_bos_token"].is_boolean()) cfg_add_bos = cfg["add_bos_token"].get<bool>();
+      if (cfg.contains("add_eos_token") && cfg["add_eos_token"].is_boolean()) cfg_add_eos = cfg["add_eos_token"].get<bool>();
+    }
+    for (const char* s : {"<|begin_of_text|>", "<s>", "<|startoftext|>"})
+      if (bos_name.empty() && find_id(s) >= 0) bos_name = s;
+    for (const char* s : {"<|end_of_text|>", "<|endoftext|>", "</s>"})
+      if (eos_name.empty() && find_id(s) >= 0) eos_name = s;
+    bos_ = bos_name.empty() ? -1 : find_id(bos_name);
+    eos_ = eos_name.empty() ? -1 : find_id(eos_name);
+    const json post = j.value("post_processor", json());
+    bool template_bos = false;
+    auto scan_template = [&](const json& p) {
+      if (!p.is_object() || p.value("type", "") != "TemplateProcessing" || !p.contains("single") || !p["single"].is_array() ||
+          p["single"].empty())
+        return;
+      const json& first = p["single"][0];
+      if (first.contains("SpecialToken")) {
+        const int id = find_id(first["SpecialToken"].value("id", ""));
+        if (id >= 0) { template_bos = true; bos_ = id; }
+      }
+    };
+    scan_template(post);
+    if (post.is_object() && post.value("type", "") == "Sequence")
+      for (const auto& p : post.value("processors", json::array())) scan_template(p);
+    add_bos_ = template_bos || cfg_add_bos.value_or(false);
+    add_eos_ = cfg_add_eos.value_or(false);
+    eot_ = find_id("<|eot_id|>");
+    eom_ = find_id("<|eom_id|>");
+  }
+
+  // The regex list a tokenizer.json pre_tokenizer amounts to: known patterns map to their family's
+  // llama.cpp spelling, other Split patterns are used as written.
+  std::vector<std::string> hf_pre_tokenizer(const json& pre) {
+    std::vector<std::string> out;
+    auto one = [&](const json& p, auto& self) -> void {
+      if (!p.is_object()) return;
+      const std::string type = p.value("type", "");
+      if (type == "Sequence") {
+        for (const auto& q : p.value("pretokenizers", json::array())) self(q, self);
+      } else if (type == "ByteLevel") {
+        if (p.value("add_prefix_space", false)) throw TokenizerError(source_ + ": pre_tokenizer ByteLevel with add_prefix_space is not supported");
+        if (p.value("use_regex", true)) out.push_back(kGpt2);
+      } else if (type == "Split") {
+        const json& pat = p.value("pattern", json());
+        std::string re;
+        if (pat.contains("Regex") && pat["Regex"].is_string()) re = pat["Regex"];
+        else if (pat.contains("String") && pat["String"].is_string()) {
+          for (char c : pat["String"].get<std::string>()) {
+            if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) re += '\\';
+            re += c;
+          }
+        } else throw TokenizerError(source_ + ": pre_tokenizer Split has no Regex or String pattern");
+        if (p.value("behavior", "Isolated") != "Isolated" || p.value("invert", false))
+          throw TokenizerError(source_ + ": pre_tokenizer Split behavior '" + p.value("behavior", "") + "' is not supported (expected Isolated)");
+        if (re == kLlama3Original) re = kLlama3;
+        else if (re == kQwen2Original) re = kQwen2;
+        out.push_back(re);
+      } else if (type == "Digits") {
+        out.push_back(p.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
+      } else {
+        throw TokenizerError(source_ + ": pre_tokenizer type '" + type + "' is not supported (expected Sequence, Split, ByteLevel, Digits)");
+      }
+    };
+    if (pre.is_null()) return {kGpt2};
+    one(pre, one);
+    return out;
+  }
+
+  // Compiled regexes, lookups, printed text and end-of-generation ids.
+  void finish() {
+    for (const auto& re : regexes_) {
+      UErrorCode st = U_ZERO_ERROR;
+      UParseError pe{};
+      std::unique_ptr<icu::RegexPattern> p(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(icu_pattern(re)), 0, pe, st));
+      if (U_FAILURE(st)) throw TokenizerError(source_ + ": pre-tokenizer regex '" + re + "' does not compile: " + u_errorName(st));
+      patterns_.push_back(std::move(p));
+    }
+    const auto b2u = byte_to_unicode();
+    std::unordered_map<char32_t, unsigned char> u2b;
+    for (int b = 0; b < 256; ++b) {
+      byte_char_[b].clear();
+      append_utf8(byte_char_[b], b2u[b]);
+      u2b[b2u[b]] = static_cast<unsigned char>(b);
+    }
+    byte_tok_.fill(-1);
+    decoded_.resize(vocab_.size());
+    for (std::int32_t i = static_cast<std::int32_t>(vocab_.size()) - 1; i >= 0; --i) {
+      const std::string& s = vocab_[i];
+      switch (types_[i]) {
+        case TokenType::Control: decoded_[i].clear(); continue;
+        case TokenType::UserDefined: decoded_[i] = s; user_.push_back(i); continue;
+        case TokenType::Unused: continue;
+        default: break;
+      }
+      lookup_[s] = i;
+      // Pieces are spelled in GPT-2's alphabet: map each character back to its byte.
+      icu::UnicodeString u = icu::UnicodeString::fromUTF8(s);
+      std::string d;
+      for (int32_t k = 0; k < u.length(); k = u.moveIndex32(k, 1)) {
+        const UChar32 cp = u.char32At(k);
+        if (auto it = u2b.find(static_cast<char32_t>(cp)); it != u2b.end()) d += static_cast<char>(it->second);
+        else append_utf8(d, static_cast<char32_t>(cp));
+      }
+      decoded_[i] = std::move(d);
+    }
+    for (int b = 0; b < 256; ++b)
+      if (auto it = lookup_.find(byte_char_[b]); it != lookup_.end()) byte_tok_[b] = it->second;
+    std::reverse(user_.begin(), user_.end());
+    if (eos_ >= 0) eog_.push_back(eos_);
+    for (std::int32_t e : {eot_, eom_})
+      if (e >= 0 && std::find(eog_.begin(), eog_.end(), e) == eog_.end()) eog_.push_back(e);
+    for (std::int32_t i = 0; i < vocab_size(); ++i)
+      if (types_[i] == TokenType::Control && std::find(kEogTexts.begin(), kEogTexts.end(), vocab_[i]) != kEogTexts.end() &&
+          std::find(eog_.begin(), eog_.end(), i) == eog_.end())
+        eog_.push_back(i);
+  }
+
+  std::string source_;
+  std::vector<std::string> vocab_;    // (vocab_size) raw pieces, in GPT-2's byte alphabet
+  std::vector<TokenType> types_;      // (vocab_size)
+  std::vector<std::string> decoded_;  // (vocab_size) bytes to print
+  std::unordered_map<std::string, std::int32_t> lookup_;  // normal pieces
+  std::vector<std::int32_t> user_;    // user-defined tokens, matched in text before anything else
+  std::unordered_map<std::uint64_t, std::pair<std::int32_t, std::int32_t>> merges_;  // (left, right) -> (rank, merged)
+  std::vector<std::string> regexes_;
+  std::vector<std::unique_ptr<icu::RegexPattern>> patterns_;
+  bool ignore_merges_ = false;
+  std::array<std::string, 256> byte_char_;
+  std::array<std::int32_t, 256> byte_tok_{};
+  std::int32_t unk_ = -1, bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1;
+  bool add_bos_ = false, add_eos_ = false;
+  std::vector<std::int32_t> eog_;
+  std::string chat_template_;
+};
+
+void register_factories(glassbox::Registrar& r) {
+  r.add_tokenizer({"bpe",
+                   "byte-level BPE (GPT-2, Llama 3, SmolLM, ...): a tokenizer.json, a folder with GPT-2's encoder.json + "
+                   "vocab.bpe, or the model's GGUF vocabulary (tokenizer.ggml.model = gpt2) when no path is given",
+                   {{"path", glassbox::ParamType::String, "", "tokenizer.json, or a folder holding it or encoder.json + vocab.bpe", {}, {}},
+                    {"pre", glassbox::ParamType::String, "", "pre-tokenizer family to use instead of the source's (gpt-2, llama-bpe, qwen2, smollm, default)", {}, {}},
+                    {"add_bos", glassbox::ParamType::String, "auto", "prepend BOS to prompts: auto (as the source says), true, false", {}, {}}},
+                   "path"},
+                  [](const glassbox::Params& p, const glassbox::Metadata& m) { return std::make_unique<BpeTokenizer>(p, m); });
+}
+
+}  // namespace
+
+GLASSBOX_MODULE("bpe-tokenizer", "byte-level BPE tokenizers (GPT-2 family)", register_factories)
