@@ -66,7 +66,7 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
   .swatch { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 5px; }
   svg text { font-size: 11px; fill: var(--muted); }
   .legend { font-size: 12px; display: flex; gap: 14px; flex-wrap: wrap; }
-  table.samples td { text-align: left; width: auto; }
+  table.samples td, table.samples th { text-align: left; }
   .sample { font-family: ui-monospace, "SFMono-Regular", Menlo, monospace; font-size: 12px; white-space: pre-wrap; word-break: break-word; }
   .prompt-text { color: var(--muted); }
   .tok.shared { color: #59606e; }
@@ -154,11 +154,11 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
     if (extra) box.appendChild(el('span', null, extra));
   }
   // Axes in a 520×280 box; returns the scale functions.
-  function axes(g, xmin, xmax, ymin, ymax, xlabel, ylabel) {
+  function axes(g, xmin, xmax, ymin, ymax, xlabel, ylabel, pad) {
     var L = 52, R = 510, T = 12, B = 240;
     if (!(xmax > xmin)) { xmin -= 0.5; xmax += 0.5; }
     if (!(ymax > ymin)) { ymin -= 0.5; ymax += 0.5; }
-    var padx = (xmax - xmin) * 0.06, pady = (ymax - ymin) * 0.06;
+    var padx = pad ? (xmax - xmin) * 0.06 : 0, pady = pad ? (ymax - ymin) * 0.06 : 0;
     xmin -= padx; xmax += padx; ymin -= pady; ymax += pady;
     function X(x) { return L + (x - xmin) / (xmax - xmin) * (R - L); }
     function Y(y) { return B - (y - ymin) / (ymax - ymin) * (B - T); }
@@ -181,7 +181,7 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
     D.cells.forEach(function (c) { if (isFinite(c.logprob.mean)) { xs.push(c.logprob.mean); ys.push(c.distinct_2); } });
     if (!xs.length) return;
     var a = axes(g, Math.min.apply(null, xs), Math.max.apply(null, xs), Math.min.apply(null, ys), Math.max.apply(null, ys),
-                 'mean log-probability per token under the model (nats)', 'distinct-2');
+                 'mean log-probability per token under the model (nats)', 'distinct-2', true);
     D.cells.forEach(function (c) {
       if (!isFinite(c.logprob.mean)) return;
       var dot = svg('circle', {'class': 'cell-dot', cx: a.X(c.logprob.mean), cy: a.Y(c.distinct_2), r: 3.5, fill: color(c.strategy), 'fill-opacity': 0.55});
@@ -203,7 +203,7 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
       p.entropy.concat(p.chain_entropy).forEach(function (v) { if (isFinite(v)) ymax = Math.max(ymax, v); });
     });
     if (!steps) return;
-    var a = axes(g, 0, Math.max(1, steps - 1), 0, ymax, 'step', 'entropy (nats)');
+    var a = axes(g, 0, Math.max(1, steps - 1), 0, ymax, 'step', 'entropy (nats)', false);
     D.per_step.forEach(function (p) {
       [['entropy', ''], ['chain_entropy', '5 4']].forEach(function (k) {
         var pts = p[k[0]].map(function (v, t) { return a.X(t) + ',' + a.Y(v); }).join(' ');
@@ -274,7 +274,7 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
           var a = el('a', {'class': 'trace-link', href: r.trace_page + (agree < r.tokens.length ? '#step=' + agree : '')}, 'trace');
           foot.appendChild(a);
         }
-        foot.appendChild(document.createTextNode(r.length + ' tokens · ' + r.stop_reason + ' · logprob ' + fmt(r.logprob, 2) + ' · seed ' + r.seed));
+        foot.appendChild(document.createTextNode(r.length + ' tokens · ' + r.stop_reason + ' · logprob ' + fmt(r.logprob, 2) + ' · seed ' + r.seed_text));
         var det = el('details'); det.appendChild(el('summary', null, 'reproduce')); det.appendChild(el('code', {'class': 'command'}, r.command));
         foot.appendChild(det);
         td.appendChild(foot);
@@ -302,6 +302,7 @@ std::string html(const json& report, const std::string& html_path) {
   for (const auto& r : report["runs"]) {
     if (r["sample"].get<int>() >= kShownSamples) continue;
     json x = r;
+    x["seed_text"] = std::to_string(r["seed"].get<std::uint64_t>());  // beyond a JS number's 53 bits
     const std::string trace = r["trace"].get<std::string>();
     // The trace's viewer page (written beside it), as a link relative to the report.
     x["trace_page"] = trace.empty() ? std::string()
