@@ -688,7 +688,11 @@ json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
       std::vector<std::vector<double>> per(std::size(kSampleKeys));
       std::map<std::string, int> stops;
       std::map<std::int32_t, std::pair<int, std::string>> firsts;  // id -> (count, text)
+      double lp_sum = 0;
+      std::size_t lp_steps = 0;
       for (const Run* r : rs) {
+        for (float x : r->logprob) lp_sum += x;
+        lp_steps += r->logprob.size();
         distinct.insert(r->tokens);
         const auto m = as_vector(sample_metrics(*r));
         for (std::size_t q = 0; q < m.size(); ++q) {
@@ -705,6 +709,9 @@ json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
       for (int n = 1; n <= 3; ++n) c["distinct_" + std::to_string(n)] = distinct_n(rs, n);
       for (std::size_t q = 0; q < per.size(); ++q) c[kSampleKeys[q]] = stat(per[q]);
       c["stop_reasons"] = stops;
+      // Over every scored token of the cell: one unlikely sample cannot dominate it as it does the
+      // mean of per-sample perplexities.
+      c["perplexity_pooled"] = std::exp(-lp_sum / static_cast<double>(lp_steps));
       for (const char* k : {"distinct", "distinct_share", "distinct_1", "distinct_2", "distinct_3"})
         across_prompts[s][k].push_back(c[k].get<double>());
       // First tokens: the expected distribution (step 0 after the chain, the same in every sample of
@@ -743,9 +750,16 @@ json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
       st[k] = stat(across_prompts[s][k]);
     for (std::size_t q = 0; q < std::size(kSampleKeys); ++q) st[kSampleKeys[q]] = stat(pooled[s][q]);
     std::map<std::string, int> stops;
+    double lp_sum = 0;
+    std::size_t lp_steps = 0;
     for (int p = 0; p < P; ++p)
-      for (const Run* r : runs_of(p, s)) ++stops[r->stop_reason];
+      for (const Run* r : runs_of(p, s)) {
+        ++stops[r->stop_reason];
+        for (float x : r->logprob) lp_sum += x;
+        lp_steps += r->logprob.size();
+      }
     st["stop_reasons"] = stops;
+    st["perplexity_pooled"] = std::exp(-lp_sum / static_cast<double>(lp_steps));
     strategies.push_back(st);
     // Mean entropy at each step index over the runs that reached it.
     std::vector<double> h, hc;
@@ -856,7 +870,7 @@ std::string markdown(const json& rep) {
   o << "Mean ± standard deviation. distinct = distinct continuations per prompt; distinct-n = unique n-grams / all "
        "n-grams across a prompt's samples; rep-4 = repeated 4-gram share within a sample; loop = longest repeated "
        "span (tokens); H model / H chain = mean entropy (nats) of the model's distribution / of the one sampled from; "
-       "logprob = mean log p per token under the model; ppl = exp(−logprob). Definitions: docs/compare.md.\n\n";
+       "logprob = mean log p per token under the model; ppl = exp(−mean log p) over all the tokens. Definitions: docs/compare.md.\n\n";
   const std::string head = "| distinct | distinct-1 | distinct-2 | distinct-3 | rep-4 | loop | H model | H chain | logprob | ppl | length | stops |\n";
   const std::string rule = "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
   o << "## By strategy\n\n| strategy | chain " << head << "|---|---" << rule;
@@ -864,7 +878,7 @@ std::string markdown(const json& rep) {
     o << "| " << show(st["label"]) << " | `" << show(st["chain"]) << "` | " << pm(st["distinct"], 2) << " | "
       << pm(st["distinct_1"], 3) << " | " << pm(st["distinct_2"], 3) << " | " << pm(st["distinct_3"], 3) << " | "
       << pm(st["rep_4"], 3) << " | " << pm(st["loop"], 1) << " | " << pm(st["entropy"], 3) << " | "
-      << pm(st["chain_entropy"], 3) << " | " << pm(st["logprob"], 3) << " | " << pm(st["perplexity"], 2) << " | "
+      << pm(st["chain_entropy"], 3) << " | " << pm(st["logprob"], 3) << " | " << fixed(num(st["perplexity_pooled"]), 2) << " | "
       << pm(st["length"], 1) << " | " << stops_text(st["stop_reasons"]) << " |\n";
   }
   const auto& runs = rep["runs"];
@@ -877,7 +891,7 @@ std::string markdown(const json& rep) {
       o << "| " << show(st["label"]) << " | " << c["distinct"] << "/" << N << " | " << fixed(num(c["distinct_1"]), 3) << " | "
         << fixed(num(c["distinct_2"]), 3) << " | " << fixed(num(c["distinct_3"]), 3) << " | " << pm(c["rep_4"], 3) << " | "
         << pm(c["loop"], 1) << " | " << pm(c["entropy"], 3) << " | " << pm(c["chain_entropy"], 3) << " | "
-        << pm(c["logprob"], 3) << " | " << pm(c["perplexity"], 2) << " | " << pm(c["length"], 1) << " | "
+        << pm(c["logprob"], 3) << " | " << fixed(num(c["perplexity_pooled"]), 2) << " | " << pm(c["length"], 1) << " | "
         << stops_text(c["stop_reasons"]) << " |\n";
     }
     o << "\nFirst token: observed frequency (probability after the chain)\n\n";
@@ -932,7 +946,7 @@ std::string csv(const json& rep) {
   o << "scope,prompt_index,prompt,strategy,chain,runs";
   for (const char* k : pooled) o << "," << k << "," << k << "_sd";
   for (const char* k : kSampleKeys) o << "," << k << "," << k << "_sd";
-  o << ",stop_max_tokens,stop_stop_token,stop_context_full\n";
+  o << ",perplexity_pooled,stop_max_tokens,stop_stop_token,stop_context_full\n";
   auto stops = [](const json& s) {
     auto n = [&](const char* k) { return s.contains(k) ? std::to_string(s[k].get<int>()) : std::string("0"); };
     return n("max_tokens") + "," + n("stop_token") + "," + n("context_full");
@@ -941,7 +955,7 @@ std::string csv(const json& rep) {
     o << "strategy,,," << csv_field(st["label"]) << "," << csv_field(st["chain"]) << "," << st["runs"];
     for (const char* k : pooled) o << "," << csv_num(st[k]["mean"]) << "," << csv_num(st[k]["sd"]);
     for (const char* k : kSampleKeys) o << "," << csv_num(st[k]["mean"]) << "," << csv_num(st[k]["sd"]);
-    o << "," << stops(st["stop_reasons"]) << "\n";
+    o << "," << csv_num(st["perplexity_pooled"]) << "," << stops(st["stop_reasons"]) << "\n";
   }
   for (const auto& c : rep["cells"]) {
     const auto& st = ex["strategies"][c["strategy"].get<int>()];
@@ -949,7 +963,7 @@ std::string csv(const json& rep) {
       << csv_field(st["label"]) << "," << csv_field(st["chain"]) << "," << c["n"];
     for (const char* k : pooled) o << "," << csv_num(c[k]) << ",";
     for (const char* k : kSampleKeys) o << "," << csv_num(c[k]["mean"]) << "," << csv_num(c[k]["sd"]);
-    o << "," << stops(c["stop_reasons"]) << "\n";
+    o << "," << csv_num(c["perplexity_pooled"]) << "," << stops(c["stop_reasons"]) << "\n";
   }
   return o.str();
 }

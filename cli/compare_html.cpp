@@ -85,7 +85,7 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
   <section class="wide"><h2>By strategy (mean ± sd)</h2><table id="summary"></table>
     <p class="note">distinct: distinct continuations per prompt · distinct-n: unique n-grams / all n-grams across a prompt's samples ·
     rep-4: repeated 4-gram share in a sample · loop: longest repeated span (tokens) · H model / H chain: mean entropy (nats) of the
-    model's distribution / of the distribution drawn from · logprob: mean log p per token under the model · ppl = exp(−logprob).
+    model's distribution / of the distribution drawn from · logprob: mean log p per token under the model · ppl = exp(−mean log p) over all the tokens.
     Definitions: docs/compare.md.</p></section>
   <section><h2>Diversity against model log-probability</h2><svg id="chart-tradeoff" width="100%" height="280" viewBox="0 0 520 280"></svg>
     <div class="legend" id="legend-tradeoff"></div>
@@ -129,7 +129,7 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
     ' samples · at most ' + E.max_tokens + ' tokens · seed ' + E.seed;
 
   var COLS = [['distinct', 2], ['distinct_1', 3], ['distinct_2', 3], ['distinct_3', 3], ['rep_4', 3], ['loop', 1],
-              ['entropy', 3], ['chain_entropy', 3], ['logprob', 3], ['perplexity', 2], ['length', 1]];
+              ['entropy', 3], ['chain_entropy', 3], ['logprob', 3], ['perplexity_pooled', 2], ['length', 1]];
   var HEADS = ['distinct', 'distinct-1', 'distinct-2', 'distinct-3', 'rep-4', 'loop', 'H model', 'H chain', 'logprob', 'ppl', 'length', 'stops'];
   (function summary() {
     var t = document.getElementById('summary');
@@ -140,7 +140,11 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
       var row = el('tr', {'class': 'strategy-row'});
       var name = el('td'); name.appendChild(swatch(s)); name.appendChild(document.createTextNode(st.label)); row.appendChild(name);
       row.appendChild(el('td', null, st.chain));
-      COLS.forEach(function (c) { var td = el('td'); td.appendChild(pm(st[c[0]], c[1])); row.appendChild(td); });
+      COLS.forEach(function (c) {
+        var v = st[c[0]], td = el('td');
+        if (typeof v === 'number') td.textContent = fmt(v, c[1]); else td.appendChild(pm(v, c[1]));
+        row.appendChild(td);
+      });
       row.appendChild(el('td', null, stops(st.stop_reasons)));
       t.appendChild(row);
     });

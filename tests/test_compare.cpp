@@ -101,7 +101,7 @@ BOOST_AUTO_TEST_CASE(metrics_agree_with_their_definitions) {
   for (const auto& c : j["cells"]) {
     std::vector<std::vector<int>> samples;
     std::set<std::vector<int>> distinct;
-    double loop = 0, len = 0;
+    double loop = 0, len = 0, lp = 0, steps = 0;
     for (int i = 0; i < N; ++i) {
       const auto& r = runs[(c["prompt"].get<int>() * 3 + c["strategy"].get<int>()) * N + i];
       BOOST_TEST_REQUIRE(r["sample"] == i);
@@ -110,6 +110,10 @@ BOOST_AUTO_TEST_CASE(metrics_agree_with_their_definitions) {
       BOOST_TEST(r["loop"].get<int>() == longest_loop(samples.back()));
       loop += longest_loop(samples.back());
       len += samples.back().size();
+      // Steps scored: every generated token, and the stop token when one ended the run.
+      const double n_steps = samples.back().size() + (r["stop_reason"] == "stop_token" ? 1 : 0);
+      lp += r["logprob"].get<double>() * n_steps;
+      steps += n_steps;
       BOOST_TEST(std::fabs(r["perplexity"].get<double>() - std::exp(-r["logprob"].get<double>())) <= 1e-9);
     }
     BOOST_TEST(c["distinct"] == distinct.size());
@@ -117,6 +121,7 @@ BOOST_AUTO_TEST_CASE(metrics_agree_with_their_definitions) {
       BOOST_TEST(std::fabs(c["distinct_" + std::to_string(n)].get<double>() - distinct_n(samples, n)) <= 1e-12);
     BOOST_TEST(std::fabs(c["loop"]["mean"].get<double>() - loop / N) <= 1e-12);
     BOOST_TEST(std::fabs(c["length"]["mean"].get<double>() - len / N) <= 1e-12);
+    BOOST_TEST(std::fabs(c["perplexity_pooled"].get<double>() / std::exp(-lp / steps) - 1) <= 1e-9);
   }
   // The loop metric on the lesson's "the the the": a unit of 1 repeated 3 times is a loop of 3.
   BOOST_TEST(longest_loop({5, 7, 7, 7, 2}) == 3);
