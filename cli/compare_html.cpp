@@ -126,7 +126,7 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
 
   document.getElementById('meta').textContent =
     (E.model || 'embedded toy model') + ' · ' + E.prompts.length + ' prompt(s) × ' + S + ' strategies × ' + N +
-    ' samples · at most ' + E.max_tokens + ' tokens · seed ' + E.seed;
+    ' samples · at most ' + E.max_tokens + ' tokens · seed ' + E.seed_text;
 
   var COLS = [['distinct', 2], ['distinct_1', 3], ['distinct_2', 3], ['distinct_3', 3], ['rep_4', 3], ['loop', 1],
               ['entropy', 3], ['chain_entropy', 3], ['logprob', 3], ['perplexity_pooled', 2], ['length', 1]];
@@ -301,6 +301,7 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
 std::string html(const json& report, const std::string& html_path) {
   json data = report;
   data["shown_samples"] = kShownSamples;
+  data["experiment"]["seed_text"] = std::to_string(report["experiment"]["seed"].get<std::uint64_t>());
   const fs::path page_dir = fs::absolute(fs::path(html_path)).parent_path();
   json runs = json::array();
   for (const auto& r : report["runs"]) {
