@@ -20,5 +20,6 @@ void add_trace_command(CLI::App& app);
 // returns true when --graph was given, else returns false.
 std::function<bool(const std::vector<std::string>& plugin_path)> add_plugins_graph_options(CLI::App* plugins);
 void add_explain_command(CLI::App& app);
+void add_compare_command(CLI::App& app);
 
 }  // namespace glassbox::cli

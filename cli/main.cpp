@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   add_bench_command(app);
   add_trace_command(app);
   add_explain_command(app);
+  add_compare_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,202 @@
+// `glassbox compare`: prompts × sampler strategies × samples, with diversity and quality metrics
+// (Markdown, JSON, CSV, HTML); `--shard I/N` and `compare merge` spread a sweep over machines.
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "commands.hpp"
+#include "compare.hpp"
+#include "glassbox/error.hpp"
+#include "glassbox/traces/writer.hpp"
+
+namespace glassbox::cli {
+
+namespace {
+
+using nlohmann::json;
+namespace cmp = compare;
+
+struct Output {
+  bool json = false, csv = false;
+  std::string html, out;
+};
+
+void add_output_options(CLI::App* cmd, Output& o) {
+  cmd->add_flag("--json", o.json, "print the report as JSON instead of Markdown");
+  cmd->add_flag("--csv", o.csv, "print the metrics as CSV instead of Markdown");
+  cmd->add_option("--html", o.html, "also write a self-contained HTML report to this file");
+  cmd->add_option("-o,--output", o.out, "write what would go to stdout to this file");
+}
+
+void write_text(const std::string& path, const std::string& text, const std::string& what) {
+  if (path.empty()) {
+    std::cout << text;
+    std::cout.flush();
+    return;
+  }
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  if (!f) throw ConfigError(path + ": cannot write the " + what);
+}
+
+void emit(const json& report, const Output& o) {
+  if (o.json && o.csv) throw ConfigError("--json and --csv: choose one");
+  const std::string text = o.json ? traces::dump(report) + "\n" : o.csv ? cmp::csv(report) : cmp::markdown(report);
+  if (!o.html.empty()) write_text(o.html, cmp::html(report, o.html), "HTML report");
+  write_text(o.out, text, "report");
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app) {
+  struct Opts {
+    std::string experiment, prompts_file, model, tokenizer, tokenizer_plugin, attention, traces, shard;
+    std::vector<std::string> prompts, strategies, plugin_path;
+    int samples = 0, max_tokens = 0;
+    std::uint64_t seed = 0;
+    int jobs = 0;
+    bool independent_seeds = false, no_progress = false;
+    Output out;
+    std::vector<std::string> shard_files;
+    Output merge_out;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "compare", "compare sampler strategies over prompts × samples: diversity, repetition, entropy, perplexity");
+  cmd->require_subcommand(0, 1);
+  cmd->add_option("--experiment,--config", o->experiment, "YAML experiment file (docs/compare.md); options given here win");
+  cmd->add_option("--prompt,-p", o->prompts, "a prompt (repeatable)");
+  cmd->add_option("--prompts", o->prompts_file, "file of prompts: one per line, or JSON Lines");
+  cmd->add_option("--strategy,-s", o->strategies, "sampler chain, optionally labelled LABEL=CHAIN (repeatable)");
+  cmd->add_option("--samples,-N", o->samples, "samples per prompt and strategy (default 10)");
+  cmd->add_option("--seed", o->seed, "seed of the sweep (default 0): each run's seed is derived from it");
+  cmd->add_option("--max-tokens,-n", o->max_tokens, "tokens to generate at most per run (default 64)");
+  cmd->add_flag("--independent-seeds", o->independent_seeds,
+                "mix the strategy into each run's seed (default: sample i has the same seed in every strategy)");
+  cmd->add_option("--model,-m", o->model, "llama2.c checkpoint (default: the embedded toy model)");
+  cmd->add_option("--tokenizer,-t", o->tokenizer, "tokenizer file (default: the embedded model's)");
+  cmd->add_option("--tokenizer-plugin", o->tokenizer_plugin, "tokenizer plugin reading that file (default: llama2c)");
+  cmd->add_option("--attention", o->attention, "attention plugin, NAME or NAME:VALUE (default: kv-cache)");
+  cmd->add_option("--plugin-path", o->plugin_path, "extra folder of plugin modules (repeatable)");
+  cmd->add_option("--jobs,-j", o->jobs, "parallel runs (default: the number of cores)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--traces", o->traces, "write each run's trace and viewer page into this folder");
+  cmd->add_option("--shard", o->shard, "run only shard I of N (1 <= I <= N) and write its raw results as JSON");
+  cmd->add_flag("--no-progress", o->no_progress, "no progress bar (it is drawn only when stderr is a terminal)");
+  add_output_options(cmd, o->out);
+
+  auto* merge = cmd->add_subcommand("merge", "combine the results of `compare --shard` runs into one report");
+  merge->add_option("shards", o->shard_files, "shard result files (every shard of one sweep)")->required();
+  add_output_options(merge, o->merge_out);
+
+  merge->callback([o] {
+    std::vector<cmp::Run> runs;
+    std::optional<json> experiment;
+    std::string sha;
+    int count = 0;
+    std::set<int> seen;
+    double wall = 0;
+    for (const auto& path : o->shard_files) {
+      std::ifstream f(path);
+      if (!f) throw ConfigError(path + ": cannot read shard file");
+      json j;
+      try {
+        j = json::parse(f);
+      } catch (const json::exception& x) {
+        throw ConfigError(path + ": not JSON: " + x.what());
+      }
+      if (!j.is_object() || j.value("schema", "") != cmp::kShardSchema)
+        throw ConfigError(path + ": not a shard result (expected schema " + std::string(cmp::kShardSchema) + ")");
+      const int index = j["shard"]["index"].get<int>(), n = j["shard"]["count"].get<int>();
+      if (!experiment) {
+        experiment = j["experiment"];
+        sha = j["model_sha256"].get<std::string>();
+        count = n;
+      } else {
+        if (j["experiment"] != *experiment)
+          throw ConfigError(path + ": another experiment than " + o->shard_files[0] + " (prompts, strategies, seed, ...)");
+        if (j["model_sha256"] != sha)
+          throw ConfigError(path + ": run with another model file (sha256 " + j["model_sha256"].get<std::string>() +
+                            ") than " + o->shard_files[0]);
+        if (n != count)
+          throw ConfigError(path + ": shard " + std::to_string(index) + "/" + std::to_string(n) + " but " +
+                            o->shard_files[0] + " is one of " + std::to_string(count));
+      }
+      if (!seen.insert(index).second) throw ConfigError(path + ": shard " + std::to_string(index) + " given twice");
+      for (const auto& r : j["runs"]) runs.push_back(cmp::run_from_json(r, path));
+      wall = std::max(wall, j["timings"]["wall_s"].get<double>());
+    }
+    if (static_cast<int>(seen.size()) != count) {
+      std::string missing;
+      for (int i = 1; i <= count; ++i)
+        if (!seen.count(i)) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+      throw ConfigError("shards " + missing + " of " + std::to_string(count) + " are missing");
+    }
+    const cmp::Experiment e = cmp::experiment_from_json(*experiment, o->shard_files[0]);
+    json report = cmp::make_report(e, std::move(runs), wall);
+    report["model_sha256"] = sha;
+    emit(report, o->merge_out);
+  });
+
+  cmd->callback([o, cmd, merge] {
+    if (merge->parsed()) return;
+    auto given = [&](const char* name) { return cmd->get_option(name)->count() > 0; };
+    cmp::Experiment e;
+    const std::string where = o->experiment.empty() ? "compare" : o->experiment;
+    if (!o->experiment.empty()) cmp::load_experiment(o->experiment, e);
+    if (given("--prompts")) e.prompts = cmp::read_prompts(o->prompts_file);
+    if (given("--prompt")) {
+      if (given("--prompts")) e.prompts.insert(e.prompts.end(), o->prompts.begin(), o->prompts.end());
+      else e.prompts = o->prompts;
+    }
+    if (given("--strategy")) {
+      e.strategies.clear();
+      for (const auto& s : o->strategies) e.strategies.push_back(cmp::parse_strategy(s));
+    }
+    if (given("--samples")) e.samples = o->samples;
+    if (given("--seed")) e.seed = o->seed;
+    if (given("--max-tokens")) e.max_tokens = o->max_tokens;
+    if (given("--independent-seeds")) e.independent_seeds = o->independent_seeds;
+    if (given("--model")) e.model = o->model;
+    if (given("--tokenizer")) e.tokenizer = o->tokenizer;
+    if (given("--tokenizer-plugin")) e.tokenizer_plugin = o->tokenizer_plugin;
+    if (given("--attention")) e.attention = o->attention;
+    if (given("--plugin-path")) e.plugin_path = o->plugin_path;
+    cmp::validate(e, where);
+
+    cmp::SweepOptions so;
+    so.jobs = o->jobs > 0 ? o->jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    so.traces_dir = o->traces;
+    so.progress = !o->no_progress && ::isatty(STDERR_FILENO);
+    if (!o->shard.empty()) {
+      so.shard = cmp::parse_shard(o->shard);
+      if (o->out.json || o->out.csv || !o->out.html.empty())
+        throw ConfigError("--shard writes raw results; make the report with `glassbox compare merge` (no --json, --csv or --html here)");
+    }
+    std::string sha;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto runs = cmp::run_sweep(e, so, &sha);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (so.shard) {
+      json runs_j = json::array();
+      for (const auto& r : runs) runs_j.push_back(cmp::run_json(r));
+      const json shard = {{"schema", cmp::kShardSchema},
+                          {"experiment", cmp::experiment_json(e)},
+                          {"model_sha256", sha},
+                          {"shard", {{"index", so.shard->first}, {"count", so.shard->second}}},
+                          {"runs", runs_j},
+                          {"timings", {{"wall_s", wall}}}};
+      write_text(o->out.out, traces::dump(shard) + "\n", "shard results");
+      return;
+    }
+    json report = cmp::make_report(e, std::move(runs), wall);
+    report["model_sha256"] = sha;
+    emit(report, o->out);
+  });
+}
+
+}  // namespace glassbox::cli

@@ -1,0 +1,971 @@
+// `glassbox compare`'s sweep: experiment files, per-run seeds, runs on worker threads (one session
+// each), the metrics of docs/compare.md, and the Markdown / CSV renderings of the report.
+#include "compare.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <yaml-cpp/yaml.h>
+
+#include "glassbox/engine.hpp"
+#include "glassbox/error.hpp"
+#include "glassbox/pipeline.hpp"
+#include "glassbox/registry.hpp"
+#include "glassbox/rng.hpp"
+#include "glassbox/traces/html.hpp"
+#include "glassbox/traces/reader.hpp"
+#include "glassbox/traces/writer.hpp"
+#include "session.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace glassbox::cli::compare {
+
+namespace {
+
+// More runs than this is a typo, not a sweep (each run keeps its tokens in memory).
+constexpr long long kMaxRuns = 10'000'000;
+constexpr int kExpectedTop = 10;  // candidates of the step-0 distribution kept per run
+
+std::string quote_shell(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,+@%") ==
+                        std::string::npos)
+    return s;
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// A string as JSON will carry it: invalid UTF-8 replaced, so that memory and a shard file agree.
+std::string clean_utf8(const std::string& s) {
+  for (unsigned char c : s)
+    if (c >= 0x80) return json::parse(traces::dump(json(s))).get<std::string>();
+  return s;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- the experiment
+
+json experiment_json(const Experiment& e) {
+  json strategies = json::array();
+  for (const auto& s : e.strategies) strategies.push_back({{"label", s.label}, {"chain", s.chain}});
+  return {{"model", e.model},
+          {"tokenizer", e.tokenizer},
+          {"tokenizer_plugin", e.tokenizer_plugin},
+          {"attention", e.attention},
+          {"plugin_path", e.plugin_path},
+          {"prompts", e.prompts},
+          {"strategies", strategies},
+          {"samples", e.samples},
+          {"seed", e.seed},
+          {"max_tokens", e.max_tokens},
+          {"independent_seeds", e.independent_seeds}};
+}
+
+Experiment experiment_from_json(const json& j, const std::string& where) {
+  try {
+    Experiment e;
+    e.model = j.at("model").get<std::string>();
+    e.tokenizer = j.at("tokenizer").get<std::string>();
+    e.tokenizer_plugin = j.at("tokenizer_plugin").get<std::string>();
+    e.attention = j.at("attention").get<std::string>();
+    e.plugin_path = j.at("plugin_path").get<std::vector<std::string>>();
+    e.prompts = j.at("prompts").get<std::vector<std::string>>();
+    for (const auto& s : j.at("strategies")) e.strategies.push_back({s.at("label"), s.at("chain")});
+    e.samples = j.at("samples").get<int>();
+    e.seed = j.at("seed").get<std::uint64_t>();
+    e.max_tokens = j.at("max_tokens").get<int>();
+    e.independent_seeds = j.at("independent_seeds").get<bool>();
+    return e;
+  } catch (const json::exception& x) {
+    throw ConfigError(where + ": experiment: " + x.what());
+  }
+}
+
+Strategy parse_strategy(const std::string& text) {
+  const auto eq = text.find('=');
+  if (eq != std::string::npos && eq > 0) {
+    const std::string label = text.substr(0, eq);
+    if (label.find_first_of(":,") == std::string::npos) return {label, text.substr(eq + 1)};
+  }
+  return {text, text};
+}
+
+std::vector<std::string> read_prompts(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError(path + ": cannot read prompts file");
+  std::vector<std::string> out;
+  std::string line;
+  int n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    const char c = line[line.find_first_not_of(" \t")];
+    if (c != '{' && c != '"') {
+      out.push_back(line);
+      continue;
+    }
+    const std::string where = path + ":" + std::to_string(n);
+    json j;
+    try {
+      j = json::parse(line);
+    } catch (const json::exception&) {
+      throw ConfigError(where + ": line starts like JSON but does not parse (a JSON string or {\"prompt\": ...})");
+    }
+    if (j.is_string()) out.push_back(j.get<std::string>());
+    else if (j.is_object() && j.contains("prompt") && j["prompt"].is_string()) out.push_back(j["prompt"].get<std::string>());
+    else throw ConfigError(where + ": expected a JSON string or an object with a string \"prompt\"");
+  }
+  return out;
+}
+
+void load_experiment(const std::string& path, Experiment& e) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw ConfigError(path + ": cannot read experiment file");
+  } catch (const YAML::Exception& x) {
+    throw ConfigError(path + ": invalid YAML at line " + std::to_string(x.mark.line + 1) + ": " + x.msg);
+  }
+  if (!root.IsMap()) throw ConfigError(path + ": expected a map of key: value (prompts, strategies, samples, ...)");
+  auto scalar = [&](const YAML::Node& n, const std::string& key) {
+    if (!n.IsScalar()) throw ConfigError(path + ": " + key + ": expected a single value");
+    return n.as<std::string>();
+  };
+  auto list = [&](const YAML::Node& n, const std::string& key) {
+    std::vector<std::string> v;
+    if (n.IsScalar()) v.push_back(n.as<std::string>());
+    else if (n.IsSequence())
+      for (std::size_t i = 0; i < n.size(); ++i) v.push_back(scalar(n[i], key + "[" + std::to_string(i) + "]"));
+    else if (!n.IsNull()) throw ConfigError(path + ": " + key + ": expected a list of values");
+    return v;
+  };
+  std::string current;
+  try {
+    for (const auto& kv : root) {
+      std::string key = kv.first.as<std::string>();
+      for (auto& c : key)
+        if (c == '-') c = '_';
+      current = key;
+      const YAML::Node& v = kv.second;
+      if (key == "model") e.model = scalar(v, key);
+      else if (key == "tokenizer") e.tokenizer = scalar(v, key);
+      else if (key == "tokenizer_plugin") e.tokenizer_plugin = scalar(v, key);
+      else if (key == "attention") e.attention = scalar(v, key);
+      else if (key == "plugin_path") e.plugin_path = list(v, key);
+      else if (key == "prompts") e.prompts = list(v, key);
+      else if (key == "prompts_file") e.prompts = read_prompts(scalar(v, key));
+      else if (key == "strategies") {
+        e.strategies.clear();
+        if (v.IsSequence()) {
+          for (std::size_t i = 0; i < v.size(); ++i) {
+            const std::string where = key + "[" + std::to_string(i) + "]";
+            if (v[i].IsScalar()) {
+              e.strategies.push_back(parse_strategy(v[i].as<std::string>()));
+            } else if (v[i].IsMap()) {
+              Strategy s;
+              for (const auto& f : v[i]) {
+                const auto name = f.first.as<std::string>();
+                if (name == "label") s.label = scalar(f.second, where + ".label");
+                else if (name == "chain") s.chain = scalar(f.second, where + ".chain");
+                else throw ConfigError(path + ": " + where + ": unknown key '" + name + "' (known: label, chain)");
+              }
+              if (s.chain.empty()) throw ConfigError(path + ": " + where + ": missing 'chain'");
+              if (s.label.empty()) s.label = s.chain;
+              e.strategies.push_back(s);
+            } else {
+              throw ConfigError(path + ": " + where + ": expected CHAIN, LABEL=CHAIN or {label, chain}");
+            }
+          }
+        } else if (v.IsMap()) {  // label: chain, in file order
+          for (const auto& f : v) e.strategies.push_back({f.first.as<std::string>(), scalar(f.second, key + "." + f.first.as<std::string>())});
+        } else if (!v.IsNull()) {
+          throw ConfigError(path + ": strategies: expected a list of sampler chains");
+        }
+      } else if (key == "samples") e.samples = v.as<int>();
+      else if (key == "seed") e.seed = v.as<std::uint64_t>();
+      else if (key == "max_tokens") e.max_tokens = v.as<int>();
+      else if (key == "independent_seeds") e.independent_seeds = v.as<bool>();
+      else
+        throw ConfigError(path + ": unknown key '" + kv.first.as<std::string>() +
+                          "' (known: model, tokenizer, tokenizer_plugin, attention, plugin_path, prompts, prompts_file, "
+                          "strategies, samples, seed, max_tokens, independent_seeds)");
+    }
+  } catch (const YAML::BadConversion& x) {
+    throw ConfigError(path + ": " + current + " (line " + std::to_string(x.mark.line + 1) + "): value has the wrong type");
+  }
+}
+
+void validate(const Experiment& e, const std::string& where) {
+  if (e.prompts.empty()) throw ConfigError(where + ": no prompts (give --prompt, --prompts FILE or 'prompts:')");
+  if (e.strategies.empty())
+    throw ConfigError(where + ": strategies: the list is empty (give --strategy CHAIN or 'strategies:')");
+  if (e.samples < 1) throw ConfigError(where + ": samples = " + std::to_string(e.samples) + " (expected >= 1)");
+  if (e.max_tokens < 1) throw ConfigError(where + ": max_tokens = " + std::to_string(e.max_tokens) + " (expected >= 1)");
+  if (e.runs() > kMaxRuns)
+    throw ConfigError(where + ": " + std::to_string(e.runs()) + " runs (prompts × strategies × samples); at most " +
+                      std::to_string(kMaxRuns) + " — split the sweep");
+  std::set<std::string> labels;
+  for (const auto& s : e.strategies)
+    if (!labels.insert(s.label).second) throw ConfigError(where + ": strategies: label '" + s.label + "' is used twice");
+  Registry reg;
+  reg.load_default(std::vector<fs::path>(e.plugin_path.begin(), e.plugin_path.end()));
+  for (std::size_t i = 0; i < e.strategies.size(); ++i) {
+    const auto& s = e.strategies[i];
+    try {
+      if (s.chain.empty()) throw ConfigError("empty sampler chain");
+      std::vector<std::string> warnings;
+      build_sampler_stages(reg, parse_plugin_chain(s.chain, "sampler"), warnings);
+      for (const auto& w : warnings) warn("strategy '" + s.label + "': " + w);
+    } catch (const Error& x) {
+      throw ConfigError(where + ": strategies[" + std::to_string(i) + "] '" + s.label + "': " + x.what());
+    }
+  }
+}
+
+// ---------------------------------------------------------------- seeds and commands
+
+std::uint64_t run_seed(const Experiment& e, int prompt, int strategy, int sample) {
+  // h = sm(seed); h = sm(h ^ prompt); [h = sm(h ^ strategy);] h = sm(h ^ sample), with sm one
+  // splitmix64 step: every input bit reaches every output bit, so neighbouring runs are unrelated.
+  std::uint64_t x = e.seed;
+  std::uint64_t h = Rng::splitmix64(x);
+  auto fold = [&](std::uint64_t v) {
+    x = h ^ v;
+    h = Rng::splitmix64(x);
+  };
+  fold(static_cast<std::uint64_t>(prompt));
+  if (e.independent_seeds) fold(static_cast<std::uint64_t>(strategy));
+  fold(static_cast<std::uint64_t>(sample));
+  return h;
+}
+
+std::string run_command(const Experiment& e, int prompt, int strategy, int sample) {
+  std::string c = "glassbox run";
+  if (!e.model.empty()) c += " --model " + quote_shell(e.model);
+  if (!e.tokenizer.empty()) c += " --tokenizer " + quote_shell(e.tokenizer);
+  if (!e.tokenizer_plugin.empty()) c += " --tokenizer-plugin " + quote_shell(e.tokenizer_plugin);
+  if (!e.attention.empty()) c += " --attention " + quote_shell(e.attention);
+  for (const auto& p : e.plugin_path) c += " --plugin-path " + quote_shell(p);
+  c += " --prompt " + quote_shell(e.prompts[prompt]);
+  c += " --sampler " + quote_shell(e.strategies[strategy].chain);
+  c += " --seed " + std::to_string(run_seed(e, prompt, strategy, sample));
+  c += " --max-tokens " + std::to_string(e.max_tokens);
+  return c;
+}
+
+// ---------------------------------------------------------------- runs
+
+json run_json(const Run& r) {
+  // Per-step floats as their exact double value: read back, they give the same float bit for bit.
+  auto floats = [](const std::vector<float>& v) {
+    json a = json::array();
+    for (float f : v) a.push_back(static_cast<double>(f));
+    return a;
+  };
+  json expected = json::array();
+  for (std::size_t i = 0; i < r.first_expected.size(); ++i)
+    expected.push_back({{"id", r.first_expected[i].first},
+                        {"text", r.first_expected_text[i]},
+                        {"prob", static_cast<double>(r.first_expected[i].second)}});
+  return {{"prompt", r.prompt},
+          {"strategy", r.strategy},
+          {"sample", r.sample},
+          {"seed", r.seed},
+          {"tokens", r.tokens},
+          {"pieces", r.pieces},
+          {"text", r.text},
+          {"entropy", floats(r.entropy)},
+          {"chain_entropy", floats(r.chain_entropy)},
+          {"logprob", floats(r.logprob)},
+          {"first", {{"id", r.first}, {"text", r.first_text}}},
+          {"first_expected", expected},
+          {"stop_reason", r.stop_reason},
+          {"trace", r.trace},
+          {"ms", r.ms}};
+}
+
+Run run_from_json(const json& j, const std::string& where) {
+  try {
+    Run r;
+    r.prompt = j.at("prompt").get<int>();
+    r.strategy = j.at("strategy").get<int>();
+    r.sample = j.at("sample").get<int>();
+    r.seed = j.at("seed").get<std::uint64_t>();
+    r.tokens = j.at("tokens").get<std::vector<std::int32_t>>();
+    r.pieces = j.at("pieces").get<std::vector<std::string>>();
+    r.text = j.at("text").get<std::string>();
+    auto floats = [&](const char* key) {
+      std::vector<float> v;
+      for (const auto& x : j.at(key)) v.push_back(static_cast<float>(x.get<double>()));
+      return v;
+    };
+    r.entropy = floats("entropy");
+    r.chain_entropy = floats("chain_entropy");
+    r.logprob = floats("logprob");
+    r.first = j.at("first").at("id").get<std::int32_t>();
+    r.first_text = j.at("first").at("text").get<std::string>();
+    for (const auto& x : j.at("first_expected")) {
+      r.first_expected.emplace_back(x.at("id").get<std::int32_t>(), static_cast<float>(x.at("prob").get<double>()));
+      r.first_expected_text.push_back(x.at("text").get<std::string>());
+    }
+    r.stop_reason = j.at("stop_reason").get<std::string>();
+    r.trace = j.at("trace").get<std::string>();
+    r.ms = j.at("ms").get<double>();
+    if (r.entropy.empty() || r.entropy.size() != r.chain_entropy.size() || r.entropy.size() != r.logprob.size() ||
+        r.pieces.size() != r.tokens.size())
+      throw ConfigError("per-step arrays of different lengths");
+    return r;
+  } catch (const json::exception& x) {
+    throw ConfigError(where + ": run: " + x.what());
+  } catch (const ConfigError& x) {
+    throw ConfigError(where + ": run: " + x.what());
+  }
+}
+
+std::pair<int, int> parse_shard(const std::string& text) {
+  const auto slash = text.find('/');
+  int i = 0, n = 0;
+  try {
+    std::size_t a = 0, b = 0;
+    if (slash == std::string::npos) throw std::invalid_argument("no /");
+    i = std::stoi(text.substr(0, slash), &a);
+    n = std::stoi(text.substr(slash + 1), &b);
+    if (a != slash || b != text.size() - slash - 1) throw std::invalid_argument("trailing");
+  } catch (const std::logic_error&) {
+    throw ConfigError("--shard '" + text + "' (expected I/N, e.g. 2/8)");
+  }
+  if (n < 1 || i < 1 || i > n) throw ConfigError("--shard '" + text + "' (expected 1 <= I <= N)");
+  return {i, n};
+}
+
+namespace {
+
+// Collects what the metrics need from a run's events.
+class Collector final : public TraceSink {
+ public:
+  Collector(Run& r, const Tokenizer& tok) : r_(r), tok_(tok) {}
+  void header(const RunHeader&) override {}
+  void step(const StepEvent& e) override {
+    r_.entropy.push_back(e.entropy);
+    r_.logprob.push_back(e.logprob);
+    // The distribution drawn from is the selecting stage's (the last recorded); an argmax draws
+    // from a point mass.
+    const bool drawn = e.draw_u >= 0 && !e.stages.empty();
+    r_.chain_entropy.push_back(drawn ? e.stages.back().entropy : 0.0f);
+    tokens_.push_back(e.token);
+    pieces_.emplace_back(e.token_text);
+    if (e.step == 0) {
+      r_.first = e.token;
+      r_.first_text = clean_utf8(std::string(e.token_text));
+      const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
+      if (drawn) {
+        for (const auto& t : e.stages.back().top) {
+          r_.first_expected.emplace_back(t.id, t.prob);
+          r_.first_expected_text.push_back(clean_utf8(std::string(tok_.decode(prev, t.id))));
+        }
+      } else {
+        r_.first_expected.emplace_back(e.token, 1.0f);
+        r_.first_expected_text.push_back(r_.first_text);
+      }
+    }
+  }
+  void summary(const Summary& s) override {
+    r_.stop_reason = s.stop_reason;
+    const auto n = static_cast<std::size_t>(s.generated);
+    tokens_.resize(std::min(n, tokens_.size()));
+    pieces_.resize(tokens_.size());
+    r_.tokens = tokens_;
+    for (const auto& p : pieces_) r_.pieces.push_back(clean_utf8(p));
+  }
+
+ private:
+  Run& r_;
+  const Tokenizer& tok_;
+  std::vector<std::int32_t> tokens_;
+  std::vector<std::string> pieces_;
+};
+
+// One worker's pipeline: a session and, per strategy, its chain, engine and trace header.
+struct Worker {
+  std::unique_ptr<Session> session;
+  std::vector<std::unique_ptr<SamplerChain>> chains;
+  std::vector<std::unique_ptr<Engine>> engines;
+  std::vector<RunHeader> headers;
+};
+
+RunOptions session_options(const Experiment& e) {
+  RunOptions o;
+  o.model = e.model;
+  if (!e.tokenizer_plugin.empty()) o.tokenizer.name = e.tokenizer_plugin;
+  if (!e.tokenizer.empty()) o.tokenizer.params.emplace_back("path", e.tokenizer);
+  if (!e.attention.empty()) o.attention = parse_plugin_spec(e.attention, "attention");
+  o.plugin_path.assign(e.plugin_path.begin(), e.plugin_path.end());
+  o.seed = e.seed;
+  o.max_tokens = e.max_tokens;
+  return o;
+}
+
+std::unique_ptr<Worker> make_worker(const Experiment& e) {
+  auto w = std::make_unique<Worker>();
+  w->session = open_session(session_options(e));
+  Session& s = *w->session;
+  for (const auto& st : e.strategies) {
+    std::vector<std::string> warnings;  // reported once, by validate()
+    auto stages = build_sampler_stages(s.registry, parse_plugin_chain(st.chain, "sampler"), warnings);
+    w->chains.push_back(std::make_unique<SamplerChain>(std::move(stages), s.header.config.vocab_size, 0));
+    w->engines.push_back(std::make_unique<Engine>(*s.model, *s.tokenizer, *s.attention, *w->chains.back()));
+    RunHeader h = s.header;
+    std::erase_if(h.plugins, [](const PluginRecord& p) { return p.kind == "sampler"; });
+    for (const auto& stage : w->chains.back()->stages()) h.plugins.push_back({"sampler", stage->name(), stage->params()});
+    w->headers.push_back(std::move(h));
+  }
+  return w;
+}
+
+class NullSink final : public TraceSink {
+ public:
+  void header(const RunHeader&) override {}
+  void step(const StepEvent&) override {}
+  void summary(const Summary&) override {}
+};
+
+Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::string& traces_dir) {
+  Run r;
+  r.prompt = p;
+  r.strategy = s;
+  r.sample = i;
+  r.seed = run_seed(e, p, s, i);
+  const auto t0 = std::chrono::steady_clock::now();
+  GenerateOptions g;
+  g.max_tokens = e.max_tokens;
+  g.seed = r.seed;
+  g.trace_top_k = kExpectedTop;
+  g.record_stages = true;
+  g.report_distribution = true;
+  RunHeader h = w.headers[s];
+  h.seed = r.seed;
+  Collector collect(r, *w.session->tokenizer);
+  TeeSink sinks;
+  sinks.add(&collect);
+  std::unique_ptr<traces::JsonlWriter> writer;
+  if (!traces_dir.empty()) {
+    r.trace = (fs::path(traces_dir) / ("p" + std::to_string(p) + "-s" + std::to_string(s) + "-n" + std::to_string(i) +
+                                       ".jsonl")).string();
+    writer = std::make_unique<traces::JsonlWriter>(r.trace, *w.session->tokenizer);
+    sinks.add(writer.get());
+  }
+  std::string text;
+  w.engines[s]->generate(e.prompts[p], g, h, sinks, [&](std::string_view piece) { text += piece; });
+  r.text = clean_utf8(text);
+  if (writer) {
+    writer.reset();  // flushed and closed
+    // Read back (which validates it) and give it a viewer page the report can link to.
+    const auto trace = traces::read_trace(r.trace);
+    const fs::path page = fs::path(r.trace).replace_extension(".html");
+    std::ofstream f(page, std::ios::binary);
+    f << traces::trace_html(trace);
+    if (!f) throw TraceError(page.string() + ": cannot write the trace viewer page");
+  }
+  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+std::string clock_text(double s) {
+  if (!std::isfinite(s) || s < 0) return "?";
+  const long t = std::lround(s);
+  char buf[32];
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
+  return buf;
+}
+
+void draw_progress(std::size_t done, std::size_t total, double elapsed) {
+  constexpr int kWidth = 30;
+  const double f = total ? static_cast<double>(done) / total : 1.0;
+  const int full = static_cast<int>(f * kWidth);
+  std::string bar;
+  for (int i = 0; i < kWidth; ++i) bar += i < full ? "█" : "░";
+  const double eta = done ? elapsed / done * (total - done) : NAN;
+  std::fprintf(stderr, "\r\033[Kcompare %s %zu/%zu runs · %s elapsed · ETA %s", bar.c_str(), done, total,
+               clock_text(elapsed).c_str(), done ? clock_text(eta).c_str() : "?");
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::string* model_sha256) {
+  const int P = static_cast<int>(e.prompts.size()), S = static_cast<int>(e.strategies.size());
+  std::vector<long long> todo;  // run k = (p * S + s) * samples + i
+  for (long long k = 0; k < e.runs(); ++k)
+    if (!opt.shard || k % opt.shard->second == opt.shard->first - 1) todo.push_back(k);
+  (void)P;
+  if (!opt.traces_dir.empty()) {
+    std::error_code ec;
+    fs::create_directories(opt.traces_dir, ec);
+    if (ec || !fs::is_directory(opt.traces_dir))
+      throw ConfigError("--traces " + opt.traces_dir + ": cannot create the folder");
+  }
+  const int jobs = static_cast<int>(std::clamp<long long>(opt.jobs, 1, std::max<long long>(1, todo.size())));
+  // Sessions are opened here, one after the other: plugin loading is not meant to be concurrent.
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int j = 0; j < jobs; ++j) workers.push_back(make_worker(e));
+  if (model_sha256) *model_sha256 = workers[0]->session->header.model_sha256;
+
+  std::vector<Run> out(todo.size());
+  std::atomic<std::size_t> next{0}, done{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mu;
+  auto work = [&](Worker& w) {
+    for (;;) {
+      const std::size_t at = next++;
+      if (at >= todo.size() || failed) return;
+      const long long k = todo[at];
+      const int i = static_cast<int>(k % e.samples), s = static_cast<int>(k / e.samples % S),
+                p = static_cast<int>(k / e.samples / S);
+      try {
+        out[at] = do_run(w, e, p, s, i, opt.traces_dir);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (!error) error = std::current_exception();
+        failed = true;
+        return;
+      }
+      ++done;
+    }
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int j = 0; j < jobs; ++j) threads.emplace_back(work, std::ref(*workers[j]));
+  if (opt.progress) {
+    while (done < todo.size() && !failed) {
+      draw_progress(done, todo.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  for (auto& t : threads) t.join();
+  if (opt.progress) {
+    draw_progress(done, todo.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    std::fputs("\n", stderr);
+  }
+  if (error) std::rethrow_exception(error);
+  return out;
+}
+
+// ---------------------------------------------------------------- metrics
+
+double repeated_ngram_share(const std::vector<std::int32_t>& t, int n) {
+  if (n < 1 || static_cast<int>(t.size()) < n) return 0;
+  std::set<std::vector<std::int32_t>> seen;
+  const std::size_t total = t.size() - n + 1;
+  for (std::size_t i = 0; i < total; ++i) seen.emplace(t.begin() + i, t.begin() + i + n);
+  return 1.0 - static_cast<double>(seen.size()) / total;
+}
+
+int longest_loop(const std::vector<std::int32_t>& t) {
+  // A loop is a span made of a unit of k tokens repeated at least twice back to back: a run of r
+  // consecutive positions with t[j] == t[j-k] and r >= k covers r + k tokens.
+  const int n = static_cast<int>(t.size());
+  int best = 0;
+  for (int k = 1; 2 * k <= n; ++k) {
+    int r = 0;
+    for (int j = k; j <= n; ++j) {
+      if (j < n && t[j] == t[j - k]) {
+        ++r;
+        continue;
+      }
+      if (r >= k) best = std::max(best, r + k);
+      r = 0;
+    }
+  }
+  return best;
+}
+
+namespace {
+
+json stat(const std::vector<double>& v) {
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean = v.empty() ? 0 : mean / v.size();
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  const double sd = v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0;
+  return {{"mean", mean}, {"sd", sd}};
+}
+
+double mean_of(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += x;
+  return v.empty() ? 0 : s / v.size();
+}
+
+double distinct_n(const std::vector<const Run*>& runs, int n) {
+  std::set<std::vector<std::int32_t>> grams;
+  std::size_t total = 0;
+  for (const Run* r : runs) {
+    const auto& t = r->tokens;
+    for (std::size_t i = 0; i + n <= t.size(); ++i) {
+      grams.emplace(t.begin() + i, t.begin() + i + n);
+      ++total;
+    }
+  }
+  return total ? static_cast<double>(grams.size()) / total : 0;
+}
+
+// Per-sample metrics of one run.
+struct SampleMetrics {
+  double rep4, loop, entropy, chain_entropy, logprob, perplexity, length;
+};
+SampleMetrics sample_metrics(const Run& r) {
+  const double lp = mean_of(r.logprob);
+  return {repeated_ngram_share(r.tokens, 4), static_cast<double>(longest_loop(r.tokens)), mean_of(r.entropy),
+          mean_of(r.chain_entropy), lp, std::exp(-lp), static_cast<double>(r.tokens.size())};
+}
+
+const char* const kSampleKeys[] = {"rep_4", "loop", "entropy", "chain_entropy", "logprob", "perplexity", "length"};
+std::vector<double> as_vector(const SampleMetrics& m) {
+  return {m.rep4, m.loop, m.entropy, m.chain_entropy, m.logprob, m.perplexity, m.length};
+}
+
+}  // namespace
+
+json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
+  const int P = static_cast<int>(e.prompts.size()), S = static_cast<int>(e.strategies.size()), N = e.samples;
+  // Every run exactly once, in sweep order.
+  std::vector<const Run*> at(static_cast<std::size_t>(e.runs()), nullptr);
+  double run_ms = 0;
+  for (const auto& r : runs) {
+    if (r.prompt < 0 || r.prompt >= P || r.strategy < 0 || r.strategy >= S || r.sample < 0 || r.sample >= N)
+      throw ConfigError("run (prompt " + std::to_string(r.prompt) + ", strategy " + std::to_string(r.strategy) +
+                        ", sample " + std::to_string(r.sample) + ") is outside the experiment");
+    const std::size_t k = (static_cast<std::size_t>(r.prompt) * S + r.strategy) * N + r.sample;
+    if (at[k]) throw ConfigError("run (prompt " + std::to_string(r.prompt) + ", strategy " + std::to_string(r.strategy) +
+                                 ", sample " + std::to_string(r.sample) + ") appears twice");
+    at[k] = &r;
+    run_ms += r.ms;
+  }
+  for (std::size_t k = 0; k < at.size(); ++k)
+    if (!at[k])
+      throw ConfigError("missing run (prompt " + std::to_string(k / N / S) + ", strategy " + std::to_string(k / N % S) +
+                        ", sample " + std::to_string(k % N) + "): " + std::to_string(std::count(at.begin(), at.end(), nullptr)) +
+                        " of " + std::to_string(at.size()) + " runs are missing (a shard not merged?)");
+
+  auto runs_of = [&](int p, int s) {
+    std::vector<const Run*> v;
+    for (int i = 0; i < N; ++i) v.push_back(at[(static_cast<std::size_t>(p) * S + s) * N + i]);
+    return v;
+  };
+
+  json cells = json::array();
+  json strategies = json::array();
+  json per_step = json::array();
+  std::vector<std::vector<std::vector<double>>> pooled(S, std::vector<std::vector<double>>(std::size(kSampleKeys)));
+  std::vector<std::map<std::string, std::vector<double>>> across_prompts(S);
+  for (int p = 0; p < P; ++p) {
+    for (int s = 0; s < S; ++s) {
+      const auto rs = runs_of(p, s);
+      json c = {{"prompt", p}, {"strategy", s}, {"n", N}};
+      std::set<std::vector<std::int32_t>> distinct;
+      std::vector<std::vector<double>> per(std::size(kSampleKeys));
+      std::map<std::string, int> stops;
+      std::map<std::int32_t, std::pair<int, std::string>> firsts;  // id -> (count, text)
+      double lp_sum = 0;
+      std::size_t lp_steps = 0;
+      for (const Run* r : rs) {
+        for (float x : r->logprob) lp_sum += x;
+        lp_steps += r->logprob.size();
+        distinct.insert(r->tokens);
+        const auto m = as_vector(sample_metrics(*r));
+        for (std::size_t q = 0; q < m.size(); ++q) {
+          per[q].push_back(m[q]);
+          pooled[s][q].push_back(m[q]);
+        }
+        ++stops[r->stop_reason];
+        auto& f = firsts[r->first];
+        ++f.first;
+        f.second = r->first_text;
+      }
+      c["distinct"] = distinct.size();
+      c["distinct_share"] = static_cast<double>(distinct.size()) / N;
+      for (int n = 1; n <= 3; ++n) c["distinct_" + std::to_string(n)] = distinct_n(rs, n);
+      for (std::size_t q = 0; q < per.size(); ++q) c[kSampleKeys[q]] = stat(per[q]);
+      c["stop_reasons"] = stops;
+      // Over every scored token of the cell: one unlikely sample cannot dominate it as it does the
+      // mean of per-sample perplexities.
+      c["perplexity_pooled"] = std::exp(-lp_sum / static_cast<double>(lp_steps));
+      for (const char* k : {"distinct", "distinct_share", "distinct_1", "distinct_2", "distinct_3"})
+        across_prompts[s][k].push_back(c[k].get<double>());
+      // First tokens: the expected distribution (step 0 after the chain, the same in every sample of
+      // the cell) beside the observed frequencies.
+      std::map<std::int32_t, std::pair<double, std::string>> expected;
+      for (std::size_t q = 0; q < rs[0]->first_expected.size(); ++q)
+        expected[rs[0]->first_expected[q].first] = {rs[0]->first_expected[q].second, rs[0]->first_expected_text[q]};
+      std::set<std::int32_t> ids;
+      for (const auto& [id, _] : firsts) ids.insert(id);
+      for (const auto& [id, _] : expected) ids.insert(id);
+      std::vector<json> ft;
+      for (auto id : ids) {
+        const auto fi = firsts.find(id);
+        const auto ei = expected.find(id);
+        const int count = fi == firsts.end() ? 0 : fi->second.first;
+        ft.push_back({{"id", id},
+                      {"text", fi != firsts.end() ? fi->second.second : ei->second.second},
+                      {"count", count},
+                      {"freq", static_cast<double>(count) / N},
+                      {"expected", ei == expected.end() ? json(nullptr) : json(ei->second.first)}});
+      }
+      std::stable_sort(ft.begin(), ft.end(), [](const json& a, const json& b) {
+        const double ea = a["expected"].is_null() ? -1 : a["expected"].get<double>();
+        const double eb = b["expected"].is_null() ? -1 : b["expected"].get<double>();
+        if (ea != eb) return ea > eb;
+        if (a["count"] != b["count"]) return a["count"].get<int>() > b["count"].get<int>();
+        return a["id"].get<int>() < b["id"].get<int>();
+      });
+      c["first_tokens"] = ft;
+      cells.push_back(c);
+    }
+  }
+  for (int s = 0; s < S; ++s) {
+    json st = {{"label", e.strategies[s].label}, {"chain", e.strategies[s].chain}, {"runs", P * N}};
+    for (const char* k : {"distinct", "distinct_share", "distinct_1", "distinct_2", "distinct_3"})
+      st[k] = stat(across_prompts[s][k]);
+    for (std::size_t q = 0; q < std::size(kSampleKeys); ++q) st[kSampleKeys[q]] = stat(pooled[s][q]);
+    std::map<std::string, int> stops;
+    double lp_sum = 0;
+    std::size_t lp_steps = 0;
+    for (int p = 0; p < P; ++p)
+      for (const Run* r : runs_of(p, s)) {
+        ++stops[r->stop_reason];
+        for (float x : r->logprob) lp_sum += x;
+        lp_steps += r->logprob.size();
+      }
+    st["stop_reasons"] = stops;
+    st["perplexity_pooled"] = std::exp(-lp_sum / static_cast<double>(lp_steps));
+    strategies.push_back(st);
+    // Mean entropy at each step index over the runs that reached it.
+    std::vector<double> h, hc;
+    std::vector<int> n;
+    for (int p = 0; p < P; ++p)
+      for (const Run* r : runs_of(p, s))
+        for (std::size_t t = 0; t < r->entropy.size(); ++t) {
+          if (t >= n.size()) {
+            h.push_back(0);
+            hc.push_back(0);
+            n.push_back(0);
+          }
+          h[t] += r->entropy[t];
+          hc[t] += r->chain_entropy[t];
+          ++n[t];
+        }
+    for (std::size_t t = 0; t < n.size(); ++t) {
+      h[t] /= n[t];
+      hc[t] /= n[t];
+    }
+    per_step.push_back({{"strategy", s}, {"entropy", h}, {"chain_entropy", hc}, {"runs", n}});
+  }
+
+  json runs_j = json::array();
+  for (const Run* r : at) {
+    const auto m = sample_metrics(*r);
+    runs_j.push_back({{"prompt", r->prompt},
+                      {"strategy", r->strategy},
+                      {"sample", r->sample},
+                      {"seed", r->seed},
+                      {"text", r->text},
+                      {"tokens", r->tokens},
+                      {"pieces", r->pieces},
+                      {"stop_reason", r->stop_reason},
+                      {"length", r->tokens.size()},
+                      {"rep_4", m.rep4},
+                      {"loop", m.loop},
+                      {"entropy", m.entropy},
+                      {"chain_entropy", m.chain_entropy},
+                      {"logprob", m.logprob},
+                      {"perplexity", m.perplexity},
+                      {"first", r->first},
+                      {"command", run_command(e, r->prompt, r->strategy, r->sample)},
+                      {"trace", r->trace}});
+  }
+  return {{"schema", kReportSchema},
+          {"experiment", experiment_json(e)},
+          {"strategies", strategies},
+          {"cells", cells},
+          {"per_step", per_step},
+          {"runs", runs_j},
+          {"timings", {{"wall_s", wall_s}, {"run_ms", run_ms}}}};
+}
+
+// ---------------------------------------------------------------- Markdown and CSV
+
+namespace {
+
+std::string fixed(double x, int digits) {
+  if (!std::isfinite(x)) return "—";
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << x;
+  return os.str();
+}
+
+double num(const json& j) { return j.is_number() ? j.get<double>() : NAN; }
+
+std::string pm(const json& st, int digits) { return fixed(num(st["mean"]), digits) + " ± " + fixed(num(st["sd"]), digits); }
+
+// Text for one table cell or list item: control characters escaped, '|' escaped, cut to `max` characters.
+std::string show(const std::string& s, std::size_t max = 60) {
+  std::string out;
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = s[i];
+    if ((c & 0xC0) != 0x80 && ++chars > max) {
+      out += "…";
+      break;
+    }
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '|') out += "\\|";
+    else if (c == '`') out += "'";
+    else if (c < 0x20) out += "?";
+    else out += static_cast<char>(c);
+  }
+  return out;
+}
+
+std::string stops_text(const json& stops) {
+  std::string t;
+  for (const auto& [k, v] : stops.items()) t += (t.empty() ? "" : ", ") + k + " " + std::to_string(v.get<int>());
+  return t;
+}
+
+}  // namespace
+
+std::string markdown(const json& rep) {
+  const json& ex = rep["experiment"];
+  const int N = ex["samples"].get<int>();
+  std::ostringstream o;
+  o << "# glassbox compare\n\n";
+  o << "model: " << (ex["model"].get<std::string>().empty() ? "embedded toy model" : ex["model"].get<std::string>())
+    << " · " << ex["prompts"].size() << " prompt(s) × " << ex["strategies"].size() << " strategies × " << N
+    << " samples · at most " << ex["max_tokens"] << " tokens · seed " << ex["seed"]
+    << (ex["independent_seeds"].get<bool>() ? " (independent seeds per strategy)" : " (sample i: same seed in every strategy)")
+    << "\n\n";
+  o << "Mean ± standard deviation. distinct = distinct continuations per prompt; distinct-n = unique n-grams / all "
+       "n-grams across a prompt's samples; rep-4 = repeated 4-gram share within a sample; loop = longest repeated "
+       "span (tokens); H model / H chain = mean entropy (nats) of the model's distribution / of the one sampled from; "
+       "logprob = mean log p per token under the model; ppl = exp(−mean log p) over all the tokens. Definitions: docs/compare.md.\n\n";
+  const std::string head = "| distinct | distinct-1 | distinct-2 | distinct-3 | rep-4 | loop | H model | H chain | logprob | ppl | length | stops |\n";
+  const std::string rule = "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+  o << "## By strategy\n\n| strategy | chain " << head << "|---|---" << rule;
+  for (const auto& st : rep["strategies"]) {
+    o << "| " << show(st["label"]) << " | `" << show(st["chain"]) << "` | " << pm(st["distinct"], 2) << " | "
+      << pm(st["distinct_1"], 3) << " | " << pm(st["distinct_2"], 3) << " | " << pm(st["distinct_3"], 3) << " | "
+      << pm(st["rep_4"], 3) << " | " << pm(st["loop"], 1) << " | " << pm(st["entropy"], 3) << " | "
+      << pm(st["chain_entropy"], 3) << " | " << pm(st["logprob"], 3) << " | " << fixed(num(st["perplexity_pooled"]), 2) << " | "
+      << pm(st["length"], 1) << " | " << stops_text(st["stop_reasons"]) << " |\n";
+  }
+  const auto& runs = rep["runs"];
+  const int S = static_cast<int>(ex["strategies"].size());
+  for (std::size_t p = 0; p < ex["prompts"].size(); ++p) {
+    o << "\n## Prompt " << p + 1 << ": \"" << show(ex["prompts"][p], 80) << "\"\n\n| strategy " << head << "|---" << rule;
+    for (const auto& c : rep["cells"]) {
+      if (c["prompt"] != p) continue;
+      const auto& st = ex["strategies"][c["strategy"].get<int>()];
+      o << "| " << show(st["label"]) << " | " << c["distinct"] << "/" << N << " | " << fixed(num(c["distinct_1"]), 3) << " | "
+        << fixed(num(c["distinct_2"]), 3) << " | " << fixed(num(c["distinct_3"]), 3) << " | " << pm(c["rep_4"], 3) << " | "
+        << pm(c["loop"], 1) << " | " << pm(c["entropy"], 3) << " | " << pm(c["chain_entropy"], 3) << " | "
+        << pm(c["logprob"], 3) << " | " << fixed(num(c["perplexity_pooled"]), 2) << " | " << pm(c["length"], 1) << " | "
+        << stops_text(c["stop_reasons"]) << " |\n";
+    }
+    o << "\nFirst token: observed frequency (probability after the chain)\n\n";
+    for (const auto& c : rep["cells"]) {
+      if (c["prompt"] != p) continue;
+      o << "- " << show(ex["strategies"][c["strategy"].get<int>()]["label"]) << ":";
+      int shown = 0;
+      for (const auto& f : c["first_tokens"]) {
+        if (++shown > 6) break;
+        o << " `" << show(f["text"], 20) << "` " << fixed(num(f["freq"]), 3) << " ("
+          << (f["expected"].is_null() ? "—" : fixed(num(f["expected"]), 3)) << ")";
+      }
+      o << "\n";
+    }
+    constexpr int kListed = 5;
+    o << "\nSamples (the first " << std::min(N, kListed) << " of " << N
+      << " per strategy; every one, with its command, in --json and --html):\n\n";
+    for (int s = 0; s < S; ++s) {
+      o << "**" << show(ex["strategies"][s]["label"]) << "**\n\n";
+      for (int i = 0; i < std::min(N, kListed); ++i) {
+        const auto& r = runs[(p * S + s) * N + i];
+        o << i + 1 << ". \"" << show(r["text"], 100) << "\" (" << r["stop_reason"].get<std::string>() << ")  \n   `"
+          << r["command"].get<std::string>() << "`\n";
+      }
+      o << "\n";
+    }
+  }
+  return o.str();
+}
+
+namespace {
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+std::string csv_num(const json& j) {
+  if (!j.is_number()) return "";
+  std::ostringstream os;
+  os << std::setprecision(10) << j.get<double>();
+  return os.str();
+}
+}  // namespace
+
+std::string csv(const json& rep) {
+  // One row per strategy (scope "strategy", prompt empty) then one per prompt × strategy (scope "cell").
+  // Pooled cell metrics have no spread: their _sd columns are empty in cell rows.
+  const json& ex = rep["experiment"];
+  std::ostringstream o;
+  const char* pooled[] = {"distinct", "distinct_share", "distinct_1", "distinct_2", "distinct_3"};
+  o << "scope,prompt_index,prompt,strategy,chain,runs";
+  for (const char* k : pooled) o << "," << k << "," << k << "_sd";
+  for (const char* k : kSampleKeys) o << "," << k << "," << k << "_sd";
+  o << ",perplexity_pooled,stop_max_tokens,stop_stop_token,stop_context_full\n";
+  auto stops = [](const json& s) {
+    auto n = [&](const char* k) { return s.contains(k) ? std::to_string(s[k].get<int>()) : std::string("0"); };
+    return n("max_tokens") + "," + n("stop_token") + "," + n("context_full");
+  };
+  for (const auto& st : rep["strategies"]) {
+    o << "strategy,,," << csv_field(st["label"]) << "," << csv_field(st["chain"]) << "," << st["runs"];
+    for (const char* k : pooled) o << "," << csv_num(st[k]["mean"]) << "," << csv_num(st[k]["sd"]);
+    for (const char* k : kSampleKeys) o << "," << csv_num(st[k]["mean"]) << "," << csv_num(st[k]["sd"]);
+    o << "," << csv_num(st["perplexity_pooled"]) << "," << stops(st["stop_reasons"]) << "\n";
+  }
+  for (const auto& c : rep["cells"]) {
+    const auto& st = ex["strategies"][c["strategy"].get<int>()];
+    o << "cell," << c["prompt"] << "," << csv_field(ex["prompts"][c["prompt"].get<int>()]) << ","
+      << csv_field(st["label"]) << "," << csv_field(st["chain"]) << "," << c["n"];
+    for (const char* k : pooled) o << "," << csv_num(c[k]) << ",";
+    for (const char* k : kSampleKeys) o << "," << csv_num(c[k]["mean"]) << "," << csv_num(c[k]["sd"]);
+    o << "," << csv_num(c["perplexity_pooled"]) << "," << stops(c["stop_reasons"]) << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace glassbox::cli::compare

@@ -1,0 +1,112 @@
+// The sweep behind `glassbox compare`: the experiment, per-run seeds, parallel runs, metrics and reports
+// (docs/compare.md defines every metric).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace glassbox::cli::compare {
+
+inline constexpr const char* kReportSchema = "glassbox.compare/1";
+inline constexpr const char* kShardSchema = "glassbox.compare-shard/1";
+
+struct Strategy {
+  std::string label;  // as shown in reports; the chain text when none was given
+  std::string chain;  // what `glassbox run --sampler` takes
+};
+
+// Everything that decides the runs' results. Two shards belong together when these are equal.
+struct Experiment {
+  std::string model;                     // empty: the embedded default model
+  std::string tokenizer;                 // empty: the embedded default model's
+  std::string tokenizer_plugin;          // empty: llama2c
+  std::string attention;                 // empty: kv-cache
+  std::vector<std::string> plugin_path;
+  std::vector<std::string> prompts;
+  std::vector<Strategy> strategies;
+  int samples = 10;
+  std::uint64_t seed = 0;
+  int max_tokens = 64;
+  // false (default): sample i of every strategy gets the same seed (common random numbers), so that
+  // side-by-side samples differ only where the strategies do. true: the strategy index is mixed in too.
+  bool independent_seeds = false;
+
+  long long runs() const { return static_cast<long long>(prompts.size()) * strategies.size() * samples; }
+};
+
+nlohmann::json experiment_json(const Experiment& e);
+Experiment experiment_from_json(const nlohmann::json& j, const std::string& where);
+
+// "label=CHAIN" or "CHAIN": the text before the first '=' is a label when it holds no ':' or ','.
+Strategy parse_strategy(const std::string& text);
+// One prompt per line; a line starting with '{' is a JSON object with "prompt", one starting with '"' a
+// JSON string (JSONL, for prompts with newlines). Blank lines are skipped.
+std::vector<std::string> read_prompts(const std::string& path);
+// Overlays a YAML experiment file on `e`; throws ConfigError("FILE: key: what is wrong") for an
+// unknown key, a wrong type or a bad value.
+void load_experiment(const std::string& path, Experiment& e);
+// Every check that can fail before a run: counts, labels, and that every chain builds (with the
+// plugins of plugin_path). `where` prefixes messages (the experiment file, or "compare").
+void validate(const Experiment& e, const std::string& where);
+
+// The seed of one run: splitmix64 folded over (seed, prompt, [strategy,] sample); see docs/compare.md.
+std::uint64_t run_seed(const Experiment& e, int prompt, int strategy, int sample);
+// The `glassbox run` command line that reproduces one run.
+std::string run_command(const Experiment& e, int prompt, int strategy, int sample);
+
+// One run as the metrics need it. Per-step vectors cover every step that chose a token, the
+// one that chose the stop token included; `tokens` are the generated tokens (stop token excluded).
+struct Run {
+  int prompt = 0, strategy = 0, sample = 0;
+  std::uint64_t seed = 0;
+  std::vector<std::int32_t> tokens;
+  std::vector<std::string> pieces;         // text of each generated token (invalid UTF-8 replaced)
+  std::string text;                        // the continuation
+  std::vector<float> entropy;              // H of the model's distribution, nats
+  std::vector<float> chain_entropy;        // H of the distribution the chain drew from (0: argmax)
+  std::vector<float> logprob;              // log p(chosen) under the model's distribution
+  std::int32_t first = -1;                 // token chosen at step 0 (the stop token too)
+  std::string first_text;
+  std::vector<std::pair<std::int32_t, float>> first_expected;  // step 0 distribution after the chain (top 10)
+  std::vector<std::string> first_expected_text;
+  std::string stop_reason;
+  std::string trace;                       // trace file written for this run, or empty
+  double ms = 0;                           // wall time of the run (not part of any comparison)
+};
+
+nlohmann::json run_json(const Run& r);
+Run run_from_json(const nlohmann::json& j, const std::string& where);
+
+struct SweepOptions {
+  int jobs = 1;                            // worker threads, one session (model mapping) each
+  std::optional<std::pair<int, int>> shard;  // (I, N), 1 <= I <= N: runs k with k % N == I - 1
+  std::string traces_dir;                  // per-run traces (+ viewer pages) here when not empty
+  bool progress = false;                   // progress bar with ETA on stderr
+};
+
+// "I/N" -> (I, N); throws ConfigError.
+std::pair<int, int> parse_shard(const std::string& text);
+
+// Runs the experiment's runs (all, or the shard's), in parallel; results in sweep order. Sets
+// *model_sha256 (when given) to the digest of the model file the runs used.
+std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::string* model_sha256 = nullptr);
+
+// The report: the experiment, per-strategy and per-cell metrics, per-step entropy, the runs.
+// `runs` must hold every run of the sweep exactly once (any order); throws ConfigError otherwise.
+// Timings go under "timings" only, so that the rest is a pure function of the experiment.
+nlohmann::json make_report(const Experiment& e, std::vector<Run> runs, double wall_s);
+
+std::string markdown(const nlohmann::json& report);
+std::string csv(const nlohmann::json& report);
+// A self-contained page; trace links are made relative to the folder of `html_path`.
+std::string html(const nlohmann::json& report, const std::string& html_path);
+
+// Within-sample metrics, exposed for tests and docs.
+double repeated_ngram_share(const std::vector<std::int32_t>& t, int n);  // 1 - unique/total n-grams
+int longest_loop(const std::vector<std::int32_t>& t);                     // tokens in the longest repeat
+
+}  // namespace glassbox::cli::compare
