@@ -214,6 +214,17 @@ BOOST_AUTO_TEST_CASE(q8_0_activation_rounds_half_to_even_weight_file_rounds_away
     BOOST_TEST(act.qs[j] == want_act[j], "activation q[" << j << "]");
     BOOST_TEST(ref.qs[j] == want_ref[j], "weight-file q[" << j << "]");
   }
+  // ggml's SIMD path multiplies by 127/amax, not by 1/d = 1/(amax/127); for amax = 0.3f the two
+  // differ in the last bit, which moves these values across rounding boundaries: x·127/amax is
+  // exactly 0.5, 1.49999988 and 2.5 (→ 0, 1, 2), where x·(1/d) would give 1, 2, 3.
+  std::vector<float> y(32, 0.0f);
+  y[0] = 0x1.333334p-2f, y[1] = 0x1.359e72p-10f, y[2] = 0x1.d06da8p-9f, y[3] = 0x1.83060ep-8f;
+  q::block_q8_0 act3{};
+  q::quantize_activation(DType::Q8_0, y.data(), &act3, 32);
+  BOOST_TEST(act3.qs[0] == 127);
+  BOOST_TEST(act3.qs[1] == 0);
+  BOOST_TEST(act3.qs[2] == 1);
+  BOOST_TEST(act3.qs[3] == 2);
   std::vector<float> zero(64, 0.0f);
   q::block_q8_0 z[2];
   std::memset(z, 0x55, sizeof z);
