@@ -505,6 +505,29 @@ BOOST_DATA_TEST_CASE(vec_dot_matches_scalar_and_dequantized_dot, bdata::make(dot
   }
 }
 
+// The SIMD dot widens halves with its own (vectorized) conversion: a one-hot activation picks out
+// single weights, so every finite fp16 / bf16 bit pattern must come back exactly.
+BOOST_AUTO_TEST_CASE(half_dot_products_widen_every_finite_value_exactly) {
+  const std::size_t n = 64;
+  std::vector<std::uint16_t> w(n), x(n);
+  for (DType t : {DType::F16, DType::BF16}) {
+    const std::uint16_t one = t == DType::F16 ? 0x3C00 : 0x3F80;
+    std::size_t bad = 0;
+    for (std::uint32_t base = 0; base < 65536; base += n) {
+      for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<std::uint16_t>(base + i);
+      for (std::size_t j = 0; j < n; ++j) {
+        const double want = t == DType::F16 ? fp16_value(w[j]) : double(from_bits(std::uint32_t(w[j]) << 16));
+        if (!std::isfinite(want)) continue;
+        std::fill(x.begin(), x.end(), 0);
+        x[j] = one;
+        const float got = q::vec_dot(t, n, w.data(), x.data()), got_s = q::vec_dot_scalar(t, n, w.data(), x.data());
+        if (double(got) != want || double(got_s) != want) ++bad;
+      }
+    }
+    BOOST_TEST(bad == 0u, glassbox::dtype_name(t) << ": " << bad << " patterns widened wrongly");
+  }
+}
+
 // A 128-weight Q8_0 byte pattern SIMD shortcuts get wrong (ggml's maddubs saturates on −128):
 // the integer dots must be exact for any bytes.
 BOOST_AUTO_TEST_CASE(q8_0_dot_is_exact_for_extreme_bytes) {
