@@ -214,6 +214,17 @@ BOOST_AUTO_TEST_CASE(q8_0_activation_rounds_half_to_even_weight_file_rounds_away
     BOOST_TEST(act.qs[j] == want_act[j], "activation q[" << j << "]");
     BOOST_TEST(ref.qs[j] == want_ref[j], "weight-file q[" << j << "]");
   }
+  // ggml's SIMD path multiplies by 127/amax, not by 1/d = 1/(amax/127); for amax = 0.3f the two
+  // differ in the last bit, which moves these values across rounding boundaries: x·127/amax is
+  // exactly 0.5, 1.49999988 and 2.5 (→ 0, 1, 2), where x·(1/d) would give 1, 2, 3.
+  std::vector<float> y(32, 0.0f);
+  y[0] = 0x1.333334p-2f, y[1] = 0x1.359e72p-10f, y[2] = 0x1.d06da8p-9f, y[3] = 0x1.83060ep-8f;
+  q::block_q8_0 act3{};
+  q::quantize_activation(DType::Q8_0, y.data(), &act3, 32);
+  BOOST_TEST(act3.qs[0] == 127);
+  BOOST_TEST(act3.qs[1] == 0);
+  BOOST_TEST(act3.qs[2] == 1);
+  BOOST_TEST(act3.qs[3] == 2);
   std::vector<float> zero(64, 0.0f);
   q::block_q8_0 z[2];
   std::memset(z, 0x55, sizeof z);
@@ -491,6 +502,29 @@ BOOST_DATA_TEST_CASE(vec_dot_matches_scalar_and_dequantized_dot, bdata::make(dot
     const float slow = q::vec_dot_scalar(c.type, c.n, w.data(), x.data());
     BOOST_TEST(std::fabs(fast - slow) <= 1e-5 * mag, "vec_dot " << fast << " vs scalar " << slow << " (Σ|wx| " << mag << ")");
     BOOST_TEST(std::fabs(slow - ref) <= 1e-5 * mag, "scalar " << slow << " vs dequantized " << ref << " (Σ|wx| " << mag << ")");
+  }
+}
+
+// The SIMD dot widens halves with its own (vectorized) conversion: a one-hot activation picks out
+// single weights, so every finite fp16 / bf16 bit pattern must come back exactly.
+BOOST_AUTO_TEST_CASE(half_dot_products_widen_every_finite_value_exactly) {
+  const std::size_t n = 64;
+  std::vector<std::uint16_t> w(n), x(n);
+  for (DType t : {DType::F16, DType::BF16}) {
+    const std::uint16_t one = t == DType::F16 ? 0x3C00 : 0x3F80;
+    std::size_t bad = 0;
+    for (std::uint32_t base = 0; base < 65536; base += n) {
+      for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<std::uint16_t>(base + i);
+      for (std::size_t j = 0; j < n; ++j) {
+        const double want = t == DType::F16 ? fp16_value(w[j]) : double(from_bits(std::uint32_t(w[j]) << 16));
+        if (!std::isfinite(want)) continue;
+        std::fill(x.begin(), x.end(), 0);
+        x[j] = one;
+        const float got = q::vec_dot(t, n, w.data(), x.data()), got_s = q::vec_dot_scalar(t, n, w.data(), x.data());
+        if (double(got) != want || double(got_s) != want) ++bad;
+      }
+    }
+    BOOST_TEST(bad == 0u, glassbox::dtype_name(t) << ": " << bad << " patterns widened wrongly");
   }
 }
 

@@ -38,6 +38,53 @@ void check_row(const char* fn, DType t, std::size_t n) {
                      std::string(info.name) + " block size " + std::to_string(info.block_values));
 }
 
+// The conversions, inline here: the public functions are exported, so calls to them from inside
+// the shared library would go through the PLT and could not be inlined into the block loops.
+inline float half_to_f32(std::uint16_t h) {
+  // Move exponent and mantissa into f32 position and rebias the exponent (15 → 127). Inf/NaN get
+  // the all-ones exponent; subnormals (exponent 0) are built as 2^−14·(1 + m/1024) and then
+  // 2^−14 is subtracted, which is exact and never touches an f32 subnormal.
+  std::uint32_t o = static_cast<std::uint32_t>(h & 0x7FFF) << 13;
+  const std::uint32_t exp = o & 0x0F800000u;
+  o += (127u - 15u) << 23;
+  if (exp == 0x0F800000u) {
+    o += (128u - 16u) << 23;
+  } else if (exp == 0) {
+    o += 1u << 23;
+    o = f32_bits(f32_from_bits(o) - f32_from_bits(113u << 23));
+  }
+  return f32_from_bits(o | (static_cast<std::uint32_t>(h & 0x8000) << 16));
+}
+
+inline std::uint16_t f32_to_half(float f) {
+  const std::uint32_t u = f32_bits(f);
+  const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return sign | 0x7E00;   // NaN
+  if (a >= 0x477FF000u) return sign | 0x7C00;  // ≥ 65520, the midpoint above 65504 (odd), ties to inf
+  if (a >= 0x38800000u) {                      // normal in fp16 (≥ 2^−14): rebias, round off 13 bits
+    const std::uint32_t m = a - ((127u - 15u) << 23);
+    return static_cast<std::uint16_t>(sign | ((m + 0x0FFFu + ((m >> 13) & 1u)) >> 13));  // a carry bumps the exponent, correctly
+  }
+  // Subnormal in fp16: the value in units of 2^−24, rounded to nearest even.
+  const int e = static_cast<int>(a >> 23);
+  const int shift = 126 - e;  // value = M · 2^(e−150) = (M >> shift) units of 2^−24
+  if (e == 0 || shift > 24) return sign;  // below 2^−25: rounds to zero (2^−25 itself ties to even 0)
+  const std::uint32_t M = (a & 0x7FFFFFu) | 0x800000u;
+  std::uint32_t r = M >> shift;
+  const std::uint32_t rem = M & ((1u << shift) - 1), half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (r & 1u))) ++r;  // may reach 0x400, the smallest normal: correct
+  return static_cast<std::uint16_t>(sign | r);
+}
+
+inline float bf16_to_f32(std::uint16_t h) { return f32_from_bits(static_cast<std::uint32_t>(h) << 16); }
+
+inline std::uint16_t f32_to_bf16(float f) {
+  const std::uint32_t u = f32_bits(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 64);  // NaN: force quiet
+  return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);              // nearest, ties to even
+}
+
 [[noreturn]] void unsupported(const char* fn, DType t) {
   throw ConfigError(std::string(fn) + ": type " + std::string(dtype_name(t)) + " is not supported here");
 }
@@ -68,14 +115,14 @@ void get_scale_min_k4(int j, const std::uint8_t* q, std::uint8_t& sc, std::uint8
 
 void dequant_q8_0(const block_q8_0* x, float* y, std::size_t nb) {
   for (std::size_t i = 0; i < nb; ++i) {
-    const float d = fp16_to_fp32(x[i].d);
+    const float d = half_to_f32(x[i].d);
     for (std::size_t j = 0; j < QK8_0; ++j) y[i * QK8_0 + j] = static_cast<float>(x[i].qs[j]) * d;
   }
 }
 
 void dequant_q4_0(const block_q4_0* x, float* y, std::size_t nb) {
   for (std::size_t i = 0; i < nb; ++i) {
-    const float d = fp16_to_fp32(x[i].d);
+    const float d = half_to_f32(x[i].d);
     for (std::size_t j = 0; j < QK8_0 / 2; ++j) {
       const int x0 = (x[i].qs[j] & 0x0F) - 8;
       const int x1 = (x[i].qs[j] >> 4) - 8;
@@ -88,8 +135,8 @@ void dequant_q4_0(const block_q4_0* x, float* y, std::size_t nb) {
 void dequant_q4_K(const block_q4_K* x, float* y, std::size_t nb) {
   for (std::size_t i = 0; i < nb; ++i) {
     const std::uint8_t* q = x[i].qs;
-    const float d = fp16_to_fp32(x[i].d);
-    const float dmin = fp16_to_fp32(x[i].dmin);
+    const float d = half_to_f32(x[i].d);
+    const float dmin = half_to_f32(x[i].dmin);
     for (int is = 0; is < 8; is += 2, q += 32) {  // 64 values: two sub-blocks share 32 bytes
       std::uint8_t sc, m;
       get_scale_min_k4(is, x[i].scales, sc, m);
@@ -106,8 +153,8 @@ void dequant_q5_K(const block_q5_K* x, float* y, std::size_t nb) {
   for (std::size_t i = 0; i < nb; ++i) {
     const std::uint8_t* ql = x[i].qs;
     const std::uint8_t* qh = x[i].qh;
-    const float d = fp16_to_fp32(x[i].d);
-    const float dmin = fp16_to_fp32(x[i].dmin);
+    const float d = half_to_f32(x[i].d);
+    const float dmin = half_to_f32(x[i].dmin);
     std::uint8_t u1 = 1, u2 = 2;  // the qh bits of the current pair of sub-blocks
     for (int is = 0; is < 8; is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
       std::uint8_t sc, m;
@@ -130,7 +177,7 @@ int q6_value(const std::uint8_t* ql, const std::uint8_t* qh, int l, int k) {
 
 void dequant_q6_K(const block_q6_K* x, float* y, std::size_t nb) {
   for (std::size_t i = 0; i < nb; ++i) {
-    const float d = fp16_to_fp32(x[i].d);
+    const float d = half_to_f32(x[i].d);
     const std::uint8_t* ql = x[i].ql;
     const std::uint8_t* qh = x[i].qh;
     const std::int8_t* sc = x[i].scales;
@@ -155,7 +202,7 @@ void quant_q8_0_ref(const float* x, block_q8_0* y, std::size_t nb) {
     for (std::size_t j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
+    y[i].d = f32_to_half(d);
     for (std::size_t j = 0; j < QK8_0; ++j) y[i].qs[j] = static_cast<std::int8_t>(std::roundf(x[j] * id));
   }
 }
@@ -173,7 +220,7 @@ void quant_q4_0_ref(const float* x, block_q4_0* y, std::size_t nb) {
       }
     const float d = max / -8.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = fp32_to_fp16(d);
+    y[i].d = f32_to_half(d);
     for (std::size_t j = 0; j < QK8_0 / 2; ++j) {
       const auto q0 = static_cast<std::uint8_t>(std::min<int>(15, static_cast<std::int8_t>(x[j] * id + 8.5f)));
       const auto q1 = static_cast<std::uint8_t>(std::min<int>(15, static_cast<std::int8_t>(x[j + 16] * id + 8.5f)));
@@ -190,7 +237,7 @@ void quant_q8_0_act(const float* x, block_q8_0* y, std::size_t nb) {
     for (std::size_t j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
     const float d = amax / 127.0f;
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    y[i].d = fp32_to_fp16(d);
+    y[i].d = f32_to_half(d);
     for (std::size_t j = 0; j < QK8_0; ++j) {
       const float q = std::nearbyint(x[j] * id);  // default rounding mode: nearest, ties to even
       y[i].qs[j] = static_cast<std::int8_t>(std::clamp(q, -128.0f, 127.0f));
@@ -235,13 +282,13 @@ float dot_f32_scalar(const float* a, const float* b, std::size_t n) {
 
 float dot_f16_scalar(const std::uint16_t* a, const std::uint16_t* b, std::size_t n) {
   float s = 0.0f;
-  for (std::size_t i = 0; i < n; ++i) s += fp16_to_fp32(a[i]) * fp16_to_fp32(b[i]);
+  for (std::size_t i = 0; i < n; ++i) s += half_to_f32(a[i]) * half_to_f32(b[i]);
   return s;
 }
 
 float dot_bf16_scalar(const std::uint16_t* a, const std::uint16_t* b, std::size_t n) {
   float s = 0.0f;
-  for (std::size_t i = 0; i < n; ++i) s += bf16_to_fp32(a[i]) * bf16_to_fp32(b[i]);
+  for (std::size_t i = 0; i < n; ++i) s += bf16_to_f32(a[i]) * bf16_to_f32(b[i]);
   return s;
 }
 
@@ -250,7 +297,7 @@ float dot_q8_0_scalar(const block_q8_0* x, const block_q8_0* y, std::size_t nb) 
   for (std::size_t i = 0; i < nb; ++i) {
     int sumi = 0;
     for (std::size_t j = 0; j < QK8_0; ++j) sumi += x[i].qs[j] * y[i].qs[j];
-    s += static_cast<float>(sumi) * (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
+    s += static_cast<float>(sumi) * (half_to_f32(x[i].d) * half_to_f32(y[i].d));
   }
   return s;
 }
@@ -263,7 +310,7 @@ float dot_q4_0_scalar(const block_q4_0* x, const block_q8_0* y, std::size_t nb) 
       sumi += ((x[i].qs[j] & 0x0F) - 8) * y[i].qs[j];
       sumi += ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
     }
-    s += static_cast<float>(sumi) * fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d);
+    s += static_cast<float>(sumi) * half_to_f32(x[i].d) * half_to_f32(y[i].d);
   }
   return s;
 }
@@ -294,8 +341,8 @@ float dot_q4_K_scalar(const block_q4_K* x, const block_q8_K* y, std::size_t nb) 
       }
     int isum, imin;
     kquant_sums(q, x[i].scales, y[i], isum, imin);
-    sum += fp16_to_fp32(x[i].d) * y[i].d * static_cast<float>(isum);
-    sum_min += fp16_to_fp32(x[i].dmin) * y[i].d * static_cast<float>(imin);
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(isum);
+    sum_min += half_to_f32(x[i].dmin) * y[i].d * static_cast<float>(imin);
   }
   return sum - sum_min;
 }
@@ -311,8 +358,8 @@ float dot_q5_K_scalar(const block_q5_K* x, const block_q8_K* y, std::size_t nb) 
       }
     int isum, imin;
     kquant_sums(q, x[i].scales, y[i], isum, imin);
-    sum += fp16_to_fp32(x[i].d) * y[i].d * static_cast<float>(isum);
-    sum_min += fp16_to_fp32(x[i].dmin) * y[i].d * static_cast<float>(imin);
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(isum);
+    sum_min += half_to_f32(x[i].dmin) * y[i].d * static_cast<float>(imin);
   }
   return sum - sum_min;
 }
@@ -332,7 +379,7 @@ float dot_q6_K_scalar(const block_q6_K* x, const block_q8_K* y, std::size_t nb) 
           isum += x[i].scales[8 * half + 2 * k + c] * dot;
         }
     }
-    sum += fp16_to_fp32(x[i].d) * y[i].d * static_cast<float>(isum);
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(isum);
   }
   return sum;
 }
@@ -367,12 +414,37 @@ void widen_f16(const std::uint16_t* h, float* f, std::size_t n) {
 #if defined(__F16C__)
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+#elif defined(__SSE4_1__)
+  // half_to_f32 on 4 lanes at once, the branches turned into masks.
+  const __m128i zero = _mm_setzero_si128(), exp_mask = _mm_set1_epi32(0x0F800000);
+  const __m128i rebias = _mm_set1_epi32((127 - 15) << 23), one_exp = _mm_set1_epi32(1 << 23);
+  const __m128 magic = _mm_castsi128_ps(_mm_set1_epi32(113 << 23));
+  for (; i + 4 <= n; i += 4) {
+    const __m128i v = _mm_unpacklo_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(h + i)), zero);
+    __m128i o = _mm_slli_epi32(_mm_and_si128(v, _mm_set1_epi32(0x7FFF)), 13);
+    const __m128i exp = _mm_and_si128(o, exp_mask);
+    o = _mm_add_epi32(o, rebias);
+    o = _mm_add_epi32(o, _mm_and_si128(_mm_cmpeq_epi32(exp, exp_mask), rebias));  // inf/NaN
+    const __m128i sub = _mm_cmpeq_epi32(exp, zero);                                // subnormal/zero
+    const __m128 renorm = _mm_sub_ps(_mm_castsi128_ps(_mm_add_epi32(o, one_exp)), magic);
+    const __m128 r = _mm_blendv_ps(_mm_castsi128_ps(o), renorm, _mm_castsi128_ps(sub));
+    const __m128i sign = _mm_slli_epi32(_mm_and_si128(v, _mm_set1_epi32(0x8000)), 16);
+    _mm_storeu_ps(f + i, _mm_or_ps(r, _mm_castsi128_ps(sign)));
+  }
 #endif
-  for (; i < n; ++i) f[i] = fp16_to_fp32(h[i]);
+  for (; i < n; ++i) f[i] = half_to_f32(h[i]);
 }
 
 void widen_bf16(const std::uint16_t* h, float* f, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) f[i] = bf16_to_fp32(h[i]);
+  std::size_t i = 0;
+#if defined(__SSE4_1__)
+  for (; i + 8 <= n; i += 8) {  // interleaving zeros below each half is the shift by 16
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i));
+    _mm_storeu_ps(f + i, _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), v)));
+    _mm_storeu_ps(f + i + 4, _mm_castsi128_ps(_mm_unpackhi_epi16(_mm_setzero_si128(), v)));
+  }
+#endif
+  for (; i < n; ++i) f[i] = bf16_to_f32(h[i]);
 }
 
 template <void (*Widen)(const std::uint16_t*, float*, std::size_t)>
@@ -432,7 +504,7 @@ float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
   float acc[4] = {0, 0, 0, 0};
   for (std::size_t i = 0; i < nb; ++i) {
     const int sumi = hsum(iadd(dot16(load16(x[i].qs), load16(y[i].qs)), dot16(load16(x[i].qs + 16), load16(y[i].qs + 16))));
-    acc[i & 3] += static_cast<float>(sumi) * (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
+    acc[i & 3] += static_cast<float>(sumi) * (half_to_f32(x[i].d) * half_to_f32(y[i].d));
   }
   return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
@@ -445,7 +517,7 @@ float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
     const __m128i lo = _mm_sub_epi8(lo_nibbles(q), eight);  // values 0..15
     const __m128i hi = _mm_sub_epi8(hi_nibbles(q), eight);  // values 16..31
     const int sumi = hsum(iadd(dot16(lo, load16(y[i].qs)), dot16(hi, load16(y[i].qs + 16))));
-    acc[i & 3] += static_cast<float>(sumi) * fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d);
+    acc[i & 3] += static_cast<float>(sumi) * half_to_f32(x[i].d) * half_to_f32(y[i].d);
   }
   return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
@@ -475,8 +547,8 @@ float dot_q4_K_simd(const block_q4_K* x, const block_q8_K* y, std::size_t nb) {
       const ivec hi = iadd(dot16(hi_nibbles(q0), load16(qy + 32)), dot16(hi_nibbles(q1), load16(qy + 48)));
       acc = iadd(acc, iadd(iscale(lo, sc[2 * g]), iscale(hi, sc[2 * g + 1])));
     }
-    sum += fp16_to_fp32(x[i].d) * y[i].d * static_cast<float>(hsum(acc));
-    sum_min += fp16_to_fp32(x[i].dmin) * y[i].d * static_cast<float>(imin);
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(hsum(acc));
+    sum_min += half_to_f32(x[i].dmin) * y[i].d * static_cast<float>(imin);
   }
   return sum - sum_min;
 }
@@ -505,8 +577,8 @@ float dot_q5_K_simd(const block_q5_K* x, const block_q8_K* y, std::size_t nb) {
       const ivec hi = iadd(dot16(hi0, load16(qy + 32)), dot16(hi1, load16(qy + 48)));
       acc = iadd(acc, iadd(iscale(lo, sc[2 * g]), iscale(hi, sc[2 * g + 1])));
     }
-    sum += fp16_to_fp32(x[i].d) * y[i].d * static_cast<float>(hsum(acc));
-    sum_min += fp16_to_fp32(x[i].dmin) * y[i].d * static_cast<float>(imin);
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(hsum(acc));
+    sum_min += half_to_f32(x[i].dmin) * y[i].d * static_cast<float>(imin);
   }
   return sum - sum_min;
 }
@@ -537,7 +609,7 @@ float dot_q6_K_simd(const block_q6_K* x, const block_q8_K* y, std::size_t nb) {
         acc = iadd(acc, iscale(dot16(v3, load16(qy + 96 + 16 * c)), sc[c + 6]));
       }
     }
-    sum += fp16_to_fp32(x[i].d) * y[i].d * static_cast<float>(hsum(acc));
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(hsum(acc));
   }
   return sum;
 }
@@ -559,45 +631,10 @@ const T* as(const void* p) {
 
 // ---- public API -----------------------------------------------------------------------------------
 
-float fp16_to_fp32(std::uint16_t h) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16;
-  const std::uint32_t exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
-  if (exp == 0) {  // zero or subnormal: mant · 2^−24, exact in f32
-    const float v = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -v : v;
-  }
-  if (exp == 31) return f32_from_bits(sign | 0x7F800000u | (mant << 13));  // inf / NaN
-  return f32_from_bits(sign | ((exp + 127 - 15) << 23) | (mant << 13));
-}
-
-std::uint16_t fp32_to_fp16(float f) {
-  const std::uint32_t u = f32_bits(f);
-  const auto sign = static_cast<std::uint16_t>((u >> 16) & 0x8000);
-  const std::uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return sign | 0x7E00;   // NaN
-  if (a >= 0x477FF000u) return sign | 0x7C00;  // ≥ 65520, the midpoint above 65504 (odd), ties to inf
-  if (a >= 0x38800000u) {                      // normal in fp16 (≥ 2^−14): rebias, round off 13 bits
-    const std::uint32_t m = a - ((127u - 15u) << 23);
-    return static_cast<std::uint16_t>(sign | ((m + 0x0FFFu + ((m >> 13) & 1u)) >> 13));  // a carry bumps the exponent, correctly
-  }
-  // Subnormal in fp16: the value in units of 2^−24, rounded to nearest even.
-  const int e = static_cast<int>(a >> 23);
-  const int shift = 126 - e;  // value = M · 2^(e−150) = (M >> shift) units of 2^−24
-  if (e == 0 || shift > 24) return sign;  // below 2^−25: rounds to zero (2^−25 itself ties to even 0)
-  const std::uint32_t M = (a & 0x7FFFFFu) | 0x800000u;
-  std::uint32_t r = M >> shift;
-  const std::uint32_t rem = M & ((1u << shift) - 1), half = 1u << (shift - 1);
-  if (rem > half || (rem == half && (r & 1u))) ++r;  // may reach 0x400, the smallest normal: correct
-  return static_cast<std::uint16_t>(sign | r);
-}
-
-float bf16_to_fp32(std::uint16_t h) { return f32_from_bits(static_cast<std::uint32_t>(h) << 16); }
-
-std::uint16_t fp32_to_bf16(float f) {
-  const std::uint32_t u = f32_bits(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 64);  // NaN: force quiet
-  return static_cast<std::uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);              // nearest, ties to even
-}
+float fp16_to_fp32(std::uint16_t h) { return half_to_f32(h); }
+std::uint16_t fp32_to_fp16(float f) { return f32_to_half(f); }
+float bf16_to_fp32(std::uint16_t h) { return bf16_to_f32(h); }
+std::uint16_t fp32_to_bf16(float f) { return f32_to_bf16(f); }
 
 void dequantize_row(DType t, const void* src, float* dst, std::size_t n) {
   check_row("dequantize_row", t, n);
@@ -605,10 +642,10 @@ void dequantize_row(DType t, const void* src, float* dst, std::size_t n) {
   switch (t) {
     case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
     case DType::F16:
-      for (std::size_t i = 0; i < n; ++i) dst[i] = fp16_to_fp32(as<std::uint16_t>(src)[i]);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = half_to_f32(as<std::uint16_t>(src)[i]);
       return;
     case DType::BF16:
-      for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_fp32(as<std::uint16_t>(src)[i]);
+      for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(as<std::uint16_t>(src)[i]);
       return;
     case DType::Q8_0: dequant_q8_0(as<block_q8_0>(src), dst, nb); return;
     case DType::Q4_0: dequant_q4_0(as<block_q4_0>(src), dst, nb); return;
@@ -654,10 +691,10 @@ void quantize_activation(DType t, const float* src, void* dst, std::size_t n) {
   switch (t) {
     case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
     case DType::F16:
-      for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(dst)[i] = fp32_to_fp16(src[i]);
+      for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(dst)[i] = f32_to_half(src[i]);
       return;
     case DType::BF16:
-      for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(dst)[i] = fp32_to_bf16(src[i]);
+      for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
       return;
     case DType::Q8_0: quant_q8_0_act(src, static_cast<block_q8_0*>(dst), nb); return;
     case DType::Q8_K: quant_q8_K(src, static_cast<block_q8_K*>(dst), nb); return;
