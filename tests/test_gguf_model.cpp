@@ -10,6 +10,7 @@
 #include <cstring>
 #include <functional>
 
+#include "glassbox/chat_template.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/model.hpp"
 #include "glassbox/registry.hpp"
@@ -252,4 +253,29 @@ BOOST_AUTO_TEST_CASE(unsupported_architecture_lists_what_is) {
   BOOST_TEST(r.rc == 2);
   BOOST_TEST(r.err.find("architecture 'llamb' is not supported (supported: llama)") != std::string::npos, r.err);
   fs::remove_all(dir);
+}
+
+// Chat formats recognized from the templates that real models ship (abridged from their GGUF files).
+BOOST_DATA_TEST_CASE(chat_formats_are_recognized,
+                     bdata::make({std::string("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"),
+                                  std::string("{{ '<|begin_of_text|>' }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"),
+                                  std::string("{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + message['content'] + ' [/INST]' }}{% endif %}"),
+                                  std::string("{% for message in messages %}{% if message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + eos_token }}{% elif message['role'] == 'assistant' %}{{ '<|assistant|>\\n' }}{% endif %}{% endfor %}</s>"),
+                                  std::string("{{ messages }}"), std::string("")}) ^
+                         bdata::make({"chatml", "llama-3", "llama-2", "zephyr", "plain", "none"}),
+                     tmpl, name) {
+  BOOST_TEST(glassbox::chat_format_name(glassbox::detect_chat_format(tmpl)) == name);
+}
+
+BOOST_AUTO_TEST_CASE(chat_turns_render_in_each_format) {
+  using glassbox::ChatFormat;
+  const std::vector<glassbox::ChatMessage> m = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Name?"}};
+  BOOST_TEST(glassbox::render_chat(ChatFormat::ChatML, m) ==
+             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
+             "<|im_start|>user\nName?<|im_end|>\n<|im_start|>assistant\n");
+  BOOST_TEST(glassbox::render_chat(ChatFormat::Llama2, m) ==
+             "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST] Hello. </s><s>[INST] Name? [/INST]");
+  BOOST_TEST(glassbox::render_chat(ChatFormat::Llama3, {{"user", "Hi"}}) ==
+             "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  BOOST_TEST(glassbox::render_chat(ChatFormat::Zephyr, {{"user", "Hi"}}) == "<|user|>\nHi</s>\n<|assistant|>\n");
 }
