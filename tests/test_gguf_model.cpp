@@ -165,7 +165,7 @@ BOOST_AUTO_TEST_CASE(weights_keep_their_stored_type) {
   BOOST_TEST(glassbox::dtype_name(w.layers[0].wq.dtype) == "Q4_0");
   BOOST_TEST(glassbox::dtype_name(w.layers[0].w2.dtype) == "F16");
   BOOST_TEST(glassbox::dtype_name(w.wcls.dtype) == "Q8_0");
-  BOOST_TEST(w.type_summary() == "F16 ×5, F32 ×11, Q4_0 ×31, Q8_0 ×1");
+  BOOST_TEST(w.type_summary() == "F16:5, F32:11, Q4_0:31, Q8_0:1");
   // The view points into the mapped file: nothing was converted.
   const auto* begin = src->file().data();
   BOOST_TEST((w.layers[0].wq.data >= begin && w.layers[0].wq.data < begin + src->file().size()));
@@ -185,7 +185,7 @@ BOOST_AUTO_TEST_CASE(trace_header_names_format_and_weight_types) {
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   const json h = gbtest::read_jsonl(dir / "t.jsonl").at(0);
   BOOST_TEST(h["model"]["format"] == "gguf");
-  BOOST_TEST(h["model"]["weight_types"] == "F16 ×5, F32 ×11, Q4_0 ×31, Q8_0 ×1");
+  BOOST_TEST(h["model"]["weight_types"] == "F16:5, F32:11, Q4_0:31, Q8_0:1");
   BOOST_TEST(h["tokenizer"]["path"] == "");
   const auto v = gbtest::run_cli({"trace", "validate", (dir / "t.jsonl").string()});
   BOOST_TEST(v.rc == 0, v.err + v.out);
