@@ -1,6 +1,10 @@
 // `glassbox run`: generate a continuation, streamed to stdout, with an optional step trace.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <thread>
 
 #include "commands.hpp"
 #include "glassbox/engine.hpp"
@@ -20,6 +24,71 @@ class NullSink final : public TraceSink {
   void summary(const Summary&) override {}
 };
 
+// --json: one JSON object per chosen token on stdout, shaped like OpenAI's `logprobs.content[]` entries
+// (token, bytes, logprob, top_logprobs) plus the token id, so tools that already parse those read these.
+// Logprobs are the raw model distribution's, as in the trace's `logprob` and `top`.
+// --pace MS / --pace-tps R: the pause before each streamed token, so a class can read along.
+std::chrono::microseconds pace_delay(const RunOptions& o) {
+  double ms = o.pace_ms;
+  if (o.pace_tps > 0) ms = std::max(ms, 1000.0 / o.pace_tps);
+  return std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000));
+}
+
+// Notes whether any step drew a random number: a greedy run's seed changes nothing, so it is not announced.
+class DrawWatch final : public TraceSink {
+ public:
+  void header(const RunHeader&) override {}
+  void step(const StepEvent& e) override { drew = drew || e.draw_u >= 0; }
+  void summary(const Summary&) override {}
+  bool drew = false;
+};
+
+class JsonTokenSink final : public TraceSink {
+ public:
+  using Json = nlohmann::ordered_json;
+  JsonTokenSink(const Tokenizer& tok, int top_n) : tok_(tok), top_n_(top_n) {}
+  void header(const RunHeader&) override {}
+  void step(const StepEvent& e) override {
+    const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
+    // log Σ exp(logits), from the chosen token when listed (its logprob is exact), else from the first.
+    double lse = 0;
+    if (!e.top.empty()) {
+      lse = e.top[0].logit - std::log(static_cast<double>(e.top[0].prob));
+      for (const auto& t : e.top)
+        if (t.id == e.token) lse = static_cast<double>(t.logit) - e.logprob;
+    }
+    Json top = Json::array();
+    for (std::size_t i = 0; i < e.top.size() && static_cast<int>(i) < top_n_; ++i) {
+      const auto& t = e.top[i];
+      const std::string text(tok_.decode(prev, t.id));
+      top.push_back({{"id", t.id}, {"token", text}, {"bytes", bytes(text)},
+                     {"logprob", traces::json_float(t.id == e.token ? e.logprob : static_cast<float>(t.logit - lse))}});
+    }
+    const std::string text(e.token_text);
+    Json j = {{"type", "token"}, {"step", e.step}, {"phase", e.phase}, {"pos", e.pos}, {"id", e.token},
+              {"token", text}, {"bytes", bytes(text)}, {"logprob", traces::json_float(e.logprob)}, {"top_logprobs", top}};
+    if (e.forced) j["forced"] = true;
+    const auto eog = tok_.eog_ids();
+    if (e.token == tok_.bos_id() || std::find(eog.begin(), eog.end(), e.token) != eog.end())
+      j["stop"] = true;  // a stop token: it ends the run and is never printed
+    print(j);
+  }
+  void summary(const Summary&) override {}
+  // Key order as written (type first), invalid UTF-8 in half-character pieces replaced, never thrown on.
+  static void print(const Json& j) {
+    std::cout << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n" << std::flush;
+  }
+
+ private:
+  static Json bytes(const std::string& s) {
+    Json b = Json::array();
+    for (unsigned char c : s) b.push_back(c);
+    return b;
+  }
+  const Tokenizer& tok_;
+  int top_n_;
+};
+
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "generate text from a prompt, streaming it to stdout");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, true);
@@ -31,8 +100,9 @@ void add_run_command(CLI::App& app) {
     g.level = opt.trace_level;
     g.trace_top_k = opt.trace_top;
     g.seed = s->seed;
+    if (opt.json) g.trace_top_k = std::max(g.trace_top_k, opt.top_logprobs);
     g.record_stages = !opt.trace.empty() || opt.show_probs;  // per-stage records only when shown
-    g.report_distribution = g.record_stages;
+    g.report_distribution = g.record_stages || opt.json;
     if (!opt.replay.empty()) {
       // Teacher forcing: the golden's chosen tokens are appended whatever this run's sampler picks,
       // so that every step stays comparable with the golden (docs/golden-traces.md).
@@ -58,6 +128,8 @@ void add_run_command(CLI::App& app) {
     TeeSink sinks;
     NullSink null;
     sinks.add(&null);
+    DrawWatch draws;
+    sinks.add(&draws);
     if (!opt.trace.empty()) {
       writer = std::make_unique<traces::JsonlWriter>(opt.trace, *s->tokenizer);
       sinks.add(writer.get());
@@ -67,17 +139,36 @@ void add_run_command(CLI::App& app) {
       probs = std::make_unique<traces::ProbsSink>(std::cerr, *s->tokenizer);
       sinks.add(probs.get());
     }
+    std::unique_ptr<JsonTokenSink> json_out;
+    if (opt.json) {
+      json_out = std::make_unique<JsonTokenSink>(*s->tokenizer, opt.top_logprobs);
+      sinks.add(json_out.get());
+    }
     Engine engine(*s->model, *s->tokenizer, *s->attention, *s->sampler);
-    if (opt.echo) {
+    if (opt.echo && !opt.json) {
       std::fwrite(opt.prompt.data(), 1, opt.prompt.size(), stdout);
       std::fflush(stdout);
     }
     Summary sum;
     try {
-      sum = engine.generate(opt.prompt, g, s->header, sinks, [](std::string_view piece) {
+      std::string text;
+      const auto pace = pace_delay(opt);
+      sum = engine.generate(opt.prompt, g, s->header, sinks, [&](std::string_view piece) {
+        if (pace.count() > 0) std::this_thread::sleep_for(pace);
+        if (opt.json) {
+          text += piece;
+          return;
+        }
         std::fwrite(piece.data(), 1, piece.size(), stdout);
         std::fflush(stdout);
       });
+      if (opt.json) {
+        JsonTokenSink::Json j = {{"type", "summary"}, {"text", text}, {"generated", sum.generated},
+                                 {"stop_reason", sum.stop_reason}, {"ttft_ms", sum.ttft_ms},
+                                 {"prefill_tok_s", sum.prefill_tok_s}, {"decode_tok_s", sum.decode_tok_s}};
+        if (draws.drew) j["seed"] = s->seed;
+        JsonTokenSink::print(j);
+      }
     } catch (const std::exception& e) {
       if (probs) probs->flush();
       if (writer) writer->error(e.what());  // the trace ends in an error line, never a summary
@@ -86,7 +177,9 @@ void add_run_command(CLI::App& app) {
     std::fflush(stdout);
     std::cerr << "\n[glassbox] " << sum.generated << " tokens, stop: " << sum.stop_reason << ", ttft "
               << sum.ttft_ms << " ms, prefill " << sum.prefill_tok_s << " tok/s, decode " << sum.decode_tok_s
-              << " tok/s, seed " << s->seed << "\n";
+              << " tok/s";
+    if (draws.drew) std::cerr << ", seed " << s->seed;
+    std::cerr << "\n";
   });
 }
 

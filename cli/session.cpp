@@ -1,6 +1,7 @@
 // Options -> pipeline: YAML config merging, default model lookup, plugin creation and cross-checks.
 #include "session.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -43,6 +44,10 @@ RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(c
   cmd->add_flag("--echo", echo_, "print the prompt before the continuation");
   cmd->add_flag("--show-probs", show_probs_, "draw each step's top candidates on stderr");
   cmd->add_option("--replay", replay_, "teacher-force the tokens chosen in this trace");
+  cmd->add_flag("--json", json_, "stdout: one JSON object per token (id, token, logprob, top_logprobs), then a summary object");
+  cmd->add_option("--top-logprobs", top_logprobs_, "alternatives listed per token with --json (default 5)")->check(CLI::Range(0, 1000));
+  cmd->add_option("--pace", pace_ms_, "wait MS milliseconds before each streamed token (for watching)")->check(CLI::Range(0.0, 60000.0));
+  cmd->add_option("--pace-tps", pace_tps_, "stream at most R tokens per second (for watching)")->check(CLI::Range(0.0, 1e6));
 }
 
 namespace {
@@ -104,6 +109,25 @@ void apply_replay_defaults(RunOptions& o, const std::function<bool(const std::st
 
 }  // namespace
 
+namespace {
+// A prompt piped in (`echo text | glassbox run`): stdin is a pipe or a file, not a terminal or /dev/null.
+std::optional<std::string> piped_prompt() {
+  struct stat st {};
+  if (isatty(0) || fstat(0, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISREG(st.st_mode))) return std::nullopt;
+  constexpr std::size_t kMax = 16 << 20;  // a prompt, not a data set: refuse rather than swallow gigabytes
+  std::string text;
+  char buf[65536];
+  ssize_t n;
+  while ((n = ::read(0, buf, sizeof buf)) > 0) {
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > kMax) throw InputError("the prompt on stdin is over 16 MiB");
+  }
+  if (text.ends_with('\n')) text.pop_back();  // echo's newline is not part of the prompt
+  if (text.ends_with('\r')) text.pop_back();
+  return text;
+}
+}  // namespace
+
 RunOptions RunOptionsBinder::finish() {
   RunOptions o;
   std::string tok_path, tok_plugin;
@@ -148,12 +172,17 @@ RunOptions RunOptionsBinder::finish() {
         else if (key == "echo") o.echo = v.as<bool>();
         else if (key == "show_probs") o.show_probs = v.as<bool>();
         else if (key == "replay") o.replay = yaml_scalar(v, where);
+        else if (key == "json") o.json = v.as<bool>();
+        else if (key == "top_logprobs") o.top_logprobs = v.as<int>();
+        else if (key == "pace") o.pace_ms = v.as<double>();
+        else if (key == "pace_tps") o.pace_tps = v.as<double>();
         else if (key == "plugin_path") {
           if (v.IsSequence()) for (const auto& p : v) o.plugin_path.emplace_back(p.as<std::string>());
           else o.plugin_path.emplace_back(yaml_scalar(v, where));
         } else
           throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, attention, sampler, "
-                            "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, plugin_path)");
+                            "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, json, top_logprobs, "
+                            "pace, pace_tps, plugin_path)");
       }
     } catch (const YAML::BadConversion& e) {
       throw ConfigError(config_ + ": line " + std::to_string(e.mark.line + 1) + ": value has the wrong type");
@@ -171,6 +200,8 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--attention")) o.attention = parse_plugin_spec(attention_, "attention");
   if (given("--plugin-path")) for (const auto& p : plugin_path_) o.plugin_path.emplace_back(p);
   if (given("--prompt")) o.prompt = prompt_;
+  else if (cmd_->get_option_no_throw("--prompt") && !from_config.count("prompt") && !given("--replay") && !from_config.count("replay"))
+    if (auto p = piped_prompt(); p && !p->empty()) o.prompt = *p;
   if (given("--max-tokens")) o.max_tokens = max_tokens_;
   if (given("--context")) o.context = context_;
   if (o.context < 0) throw ConfigError("context = " + std::to_string(o.context) + " (expected >= 1)");
@@ -183,6 +214,13 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--echo")) o.echo = echo_;
   if (given("--show-probs")) o.show_probs = show_probs_;
   if (given("--replay")) o.replay = replay_;
+  if (given("--json")) o.json = json_;
+  if (given("--top-logprobs")) o.top_logprobs = top_logprobs_;
+  if (o.top_logprobs < 0 || o.top_logprobs > 1000) throw ConfigError("top_logprobs = " + std::to_string(o.top_logprobs) + " (expected 0..1000)");
+  if (given("--pace")) o.pace_ms = pace_ms_;
+  if (given("--pace-tps")) o.pace_tps = pace_tps_;
+  if (!(o.pace_ms >= 0 && o.pace_ms <= 60000)) throw ConfigError("pace = " + std::to_string(o.pace_ms) + " ms (expected 0..60000)");
+  if (!(o.pace_tps >= 0)) throw ConfigError("pace_tps = " + std::to_string(o.pace_tps) + " (expected >= 0)");
   if (!o.replay.empty()) {
     apply_replay_defaults(o, [&](const std::string& key) {
       std::string opt = "--" + key;

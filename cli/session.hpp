@@ -32,6 +32,10 @@ struct RunOptions {
   int trace_top = 10;                      // candidates listed per step and per stage
   bool echo = false;
   bool show_probs = false;
+  bool json = false;                       // stdout: one JSON object per token, then a summary object
+  int top_logprobs = 5;                    // alternatives listed per token with --json
+  double pace_ms = 0;                      // pause before each streamed token (demonstrations)
+  double pace_tps = 0;                     // or a rate in tokens per second (the slower of the two wins)
   std::string replay;
   std::vector<std::filesystem::path> plugin_path;
 };
@@ -48,9 +52,10 @@ class RunOptionsBinder {
   std::string config_, model_, tokenizer_, tokenizer_plugin_, attention_, sampler_, prompt_, trace_,
       trace_level_, replay_;
   std::vector<std::string> plugin_path_;
-  int max_tokens_ = 256, trace_top_ = 10, context_ = 0;
+  int max_tokens_ = 256, trace_top_ = 10, context_ = 0, top_logprobs_ = 5;
+  double pace_ms_ = 0, pace_tps_ = 0;
   std::uint64_t seed_ = 0;
-  bool echo_ = false, show_probs_ = false;
+  bool echo_ = false, show_probs_ = false, json_ = false;
 };
 
 // Where the embedded default model and tokenizer live (next to the binary, or compiled-in path).
