@@ -106,6 +106,7 @@ void add_trace_command(CLI::App& app) {
   add_diff(trace);
   add_render(trace);
   add_html(trace);
+  add_trace_import(trace);
 }
 
 std::function<bool(const std::vector<std::string>&)> add_plugins_graph_options(CLI::App* plugins) {

@@ -16,6 +16,8 @@ void add_tokenize_command(CLI::App& app);
 void add_plugins_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_trace_command(CLI::App& app);
+// `trace import` (trace_import.cpp): other engines' logits as a glassbox trace.
+void add_trace_import(CLI::App* trace);
 // `plugins --graph` (cmd_trace.cpp): adds its options; the returned function draws the pipeline and
 // returns true when --graph was given, else returns false.
 std::function<bool(const std::vector<std::string>& plugin_path)> add_plugins_graph_options(CLI::App* plugins);

@@ -120,3 +120,110 @@ BOOST_AUTO_TEST_CASE(greedy_run_announces_no_seed) {
   BOOST_TEST_REQUIRE(d.rc == 0, d.err);
   BOOST_TEST(d.err.find("seed 5") != std::string::npos, d.err);
 }
+
+// ---- trace import: another engine's logits as a glassbox trace, then `trace diff` ----
+
+BOOST_AUTO_TEST_SUITE(trace_import, *boost::unit_test::precondition(gbtest::NeedsShared()))
+
+namespace {
+
+std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// glassbox's own greedy run over `prompt`, every logit traced, as long as the golden's `steps` positions.
+fs::path glassbox_run(const fs::path& dir, const json& golden) {
+  const fs::path t = dir / "glassbox.jsonl";
+  const int n = static_cast<int>(golden["steps"].size() - golden["prompt_ids"].size() + 1);
+  const auto r = run_cli(cat(cat({"run"}, gbtest::stories_args()),
+                             {"--prompt", golden["prompt"], "--max-tokens", std::to_string(n), "--sampler", "greedy",
+                              "--trace", t.string(), "--trace-level", "full"}));
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  return t;
+}
+
+gbtest::CliResult import(const fs::path& file, const fs::path& out, std::vector<std::string> more = {}) {
+  return run_cli(cat(cat({"trace", "import", file.string(), "-o", out.string()}, gbtest::stories_args()), more));
+}
+
+}  // namespace
+
+// llama2.c's logits imported agree with glassbox's within the default tolerances (exit 0); one logit moved
+// by 0.05 is a regression (exit 1), named at its step.
+BOOST_DATA_TEST_CASE(llama2c_golden_diffs_clean_and_catches_a_perturbation, boost::unit_test::data::xrange(2), index) {
+  const fs::path dir = gbtest::temp_dir("import" + std::to_string(index));
+  const fs::path src = gbtest::shared("golden/llama2c-stories260K-greedy.jsonl");
+  const auto goldens = gbtest::read_jsonl(src);
+  const json& g = goldens.at(static_cast<std::size_t>(index));
+  const fs::path ours = glassbox_run(dir, g);
+
+  const auto imp = import(src, dir / "ext.jsonl", {"--prompt-index", std::to_string(index)});
+  BOOST_TEST_REQUIRE(imp.rc == 0, imp.err);
+  const auto ext = gbtest::read_jsonl(dir / "ext.jsonl");
+  BOOST_TEST(ext.front()["prompt"] == g["prompt"]);
+  BOOST_TEST(ext.front()["prompt_ids"] == g["prompt_ids"]);
+  const auto clean = run_cli({"trace", "diff", (dir / "ext.jsonl").string(), ours.string()});
+  BOOST_TEST(clean.rc == 0, clean.out << clean.err);
+  BOOST_TEST(clean.out.find("token agreement: " + std::to_string(ext.size() - 2) + "/" + std::to_string(ext.size() - 2)) != std::string::npos, clean.out);
+
+  // Move one logit of a generated position (the 4th step after the prompt) by 0.05.
+  std::string text;
+  const std::size_t pos = g["prompt_ids"].size() + 3;
+  for (std::size_t i = 0; i < goldens.size(); ++i) {
+    json line = goldens[i];
+    if (i == static_cast<std::size_t>(index)) line["steps"][pos]["logits"][100] = line["steps"][pos]["logits"][100].get<double>() + 0.05;
+    text += line.dump() + "\n";
+  }
+  gbtest::write_file(dir / "perturbed.jsonl", text);
+  BOOST_TEST_REQUIRE(import(dir / "perturbed.jsonl", dir / "ext2.jsonl", {"--prompt-index", std::to_string(index)}).rc == 0);
+  const auto bad = run_cli({"trace", "diff", (dir / "ext2.jsonl").string(), ours.string()});
+  BOOST_TEST(bad.rc == 1, bad.out << bad.err);
+  BOOST_TEST(bad.out.find("step 4: ") != std::string::npos, bad.out);
+}
+
+// A raw float32 dump of the same logits (what a llama2.c build writes with fwrite) imports to the same steps.
+BOOST_AUTO_TEST_CASE(float32_dump) {
+  const fs::path dir = gbtest::temp_dir("import-dump");
+  const json g = gbtest::read_jsonl(gbtest::shared("golden/llama2c-stories260K-greedy.jsonl")).at(0);
+  std::string bytes;
+  for (const auto& s : g["steps"])
+    for (const auto& l : s["logits"]) {
+      const float f = l.get<float>();
+      bytes.append(reinterpret_cast<const char*>(&f), sizeof f);
+    }
+  gbtest::write_file(dir / "logits.bin", bytes);
+  BOOST_TEST(import(dir / "logits.bin", dir / "x.jsonl").rc == 2);  // no prompt: it cannot know the context
+  const auto r = import(dir / "logits.bin", dir / "x.jsonl", {"--prompt", g["prompt"]});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const auto d = run_cli({"trace", "diff", (dir / "x.jsonl").string(), glassbox_run(dir, g).string()});
+  BOOST_TEST(d.rc == 0, d.out);
+  gbtest::write_file(dir / "short.bin", bytes.substr(0, bytes.size() - 2));
+  const auto bad = import(dir / "short.bin", dir / "y.jsonl", {"--prompt", g["prompt"]});
+  BOOST_TEST(bad.rc == 2);
+  BOOST_TEST(bad.err.find("not a whole number of rows of 512") != std::string::npos, bad.err);
+}
+
+// A file that is not a glassbox trace is named as such, with the command that converts it; importing a
+// glassbox trace says it is one already; a prompt index past the end is an error.
+BOOST_AUTO_TEST_CASE(not_a_trace) {
+  const std::string src = gbtest::shared("golden/llama2c-stories260K-greedy.jsonl").string();
+  for (const char* sub : {"validate", "diff"}) {
+    std::vector<std::string> a = {"trace", sub, src};
+    if (std::string(sub) == "diff") a.push_back(src);
+    const auto r = run_cli(a);
+    BOOST_TEST(r.rc == 2);
+    BOOST_TEST(r.err.find("not a glassbox trace") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("glassbox trace import") != std::string::npos, r.err);
+  }
+  const fs::path dir = gbtest::temp_dir("import-bad");
+  BOOST_TEST_REQUIRE(import(src, dir / "t.jsonl").rc == 0);
+  const auto again = import(dir / "t.jsonl", dir / "u.jsonl");
+  BOOST_TEST(again.rc == 2);
+  BOOST_TEST(again.err.find("already a glassbox trace") != std::string::npos, again.err);
+  const auto past = import(src, dir / "v.jsonl", {"--prompt-index", "9"});
+  BOOST_TEST(past.rc == 2);
+  BOOST_TEST(past.err.find("holds 4 prompts") != std::string::npos, past.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

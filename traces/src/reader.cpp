@@ -246,7 +246,13 @@ json parse_line(const std::string& text, const std::string& w) {
   }
   if (!j.is_object()) throw TraceError(w + ": expected a JSON object, got " + std::string(j.type_name()));
   auto t = j.find("type");
-  if (t == j.end()) throw TraceError(w + ": missing field type");
+  if (t == j.end()) {
+    // Most often another engine's output (a llama2.c / llama.cpp golden): say so, and how to convert it.
+    std::string keys;
+    for (const auto& [k, v] : j.items()) keys += (keys.empty() ? "" : ", ") + k;
+    throw TraceError(w + ": not a glassbox trace (no field type; its fields: " + (keys.empty() ? "none" : keys) +
+                     "); `glassbox trace import` converts other engines' logits into one");
+  }
   if (!t->is_string()) throw TraceError(w + ": type: expected a string, got " + std::string(t->type_name()));
   return j;
 }

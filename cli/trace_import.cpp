@@ -1,0 +1,269 @@
+// `glassbox trace import`: another engine's per-position logits (llama2.c / llama.cpp goldens, raw float32 dumps)
+// as a glassbox trace, so that `trace diff` compares glassbox with that engine step by step.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+
+#include "commands.hpp"
+#include "glassbox/error.hpp"
+#include "glassbox/traces/diff.hpp"
+#include "glassbox/traces/reader.hpp"
+#include "glassbox/traces/writer.hpp"
+#include "session.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace glassbox::cli {
+
+namespace {
+
+// What the other engine computed: the prompt, then the logits after each fed position and the token it fed next.
+struct External {
+  std::string format;                      // for messages: "llama2.c golden", "llama.cpp golden", "float32 dump"
+  std::string prompt;                      // text, when the file has it
+  std::vector<std::int32_t> prompt_ids;    // empty: encode `prompt` with the tokenizer
+  std::vector<std::vector<float>> logits;  // [pos][vocab], from position 0
+  std::vector<std::int32_t> next;          // [pos]: the token fed after pos (-1: unknown, the chain's pick)
+  std::string model_hint;                  // a model file the golden names (llama.cpp's "file")
+};
+
+std::vector<float> read_logits(const json& l, const std::string& where) {
+  if (!l.is_array() || l.empty()) throw InputError(where + ".logits: expected an array of numbers");
+  std::vector<float> out(l.size());
+  for (std::size_t i = 0; i < l.size(); ++i) {
+    if (!l[i].is_number()) throw InputError(where + ".logits[" + std::to_string(i) + "]: expected a number, got " + l[i].type_name());
+    out[i] = l[i].get<float>();
+  }
+  return out;
+}
+
+std::int32_t read_id(const json& o, const char* key, const std::string& where) {
+  auto it = o.find(key);
+  if (it == o.end() || !it->is_number_integer()) throw InputError(where + "." + key + ": expected a token id");
+  return it->get<std::int32_t>();
+}
+
+// One object of a golden JSONL (llama2.c's {prompt, prompt_ids, steps[{pos, input, next, logits}]} or
+// llama.cpp's {file, prompt, prompt_ids, steps[{pos, token, logits}]}).
+External from_golden(const json& g, const std::string& where) {
+  External x;
+  auto steps = g.find("steps");
+  if (steps == g.end() || !steps->is_array() || steps->empty()) throw InputError(where + ": no 'steps' array");
+  const bool llama2c = (*steps)[0].contains("input");
+  x.format = llama2c ? "llama2.c golden" : "llama.cpp golden";
+  if (g.contains("prompt") && g["prompt"].is_string()) x.prompt = g["prompt"].get<std::string>();
+  if (auto p = g.find("prompt_ids"); p != g.end()) {
+    if (!p->is_array() || p->empty()) throw InputError(where + ".prompt_ids: expected a non-empty array of token ids");
+    for (const auto& id : *p) {
+      if (!id.is_number_integer()) throw InputError(where + ".prompt_ids: expected token ids");
+      x.prompt_ids.push_back(id.get<std::int32_t>());
+    }
+  }
+  if (auto f = g.find("file"); f != g.end() && f->is_string()) x.model_hint = f->get<std::string>();
+  const auto n = steps->size();
+  for (std::size_t i = 0; i < n; ++i) {
+    const json& s = (*steps)[i];
+    const std::string w = where + ".steps[" + std::to_string(i) + "]";
+    if (!s.is_object()) throw InputError(w + ": expected an object");
+    if (s.contains("pos") && s["pos"] != i) throw InputError(w + ".pos: " + s["pos"].dump() + ", expected " + std::to_string(i));
+    const std::int32_t fed = read_id(s, llama2c ? "input" : "token", w);
+    if (i < x.prompt_ids.size() && fed != x.prompt_ids[i])
+      throw InputError(w + ": feeds token " + std::to_string(fed) + " but prompt_ids[" + std::to_string(i) + "] is " +
+                       std::to_string(x.prompt_ids[i]));
+    if (i > 0 && x.next[i - 1] >= 0 && x.next[i - 1] != fed)
+      throw InputError(w + ": feeds token " + std::to_string(fed) + " but the previous step chose " + std::to_string(x.next[i - 1]));
+    if (i > 0 && x.next[i - 1] < 0) x.next[i - 1] = fed;  // llama.cpp: the token fed here is the previous one's next
+    x.logits.push_back(read_logits(s.contains("logits") ? s["logits"] : json(), w));
+    x.next.push_back(llama2c ? read_id(s, "next", w) : -1);
+  }
+  return x;
+}
+
+// A raw little-endian float32 dump: one row of vocab_size logits per position from 0, as a llama2.c
+// build writes with fwrite(logits, sizeof(float), vocab_size, f) after each forward. The tokens fed are
+// the prompt's, then each row's argmax (a greedy run's dump).
+External from_dump(const std::string& path, int vocab) {
+  External x;
+  x.format = "float32 dump";
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
+  const auto size = static_cast<std::uintmax_t>(f.tellg());
+  const std::uintmax_t row = static_cast<std::uintmax_t>(vocab) * sizeof(float);
+  if (size == 0 || size % row != 0)
+    throw InputError(path + ": " + std::to_string(size) + " bytes is not a whole number of rows of " + std::to_string(vocab) +
+                     " float32 logits (the model's vocabulary); not a golden JSONL either");
+  f.seekg(0);
+  for (std::uintmax_t r = 0; r < size / row; ++r) {
+    std::vector<float> l(static_cast<std::size_t>(vocab));
+    f.read(reinterpret_cast<char*>(l.data()), static_cast<std::streamsize>(row));
+    if (!f) throw InputError(path + ": read failed");
+    x.logits.push_back(std::move(l));
+    x.next.push_back(-1);
+  }
+  return x;
+}
+
+}  // namespace
+
+void add_trace_import(CLI::App* trace) {
+  struct Args {
+    std::string file, out, sampler = "greedy";
+    int index = -1, top = 10;
+  };
+  auto a = std::make_shared<Args>();
+  auto* cmd = trace->add_subcommand(
+      "import", "turn another engine's logits (llama2.c/llama.cpp golden JSONL, float32 dump) into a glassbox trace");
+  cmd->add_option("FILE", a->file, "golden JSONL (one prompt per line) or raw float32 logits dump")->required();
+  cmd->add_option("-o,--output", a->out, "the glassbox trace to write")->required();
+  cmd->add_option("--prompt-index", a->index, "which line (prompt) of a golden JSONL, from 0 (default 0)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--sampler,-s", a->sampler, "the chain re-applied to each step's logits (default greedy, as goldens are)")->capture_default_str();
+  cmd->add_option("--trace-top", a->top, "candidates listed per step and per stage")->check(CLI::Range(1, 1000))->capture_default_str();
+  // --model/--tokenizer fill the header (model file, SHA-256, config) and decode token texts; --prompt
+  // gives a dump's prompt text.
+  auto binder = std::make_shared<RunOptionsBinder>(cmd, false);
+  auto prompt = std::make_shared<std::string>();
+  cmd->add_option("--prompt,-p", *prompt, "the prompt a float32 dump started from (a golden JSONL names its own)");
+  cmd->callback([a, binder, prompt, cmd] {
+    RunOptions opt = binder->finish();
+    opt.sampler = parse_plugin_chain(a->sampler, "sampler");
+    opt.seed = 0;  // the chain re-applied here must select by argmax: a drawing chain would pick at random
+    std::ifstream in(a->file, std::ios::binary);
+    if (!in) throw InputError(a->file + ": cannot read: " + std::strerror(errno));
+    const bool is_json = in.peek() == '{';
+
+    // A golden JSONL: the chosen line, which may name its model (llama.cpp's "file", beside in ../gguf/).
+    json g;
+    if (is_json) {
+      std::string line;
+      std::vector<std::string> lines;
+      while (std::getline(in, line))
+        if (!line.empty()) lines.push_back(std::move(line));
+      const int pick = std::max(a->index, 0);
+      if (pick >= static_cast<int>(lines.size()))
+        throw InputError(a->file + ": --prompt-index " + std::to_string(pick) + " but the file holds " +
+                         std::to_string(lines.size()) + " prompt" + (lines.size() == 1 ? "" : "s"));
+      const std::string where = a->file + ":" + std::to_string(pick + 1);
+      try {
+        g = json::parse(lines[pick]);
+      } catch (const json::parse_error&) {
+        throw InputError(where + ": not valid JSON");
+      }
+      if (!g.is_object()) throw InputError(where + ": expected a JSON object");
+      if (g.value("type", "") == "header" || g.contains("schema"))
+        throw InputError(a->file + " is already a glassbox trace: diff it directly");
+      if (lines.size() > 1 && a->index < 0)
+        std::cerr << "glassbox: " << a->file << " holds " << lines.size() << " prompts; importing the first ("
+                  << g.value("prompt", std::string()) << "); --prompt-index picks another\n";
+      if (opt.model.empty() && g.contains("file") && g["file"].is_string()) {
+        for (const fs::path& p : {fs::path(a->file).parent_path() / g["file"].get<std::string>(),
+                                  fs::path(a->file).parent_path() / ".." / "gguf" / g["file"].get<std::string>()}) {
+          std::error_code ec;
+          if (fs::exists(p, ec)) {
+            opt.model = p.lexically_normal().string();
+            break;
+          }
+        }
+      }
+    }
+    if (opt.model.empty())
+      throw ConfigError("name the model the logits came from with --model (and --tokenizer for a llama2.c checkpoint): "
+                        "the trace's header records it and the token texts come from its vocabulary");
+    auto s = open_session(opt);
+    const int V = s->config.vocab_size;
+    External x;
+    if (is_json) {
+      x = from_golden(g, a->file + ":" + std::to_string(std::max(a->index, 0) + 1));
+    } else {
+      x = from_dump(a->file, V);
+      if (!cmd->get_option("--prompt")->count()) throw ConfigError("a float32 dump holds no prompt: give it with --prompt");
+    }
+    if (cmd->get_option("--prompt")->count()) x.prompt = *prompt;
+    if (x.prompt_ids.empty()) x.prompt_ids = s->tokenizer->encode(x.prompt, true, false);
+    for (std::size_t i = 0; i < x.logits.size(); ++i)
+      if (static_cast<int>(x.logits[i].size()) != V)
+        throw InputError(a->file + ": position " + std::to_string(i) + " has " + std::to_string(x.logits[i].size()) +
+                         " logits but model " + opt.model + " has a vocabulary of " + std::to_string(V) + ": another model?");
+    for (auto id : x.prompt_ids)
+      if (id < 0 || id >= V) throw InputError(a->file + ": prompt token " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(V));
+    const int P = static_cast<int>(x.prompt_ids.size());
+    if (static_cast<int>(x.logits.size()) < P)
+      throw InputError(a->file + ": " + std::to_string(x.logits.size()) + " positions of logits, fewer than the prompt's " +
+                       std::to_string(P) + " tokens: nothing was generated");
+    if (P > s->config.seq_len) throw InputError(a->file + ": the prompt is longer than the model's context");
+
+    // Glassbox's steps start at the prompt's last position: step 0 is the prefill's distribution.
+    const int n_steps = std::min(static_cast<int>(x.logits.size()) - P + 1, s->config.seq_len - P + 1);
+    RunHeader h = s->header;
+    h.prompt = x.prompt;
+    h.prompt_ids = x.prompt_ids;
+    h.max_tokens = n_steps;
+    h.level = TraceLevel::Full;
+    h.seed = 0;
+    traces::JsonlWriter writer(a->out, *s->tokenizer);
+    writer.header(h);
+
+    SamplerChain& chain = *s->sampler;
+    chain.reset(0);
+    for (auto id : x.prompt_ids) chain.accept(id);
+    const int top_k = std::min(a->top, V);
+    std::vector<std::int32_t> order(static_cast<std::size_t>(V));
+    std::vector<TokenProb> top(static_cast<std::size_t>(top_k));
+    Summary sum;
+    sum.stop_reason = "max_tokens";
+    std::int32_t prev = x.prompt_ids.back();
+    for (int k = 0; k < n_steps; ++k) {
+      const int pos = P - 1 + k;
+      const std::vector<float>& l = x.logits[static_cast<std::size_t>(pos)];
+      const std::int32_t pick = chain.sample(l, true, top_k);
+      const std::int32_t token = x.next[static_cast<std::size_t>(pos)] >= 0 ? x.next[static_cast<std::size_t>(pos)] : pick;
+      if (token < 0 || token >= V) throw InputError(a->file + ": position " + std::to_string(pos) + " chose token " + std::to_string(token) + ", outside the vocabulary");
+      // The raw distribution, computed as the engine does (engine.cpp's report).
+      std::iota(order.begin(), order.end(), 0);
+      std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](std::int32_t p, std::int32_t q) {
+        return l[p] > l[q] || (l[p] == l[q] && p < q);
+      });
+      const float m = l[order[0]];
+      double total = 0, mean_shifted = 0;
+      for (float v : l) total += std::exp(v - m);
+      for (float v : l) mean_shifted += std::exp(v - m) / total * (v - m);
+      for (int i = 0; i < top_k; ++i) top[i] = {order[i], l[order[i]], static_cast<float>(std::exp(l[order[i]] - m) / total)};
+      StepEvent e;
+      e.phase = k == 0 ? "prefill" : "decode";
+      e.step = k;
+      e.pos = pos;
+      e.input_ids = k == 0 ? std::span<const std::int32_t>(x.prompt_ids) : std::span<const std::int32_t>(&prev, 1);
+      e.token = token;
+      e.token_text = s->tokenizer->decode(prev, token);
+      e.prob = static_cast<float>(std::exp(l[token] - m) / total);
+      e.logprob = static_cast<float>(l[token] - m - std::log(total));
+      e.entropy = static_cast<float>(std::log(total) - mean_shifted);
+      e.top = top;
+      e.logits = l;
+      e.stages = chain.stage_records();
+      e.chain_prob = chain.chosen_prob();
+      e.draw_u = chain.draw_u();
+      e.sampled = pick;
+      e.forced = token != pick;  // the other engine chose otherwise (a near-tie): recorded, as in a replay
+      e.kv = {pos + 1, s->config.seq_len, 0};
+      writer.step(e);
+      if (token == s->tokenizer->eos_id() || token == s->tokenizer->bos_id()) {
+        sum.stop_reason = "stop_token";
+        break;
+      }
+      chain.accept(token);
+      prev = token;
+      ++sum.generated;
+    }
+    writer.summary(sum);
+    const auto t = traces::read_trace(a->out);  // what was written is a valid trace
+    std::cerr << "glassbox: " << a->out << ": " << x.format << " " << a->file << ", prompt " << traces::show_text(x.prompt, 40)
+              << ", " << t.steps.size() << " steps (positions " << P - 1 << ".." << P - 2 + static_cast<int>(t.steps.size())
+              << "), every logit\n";
+  });
+}
+
+}  // namespace glassbox::cli
