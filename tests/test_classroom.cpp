@@ -227,3 +227,64 @@ BOOST_AUTO_TEST_CASE(not_a_trace) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// ---- diff reports a person can read ----
+
+namespace {
+
+gbtest::CliResult diff_files(const fs::path& a, const fs::path& b) {
+  return run_cli({"trace", "diff", a.string(), b.string()});
+}
+
+}  // namespace
+
+// A candidate one run's top-p stage removed and the other kept is reported as cut, with its probability,
+// not as a |Δlogprob| of ~100; the report shows that stage's lists side by side, since the model's agree.
+BOOST_AUTO_TEST_CASE(a_token_cut_by_a_stage_is_reported_as_cut) {
+  const fs::path dir = gbtest::temp_dir("cut");
+  const fs::path golden = dir / "golden.jsonl", cut = dir / "cut.jsonl";
+  const auto r = run_cli({"run", "--prompt", "The", "--max-tokens", "8", "--sampler", "top-k:5,top-p:0.95,dist", "--seed", "3",
+                          "--trace", golden.string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  auto lines = gbtest::read_jsonl(golden);
+  // The first step where top-p keeps more than the chosen token: drop its last kept candidate after top-p.
+  int step = -1;
+  std::string dropped;
+  for (std::size_t i = 1; i + 1 < lines.size() && step < 0; ++i) {
+    json& st = lines[i]["stages"];
+    if (st.size() != 3 || st[1]["kept"].get<int>() < 3 || st[1]["top"].size() != st[1]["kept"].get<std::size_t>()) continue;
+    step = lines[i]["step"].get<int>();
+    dropped = st[1]["top"].back()["text"].get<std::string>();
+    BOOST_TEST_REQUIRE(st[1]["top"].back()["id"] != lines[i]["token"]["id"]);
+    for (std::size_t k = 1; k < 3; ++k) {
+      st[k]["top"].erase(st[k]["top"].size() - 1);
+      st[k]["kept"] = st[k]["kept"].get<int>() - 1;
+      double total = 0;
+      for (const auto& t : st[k]["top"]) total += t["prob"].get<double>();
+      for (auto& t : st[k]["top"]) t["prob"] = t["prob"].get<double>() / total;
+    }
+  }
+  BOOST_TEST_REQUIRE(step >= 0, "no step where top-p kept 3 or more candidates");
+  std::string text;
+  for (const auto& l : lines) text += l.dump() + "\n";
+  gbtest::write_file(cut, text);
+  const auto d = diff_files(golden, cut);
+  BOOST_TEST(d.rc == 1, d.out << d.err);
+  BOOST_TEST(d.out.find("stage top-p cut \"" + dropped + "\"") != std::string::npos, d.out);
+  BOOST_TEST(d.out.find("in new but kept it in golden (p ") != std::string::npos, d.out);
+  BOOST_TEST(d.out.find("the model's distributions agree; they part after sampler stage 2, top-p") != std::string::npos, d.out);
+  BOOST_TEST(d.out.find("99.") == std::string::npos, d.out);  // no log-of-zero difference
+  BOOST_TEST(d.out.find("stage dist cut") == std::string::npos, d.out);  // later stages follow from it
+  BOOST_TEST(d.out.find("how to read this") != std::string::npos, d.out);
+}
+
+// Two argmax runs with different seeds are the same computation: no note about their seeds.
+BOOST_AUTO_TEST_CASE(greedy_traces_with_other_seeds_diff_without_a_seed_note) {
+  const fs::path dir = gbtest::temp_dir("seeds");
+  for (const char* seed : {"1", "2"})
+    BOOST_TEST_REQUIRE(run_cli({"run", "--prompt", "The", "--max-tokens", "5", "--sampler", "greedy", "--seed", seed, "--trace",
+                                (dir / (std::string(seed) + ".jsonl")).string()}).rc == 0);
+  const auto d = diff_files(dir / "1.jsonl", dir / "2.jsonl");
+  BOOST_TEST(d.rc == 0, d.out);
+  BOOST_TEST(d.out.find("seeds differ") == std::string::npos, d.out);
+}

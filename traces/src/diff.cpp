@@ -107,12 +107,13 @@ struct Delta {
 
 // max |Δlogprob| over the union of both top-K lists. Where one side does not list a candidate, its logprob
 // is only known to be <= its floor: the difference counts as (other - floor) when that is positive.
-Delta delta_logprob(const Dist& g, const Dist& n, const DiffOptions& opt) {
+Delta delta_logprob(const Dist& g, const Dist& n, const DiffOptions& opt, const std::vector<std::int32_t>& skip = {}) {
   Delta r;
   std::vector<std::int32_t> ids = g.order;
   for (auto id : n.order)
     if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
   for (auto id : ids) {
+    if (std::find(skip.begin(), skip.end(), id) != skip.end()) continue;
     const auto a = g.logprob(id), b = n.logprob(id);
     double d = 0, ref = 0;
     bool bound = false;
@@ -133,6 +134,22 @@ Delta delta_logprob(const Dist& g, const Dist& n, const DiffOptions& opt) {
     if (d / tol > r.worst_ratio) r.worst_ratio = d / tol, r.worst_id = id, r.worst_d = d, r.worst_tol = tol;
   }
   return r;
+}
+
+// Candidates a stage kept on one side and removed on the other: listed with p > 0 on one side, absent from
+// the other side's complete list. Their |Δlogprob| would read as ~100 (log of nothing); they are "cut".
+struct Cut {
+  std::int32_t id;
+  bool in_golden;  // kept by golden, cut by new (else the reverse)
+  double p;        // its probability where it was kept
+};
+std::vector<Cut> find_cuts(const Dist& g, const Dist& n) {
+  std::vector<Cut> out;
+  for (auto id : g.order)
+    if (n.everything && !n.lp.count(id) && g.lp.at(id) > kTinyLogprob) out.push_back({id, true, std::exp(g.lp.at(id))});
+  for (auto id : n.order)
+    if (g.everything && !g.lp.count(id) && n.lp.at(id) > kTinyLogprob) out.push_back({id, false, std::exp(n.lp.at(id))});
+  return out;
 }
 
 // max |Δlogit| over the ids whose logit both sides know (every id with full logits).
@@ -268,7 +285,13 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
   if (gh["plugins"]["tokenizer"]["name"] != nh["plugins"]["tokenizer"]["name"])
     r.notes.push_back("tokenizer plugins differ: golden " + plugin_desc(gh["plugins"]["tokenizer"]) + ", new " +
                       plugin_desc(nh["plugins"]["tokenizer"]));
-  if (gh["seed"] != nh["seed"]) r.notes.push_back("seeds differ: golden " + gh["seed"].dump() + ", new " + nh["seed"].dump());
+  // A seed matters only to a chain that draws: two argmax runs with different seeds are the same computation.
+  auto draws = [](const Trace& t) {
+    for (const auto& s : t.steps)
+      if (!s["draw"]["u"].is_null()) return true;
+    return false;
+  };
+  if (gh["seed"] != nh["seed"] && (draws(golden) || draws(next))) r.notes.push_back("seeds differ: golden " + gh["seed"].dump() + ", new " + nh["seed"].dump());
   if (gh["rng"] != nh["rng"]) r.notes.push_back("generators differ: golden " + gh["rng"].dump() + ", new " + nh["rng"].dump());
   if (gh["plugins"]["sampler"] != nh["plugins"]["sampler"])
     r.regressions.push_back("sampler chain differs: golden " + chain_desc(gh) + ", new " + chain_desc(nh));
@@ -309,6 +332,7 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
     d.kl = kl_divergence(gd, xd, d.kl_exact);
     if (d.kl > opt.kl) d.failures.push_back("KL " + num(d.kl) + " > " + num(opt.kl));
 
+    d.raw_within = d.failures.empty();
     const json& gs = g["stages"];
     const json& xs = x["stages"];
     if (gs.size() != xs.size()) {
@@ -320,11 +344,29 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
                                gs[i]["name"].get<std::string>());
           continue;
         }
-        const Delta sd = delta_logprob(stage_dist(gs[i], r.top_k), stage_dist(xs[i], r.top_k), opt);
-        if (sd.max > d.dstage) d.dstage = sd.max, d.dstage_name = gs[i]["name"].get<std::string>();
+        const std::string name = gs[i]["name"].get<std::string>();
+        const Dist ga = stage_dist(gs[i], r.top_k), xa = stage_dist(xs[i], r.top_k);
+        const auto cuts = find_cuts(ga, xa);
+        std::vector<std::int32_t> cut_ids;
+        const std::size_t before = d.failures.size();
+        for (const auto& c : cuts) {
+          cut_ids.push_back(c.id);
+          d.failures.push_back("stage " + name + " cut " + token_desc(g, c.id, &x) + " in " + (c.in_golden ? "new" : "golden") +
+                               " but kept it in " + (c.in_golden ? "golden" : "new") + " (p " + num(c.p) + " there)");
+        }
+        if (gs[i]["kept"] != xs[i]["kept"])
+          d.failures.push_back("stage " + name + " kept " + xs[i]["kept"].dump() + " candidates in new, " + gs[i]["kept"].dump() +
+                               " in golden");
+        const Delta sd = delta_logprob(ga, xa, opt, cut_ids);
+        if (sd.max > d.dstage) d.dstage = sd.max, d.dstage_name = name;
         if (sd.worst_ratio > 1)
-          d.failures.push_back("after stage " + gs[i]["name"].get<std::string>() + ": |Δlogprob| " + num(sd.worst_d) +
-                               " > " + num(sd.worst_tol) + " for " + token_desc(g, sd.worst_id, &x));
+          d.failures.push_back("after stage " + name + ": |Δlogprob| " + num(sd.worst_d) + " > " + num(sd.worst_tol) + " for " +
+                               token_desc(g, sd.worst_id, &x));
+        if (d.failures.size() > before) {
+          // Later stages start from this one's output: their differences follow from it, not reported again.
+          d.stage_index = static_cast<int>(i);
+          break;
+        }
       }
     }
     if (!d.failures.empty() && r.first_out_of_tolerance < 0) r.first_out_of_tolerance = k;
@@ -404,23 +446,34 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
     out << "\n" << title << ": step " << k << " (" << g["phase"].get<std::string>() << ", pos " << g["pos"] << ")\n";
     for (const auto& f : d->failures) out << "  " << f << "\n";
     const Dist gd = raw_dist(g, r.top_k, r.full_logits), xd = raw_dist(x, r.top_k, r.full_logits);
-    auto row = [&](const json& s, int i) {
+    // The model's distribution, or, when it agrees and a sampler stage is where the runs part, that stage's.
+    const bool stage_view = d->raw_within && d->stage_index >= 0 && d->stage_index < static_cast<int>(g["stages"].size());
+    const json& glist = stage_view ? g["stages"][d->stage_index]["top"] : g["top"];
+    const json& xlist = stage_view ? x["stages"][d->stage_index]["top"] : x["top"];
+    if (stage_view)
+      out << "  the model's distributions agree; they part after sampler stage " << d->stage_index + 1 << ", "
+          << g["stages"][d->stage_index]["name"].get<std::string>() << " (kept: golden " << g["stages"][d->stage_index]["kept"]
+          << ", new " << x["stages"][d->stage_index]["kept"] << "):\n";
+    auto row = [&](const json& s, const json& list, int i) {
       std::ostringstream o;
-      const json& t = s["top"][i];
+      const json& t = list[i];
       const auto id = t["id"].get<std::int32_t>();
       const char mark = id == s["token"]["id"] ? '*' : id == s["draw"]["selected"] ? '>' : ' ';
       o << mark << std::setw(2) << i + 1 << " " << std::left << std::setw(18) << show_text(t["text"].get<std::string>(), 14)
-        << std::right << std::setw(6) << id << std::fixed << std::setprecision(4) << std::setw(10) << t["logit"].get<double>()
-        << std::setw(8) << t["prob"].get<double>();
+        << std::right << std::setw(6) << id << std::fixed << std::setprecision(4);
+      if (t.contains("logit")) o << std::setw(10) << t["logit"].get<double>();
+      else o << std::setw(10) << "";
+      o << std::setw(8) << t["prob"].get<double>();
       return o.str();
     };
-    const int rows = std::max(std::min<int>(r.top_k, g["top"].size()), std::min<int>(r.top_k, x["top"].size()));
+    const int gn = std::min<int>(r.top_k, glist.size()), xn = std::min<int>(r.top_k, xlist.size());
+    const int rows = std::max(gn, xn);
     out << "   " << std::left << std::setw(52) << "GOLDEN" << "NEW\n" << std::right;
     out << "   " << std::left << std::setw(52) << " #  token                 id     logit    prob"
         << " #  token                 id     logit    prob\n" << std::right;
     for (int i = 0; i < rows; ++i) {
-      std::string a = i < std::min<int>(r.top_k, g["top"].size()) ? row(g, i) : "";
-      std::string b = i < std::min<int>(r.top_k, x["top"].size()) ? row(x, i) : "";
+      std::string a = i < gn ? row(g, glist, i) : "";
+      std::string b = i < xn ? row(x, xlist, i) : "";
       out << "  " << a << std::string(a.size() < 53 ? 53 - a.size() : 1, ' ') << b << "\n";
     }
     out << "  (* appended token, > the sampler's own pick where it differs)\n";
@@ -474,6 +527,13 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
   line("max |Δlogit|:    ", mlg, mlg_s);
   line(r.full_logits ? "max KL:          " : "max KL (bound):  ", mkl, mkl_s);
   line("max stage |Δlp|: ", mst, mst_s);
+  out << "\nhow to read this\n"
+         "  logprob      log of a token's probability (0 = certain; -0.69 = one chance in two)\n"
+         "  |Δlogprob|   how far apart the two runs put the same token's logprob (0.01 ≈ 1% relative)\n"
+         "  |Δlogit|     the same for the raw scores the model outputs before softmax\n"
+         "  KL           the information lost using new's distribution for golden's (0 = identical)\n"
+         "  stage        the distribution after one sampler stage (top-k, top-p, temperature, ...)\n"
+         "  cut          a token a stage removed in one run and kept in the other\n";
   if (r.regression()) {
     out << "\nREGRESSION: " << r.regressions.size() << " difference" << (r.regressions.size() == 1 ? "" : "s") << "\n";
     const std::size_t show = 12;

@@ -30,6 +30,8 @@ struct StepDiff {
   bool kl_exact = false;
   double dstage = 0;            // max |Δlogprob| over the top-K of any sampler stage's distribution
   std::string dstage_name;
+  int stage_index = -1;         // the first sampler stage whose distribution is out of tolerance (-1: none)
+  bool raw_within = true;       // the model's own distribution agrees (a difference, if any, is in a stage)
   std::vector<std::string> failures;  // why this step is out of tolerance (empty: within)
 };
 
