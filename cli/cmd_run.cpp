@@ -68,6 +68,7 @@ class JsonTokenSink final : public TraceSink {
     Json j = {{"type", "token"}, {"step", e.step}, {"phase", e.phase}, {"pos", e.pos}, {"id", e.token},
               {"token", text}, {"bytes", bytes(text)}, {"logprob", traces::json_float(e.logprob)}, {"top_logprobs", top}};
     if (e.forced) j["forced"] = true;
+    if (tok_.token_type(e.token) == TokenType::Control) j["special"] = true;  // BOS, EOS, ...: a marker, not text
     const auto eog = tok_.eog_ids();
     if (e.token == tok_.bos_id() || std::find(eog.begin(), eog.end(), e.token) != eog.end())
       j["stop"] = true;  // a stop token: it ends the run and is never printed

@@ -288,3 +288,25 @@ BOOST_AUTO_TEST_CASE(greedy_traces_with_other_seeds_diff_without_a_seed_note) {
   BOOST_TEST(d.rc == 0, d.out);
   BOOST_TEST(d.out.find("seeds differ") == std::string::npos, d.out);
 }
+
+// --show-probs names the phase on every step: the prefill as the prompt read at once, decode steps as one token in.
+BOOST_AUTO_TEST_CASE(show_probs_names_the_phase) {
+  const auto r = run_cli({"run", "--prompt", "The weather", "--max-tokens", "3", "--sampler", "greedy", "--show-probs"});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(r.err.find("── step 0 · prefill, 3 prompt tokens read at once · pos 2 →") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("── step 1 · decode, 1 token in · pos 3 →") != std::string::npos, r.err);
+}
+
+// BOS/EOS are shown as special tokens, not as their stored text "\n</s>\n" (the toy model ends sentences with EOS).
+BOOST_AUTO_TEST_CASE(eos_is_shown_as_a_special_token) {
+  const auto r = run_cli({"run", "--max-tokens", "40", "--sampler", "greedy", "--show-probs"});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(r.err.find("</s> (special)") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("\"\\n</s>\\n\"") == std::string::npos, r.err);
+  const auto j = run_cli({"run", "--max-tokens", "40", "--sampler", "greedy", "--json"});
+  const auto lines = parse_lines(j.out);
+  BOOST_TEST_REQUIRE(lines.size() >= 2u);
+  const json& last = lines[lines.size() - 2];
+  BOOST_TEST(last["special"] == true, last.dump());
+  BOOST_TEST(last["stop"] == true, last.dump());
+}

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string_view>
 
 #include "glassbox/traces/diff.hpp"
 
@@ -36,12 +37,29 @@ std::string fixed(double x, int prec) {
   return buf;
 }
 
+// A token as shown: its text quoted, or, for a control token (BOS, EOS, <|eot_id|>), its bare name marked
+// special: llama2.c's vocabulary spells EOS "\n</s>\n", which would read as text with two line breaks.
+std::string token_label(const Tokenizer& tok, std::int32_t prev, std::int32_t id, std::size_t max) {
+  if (tok.token_type(id) == TokenType::Control) {
+    std::string name(tok.piece(id));
+    const auto b = name.find_first_not_of(" \n\r\t"), e = name.find_last_not_of(" \n\r\t");
+    name = b == std::string::npos ? "#" + std::to_string(id) : name.substr(b, e - b + 1);
+    return name + " (special)";
+  }
+  return show_text(std::string(tok.decode(prev, id)), max);
+}
+
 }  // namespace
 
 std::string probs_chart(const StepEvent& e, const Tokenizer& tok, int top, int width) {
   const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
-  std::string s = "── step " + std::to_string(e.step) + " · pos " + std::to_string(e.pos) + " → " +
-                  show_text(std::string(e.token_text), 24) + "  p " + fixed(e.prob, 3) + " · entropy " +
+  // The phase on every step: the prefill reads the whole prompt in one pass, each decode step one token.
+  const bool prefill = std::string_view(e.phase) == "prefill";
+  const std::string phase = prefill ? "prefill, " + std::to_string(e.input_ids.size()) + " prompt token" +
+                                          (e.input_ids.size() == 1 ? "" : "s") + " read at once"
+                                    : std::string("decode, 1 token in");
+  std::string s = "── step " + std::to_string(e.step) + " · " + phase + " · pos " + std::to_string(e.pos) + " → " +
+                  token_label(tok, prev, e.token, 24) + "  p " + fixed(e.prob, 3) + " · entropy " +
                   fixed(e.entropy, 2) + " nats · " +
                   (e.forced ? std::string("forced") : e.draw_u < 0 ? std::string("argmax") : "draw u " + fixed(e.draw_u, 3)) +
                   " ──\n";
@@ -54,7 +72,7 @@ std::string probs_chart(const StepEvent& e, const Tokenizer& tok, int top, int w
     const auto& c = e.top[i];
     const bool chosen = c.id == e.token;
     chosen_listed |= chosen;
-    s += "  " + pad(show_text(std::string(tok.decode(prev, c.id)), 14), 18) + bar(c.prob, width) + " " + fixed(c.prob, 3);
+    s += "  " + pad(token_label(tok, prev, c.id, 14), 18) + bar(c.prob, width) + " " + fixed(c.prob, 3);
     if (final_stage) {
       auto it = std::find_if(final_stage->top.begin(), final_stage->top.end(), [&](const TokenProb& t) { return t.id == c.id; });
       const bool complete = final_stage->kept <= static_cast<int>(final_stage->top.size());
@@ -63,7 +81,7 @@ std::string probs_chart(const StepEvent& e, const Tokenizer& tok, int top, int w
     s += chosen ? " ◀\n" : "\n";
   }
   if (!chosen_listed)
-    s += "  " + pad(show_text(std::string(e.token_text), 14), 18) + bar(e.prob, width) + " " + fixed(e.prob, 3) +
+    s += "  " + pad(token_label(tok, prev, e.token, 14), 18) + bar(e.prob, width) + " " + fixed(e.prob, 3) +
          " ◀ (chosen, not in the top " + std::to_string(n) + ")\n";
   return s;
 }
