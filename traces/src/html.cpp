@@ -18,9 +18,13 @@ std::string viewer_html() { return kViewerHtml; }
 std::string trace_html(const Trace& t) {
   json lines = json::array();
   lines.push_back(t.header);
+  // Every logit lets the page re-apply another sampler chain exactly ("what this step would have looked
+  // like"); past a few million numbers the page would be too heavy, and it falls back to the top candidates.
+  constexpr std::size_t kMaxLogits = 4'000'000;
+  const bool keep_logits = t.full() && t.steps.size() * static_cast<std::size_t>(t.vocab_size()) <= kMaxLogits;
   for (const auto& s : t.steps) {
     json step = s;
-    step.erase("logits");
+    if (!keep_logits) step.erase("logits");
     lines.push_back(std::move(step));
   }
   if (t.complete()) lines.push_back(t.summary);
