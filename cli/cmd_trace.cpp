@@ -138,6 +138,10 @@ std::function<bool(const std::vector<std::string>&)> add_plugins_graph_options(C
     p.tokenizer = {"tokenizer", a->tokenizer_plugin, ""};             // its file is not needed to draw it
     const PluginSpec attn = parse_plugin_spec(a->attention, "attention");
     p.attention = {"attention", attn.name, reg.resolve(PluginKind::Attention, attn).to_string()};
+    // capacity 0 means "as many positions as the run's context": say that, not a cache that holds nothing.
+    if (auto at = p.attention.params.find("capacity=0"); at != std::string::npos &&
+        (at + 10 == p.attention.params.size() || p.attention.params[at + 10] == ','))
+      p.attention.params.replace(at, 10, "capacity = context");
     std::vector<std::string> warnings;
     auto stages = build_sampler_stages(
         reg, a->sampler.empty() ? std::vector<PluginSpec>{{"default", {}}} : parse_plugin_chain(a->sampler, "sampler"),

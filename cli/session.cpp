@@ -100,10 +100,21 @@ void apply_replay_defaults(RunOptions& o, const std::function<bool(const std::st
   std::error_code ec;
   const std::string model = h["model"]["path"].get<std::string>(), tok = h["tokenizer"]["path"].get<std::string>();
   // (A GGUF model carries its tokenizer: then the trace names no tokenizer file.)
-  if (!set("model") && !set("tokenizer") && fs::exists(model, ec) && (tok.empty() || fs::exists(tok, ec))) {
-    o.model = model;
-    std::erase_if(o.tokenizer.params, [](const auto& p) { return p.first == "path" || p.first.empty(); });
-    if (!tok.empty()) o.tokenizer.params.emplace_back("path", tok);
+  if (!set("model") && !set("tokenizer")) {
+    if (fs::exists(model, ec) && (tok.empty() || fs::exists(tok, ec))) {
+      o.model = model;
+      std::erase_if(o.tokenizer.params, [](const auto& p) { return p.first == "path" || p.first.empty(); });
+      if (!tok.empty()) o.tokenizer.params.emplace_back("path", tok);
+      return;
+    }
+    // Not found from here (a trace's paths are as given where it was recorded). The embedded default
+    // model may be that very file (same SHA-256); any other model would replay another computation.
+    const auto def = default_model();
+    if (def && sha256_file(def->first) == h["model"]["sha256"].get<std::string>()) return;
+    const std::string missing = fs::exists(model, ec) ? tok : model;
+    throw ConfigError("--replay " + o.replay + ": its model file " + missing + " is not found from " +
+                      fs::current_path(ec).string() + " (paths in a trace are as given when it was recorded): "
+                      "run from there, or name the files with --model and --tokenizer");
   }
 }
 

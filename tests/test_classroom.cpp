@@ -310,3 +310,47 @@ BOOST_AUTO_TEST_CASE(eos_is_shown_as_a_special_token) {
   BOOST_TEST(last["special"] == true, last.dump());
   BOOST_TEST(last["stop"] == true, last.dump());
 }
+
+// ---- rough edges of first contact ----
+
+// `glassbox bench` with no arguments runs on the embedded model with its own defaults.
+BOOST_AUTO_TEST_CASE(bench_without_arguments) {
+  const auto r = run_cli({"bench", "--repeat", "1"});
+  BOOST_TEST(r.rc == 0, r.err);
+  BOOST_TEST(r.out.find("decode") != std::string::npos, r.out);
+}
+
+// A golden whose model path does not resolve from here is an error naming the file, not a silent run of
+// the embedded model; a golden of the embedded model (same SHA-256) replays from anywhere.
+BOOST_AUTO_TEST_CASE(replay_names_a_missing_model) {
+  const fs::path dir = gbtest::temp_dir("replay-missing");
+  const auto lines = gbtest::read_jsonl(fs::path(GLASSBOX_SOURCE_DIR) / "tests/golden/toy-greedy.jsonl");
+  json h = lines[0];
+  h["model"]["path"] = "no/such/model.bin";
+  std::string text = h.dump() + "\n";
+  for (std::size_t i = 1; i < lines.size(); ++i) text += lines[i].dump() + "\n";
+  gbtest::write_file(dir / "moved.jsonl", text);
+  h["model"]["sha256"] = std::string(64, 'a');  // not the embedded model either
+  text = h.dump() + "\n";
+  for (std::size_t i = 1; i < lines.size(); ++i) text += lines[i].dump() + "\n";
+  gbtest::write_file(dir / "other.jsonl", text);
+  const auto same = run_cli({"run", "--replay", (dir / "moved.jsonl").string()});
+  BOOST_TEST(same.rc == 0, same.err);
+  const auto other = run_cli({"run", "--replay", (dir / "other.jsonl").string()});
+  BOOST_TEST(other.rc == 2);
+  BOOST_TEST(other.err.find("its model file no/such/model.bin is not found") != std::string::npos, other.err);
+}
+
+// The pipeline drawing fits a page (top to bottom, under 600 pt wide) and says what capacity 0 means.
+BOOST_AUTO_TEST_CASE(pipeline_graph_fits_a_page) {
+  const fs::path dir = gbtest::temp_dir("graph");
+  const auto r = run_cli({"plugins", "--graph", "-s", "top-k:40,top-p:0.9,min-p:0.05,temperature:0.8,dist", "-o", (dir / "p.svg").string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const std::string svg = gbtest::read_file(dir / "p.svg");
+  const auto w = svg.find("width=\"");
+  BOOST_TEST_REQUIRE(w != std::string::npos);
+  const double pt = std::stod(svg.substr(w + 7));
+  BOOST_TEST(pt < 600, pt << " pt wide");
+  BOOST_TEST(svg.find("capacity=0") == std::string::npos);
+  BOOST_TEST(svg.find("capacity = context") != std::string::npos);
+}

@@ -233,7 +233,8 @@ void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
 }
 
 void build_pipeline(Graph& G, const PipelineDesc& p) {
-  G.graph_attr("rankdir", "LR");
+  // Top to bottom: left to right, a dozen boxes in a row made a 1,865 pt strip, unreadable on a page or a slide.
+  G.graph_attr("rankdir", "TB");
   common_style(G, "glassbox pipeline", "9");
   G.graph_attr("nodesep", "0.3");
   G.node_default("style", "rounded,filled");
