@@ -62,8 +62,18 @@ void add_tokenize_command(CLI::App& app) {
       std::cout << traces::dump(nlohmann::json{{"ids", ids}, {"pieces", pieces}}) << "\n";
       return;
     }
-    for (std::size_t i = 0; i < ids.size(); ++i)
-      std::cout << ids[i] << "\t" << traces::dump(nlohmann::json(pieces[i])) << "\n";
+    // Control tokens (BOS, EOS) by their bare name, marked: llama2.c's vocabulary spells BOS "\n<s>\n".
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      std::cout << ids[i] << "\t";
+      if (tok->token_type(ids[i]) == TokenType::Control) {
+        std::string name = pieces[i];
+        const auto b = name.find_first_not_of(" \n\r\t"), e = name.find_last_not_of(" \n\r\t");
+        if (b != std::string::npos) name = name.substr(b, e - b + 1);
+        std::cout << name << " (special)\n";
+      } else {
+        std::cout << traces::dump(nlohmann::json(pieces[i])) << "\n";
+      }
+    }
   });
 }
 
