@@ -55,7 +55,7 @@ double prob_of(const json& top, const std::string& word) {
   return 0;
 }
 
-// The lesson's table at temperature T, by glassbox explain (model-free).
+// The grammar's distribution at temperature T, computed exactly by glassbox explain (model-free).
 json lesson_at(double T) {
   auto r = run_cli({"explain", "--json", "--dist", "sunny=.45,cloudy=.25,warm=.15,rainy=.10,cold=.05", "--sampler",
                     "temperature:" + std::to_string(T) + ",greedy"});
@@ -78,7 +78,7 @@ std::string fmt(double x) {
 std::string figures() {
   const double temps[] = {0.2, 1.0, 1.2};
   std::ostringstream md;
-  md << "| next word | grammar | lesson T=0.2 | model T=0.2 | lesson T=1.0 | model T=1.0 | lesson T=1.2 | model T=1.2 |\n"
+  md << "| next word | grammar | grammar T=0.2 | model T=0.2 | grammar T=1.0 | model T=1.0 | grammar T=1.2 | model T=1.2 |\n"
      << "|---|---|---|---|---|---|---|---|\n";
   std::vector<json> lesson, model;
   for (double T : temps) {
