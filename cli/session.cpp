@@ -23,7 +23,7 @@ namespace glassbox::cli {
 
 void warn(const std::string& message) { std::cerr << "glassbox: warning: " << message << "\n"; }
 
-RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(cmd) {
+RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(cmd), with_generation_(with_generation) {
   cmd->add_option("--config", config_, "YAML file setting any of these options by name");
   cmd->add_option("--model,-m", model_, "model file: GGUF or llama2.c checkpoint (default: the embedded toy model)");
   cmd->add_option("--tokenizer,-t", tokenizer_, "tokenizer file or folder (default: the one inside a GGUF model, or the embedded model's)");
@@ -211,7 +211,7 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--attention")) o.attention = parse_plugin_spec(attention_, "attention");
   if (given("--plugin-path")) for (const auto& p : plugin_path_) o.plugin_path.emplace_back(p);
   if (given("--prompt")) o.prompt = prompt_;
-  else if (cmd_->get_option_no_throw("--prompt") && !from_config.count("prompt") && !given("--replay") && !from_config.count("replay"))
+  else if (with_generation_ && !from_config.count("prompt") && !given("--replay") && !from_config.count("replay"))
     if (auto p = piped_prompt(); p && !p->empty()) o.prompt = *p;
   if (given("--max-tokens")) o.max_tokens = max_tokens_;
   if (given("--context")) o.context = context_;

@@ -49,6 +49,7 @@ class RunOptionsBinder {
 
  private:
   CLI::App* cmd_;
+  bool with_generation_;
   std::string config_, model_, tokenizer_, tokenizer_plugin_, attention_, sampler_, prompt_, trace_,
       trace_level_, replay_;
   std::vector<std::string> plugin_path_;
