@@ -163,4 +163,17 @@ BOOST_AUTO_TEST_CASE(a_600_step_trace_fits_the_window) {
   BOOST_TEST(page.find("e.key === 'ArrowLeft'") != std::string::npos);
 }
 
+// The toy model ends its sentence with EOS, stored as "\n</s>\n": the page names it as a special token.
+BOOST_AUTO_TEST_CASE(eos_shows_as_a_special_token) {
+  const fs::path dir = temp_dir("whatif-eos");
+  BOOST_TEST_REQUIRE(run_cli({"run", "--max-tokens", "40", "--sampler", "greedy", "--trace", (dir / "t.jsonl").string()}).rc == 0);
+  const auto lines = read_jsonl(dir / "t.jsonl");
+  BOOST_TEST_REQUIRE(lines[lines.size() - 2]["token"]["text"] == "\n</s>\n");
+  BOOST_TEST_REQUIRE(run_cli({"trace", "html", (dir / "t.jsonl").string(), "-o", (dir / "t.html").string()}).rc == 0);
+  const auto b = browse(dir / "t.html", "--dump-dom", "#step=" + std::to_string(lines.size() - 3));
+  BOOST_TEST(b.out.find("id=\"console-errors\" data-count=\"0\"") != std::string::npos);
+  BOOST_TEST(b.out.find("&lt;/s&gt; (special)") != std::string::npos);
+  BOOST_TEST(b.out.find("\\n&lt;/s&gt;\\n") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
