@@ -182,6 +182,26 @@ BOOST_DATA_TEST_CASE(llama2c_golden_diffs_clean_and_catches_a_perturbation, boos
   BOOST_TEST(bad.out.find("step 4: ") != std::string::npos, bad.out);
 }
 
+// llama.cpp's golden for the F32 GGUF: the model found from its "file" field (in ../gguf/), every logit
+// within the default tolerances of glassbox's run of that file.
+BOOST_AUTO_TEST_CASE(llamacpp_golden_finds_its_model) {
+  const fs::path dir = gbtest::temp_dir("import-llamacpp");
+  const fs::path src = gbtest::shared("golden/llamacpp-stories260K-f32.jsonl");
+  const json g = gbtest::read_jsonl(src).at(1);
+  const auto imp = run_cli({"trace", "import", src.string(), "-o", (dir / "ext.jsonl").string(), "--prompt-index", "1"});
+  BOOST_TEST_REQUIRE(imp.rc == 0, imp.err);
+  const auto ext = gbtest::read_jsonl(dir / "ext.jsonl");
+  BOOST_TEST(ext.front()["model"]["path"].get<std::string>().find("stories260K-f32.gguf") != std::string::npos);
+  const int n = static_cast<int>(ext.size()) - 2;
+  BOOST_TEST(n == static_cast<int>(g["steps"].size() - g["prompt_ids"].size() + 1));
+  const auto r = run_cli({"run", "--model", gbtest::shared("gguf/stories260K-f32.gguf").string(), "--prompt", g["prompt"],
+                          "--max-tokens", std::to_string(n), "--sampler", "greedy", "--trace", (dir / "ours.jsonl").string(),
+                          "--trace-level", "full"});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const auto d = run_cli({"trace", "diff", (dir / "ext.jsonl").string(), (dir / "ours.jsonl").string()});
+  BOOST_TEST(d.rc == 0, d.out);
+}
+
 // A raw float32 dump of the same logits (what a llama2.c build writes with fwrite) imports to the same steps.
 BOOST_AUTO_TEST_CASE(float32_dump) {
   const fs::path dir = gbtest::temp_dir("import-dump");
