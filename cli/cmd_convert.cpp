@@ -145,12 +145,12 @@ DType type_for(const std::string& name, const Tensor& t, Plan& plan) {
 // repeats llama-quantize's reference quantizers. A tensor already of the wanted type is copied.
 std::vector<std::byte> convert_tensor(const Tensor& t, DType to) {
   if (t.dtype == to) return {t.data, t.data + t.bytes};  // re-quantizing could move values by a rounding step
-  const std::int64_t rows = t.rows(), cols = t.cols();
+  const std::int64_t cols = t.cols(), rows = t.numel() / cols;  // every outer dimension counts as rows
   const std::size_t out_row = row_bytes(to, static_cast<std::size_t>(cols));
   std::vector<std::byte> out(out_row * static_cast<std::size_t>(rows));
   std::vector<float> buf(static_cast<std::size_t>(cols));
   for (std::int64_t r = 0; r < rows; ++r) {
-    quant::dequantize_row(t.dtype, t.row(r), buf.data(), buf.size());
+    quant::dequantize_row(t.dtype, t.data + row_bytes(t.dtype, buf.size()) * static_cast<std::size_t>(r), buf.data(), buf.size());
     quant::quantize_row(to, buf.data(), out.data() + out_row * static_cast<std::size_t>(r), buf.size());
   }
   return out;

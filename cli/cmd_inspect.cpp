@@ -125,7 +125,7 @@ Report gather(const std::string& path) {
       for (const Tensor* t : {&l.rms_att, &l.wq, &l.wk, &l.wv, &l.wo, &l.rms_ffn, &l.w1, &l.w2, &l.w3}) all.push_back(t);
     // File order: each kind is stored for all layers at once, so sort by position.
     std::sort(all.begin(), all.end(), [](const Tensor* a, const Tensor* b) { return a->data < b->data; });
-    const std::byte* base = file.data() + r.data_offset;
+    const std::byte* base = src->file().data() + r.data_offset;  // the views point into src's own mapping
     for (const Tensor* t : all) r.tensors.push_back(row_of(*t, static_cast<std::uint64_t>(t->data - base)));
   }
   r.metadata = gguf ? gguf->metadata() : src->metadata();  // copies: they outlive the mapping
@@ -231,7 +231,7 @@ void print_text(const Report& r) {
   for (const auto& t : r.tensors) params += t.numel, bytes += t.bytes;
   field("parameters") << params << " in " << r.tensors.size() << " tensors, " << bytes << " bytes\n";
   for (const auto& [name, x] : totals_by_type(r))
-    field("") << std::left << std::setw(5) << name << " " << x.tensors << " tensors, " << x.params << " parameters, "
+    field("") << std::left << std::setw(5) << name << " " << x.tensors << (x.tensors == 1 ? " tensor, " : " tensors, ") << x.params << " parameters, "
               << x.bytes << " bytes\n";
 
   const auto& entries = r.metadata.entries();
