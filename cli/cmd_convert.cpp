@@ -189,6 +189,7 @@ void add_convert_command(CLI::App& app) {
       for (const auto& [key, v] : g->metadata().entries()) {
         if (!o->tokenizer.empty() && key.rfind("tokenizer.", 0) == 0) continue;
         if (key == "general.alignment") continue;  // the writer records its own
+        if (key == "general.quantization_version" && target.type == DType::F32) continue;
         meta.set(key, v);
       }
       if (!o->tokenizer.empty()) set_vocab(meta, read_llama2c_vocab(o->tokenizer, c.vocab_size));
@@ -196,10 +197,15 @@ void add_convert_command(CLI::App& app) {
         if (o->tie_output && info.name == "output.weight") continue;
         tensors.emplace_back(info.name, g->tensor(info));
       }
+      // Dequantizing is exact, so only a lossy target rounds an already quantized tensor a second time.
+      std::string twice;
       for (const auto& [name, t] : tensors)
-        if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 && t.dtype != target.type)
-          warn("convert: " + name + " is already " + std::string(dtype_name(t.dtype)) +
-               "; converting it to another type quantizes it twice");
+        if (target.type != DType::F32 && t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 &&
+            t.dtype != target.type && t.n_dims >= 2)
+          twice += (twice.empty() ? "" : ", ") + name + " (" + std::string(dtype_name(t.dtype)) + ")";
+      if (!twice.empty())
+        warn("convert: these tensors are already quantized and are rounded a second time to " + std::string(target.name) +
+             ": " + twice);
     } else {
       if (o->tokenizer.empty())
         throw ConfigError("convert: --tokenizer is required for a llama2.c checkpoint (its vocabulary is a separate tokenizer.bin)");
