@@ -244,7 +244,7 @@ void add_convert_command(CLI::App& app) {
                 << list << "\n";
     }
     std::string summary;
-    for (const auto& [name, n] : counts) summary += (summary.empty() ? "" : ", ") + std::string(name) + " ×" + std::to_string(n);
+    for (const auto& [name, n] : counts) summary += (summary.empty() ? "" : ", ") + std::string(name) + ":" + std::to_string(n);  // as the trace header spells it
     std::cout << "wrote " << o->output << ": GGUF v3, " << tensors.size() << " tensors (" << summary << "), "
               << std::filesystem::file_size(o->output) << " bytes\n";
   });
