@@ -24,6 +24,9 @@ struct KernelSet {
   void (*axpy)(float* y, float a, const float* x, std::size_t n);
   // quant::vec_dot for a supported type; n already checked against the block size.
   float (*vec_dot)(DType w, std::size_t n, const void* w_row, const void* x_row);
+  // The roofline's compute peak: `iters` rounds of 12 independent vector FMAs; returns the lanes
+  // per vector (so a caller can count 2·12·lanes·iters floating-point operations).
+  std::size_t (*fma_probe)(std::size_t iters, float* sink);
 };
 
 // The variants compiled in (x86-64): each is defined by one build of kernels_isa.cpp.

@@ -170,6 +170,14 @@ void set_threads(int n) {
   g_threads.store(n);
 }
 
+double fma_probe(std::size_t iters) {
+  float sink = 0.0f;
+  const std::size_t lanes = active_set().fma_probe(iters, &sink);
+  static std::atomic<float> keep{0.0f};  // the result is used, so the loop cannot be dropped
+  keep.store(sink, std::memory_order_relaxed);
+  return 2.0 * 12.0 * static_cast<double>(lanes) * static_cast<double>(iters);
+}
+
 float dot_scalar(const float* a, const float* b, std::size_t n) {
   float s = 0.0f;
   for (std::size_t i = 0; i < n; ++i) s += a[i] * b[i];

@@ -358,8 +358,21 @@ float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
   }
 }
 
+std::size_t fma_probe(std::size_t iters, float* sink) {
+  // Twelve dependency chains cover the FMA latency (4 cycles) times two FMA ports with room to spare.
+  batch acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = batch(1.0f + 0.01f * static_cast<float>(j));
+  const batch m(0.9999999f), c(1e-7f);
+  for (std::size_t it = 0; it < iters; ++it)
+    for (int j = 0; j < 12; ++j) acc[j] = xsimd::fma(acc[j], m, c);
+  batch s = acc[0];
+  for (int j = 1; j < 12; ++j) s += acc[j];
+  *sink = xsimd::hadd(s);
+  return W;
+}
+
 }  // namespace
 
-extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, vec_dot};
+extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, vec_dot, fma_probe};
 
 }  // namespace glassbox::kernels
