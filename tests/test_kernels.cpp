@@ -60,7 +60,7 @@ BOOST_DATA_TEST_CASE(rmsnorm_matches_scalar, kSizes, n) {
   k::rmsnorm_scalar(b.data(), x.data(), w.data(), n, 1e-5f);
   for_each_kernel_set([&] {
     k::rmsnorm(a.data(), x.data(), w.data(), n, 1e-5f);
-    for (std::size_t i = 0; i < n; ++i) BOOST_TEST(a[i] == b[i], boost::test_tools::tolerance(1e-5f));
+    for (std::size_t i = 0; i < std::size_t(n); ++i) BOOST_TEST(a[i] == b[i], boost::test_tools::tolerance(1e-5f));
   });
 }
 
@@ -73,7 +73,7 @@ BOOST_DATA_TEST_CASE(axpy_matches_scalar, kSizes, n) {
     k::axpy(a.data(), 0.37f, x.data(), n);
     // A fused multiply-add rounds once where the scalar version rounds twice: the error is relative
     // to the terms, not to their (possibly cancelling) sum.
-    for (std::size_t i = 0; i < n; ++i) BOOST_TEST(std::abs(a[i] - b[i]) <= 1e-6f * (std::abs(y[i]) + std::abs(0.37f * x[i])));
+    for (std::size_t i = 0; i < std::size_t(n); ++i) BOOST_TEST(std::abs(a[i] - b[i]) <= 1e-6f * (std::abs(y[i]) + std::abs(0.37f * x[i])));
   });
 }
 
@@ -83,13 +83,13 @@ BOOST_DATA_TEST_CASE(softmax_is_a_distribution, kSizes, n) {
   auto y = x;
   k::softmax(y.data(), n);
   double sum = 0;
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < std::size_t(n); ++i) {
     BOOST_TEST(y[i] >= 0.0f);
     sum += y[i];
   }
   BOOST_TEST(sum == 1.0, boost::test_tools::tolerance(1e-5));
   // Order is preserved: a larger logit never gets a smaller probability.
-  for (std::size_t i = 1; i < n; ++i)
+  for (std::size_t i = 1; i < std::size_t(n); ++i)
     if (x[i] > x[i - 1]) BOOST_TEST(y[i] >= y[i - 1]);
 }
 
