@@ -53,15 +53,24 @@ double peak_rss_mib() {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
-// Runs fn(t) on `threads` threads at once and returns the wall time of the slowest.
+// Runs fn(t) on `threads` threads at once and returns the longest CPU time any of them used. CPU
+// time, not wall time: on a shared machine a thread's wall time includes the time it waited for a
+// core, and the roofline should say what the cores do while they run.
 template <class F>
 double timed_on_threads(int threads, F fn) {
+  std::vector<double> cpu(threads);
+  auto run = [&](int t) {
+    timespec a{}, b{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    fn(t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    cpu[t] = static_cast<double>(b.tv_sec - a.tv_sec) + 1e-9 * static_cast<double>(b.tv_nsec - a.tv_nsec);
+  };
   std::vector<std::thread> pool;
-  const auto t0 = Clock::now();
-  for (int t = 1; t < threads; ++t) pool.emplace_back(fn, t);
-  fn(0);
+  for (int t = 1; t < threads; ++t) pool.emplace_back(run, t);
+  run(0);
   for (auto& th : pool) th.join();
-  return seconds_since(t0);
+  return *std::max_element(cpu.begin(), cpu.end());
 }
 
 // STREAM's triad a = b + s·c over arrays far larger than the caches (3 × 128 MiB), split across

@@ -224,6 +224,45 @@ __m128i load16(const void* p) { return _mm_loadu_si128(static_cast<const __m128i
 __m128i lo_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
 __m128i hi_nibbles(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)); }
 
+#if defined(__AVX2__)
+// fp16 → f32 in one instruction (exact, like half_to_f32).
+float fp16(std::uint16_t h) { return _cvtsh_ss(h); }
+float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+// Σ a·b over 32 signed bytes as 8 int32 lanes (sign-extended to 16 bits, so exact for any bytes).
+__m256i dot32(const std::int8_t* a, const std::int8_t* b) {
+  return _mm256_add_epi32(dot16(load16(a), load16(b)), dot16(load16(a + 16), load16(b + 16)));
+}
+// Each block's 8 integer lanes become floats scaled by d_w·d_x and accumulate lane-wise: no
+// horizontal sum per block, one per row.
+float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  std::size_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(dot32(x[i].qs, y[i].qs)), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i + 1].d) * fp16(y[i + 1].d)), _mm256_cvtepi32_ps(dot32(x[i + 1].qs, y[i + 1].qs)), acc1);
+  }
+  if (i < nb) acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(dot32(x[i].qs, y[i].qs)), acc0);
+  return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
+  const __m128i eight = _mm_set1_epi8(8);
+  __m256 acc = _mm256_setzero_ps();
+  for (std::size_t i = 0; i < nb; ++i) {
+    const __m128i q = load16(x[i].qs);
+    const __m128i lo = _mm_sub_epi8(lo_nibbles(q), eight);  // values 0..15
+    const __m128i hi = _mm_sub_epi8(hi_nibbles(q), eight);  // values 16..31
+    const __m256i p = _mm256_add_epi32(dot16(lo, load16(y[i].qs)), dot16(hi, load16(y[i].qs + 16)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(p), acc);
+  }
+  return hsum8(acc);
+}
+#else
 // Blocks are independent; four float accumulators, picked round-robin, keep the adds independent.
 float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
   float acc[4] = {0, 0, 0, 0};
@@ -246,6 +285,8 @@ float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
   }
   return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
+
+#endif
 
 // Σ_s m[s]·(bsums[2s] + bsums[2s+1]) for Q4_K/Q5_K, and the 8 sub-block scales.
 int kquant_mins(const std::uint8_t* scales, const block_q8_K& y, int sc[8]) {
