@@ -14,7 +14,7 @@ struct Blocking {
 };
 
 struct KernelSet {
-  const char* name;  // "avx512", "avx2", "sse4.2"
+  const char* name;  // "avx512-vnni", "avx512", "avx2", "sse4.2"
   float (*dot)(const float* a, const float* b, std::size_t n);
   // out[t, i] = Σ_j x[t, j]·w[i, j] for t < n and weight rows i0 <= i < i1 (x: n×k, w: d×k, out: n×d).
   // Each output's summation order depends on k only, never on n, i0, i1 or the blocking.
@@ -30,7 +30,7 @@ struct KernelSet {
 };
 
 // The variants compiled in (x86-64): each is defined by one build of kernels_isa.cpp.
-extern const KernelSet kernel_set_sse42, kernel_set_avx2, kernel_set_avx512;
+extern const KernelSet kernel_set_sse42, kernel_set_avx2, kernel_set_avx512, kernel_set_avx512vnni;
 
 // The variant in use: the best one this CPU runs, unless GLASSBOX_KERNELS or use_kernel_set chose another.
 const KernelSet& active_set();

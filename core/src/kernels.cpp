@@ -31,8 +31,9 @@ struct Variant {
   bool (*supported)();
 };
 // The psABI levels the variants are compiled for (core/CMakeLists.txt): x86-64-v4 = AVX-512
-// F/BW/CD/DQ/VL, v3 = AVX2, FMA, F16C, BMI1/2, v2 = SSE4.2, POPCNT.
+// F/BW/CD/DQ/VL (+ VNNI for the integer dot products), v3 = AVX2, FMA, F16C, BMI1/2, v2 = SSE4.2, POPCNT.
 const Variant kVariants[] = {
+    {&kernel_set_avx512vnni, [] { return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512vnni"); }},
     {&kernel_set_avx512, [] { return __builtin_cpu_supports("x86-64-v4") != 0; }},
     {&kernel_set_avx2, [] { return __builtin_cpu_supports("x86-64-v3") != 0; }},
     {&kernel_set_sse42, [] { return __builtin_cpu_supports("x86-64-v2") != 0; }},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include <immintrin.h>
 #include <xsimd/xsimd.hpp>
@@ -234,9 +235,55 @@ float hsum8(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 // Σ a·b over 32 signed bytes as 8 int32 lanes (sign-extended to 16 bits, so exact for any bytes).
-__m256i dot32(const std::int8_t* a, const std::int8_t* b) {
+[[maybe_unused]] __m256i dot32(const std::int8_t* a, const std::int8_t* b) {
   return _mm256_add_epi32(dot16(load16(a), load16(b)), dot16(load16(a + 16), load16(b + 16)));
 }
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+// VNNI's dpbusd multiplies unsigned by signed bytes and sums each 4 into int32, with no 16-bit
+// saturation. Weights are made unsigned by adding 128 (xor 0x80), and 128·Σy is subtracted
+// again: exact for any bytes, −128 included.
+__m256i dot32_u(__m256i u, __m256i y, __m256i offset) {
+  const __m256i zero = _mm256_setzero_si256();
+  return _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, u, y), _mm256_dpbusd_epi32(zero, offset, y));
+}
+__m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
+  const __m256i off = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  std::size_t i = 0;
+  auto block = [&](std::size_t b) {
+    // One weight row at a time leaves the memory system idle between rows; fetching ~1 KiB ahead
+    // keeps the next row's blocks in flight (measured on 110M Q8_0 decode).
+    _mm_prefetch(reinterpret_cast<const char*>(x + b) + 1024, _MM_HINT_T0);
+    const __m256i p = dot32_u(_mm256_xor_si256(load32(x[b].qs), off), load32(y[b].qs), off);
+    return std::pair(_mm256_set1_ps(fp16(x[b].d) * fp16(y[b].d)), _mm256_cvtepi32_ps(p));
+  };
+  for (; i + 2 <= nb; i += 2) {
+    const auto [d0, p0] = block(i);
+    const auto [d1, p1] = block(i + 1);
+    acc0 = _mm256_fmadd_ps(d0, p0, acc0);
+    acc1 = _mm256_fmadd_ps(d1, p1, acc1);
+  }
+  if (i < nb) {
+    const auto [d0, p0] = block(i);
+    acc0 = _mm256_fmadd_ps(d0, p0, acc0);
+  }
+  return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
+  const __m256i eight = _mm256_set1_epi8(8);
+  __m256 acc = _mm256_setzero_ps();
+  for (std::size_t i = 0; i < nb; ++i) {
+    const __m128i q = load16(x[i].qs);
+    const __m256i u = _mm256_set_m128i(hi_nibbles(q), lo_nibbles(q));  // values 0..15, then 16..31, as 0..15 each
+    const __m256i p = dot32_u(u, load32(y[i].qs), eight);               // Σ (q − 8)·y
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(p), acc);
+  }
+  return hsum8(acc);
+}
+#else
 // Each block's 8 integer lanes become floats scaled by d_w·d_x and accumulate lane-wise: no
 // horizontal sum per block, one per row.
 float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
@@ -262,6 +309,7 @@ float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
   }
   return hsum8(acc);
 }
+#endif
 #else
 // Blocks are independent; four float accumulators, picked round-robin, keep the adds independent.
 float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
@@ -408,8 +456,7 @@ std::size_t fma_probe(std::size_t iters, float* sink) {
   batch acc[12];
   for (int j = 0; j < 12; ++j) acc[j] = batch(1.0f + 0.01f * static_cast<float>(j));
   const batch m(0.9999999f), c(1e-7f);
-  for (std::size_t it = 0; it < iters; ++it)
-    for (int j = 0; j < 12; ++j) acc[j] = xsimd::fma(acc[j], m, c);
+  for (std::size_t it = 0; it < iters; ++it) GB_UNROLL for (int j = 0; j < 12; ++j) acc[j] = xsimd::fma(acc[j], m, c);
   batch s = acc[0];
   for (int j = 1; j < 12; ++j) s += acc[j];
   *sink = xsimd::hadd(s);

@@ -12,7 +12,7 @@ namespace glassbox::kernels {
 
 // ---- Instruction-set variants and threads ------------------------------------------------------
 // The SIMD kernels are built several times (sse4.2, avx2 = AVX2+FMA+F16C, avx512 = AVX-512
-// F/BW/DQ/VL) and the best one the CPU supports is used, unless $GLASSBOX_KERNELS names another.
+// F/BW/DQ/VL, avx512-vnni = that + VNNI) and the best one the CPU supports is used, unless $GLASSBOX_KERNELS names another.
 std::vector<std::string> kernel_sets();      // the variants this CPU can run, best first
 std::string_view kernel_set();               // the variant in use
 void use_kernel_set(std::string_view name);  // ConfigError if unknown or not supported by this CPU
