@@ -5,6 +5,7 @@
 
 #include "commands.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/model_source.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "session.hpp"
 
@@ -12,14 +13,16 @@ namespace glassbox::cli {
 
 void add_tokenize_command(CLI::App& app) {
   struct Opts {
-    std::string tokenizer, plugin = "llama2c", text;
+    std::string tokenizer, plugin, model, text;
     std::vector<std::string> plugin_path;
     bool json = false, no_bos = false, eos = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("tokenize", "encode TEXT and print its token ids and pieces");
   cmd->add_option("--tokenizer,-t", o->tokenizer, "tokenizer file or folder (default: the embedded model's)");
-  cmd->add_option("--tokenizer-plugin", o->plugin, "tokenizer plugin: llama2c (SentencePiece) or bpe (byte-level BPE; default: llama2c)");
+  cmd->add_option("--model,-m", o->model, "a GGUF model whose own vocabulary to use (instead of --tokenizer)");
+  cmd->add_option("--tokenizer-plugin", o->plugin,
+                  "tokenizer plugin: llama2c (SentencePiece) or bpe (byte-level BPE; default: llama2c, or the GGUF's family)");
   cmd->add_option("--plugin-path", o->plugin_path, "extra folder of plugin modules");
   cmd->add_option("text", o->text, "the text to encode")->required();
   cmd->add_flag("--json", o->json, "print {\"ids\":[...],\"pieces\":[...]}");
@@ -30,13 +33,27 @@ void add_tokenize_command(CLI::App& app) {
     std::vector<std::filesystem::path> extra(o->plugin_path.begin(), o->plugin_path.end());
     reg.load_default(extra);
     for (const auto& r : reg.rejections()) warn("module rejected: " + r.to_string());
-    std::string path = o->tokenizer;
-    if (path.empty()) {
-      auto def = default_model();
-      if (!def) throw ConfigError("no --tokenizer given and no embedded default model installed");
-      path = def->second.string();
+    // The vocabulary inside a GGUF model, or a tokenizer file (the embedded model's by default).
+    std::unique_ptr<ModelSource> model;
+    PluginSpec spec{o->plugin, {}};
+    if (!o->model.empty()) {
+      if (!o->tokenizer.empty()) throw ConfigError("give --model or --tokenizer, not both");
+      model = ModelSource::open(o->model);
+      if (!model->gguf())
+        throw ConfigError(o->model + " is a llama2.c checkpoint, which holds no vocabulary: use --tokenizer");
+      const auto family = model->metadata().get_string("tokenizer.ggml.model").value_or("llama");
+      if (spec.name.empty()) spec.name = family == "gpt2" ? "bpe" : "llama2c";
+    } else {
+      std::string path = o->tokenizer;
+      if (path.empty()) {
+        auto def = default_model();
+        if (!def) throw ConfigError("no --tokenizer given and no embedded default model installed");
+        path = def->second.string();
+      }
+      spec.params.emplace_back("path", path);
     }
-    auto tok = reg.make_tokenizer(PluginSpec{o->plugin, {{"path", path}}});
+    if (spec.name.empty()) spec.name = "llama2c";
+    auto tok = model ? reg.make_tokenizer(spec, model->metadata()) : reg.make_tokenizer(spec);
     // BOS only where the vocabulary asks for it (SentencePiece does, GPT-2 does not).
     const auto ids = tok->encode(o->text, !o->no_bos && tok->add_bos(), o->eos);
     std::vector<std::string> pieces;

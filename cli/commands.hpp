@@ -21,6 +21,8 @@ void add_trace_command(CLI::App& app);
 std::function<bool(const std::vector<std::string>& plugin_path)> add_plugins_graph_options(CLI::App* plugins);
 void add_explain_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+void add_convert_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 
 }  // namespace glassbox::cli

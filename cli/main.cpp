@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   add_trace_command(app);
   add_explain_command(app);
   add_compare_command(app);
+  add_convert_command(app);
+  add_inspect_command(app);
   add_synth_command(app);
   try {
     app.parse(argc, argv);

@@ -3,12 +3,16 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
+#include "glassbox/model_source.hpp"
+#include "glassbox/quant.hpp"
+#include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
 namespace k = glassbox::kernels;
@@ -139,4 +143,63 @@ BOOST_AUTO_TEST_CASE(kernel_sets_are_named_and_checked) {
   BOOST_CHECK_EXCEPTION(k::use_kernel_set("neon"), glassbox::ConfigError,
                         [](const auto& e) { return std::string(e.what()).find("unknown kernel set 'neon'") != std::string::npos; });
   BOOST_CHECK_THROW(k::set_threads(0), glassbox::ConfigError);
+}
+
+// The typed product (dispatch on the weight type: input rounded to the weight's partner type, then
+// block dot products) against its scalar twin, for every type glassbox reads, prefill-sized blocks
+// included. k-quant weights come from a reference file (glassbox writes no k-quant files).
+namespace {
+struct TypedCase {
+  glassbox::DType type;
+  std::size_t k;  // row length
+};
+std::ostream& operator<<(std::ostream& o, const TypedCase& c) { return o << glassbox::dtype_name(c.type) << "×" << c.k; }
+
+void check_typed(const glassbox::Tensor& w, std::size_t rows) {
+  const std::size_t k = w.cols(), d = w.rows();
+  auto x = randv(rows * k, 7);
+  std::vector<std::byte> xq(rows * std::max<std::size_t>(1, k::xq_row_bytes(w)));
+  std::vector<float> a(rows * d), b(rows * d);
+  k::matmul(a.data(), x.data(), w, rows, xq.data());
+  k::matmul_scalar(b.data(), x.data(), w, rows, xq.data());
+  float scale = 0;
+  for (float v : b) scale = std::max(scale, std::abs(v));
+  for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(std::abs(a[i] - b[i]) <= 1e-5f * std::max(1.0f, scale));
+  // And the typed F32-equivalent: the same values through dequantized rows agree to the rounding of x.
+  std::vector<float> row(k);
+  for (std::size_t i = 0; i < d; ++i) {
+    k::embedding_row(row.data(), w, static_cast<std::int64_t>(i));
+    double ref = 0, mag = 0;
+    for (std::size_t j = 0; j < k; ++j) { ref += double(row[j]) * x[j]; mag += std::abs(double(row[j]) * x[j]); }
+    BOOST_TEST(std::abs(a[i] - ref) <= 0.02 * mag + 1e-6, "row " << i << ": " << a[i] << " vs " << ref);
+  }
+}
+}  // namespace
+
+BOOST_DATA_TEST_CASE(typed_matmul_matches_scalar,
+                     bdata::make({TypedCase{glassbox::DType::F32, 96}, TypedCase{glassbox::DType::F16, 96},
+                                  TypedCase{glassbox::DType::BF16, 96}, TypedCase{glassbox::DType::Q8_0, 96},
+                                  TypedCase{glassbox::DType::Q4_0, 96}, TypedCase{glassbox::DType::Q8_0, 4096},
+                                  TypedCase{glassbox::DType::Q4_0, 4096}}) *
+                         bdata::make({1, 3, 17}),
+                     c, rows) {
+  const std::size_t d = 29;
+  auto wf = randv(d * c.k, 5);
+  std::vector<std::byte> bytes(d * glassbox::row_bytes(c.type, c.k));
+  for (std::size_t i = 0; i < d; ++i)
+    glassbox::quant::quantize_row(c.type, wf.data() + i * c.k, bytes.data() + i * glassbox::row_bytes(c.type, c.k), c.k);
+  glassbox::Tensor w;
+  w.dtype = c.type;
+  w.n_dims = 2;
+  w.shape = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(c.k), 0, 0};
+  w.data = bytes.data();
+  w.bytes = bytes.size();
+  check_typed(w, rows);
+}
+
+BOOST_DATA_TEST_CASE(kquant_matmul_matches_scalar, bdata::make({"q6_k", "q5_k_m", "q4_k_m"}) * bdata::make({1, 5}), file, rows) {
+  if (!gbtest::shared_dir()) return;
+  auto src = glassbox::ModelSource::open(gbtest::shared(std::string("gguf/synth256-") + file + ".gguf"));
+  const auto& l = src->weights().layers[0];
+  for (const glassbox::Tensor* t : {&l.wq, &l.wv, &l.w2}) check_typed(*t, rows);
 }

@@ -28,7 +28,7 @@ std::string Weights::type_summary() const {
   for (const auto& l : layers)
     for (const Tensor* t : {&l.rms_att, &l.wq, &l.wk, &l.wv, &l.wo, &l.rms_ffn, &l.w1, &l.w2, &l.w3}) add(*t);
   std::string out;
-  for (const auto& [name, n] : count) out += (out.empty() ? "" : ", ") + std::string(name) + " ×" + std::to_string(n);
+  for (const auto& [name, n] : count) out += (out.empty() ? "" : ", ") + std::string(name) + ":" + std::to_string(n);
   return out;
 }
 

@@ -26,9 +26,6 @@ using glassbox::TokenizerError;
 using glassbox::TokenType;
 using nlohmann::json;
 
-// llama.cpp's end-of-generation markers: control tokens with these texts also end generation.
-constexpr std::array<std::string_view, 7> kEogTexts = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                                      "<|endoftext|>", "<|eom_id|>", "</s>"};
 
 // ---- Pre-tokenizer regexes (llama.cpp's llama-vocab.cpp lists; applied in turn, each splitting
 // every piece the previous one left into its matches and the text between them) ----
@@ -384,21 +381,11 @@ class BpeTokenizer final : public glassbox::Tokenizer {
     if (!f) throw fail("tokenizer.ggml.pre = '" + pre + "' is not a known pre-tokenizer (known: " + kKnownPre + ")");
     regexes_ = f->regexes;
     ignore_merges_ = f->ignore_merges;
-    auto id_key = [&](const char* key) -> std::int32_t {
-      auto v = m.get_int(key);
-      if (!v || *v == 0xFFFFFFFFll || *v == -1) return -1;
-      if (*v < 0 || *v >= static_cast<std::int64_t>(n))
-        throw fail(std::string(key) + " = " + std::to_string(*v) + " is outside the vocabulary 0.." + std::to_string(n - 1));
-      return static_cast<std::int32_t>(*v);
-    };
-    unk_ = id_key("tokenizer.ggml.unknown_token_id");
-    bos_ = id_key("tokenizer.ggml.bos_token_id");
-    eos_ = id_key("tokenizer.ggml.eos_token_id");
-    eot_ = id_key("tokenizer.ggml.eot_token_id");
-    eom_ = id_key("tokenizer.ggml.eom_token_id");
-    add_bos_ = m.get_bool("tokenizer.ggml.add_bos_token").value_or(f->add_bos);
-    add_eos_ = m.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
-    chat_template_ = m.get_string("tokenizer.chat_template").value_or("");
+    const auto sp = glassbox::read_special_tokens(m, n, f->add_bos, source_);
+    unk_ = sp.unk, bos_ = sp.bos, eos_ = sp.eos, eot_ = sp.eot, eom_ = sp.eom;
+    add_bos_ = sp.add_bos;
+    add_eos_ = sp.add_eos;
+    chat_template_ = sp.chat_template;
   }
 
   // GPT-2's release files: encoder.json (piece -> id) and vocab.bpe (a version line, then merges).
@@ -605,13 +592,9 @@ class BpeTokenizer final : public glassbox::Tokenizer {
     for (int b = 0; b < 256; ++b)
       if (auto it = lookup_.find(byte_char_[b]); it != lookup_.end()) byte_tok_[b] = it->second;
     std::reverse(user_.begin(), user_.end());
-    if (eos_ >= 0) eog_.push_back(eos_);
-    for (std::int32_t e : {eot_, eom_})
-      if (e >= 0 && std::find(eog_.begin(), eog_.end(), e) == eog_.end()) eog_.push_back(e);
-    for (std::int32_t i = 0; i < vocab_size(); ++i)
-      if (types_[i] == TokenType::Control && std::find(kEogTexts.begin(), kEogTexts.end(), vocab_[i]) != kEogTexts.end() &&
-          std::find(eog_.begin(), eog_.end(), i) == eog_.end())
-        eog_.push_back(i);
+    glassbox::SpecialTokens sp;
+    sp.eos = eos_, sp.eot = eot_, sp.eom = eom_;
+    eog_ = glassbox::end_of_generation_ids(sp, vocab_, types_);
   }
 
   std::string source_;

@@ -19,9 +19,6 @@ namespace {
 using glassbox::TokenizerError;
 using glassbox::TokenType;
 
-// llama.cpp's end-of-generation markers: control tokens with these texts also end generation.
-constexpr std::array<std::string_view, 7> kEogTexts = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
-                                                      "<|endoftext|>", "<|eom_id|>", "</s>"};
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581 "▁": SentencePiece's space in GGUF pieces
 // Pairs scoring at or below this never merge (llama2.c's initial "best" score).
 constexpr float kNoMerge = -1e10f;
@@ -248,24 +245,12 @@ class SpmTokenizer final : public glassbox::Tokenizer {
         types_[i] = static_cast<TokenType>((*ty)[i]);
       }
     }
-    auto id_key = [&](const char* key, std::int32_t dflt) -> std::int32_t {
-      auto v = m.get_int(key);
-      if (!v || *v == 0xFFFFFFFFll || *v == -1) return v ? -1 : dflt;
-      if (*v < 0 || *v >= static_cast<std::int64_t>(n))
-        throw fail(std::string(key) + " = " + std::to_string(*v) + " is outside the vocabulary 0.." + std::to_string(n - 1));
-      return static_cast<std::int32_t>(*v);
-    };
-    unk_ = id_key("tokenizer.ggml.unknown_token_id", -1);
-    bos_ = id_key("tokenizer.ggml.bos_token_id", -1);
-    eos_ = id_key("tokenizer.ggml.eos_token_id", -1);
-    eot_ = id_key("tokenizer.ggml.eot_token_id", -1);
-    eom_ = id_key("tokenizer.ggml.eom_token_id", -1);
-    add_bos_ = m.get_bool("tokenizer.ggml.add_bos_token").value_or(true);
-    add_eos_ = m.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
+    const auto sp = glassbox::read_special_tokens(m, n, /*default_add_bos=*/true, source_);
+    unk_ = sp.unk, bos_ = sp.bos, eos_ = sp.eos, eot_ = sp.eot, eom_ = sp.eom;
+    add_bos_ = sp.add_bos;
+    add_eos_ = sp.add_eos;
+    chat_template_ = sp.chat_template;
     add_space_prefix_ = m.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
-    chat_template_ = m.get_string("tokenizer.chat_template").value_or("");
-    if (add_bos_ && bos_ < 0) throw fail("tokenizer.ggml.add_bos_token is true but there is no tokenizer.ggml.bos_token_id");
-    if (add_eos_ && eos_ < 0) throw fail("tokenizer.ggml.add_eos_token is true but there is no tokenizer.ggml.eos_token_id");
     space_ = kSpaceMark;
   }
 
@@ -311,14 +296,10 @@ class SpmTokenizer final : public glassbox::Tokenizer {
       }
       decoded_[i] = std::move(d);
     }
-    if (eos_ >= 0) eog_.push_back(eos_);
-    for (std::int32_t e : {eot_, eom_})
-      if (e >= 0 && std::find(eog_.begin(), eog_.end(), e) == eog_.end()) eog_.push_back(e);
-    if (!print_control_)
-      for (std::int32_t i = 0; i < vocab_size(); ++i)
-        if (types_[i] == TokenType::Control && std::find(kEogTexts.begin(), kEogTexts.end(), vocab_[i]) != kEogTexts.end() &&
-            std::find(eog_.begin(), eog_.end(), i) == eog_.end())
-          eog_.push_back(i);
+    glassbox::SpecialTokens sp;
+    sp.eos = eos_, sp.eot = eot_, sp.eom = eom_;
+    // llama2.c files print their control pieces as text: only their EOS ends generation.
+    eog_ = glassbox::end_of_generation_ids(sp, print_control_ ? std::vector<std::string>{} : vocab_, types_);
   }
 
   bool reference_ = false;           // use merge_quadratic (tests)

@@ -45,6 +45,21 @@ class Tokenizer {
   }
 };
 
+// What every vocabulary read from GGUF metadata shares, whatever its family: the special ids
+// (tokenizer.ggml.{unknown,bos,eos,eot,eom}_token_id; 0xFFFFFFFF = none), the BOS/EOS policy and
+// the chat template. Ids are checked against the vocabulary size n; errors name `source`.
+struct SpecialTokens {
+  std::int32_t unk = -1, bos = -1, eos = -1, eot = -1, eom = -1;
+  bool add_bos = true, add_eos = false;
+  std::string chat_template;
+};
+class Metadata;
+SpecialTokens read_special_tokens(const Metadata& m, std::size_t n, bool default_add_bos, const std::string& source);
+// EOS, EOT, EOM, then every control token spelled like one of llama.cpp's end-of-generation
+// markers (<|eot_id|>, <|im_end|>, <|end|>, <end_of_turn>, <|endoftext|>, <|eom_id|>, </s>).
+std::vector<std::int32_t> end_of_generation_ids(const SpecialTokens& s, const std::vector<std::string>& pieces,
+                                                const std::vector<TokenType>& types);
+
 // Concatenates decode(prev, id) over ids, skipping a leading BOS: the inverse of encode.
 std::string decode_all(const Tokenizer& tok, const std::vector<std::int32_t>& ids);
 

@@ -24,7 +24,7 @@ struct RunHeader {
   std::string model_path;
   std::string model_sha256;
   Config config;
-  std::string weight_types;           // e.g. "Q8_0 ×32, F16 ×5, F32 ×11"
+  std::string weight_types;           // e.g. "Q8_0:32, F16:5, F32:11"
   std::string tokenizer_path;
   std::vector<PluginRecord> plugins;  // tokenizer, attention, then the sampler chain in order
   std::uint64_t seed = 0;

@@ -27,7 +27,7 @@ struct Weights {
   Tensor wcls;                       // (vocab_size, dim)   the embedding itself when shared
   Tensor rope_freqs;                 // (head_size / 2)     F32 frequency divisors; data == nullptr when absent
 
-  // "Q8_0 ×32, F16 ×5, F32 ×11": how many tensors of each type, for the trace header and `inspect`.
+  // "Q8_0:32, F16:5, F32:11": how many tensors of each type, for the trace header and `inspect`.
   std::string type_summary() const;
   // Parameters stored (a shared classifier counted once).
   std::int64_t parameter_count() const;

@@ -1,0 +1,24 @@
+// Chat formats: which common turn format a model's chat template (GGUF tokenizer.chat_template,
+// Jinja text) uses, recognized by its markers as llama.cpp does, and rendering turns in it.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace glassbox {
+
+enum class ChatFormat { None, ChatML, Llama2, Llama3, Zephyr, Plain };
+std::string_view chat_format_name(ChatFormat f);  // "chatml", "llama-2", "llama-3", "zephyr", "plain", "none"
+// From the template's markers; None for an empty template, Plain ("User: …\nAssistant: …") for an
+// unrecognized one.
+ChatFormat detect_chat_format(std::string_view jinja_template);
+
+struct ChatMessage {
+  std::string role;  // "system" | "user" | "assistant"
+  std::string content;
+};
+// The conversation as the model was trained to see it, ending with the assistant's turn opened
+// (add_generation_prompt). Control markers appear as text: encode it with special tokens parsed.
+std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages, bool add_generation_prompt = true);
+
+}  // namespace glassbox
