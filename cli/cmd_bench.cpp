@@ -1,13 +1,23 @@
-// `glassbox bench`: measured prefill and decode throughput of a model (median of repeated runs).
+// `glassbox bench`: prefill and decode throughput in the manner of llama-bench (lists of prompt and
+// generation lengths and thread counts, repeated runs, median and spread), set against this
+// machine's roofline: memory bandwidth for decode, FMA throughput for prefill.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
+#include <map>
+#include <memory>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/kernels.hpp"
 #include "session.hpp"
 
 namespace glassbox::cli {
@@ -16,99 +26,301 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+// CPU time of the whole process (all threads): on a shared machine, wall time includes the time
+// other processes held the cores; CPU time per token does not.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
 double median(std::vector<double> v) {
+  if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+double stddev(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  double m = 0, s = 0;
+  for (double x : v) m += x;
+  m /= static_cast<double>(v.size());
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+double peak_rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux reports KiB
 }
 
-}  // namespace
-
-namespace {
-template <class O>
-bool cmd_given(const O& o) {
-  return o.cmd->get_option("--prompt-tokens")->count() > 0 || o.cmd->get_option("--gen-tokens")->count() > 0;
+// Runs fn(t) on `threads` threads at once and returns the longest CPU time any of them used. CPU
+// time, not wall time: on a shared machine a thread's wall time includes the time it waited for a
+// core, and the roofline should say what the cores do while they run.
+template <class F>
+double timed_on_threads(int threads, F fn) {
+  std::vector<double> cpu(threads);
+  auto run = [&](int t) {
+    timespec a{}, b{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    fn(t);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    cpu[t] = static_cast<double>(b.tv_sec - a.tv_sec) + 1e-9 * static_cast<double>(b.tv_nsec - a.tv_nsec);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(run, t);
+  run(0);
+  for (auto& th : pool) th.join();
+  return *std::max_element(cpu.begin(), cpu.end());
 }
+
+// STREAM's triad a = b + s·c over arrays far larger than the caches (3 × 128 MiB), split across
+// `threads`; bytes counted as STREAM counts them (3 arrays per pass). Best of 5 passes.
+double triad_bytes_per_s(int threads) {
+  const std::size_t n = std::size_t{32} << 20;
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    const double s = timed_on_threads(threads, [&](int t) {
+      const std::size_t i0 = n * t / threads, i1 = n * (t + 1) / threads;
+      for (std::size_t i = i0; i < i1; ++i) a[i] = b[i] + 3.0f * c[i];
+    });
+    best = std::max(best, 3.0 * sizeof(float) * static_cast<double>(n) / s);
+  }
+  if (a[n / 2] != 7.0f) throw Error("bench: triad check failed");
+  return best;
+}
+
+// FMA throughput of the kernel set in use, on `threads` threads: best of 5.
+double fma_flops_per_s(int threads) {
+  const std::size_t iters = 20'000'000;
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    std::vector<double> flops(threads);
+    const double s = timed_on_threads(threads, [&](int t) { flops[t] = kernels::fma_probe(iters); });
+    double total = 0;
+    for (double f : flops) total += f;
+    best = std::max(best, total / s);
+  }
+  return best;
+}
+
+// Comma-separated positive integers: "128,256".
+std::vector<int> int_list(const std::string& text, const char* opt) {
+  std::vector<int> out;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string item = text.substr(at, comma - at);
+    std::size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || v < 1)
+      throw ConfigError(std::string(opt) + ": '" + item + "' is not a positive integer (expected a list like 64,128)");
+    out.push_back(v);
+    at = comma + 1;
+  }
+  return out;
+}
+
+struct Result {
+  std::string test;  // "pp128", "tg128", "pp128-1by1"
+  int tokens = 0, threads = 0;
+  std::vector<double> tok_s, cpu_ms_per_tok, ttft_ms;
+};
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
   struct Opts {
-    int prompt_tokens = 128, gen_tokens = 128, repeat = 5;
-    bool json = false;
-    CLI::App* cmd = nullptr;
+    std::string prompts = "128", gens = "128", threads;
+    int repeat = 5;
+    bool json = false, csv = false, one_by_one = false, no_roofline = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed (tokens/s, median of --repeat runs)");
+  auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed against this machine's roofline (like llama-bench)");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, false);
-  o->cmd = cmd;
-  cmd->add_option("--prompt-tokens", o->prompt_tokens, "prompt length in tokens (default 128)")->check(CLI::PositiveNumber);
-  cmd->add_option("--gen-tokens", o->gen_tokens, "tokens to decode (default 128)")->check(CLI::PositiveNumber);
-  cmd->add_option("--repeat", o->repeat, "runs; the median is reported (default 5)")->check(CLI::PositiveNumber);
-  cmd->add_flag("--json", o->json, "print the figures as JSON");
-  cmd->callback([o, binder] {
+  cmd->add_option("-p,--prompt-tokens", o->prompts, "prompt lengths to prefill, a list (default 128; shrunk to fit a small model)");
+  cmd->add_option("-n,--gen-tokens", o->gens, "generation lengths to decode, a list (default 128)");
+  cmd->add_option("-r,--repeat", o->repeat, "runs per test; the median is reported (default 5)")->check(CLI::Range(1, 1000));
+  cmd->add_option("--threads", o->threads, "thread counts, a list (default: one per physical core)");
+  cmd->add_flag("--one-by-one", o->one_by_one, "also prefill each prompt one position per forward (the rate without blocks)");
+  cmd->add_flag("--no-roofline", o->no_roofline, "skip measuring memory bandwidth and FMA peak");
+  cmd->add_flag("--json", o->json, "print the results as JSON");
+  cmd->add_flag("--csv", o->csv, "print the results as CSV");
+  cmd->callback([o, binder, cmd] {
     RunOptions opt = binder->finish();
     opt.sampler = {{"greedy", {}}};
+    std::vector<int> prompts = int_list(o->prompts, "--prompt-tokens"), gens = int_list(o->gens, "--gen-tokens");
+    std::vector<int> thread_list = o->threads.empty() ? std::vector<int>{kernels::threads()} : int_list(o->threads, "--threads");
+    for (int t : thread_list)
+      if (t > 1024) throw ConfigError("--threads: " + std::to_string(t) + " (expected 1..1024)");
     auto s = open_session(opt);
-    const Config& c = s->model->config();
-    // Defaults that do not fit a small model's context shrink to it (half prompt, half generation).
-    const bool sizes_given = cmd_given(*o);
-    if (!sizes_given && o->prompt_tokens + o->gen_tokens > c.seq_len) o->prompt_tokens = o->gen_tokens = c.seq_len / 2;
-    if (static_cast<long long>(o->prompt_tokens) + o->gen_tokens > c.seq_len)
-      throw ConfigError("--prompt-tokens + --gen-tokens = " + std::to_string(o->prompt_tokens + o->gen_tokens) +
-                        " exceeds the model's context of " + std::to_string(c.seq_len));
-    // A fixed, reproducible prompt: BOS then ids spread over the vocabulary.
-    std::vector<std::int32_t> prompt{s->tokenizer->bos_id()};
-    for (int i = 1; i < o->prompt_tokens; ++i) prompt.push_back(3 + (i * 7919) % (c.vocab_size - 3));
+    const Config& c = s->config;
+    // Defaults that do not fit a small model's context shrink to it; given lengths must fit.
+    const bool given = cmd->get_option("--prompt-tokens")->count() > 0 || cmd->get_option("--gen-tokens")->count() > 0;
+    auto fit = [&](std::vector<int>& v, const char* opt, int extra) {
+      for (int& x : v) {
+        if (x + extra <= c.seq_len) continue;
+        if (!given) x = std::max(1, c.seq_len / 2);
+        else throw ConfigError(std::string(opt) + " " + std::to_string(x) + (extra ? " + 1" : "") + " exceeds the run's context of " +
+                               std::to_string(c.seq_len));
+      }
+    };
+    fit(prompts, "--prompt-tokens", 0);
+    fit(gens, "--gen-tokens", 1);  // decode starts after BOS
 
-    std::vector<double> prefill_block, prefill_single, decode;
-    Transformer single(s->config, s->source->weights(), 1);  // the same model, one position per call
-    for (int r = 0; r < o->repeat; ++r) {
-      // PREFILL in blocks (matrix x matrix), as the engine does
-      s->attention->clear();
-      auto t0 = Clock::now();
+    // A fixed, reproducible prompt: BOS then ids spread over the vocabulary.
+    const int longest = *std::max_element(prompts.begin(), prompts.end());
+    std::vector<std::int32_t> prompt{s->tokenizer->bos_id()};
+    for (int i = 1; i < longest; ++i) prompt.push_back(3 + (i * 7919) % (c.vocab_size - 3));
+    const int block = s->model->max_block();
+    std::unique_ptr<Transformer> single;
+    if (o->one_by_one) single = std::make_unique<Transformer>(s->config, s->source->weights(), 1);
+
+    auto prefill = [&](Transformer& m, int p, int step) {
       std::span<const float> logits;
-      for (int p = 0; p < o->prompt_tokens; p += s->model->max_block()) {
-        const int n = std::min(s->model->max_block(), o->prompt_tokens - p);
-        logits = s->model->forward(std::span(prompt).subspan(p, n), p, *s->attention);
+      for (int at = 0; at < p; at += step) {
+        const int n = std::min(step, p - at);
+        logits = m.forward(std::span(prompt).subspan(at, n), at, *s->attention);
       }
-      prefill_block.push_back(o->prompt_tokens / seconds_since(t0));
-      // DECODE: one token per step, greedy
-      t0 = Clock::now();
-      int pos = o->prompt_tokens - 1;
-      for (int g = 0; g < o->gen_tokens; ++g) {
-        std::int32_t next = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-        logits = s->model->forward(std::span(&next, 1), ++pos, *s->attention);
+      return logits;
+    };
+
+    std::vector<Result> results;
+    for (int th : thread_list) {
+      kernels::set_threads(th);
+      prefill(*s->model, std::min(longest, block), block);  // warm-up: pages, caches, thread pool
+      for (int p : prompts) {
+        Result r{"pp" + std::to_string(p), p, th, {}, {}, {}};
+        for (int rep = 0; rep < o->repeat; ++rep) {
+          s->attention->clear();
+          const double c0 = cpu_seconds();
+          const auto t0 = Clock::now();
+          prefill(*s->model, p, block);
+          const double sec = seconds_since(t0);
+          r.tok_s.push_back(p / sec);
+          r.ttft_ms.push_back(1000 * sec);  // the prompt's forward passes end with the first token's logits
+          r.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / p);
+        }
+        results.push_back(std::move(r));
+        if (single) {
+          Result q{"pp" + std::to_string(p) + "-1by1", p, th, {}, {}, {}};
+          for (int rep = 0; rep < o->repeat; ++rep) {
+            s->attention->clear();
+            const double c0 = cpu_seconds();
+            const auto t0 = Clock::now();
+            prefill(*single, p, 1);
+            q.tok_s.push_back(p / seconds_since(t0));
+            q.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / p);
+          }
+          results.push_back(std::move(q));
+        }
       }
-      decode.push_back(o->gen_tokens / seconds_since(t0));
-      // The same prompt one position at a time (what prefill would cost without blocks)
-      s->attention->clear();
-      t0 = Clock::now();
-      for (int p = 0; p < o->prompt_tokens; ++p) single.forward(std::span(prompt).subspan(p, 1), p, *s->attention);
-      prefill_single.push_back(o->prompt_tokens / seconds_since(t0));
+      for (int g : gens) {
+        Result r{"tg" + std::to_string(g), g, th, {}, {}, {}};
+        for (int rep = 0; rep < o->repeat; ++rep) {
+          // As llama-bench's tg test: from an empty context (BOS), greedy, n single-token steps.
+          s->attention->clear();
+          std::span<const float> logits = prefill(*s->model, 1, 1);
+          const double c0 = cpu_seconds();
+          const auto t0 = Clock::now();
+          for (int i = 0; i < g; ++i) {
+            const auto next = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            logits = s->model->forward(std::span(&next, 1), i + 1, *s->attention);
+          }
+          r.tok_s.push_back(g / seconds_since(t0));
+          r.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / g);
+        }
+        results.push_back(std::move(r));
+      }
     }
-    const KvUsage kv = s->attention->usage();
+    const double rss = peak_rss_mib();  // before the roofline's arrays
+
+    // The roofline. Decode reads every matrix once per token (the embedding only one row), so
+    // its bound is bandwidth ÷ those bytes; prefill reuses each weight across the block, so its
+    // bound is the FMA peak ÷ 2 flops per weight per token.
+    const Weights& w = s->source->weights();
+    double matrix_bytes = static_cast<double>(w.wcls.bytes), layer_params = 0;
+    for (const auto& lw : w.layers)
+      for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3}) {
+        matrix_bytes += static_cast<double>(t->bytes);
+        layer_params += static_cast<double>(t->numel());
+      }
+    std::map<int, double> bandwidth, flops;
+    if (!o->no_roofline)
+      for (int th : thread_list) {
+        bandwidth[th] = triad_bytes_per_s(th);
+        flops[th] = fma_flops_per_s(th);
+      }
+
+    const std::string kset(kernels::kernel_set());
     nlohmann::json j = {{"model", s->header.model_path},
-                        {"params", static_cast<double>(s->source->weights().parameter_count())},
+                        {"params", static_cast<double>(w.parameter_count())},
                         {"weight_types", s->header.weight_types},
-                        {"prompt_tokens", o->prompt_tokens},
-                        {"gen_tokens", o->gen_tokens},
+                        {"kernels", kset},
+                        {"block", block},
                         {"repeat", o->repeat},
-                        {"prefill_tok_s", median(prefill_block)},
-                        {"prefill_one_by_one_tok_s", median(prefill_single)},
-                        {"decode_tok_s", median(decode)},
-                        {"decode_ms_per_token", 1000.0 / median(decode)},
-                        {"kv_bytes", kv.bytes}};
+                        {"peak_rss_mib", rss},
+                        {"decode_bytes_per_token", matrix_bytes},
+                        {"prefill_flops_per_token", 2 * layer_params},
+                        {"results", nlohmann::json::array()}};
+    for (const auto& [th, bw] : bandwidth)
+      j["machine"][std::to_string(th)] = {{"triad_gb_s", bw / 1e9}, {"fma_gflop_s", flops[th] / 1e9}};
+    for (const auto& r : results) {
+      const bool decode = r.test.rfind("tg", 0) == 0;
+      const double tps = median(r.tok_s);
+      nlohmann::json e = {{"test", r.test},       {"threads", r.threads},
+                          {"tokens", r.tokens},    {"tok_s", tps},
+                          {"tok_s_sd", stddev(r.tok_s)},
+                          {"ms_per_token", 1000 / tps},
+                          {"cpu_ms_per_token", median(r.cpu_ms_per_tok)}};
+      if (!r.ttft_ms.empty()) e["ttft_ms"] = median(r.ttft_ms);
+      if (bandwidth.count(r.threads)) {
+        // Decode: bytes actually streamed per second against the triad; prefill: flops against the FMA peak.
+        e["roofline_fraction"] = decode ? tps * matrix_bytes / bandwidth[r.threads] : tps * 2 * layer_params / flops[r.threads];
+      }
+      j["results"].push_back(e);
+    }
+
     if (o->json) {
       std::cout << j.dump(2) << "\n";
       return;
     }
-    std::printf("model            %s (dim %d, %d layers, vocab %d; %s)\n", s->header.model_path.c_str(), c.dim, c.n_layers,
-                c.vocab_size, s->header.weight_types.c_str());
-    std::printf("prefill          %10.0f tok/s  (%d tokens in blocks of %d, median of %d)\n", median(prefill_block),
-                o->prompt_tokens, s->model->max_block(), o->repeat);
-    std::printf("prefill 1-by-1   %10.0f tok/s  (the same prompt, one position per forward)\n", median(prefill_single));
-    std::printf("decode           %10.0f tok/s  (%.3f ms/token over %d tokens)\n", median(decode), 1000.0 / median(decode),
-                o->gen_tokens);
-    std::printf("kv cache         %10lld bytes allocated\n", static_cast<long long>(kv.bytes));
+    if (o->csv) {
+      std::printf("model,kernels,test,threads,tokens,tok_s,tok_s_sd,ms_per_token,cpu_ms_per_token,ttft_ms,roofline_fraction,peak_rss_mib\n");
+      for (const auto& e : j["results"])
+        std::printf("%s,%s,%s,%d,%d,%.3f,%.3f,%.4f,%.4f,%s,%s,%.1f\n", s->header.model_path.c_str(), kset.c_str(),
+                    e["test"].get<std::string>().c_str(), e["threads"].get<int>(), e["tokens"].get<int>(), e["tok_s"].get<double>(),
+                    e["tok_s_sd"].get<double>(), e["ms_per_token"].get<double>(), e["cpu_ms_per_token"].get<double>(),
+                    e.contains("ttft_ms") ? std::to_string(e["ttft_ms"].get<double>()).c_str() : "",
+                    e.contains("roofline_fraction") ? std::to_string(e["roofline_fraction"].get<double>()).c_str() : "", rss);
+      return;
+    }
+    std::printf("model     %s (dim %d, %d layers, vocab %d; %s)\n", s->header.model_path.c_str(), c.dim, c.n_layers, c.vocab_size,
+                s->header.weight_types.c_str());
+    std::printf("kernels   %s    prefill blocks of %d    peak RSS %.0f MiB    median of %d runs\n", kset.c_str(), block, rss,
+                o->repeat);
+    for (const auto& [th, bw] : bandwidth)
+      std::printf("machine   %d thread%s: triad %.1f GB/s, FMA peak %.1f GFLOP/s\n", th, th == 1 ? "" : "s", bw / 1e9, flops[th] / 1e9);
+    std::printf("\n%-14s %7s %12s %9s %10s %10s %10s %9s\n", "test", "threads", "tok/s", "± sd", "ms/token", "cpu ms/tok", "ttft ms",
+                "roofline");
+    for (const auto& e : j["results"]) {
+      std::string roof = e.contains("roofline_fraction")
+                             ? std::to_string(static_cast<int>(std::lround(100 * e["roofline_fraction"].get<double>()))) + "%"
+                             : "-";
+      char ttft[32] = "-";
+      if (e.contains("ttft_ms")) std::snprintf(ttft, sizeof ttft, "%.1f", e["ttft_ms"].get<double>());
+      std::printf("%-14s %7d %12.1f %9.1f %10.3f %10.3f %10s %9s\n", e["test"].get<std::string>().c_str(), e["threads"].get<int>(),
+                  e["tok_s"].get<double>(), e["tok_s_sd"].get<double>(), e["ms_per_token"].get<double>(),
+                  e["cpu_ms_per_token"].get<double>(), ttft, roof.c_str());
+    }
+    std::printf("\nroofline: decode = bytes streamed per second (%.1f MB of matrices per token) / triad bandwidth;\n"
+                "          prefill = flops per second (%.1f MFLOP per token) / FMA peak. ttft = the prefill's time.\n",
+                matrix_bytes / 1e6, 2 * layer_params / 1e6);
   });
 }
 

@@ -13,6 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "glassbox/error.hpp"
+#include "glassbox/kernels.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/rng.hpp"
 #include "glassbox/traces/reader.hpp"
@@ -32,7 +33,9 @@ RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(c
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--attention", attention_, "attention plugin, NAME or NAME:VALUE (default: kv-cache)");
   cmd->add_option("--plugin-path", plugin_path_, "extra folder of plugin modules (repeatable)");
-  if (!with_generation) return;
+  if (!with_generation) return;  // bench has its own --threads (a list)
+  cmd->add_option("--threads", threads_, "threads for the matrix products (default: one per physical core)")
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("--prompt,-p", prompt_, "prompt text (default: empty, start from BOS)");
   cmd->add_option("--max-tokens,-n", max_tokens_, "tokens to generate at most (default: 256)");
   cmd->add_option("--sampler,-s", sampler_, "sampler chain, e.g. top-k:40,temperature:0.8 (default: default)");
@@ -176,6 +179,7 @@ RunOptions RunOptionsBinder::finish() {
         } else if (key == "prompt") o.prompt = yaml_scalar(v, where);
         else if (key == "max_tokens") o.max_tokens = v.as<int>();
         else if (key == "context") o.context = v.as<int>();
+        else if (key == "threads") o.threads = v.as<int>();
         else if (key == "seed") o.seed = v.as<std::uint64_t>();
         else if (key == "trace") o.trace = yaml_scalar(v, where);
         else if (key == "trace_level") o.trace_level = parse_level(yaml_scalar(v, where));
@@ -191,7 +195,7 @@ RunOptions RunOptionsBinder::finish() {
           if (v.IsSequence()) for (const auto& p : v) o.plugin_path.emplace_back(p.as<std::string>());
           else o.plugin_path.emplace_back(yaml_scalar(v, where));
         } else
-          throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, attention, sampler, "
+          throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, threads, attention, sampler, "
                             "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, json, top_logprobs, "
                             "pace, pace_tps, plugin_path)");
       }
@@ -216,6 +220,8 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--max-tokens")) o.max_tokens = max_tokens_;
   if (given("--context")) o.context = context_;
   if (o.context < 0) throw ConfigError("context = " + std::to_string(o.context) + " (expected >= 1)");
+  if (given("--threads")) o.threads = threads_;
+  if (o.threads < 0 || o.threads > 1024) throw ConfigError("threads = " + std::to_string(o.threads) + " (expected 1..1024)");
   if (given("--sampler")) o.sampler = parse_plugin_chain(sampler_, "sampler");
   if (given("--seed")) o.seed = seed_;
   if (given("--trace")) o.trace = trace_;
@@ -257,6 +263,7 @@ std::optional<std::pair<fs::path, fs::path>> default_model() {
 
 std::unique_ptr<Session> open_session(const RunOptions& opt) {
   auto s = std::make_unique<Session>();
+  if (opt.threads > 0) kernels::set_threads(opt.threads);
   s->registry.load_default(opt.plugin_path);
   for (const auto& r : s->registry.rejections()) warn("module rejected: " + r.to_string());
 
@@ -332,7 +339,8 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
 
   RunHeader& h = s->header;
   h.model_path = model_path.string();
-  h.model_sha256 = sha256_file(model_path);
+  // From the model's own mapping: no second mapping (its pages would count twice in RSS), no copy.
+  h.model_sha256 = sha256_bytes(s->source->file().data(), s->source->file().size());
   h.config = cfg;
   h.weight_types = s->source->weights().type_summary();
   h.tokenizer_path = tok_path;
@@ -341,6 +349,8 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   for (const auto& st : s->sampler->stages()) h.plugins.push_back({"sampler", st->name(), st->params()});
   h.seed = s->seed;
   h.rng = Rng::kName;
+  h.kernels = std::string(kernels::kernel_set());
+  h.threads = kernels::threads();
   return s;
 }
 

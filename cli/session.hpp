@@ -26,6 +26,7 @@ struct RunOptions {
   std::string prompt;
   int max_tokens = 256;
   int context = 0;                         // positions the run may use (0: the model's, capped at 4096)
+  int threads = 0;                         // threads for the matrix products (0: one per physical core)
   std::optional<std::uint64_t> seed;
   std::string trace;
   TraceLevel trace_level = TraceLevel::Basic;
@@ -53,7 +54,7 @@ class RunOptionsBinder {
   std::string config_, model_, tokenizer_, tokenizer_plugin_, attention_, sampler_, prompt_, trace_,
       trace_level_, replay_;
   std::vector<std::string> plugin_path_;
-  int max_tokens_ = 256, trace_top_ = 10, context_ = 0, top_logprobs_ = 5;
+  int max_tokens_ = 256, trace_top_ = 10, context_ = 0, top_logprobs_ = 5, threads_ = 0;
   double pace_ms_ = 0, pace_tps_ = 0;
   std::uint64_t seed_ = 0;
   bool echo_ = false, show_probs_ = false, json_ = false;

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
 #include "glassbox/model_source.hpp"
 #include "glassbox/quant.hpp"
@@ -25,37 +26,59 @@ std::vector<float> randv(std::size_t n, unsigned seed) {
   return v;
 }
 const auto kSizes = bdata::make({1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100, 172, 512, 4099});
+
+// Runs `check` once with every instruction-set variant this CPU supports, then restores the default.
+template <class F>
+void for_each_kernel_set(F&& check) {
+  const std::string initial(k::kernel_set());
+  for (const auto& set : k::kernel_sets()) {
+    k::use_kernel_set(set);
+    BOOST_TEST_CONTEXT("kernel set " << set) { check(); }
+  }
+  k::use_kernel_set(initial);
+}
 }  // namespace
 
 BOOST_DATA_TEST_CASE(dot_matches_scalar, kSizes, n) {
   auto a = randv(n, 1), b = randv(n, 2);
-  BOOST_TEST(std::abs(k::dot(a.data(), b.data(), n) - k::dot_scalar(a.data(), b.data(), n)) <= 1e-5f * std::sqrt(float(n)));
+  for_each_kernel_set([&] {
+    BOOST_TEST(std::abs(k::dot(a.data(), b.data(), n) - k::dot_scalar(a.data(), b.data(), n)) <= 1e-5f * std::sqrt(float(n)));
+  });
 }
 
 BOOST_DATA_TEST_CASE(matmul_matches_scalar, kSizes ^ bdata::make({1, 3, 2, 5, 1, 4, 2, 3, 1, 2, 7, 1, 3, 2, 4, 1, 2, 3, 1}), kdim, rows) {
   const std::size_t d = 37;
   auto x = randv(rows * kdim, 3), w = randv(d * kdim, 4);
   std::vector<float> a(rows * d), b(rows * d);
-  k::matmul(a.data(), x.data(), w.data(), rows, kdim, d);
   k::matmul_scalar(b.data(), x.data(), w.data(), rows, kdim, d);
-  // Absolute tolerance: summation order differs, and entries near 0 make relative error meaningless.
-  for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(std::abs(a[i] - b[i]) <= 1e-5f * std::sqrt(float(kdim)));
+  for_each_kernel_set([&] {
+    k::matmul(a.data(), x.data(), w.data(), rows, kdim, d);
+    // Absolute tolerance: summation order differs, and entries near 0 make relative error meaningless.
+    for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(std::abs(a[i] - b[i]) <= 1e-5f * std::sqrt(float(kdim)));
+  });
 }
 
 BOOST_DATA_TEST_CASE(rmsnorm_matches_scalar, kSizes, n) {
   auto x = randv(n, 5), w = randv(n, 6);
   std::vector<float> a(n), b(n);
-  k::rmsnorm(a.data(), x.data(), w.data(), n, 1e-5f);
   k::rmsnorm_scalar(b.data(), x.data(), w.data(), n, 1e-5f);
-  for (std::size_t i = 0; i < n; ++i) BOOST_TEST(a[i] == b[i], boost::test_tools::tolerance(1e-5f));
+  for_each_kernel_set([&] {
+    k::rmsnorm(a.data(), x.data(), w.data(), n, 1e-5f);
+    for (std::size_t i = 0; i < std::size_t(n); ++i) BOOST_TEST(a[i] == b[i], boost::test_tools::tolerance(1e-5f));
+  });
 }
 
 BOOST_DATA_TEST_CASE(axpy_matches_scalar, kSizes, n) {
-  auto x = randv(n, 7), a = randv(n, 8);
-  auto b = a;
-  k::axpy(a.data(), 0.37f, x.data(), n);
+  const auto x = randv(n, 7), y = randv(n, 8);
+  auto b = y;
   k::axpy_scalar(b.data(), 0.37f, x.data(), n);
-  for (std::size_t i = 0; i < n; ++i) BOOST_TEST(a[i] == b[i], boost::test_tools::tolerance(1e-6f));
+  for_each_kernel_set([&] {
+    auto a = y;
+    k::axpy(a.data(), 0.37f, x.data(), n);
+    // A fused multiply-add rounds once where the scalar version rounds twice: the error is relative
+    // to the terms, not to their (possibly cancelling) sum.
+    for (std::size_t i = 0; i < std::size_t(n); ++i) BOOST_TEST(std::abs(a[i] - b[i]) <= 1e-6f * (std::abs(y[i]) + std::abs(0.37f * x[i])));
+  });
 }
 
 BOOST_DATA_TEST_CASE(softmax_is_a_distribution, kSizes, n) {
@@ -64,13 +87,13 @@ BOOST_DATA_TEST_CASE(softmax_is_a_distribution, kSizes, n) {
   auto y = x;
   k::softmax(y.data(), n);
   double sum = 0;
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < std::size_t(n); ++i) {
     BOOST_TEST(y[i] >= 0.0f);
     sum += y[i];
   }
   BOOST_TEST(sum == 1.0, boost::test_tools::tolerance(1e-5));
   // Order is preserved: a larger logit never gets a smaller probability.
-  for (std::size_t i = 1; i < n; ++i)
+  for (std::size_t i = 1; i < std::size_t(n); ++i)
     if (x[i] > x[i - 1]) BOOST_TEST(y[i] >= y[i - 1]);
 }
 
@@ -87,6 +110,39 @@ BOOST_AUTO_TEST_CASE(rope_rotates_pairs_by_the_given_angle) {
   // Rotation keeps each pair's length.
   BOOST_TEST(x[4] * x[4] + x[5] * x[5] == 13.0f, boost::test_tools::tolerance(1e-5f));
   BOOST_TEST(x[6] * x[6] + x[7] * x[7] == 41.0f, boost::test_tools::tolerance(1e-5f));
+}
+
+// Prefill (n rows at once, register-tiled) and decode (one row) give bit-identical outputs, and so
+// do 1, 2 and 3 threads: each output's summation order depends on k alone.
+BOOST_DATA_TEST_CASE(matmul_is_independent_of_block_and_threads, bdata::make({16, 100, 768}) ^ bdata::make({70, 301, 96}), kdim, d) {
+  const std::size_t n = 11;
+  auto x = randv(n * kdim, 11), w = randv(d * kdim, 12);
+  const int threads = k::threads();
+  for_each_kernel_set([&] {
+    k::set_threads(1);
+    std::vector<float> ref(n * d), one(d), out(n * d);
+    k::matmul(ref.data(), x.data(), w.data(), n, kdim, d);
+    for (std::size_t t = 0; t < n; ++t) {
+      k::matmul(one.data(), x.data() + t * kdim, w.data(), 1, kdim, d);
+      for (std::size_t i = 0; i < std::size_t(d); ++i) BOOST_TEST_REQUIRE(one[i] == ref[t * d + i]);
+    }
+    for (int th : {2, 3}) {
+      k::set_threads(th);
+      k::matmul(out.data(), x.data(), w.data(), n, kdim, d);
+      BOOST_TEST((out == ref));
+    }
+  });
+  k::set_threads(threads);
+}
+
+BOOST_AUTO_TEST_CASE(kernel_sets_are_named_and_checked) {
+  const auto sets = k::kernel_sets();
+  BOOST_TEST_REQUIRE(!sets.empty());
+  BOOST_TEST(sets.back() == "sse4.2");  // the build's baseline runs everywhere it runs
+  BOOST_TEST(k::kernel_set() == sets.front());
+  BOOST_CHECK_EXCEPTION(k::use_kernel_set("neon"), glassbox::ConfigError,
+                        [](const auto& e) { return std::string(e.what()).find("unknown kernel set 'neon'") != std::string::npos; });
+  BOOST_CHECK_THROW(k::set_threads(0), glassbox::ConfigError);
 }
 
 // The typed product (dispatch on the weight type: input rounded to the weight's partner type, then

@@ -1,17 +1,183 @@
-// The forward pass's kernels: scalar reference versions and xsimd versions of the hot ones.
+// The forward pass's kernels: scalar reference versions, the choice of SIMD variant (kernel_set.hpp)
+// for this CPU, and the split of matrix products across threads.
 #include "glassbox/kernels.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
 
-#include <xsimd/xsimd.hpp>
-
+#include "glassbox/error.hpp"
 #include "glassbox/quant.hpp"
+#include "kernel_set.hpp"
+#include "thread_pool.hpp"
 
 namespace glassbox::kernels {
 
-using batch = xsimd::batch<float>;
-constexpr std::size_t W = batch::size;
+namespace {
+
+// Best first. A variant needs every extension its build of kernels_isa.cpp was compiled with.
+struct Variant {
+  const KernelSet* set;
+  bool (*supported)();
+};
+// The psABI levels the variants are compiled for (core/CMakeLists.txt): x86-64-v4 = AVX-512
+// F/BW/CD/DQ/VL (+ VNNI for the integer dot products), v3 = AVX2, FMA, F16C, BMI1/2, v2 = SSE4.2, POPCNT.
+const Variant kVariants[] = {
+    {&kernel_set_avx512vnni, [] { return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512vnni"); }},
+    {&kernel_set_avx512, [] { return __builtin_cpu_supports("x86-64-v4") != 0; }},
+    {&kernel_set_avx2, [] { return __builtin_cpu_supports("x86-64-v3") != 0; }},
+    {&kernel_set_sse42, [] { return __builtin_cpu_supports("x86-64-v2") != 0; }},
+};
+
+const KernelSet* find_supported(std::string_view name) {
+  for (const auto& v : kVariants)
+    if (name == v.set->name) {
+      if (!v.supported()) throw ConfigError("kernel set " + std::string(name) + " needs instructions this CPU lacks");
+      return v.set;
+    }
+  std::string known;
+  for (const auto& v : kVariants) known += (known.empty() ? "" : ", ") + std::string(v.set->name);
+  throw ConfigError("unknown kernel set '" + std::string(name) + "' (expected one of " + known + ")");
+}
+
+const KernelSet* initial_set() {
+  __builtin_cpu_init();
+  // GLASSBOX_KERNELS pins a variant (to compare them, or to reproduce another machine's numbers).
+  if (const char* env = std::getenv("GLASSBOX_KERNELS"); env && *env) return find_supported(env);
+  for (const auto& v : kVariants)
+    if (v.supported()) return v.set;
+  return &kernel_set_sse42;  // the build's own baseline (x86-64-v2)
+}
+
+std::atomic<const KernelSet*>& active_ptr() {
+  static std::atomic<const KernelSet*> p{initial_set()};
+  return p;
+}
+
+// Cores, not hardware threads: two threads of one core share its FMA units and its cache, so a
+// second one per core brings nothing to these loops. Counts distinct (package, core) pairs in sysfs,
+// bounded by the CPUs this process may run on.
+int physical_cores() {
+  cpu_set_t mask;
+  const int online = sched_getaffinity(0, sizeof mask, &mask) == 0 ? std::max(1, CPU_COUNT(&mask)) : 1;
+  std::set<std::pair<int, int>> cores;
+  for (int c = 0; c < online; ++c) {
+    const std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/";
+    std::ifstream pk(base + "physical_package_id"), co(base + "core_id");
+    int p = -1, id = -1;
+    if (!(pk >> p) || !(co >> id)) return online;
+    cores.insert({p, id});
+  }
+  return std::clamp(static_cast<int>(cores.size()), 1, online);
+}
+
+std::atomic<int> g_threads{0};  // 0: not yet chosen
+std::mutex g_pool_mutex;
+std::unique_ptr<ThreadPool> g_pool;
+
+// The pool, (re)built for the current thread count. set_threads must not race a running product.
+ThreadPool& pool() {
+  std::lock_guard lock(g_pool_mutex);
+  if (!g_pool || g_pool->threads() != threads()) g_pool = std::make_unique<ThreadPool>(threads());
+  return *g_pool;
+}
+
+// Below this many multiply-adds a product runs on the calling thread: handing out chunks costs
+// more than it saves (measured: docs/performance.md).
+constexpr std::size_t kMinParallelMacs = 1u << 14;
+
+// Runs fn(i0, i1) over [0, rows) in chunks of chunk_rows, on the pool when `macs` is worth it.
+// Which thread runs a chunk does not change its numbers.
+template <class F>
+void parallel_rows(std::size_t rows, std::size_t chunk_rows, std::size_t macs, const F& fn) {
+  const std::size_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  if (chunks < 2 || macs < kMinParallelMacs || threads() < 2) {
+    fn(std::size_t{0}, rows);
+    return;
+  }
+  struct Ctx {
+    const F* fn;
+    std::size_t rows, chunk_rows;
+  } ctx{&fn, rows, chunk_rows};
+  pool().run(chunks, [](const void* p, std::size_t c) {
+    const auto& x = *static_cast<const Ctx*>(p);
+    const std::size_t i0 = c * x.chunk_rows;
+    (*x.fn)(i0, std::min(x.rows, i0 + x.chunk_rows));
+  }, &ctx);
+}
+
+// Chunks of whole 8-row groups, about 8 per thread so a late or slow thread is caught up by the others.
+std::size_t chunk_rows_for(std::size_t rows, std::size_t at_most) {
+  const std::size_t per = (rows + 8 * threads() - 1) / (8 * threads());
+  return std::clamp<std::size_t>((per + 7) / 8 * 8, 8, std::max<std::size_t>(8, at_most));
+}
+
+std::size_t l2_bytes() {
+  static const std::size_t l2 = [] {
+    const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v > 0 ? static_cast<std::size_t>(v) : std::size_t{1} << 20;
+  }();
+  return l2;
+}
+
+// Prefill's loop blocking: a block of weight rows and a block of x rows each fill about a quarter of
+// L2, so both stay there while the register tiles sweep them.
+Blocking blocking_for(std::size_t k) {
+  const std::size_t row = std::max<std::size_t>(1, k * sizeof(float)), quarter = l2_bytes() / 4;
+  Blocking b;
+  b.weight_rows = std::max<std::size_t>(8, quarter / row / 8 * 8);
+  b.x_rows = std::max<std::size_t>(4, quarter / row / 4 * 4);
+  return b;
+}
+
+}  // namespace
+
+const KernelSet& active_set() { return *active_ptr().load(std::memory_order_relaxed); }
+
+std::vector<std::string> kernel_sets() {
+  std::vector<std::string> out;
+  for (const auto& v : kVariants)
+    if (v.supported()) out.emplace_back(v.set->name);
+  return out;
+}
+
+std::string_view kernel_set() { return active_set().name; }
+
+void use_kernel_set(std::string_view name) { active_ptr().store(find_supported(name)); }
+
+int threads() {
+  int t = g_threads.load(std::memory_order_relaxed);
+  if (t == 0) {
+    // OMP_NUM_THREADS, when set, is honoured as before; otherwise one thread per physical core.
+    const char* env = std::getenv("OMP_NUM_THREADS");
+    t = env && std::atoi(env) > 0 ? std::min(1024, std::atoi(env)) : physical_cores();
+    g_threads.store(t);
+  }
+  return t;
+}
+
+void set_threads(int n) {
+  if (n < 1 || n > 1024) throw ConfigError("threads = " + std::to_string(n) + " (expected 1..1024)");
+  g_threads.store(n);
+}
+
+double fma_probe(std::size_t iters) {
+  float sink = 0.0f;
+  const std::size_t lanes = active_set().fma_probe(iters, &sink);
+  static std::atomic<float> keep{0.0f};  // the result is used, so the loop cannot be dropped
+  keep.store(sink, std::memory_order_relaxed);
+  return 2.0 * 12.0 * static_cast<double>(lanes) * static_cast<double>(iters);
+}
 
 float dot_scalar(const float* a, const float* b, std::size_t n) {
   float s = 0.0f;
@@ -19,21 +185,7 @@ float dot_scalar(const float* a, const float* b, std::size_t n) {
   return s;
 }
 
-float dot(const float* a, const float* b, std::size_t n) {
-  // Four independent accumulators hide the add latency; the tail is scalar.
-  batch s0(0.0f), s1(0.0f), s2(0.0f), s3(0.0f);
-  std::size_t i = 0;
-  for (; i + 4 * W <= n; i += 4 * W) {
-    s0 = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), s0);
-    s1 = xsimd::fma(batch::load_unaligned(a + i + W), batch::load_unaligned(b + i + W), s1);
-    s2 = xsimd::fma(batch::load_unaligned(a + i + 2 * W), batch::load_unaligned(b + i + 2 * W), s2);
-    s3 = xsimd::fma(batch::load_unaligned(a + i + 3 * W), batch::load_unaligned(b + i + 3 * W), s3);
-  }
-  for (; i + W <= n; i += W) s0 = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), s0);
-  float s = xsimd::hadd((s0 + s1) + (s2 + s3));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
+float dot(const float* a, const float* b, std::size_t n) { return active_set().dot(a, b, n); }
 
 void matmul_scalar(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d) {
   for (std::size_t t = 0; t < n; ++t)
@@ -41,14 +193,12 @@ void matmul_scalar(float* out, const float* x, const float* w, std::size_t n, st
 }
 
 void matmul(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d) {
-  // Rows of w are split across threads; each output element is computed by one thread in a
-  // fixed order, so the result does not depend on the thread count.
-// Threads only pay off above about a million multiply-adds; below that the fork/join costs more.
-#pragma omp parallel for schedule(static) if (d * k * n >= (1u << 20))
-  for (std::size_t i = 0; i < d; ++i) {
-    const float* wi = w + i * k;
-    for (std::size_t t = 0; t < n; ++t) out[t * d + i] = dot(x + t * k, wi, k);
-  }
+  // Weight rows are split across threads; each output is computed by one thread in an order fixed
+  // by k alone, so the result does not depend on the thread count.
+  const KernelSet& ks = active_set();
+  const Blocking blk = blocking_for(k);
+  const std::size_t chunk = n == 1 ? chunk_rows_for(d, d) : chunk_rows_for(d, blk.weight_rows);
+  parallel_rows(d, chunk, n * k * d, [&](std::size_t i0, std::size_t i1) { ks.matmul_rows(out, x, w, n, k, d, i0, i1, blk); });
 }
 
 std::size_t xq_row_bytes(const Tensor& w) {
@@ -67,14 +217,20 @@ void matmul_typed(float* out, const float* x, const Tensor& w, std::size_t n, st
   }
   const DType xt = quant::vec_dot_type(w.dtype);
   const std::size_t xrb = row_bytes(xt, k), wrb = row_bytes(w.dtype, k);
-  for (std::size_t t = 0; t < n; ++t) quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);
+  for (std::size_t t = 0; t < n; ++t) quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);  // checks k
+  // The kernel set's dot product is called directly: the row length was checked once above, and
+  // the public quant::vec_dot would check it and look up the kernel set again for every row.
+  const auto vec_dot = active_set().vec_dot;
   // As for float32: rows of w split across threads, each output summed in a fixed order.
-#pragma omp parallel for schedule(static) if (!Scalar && d * k * n >= (1u << 20))
-  for (std::size_t i = 0; i < d; ++i) {
-    const std::byte* wi = w.data + i * wrb;
-    for (std::size_t t = 0; t < n; ++t)
-      out[t * d + i] = Scalar ? quant::vec_dot_scalar(w.dtype, k, wi, xq + t * xrb) : quant::vec_dot(w.dtype, k, wi, xq + t * xrb);
-  }
+  auto rows = [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i) {
+      const std::byte* wi = w.data + i * wrb;
+      for (std::size_t t = 0; t < n; ++t)
+        out[t * d + i] = Scalar ? quant::vec_dot_scalar(w.dtype, k, wi, xq + t * xrb) : vec_dot(w.dtype, k, wi, xq + t * xrb);
+    }
+  };
+  if constexpr (Scalar) rows(0, d);
+  else parallel_rows(d, chunk_rows_for(d, d), n * k * d, rows);
 }
 }  // namespace
 
@@ -95,12 +251,7 @@ void rmsnorm_scalar(float* out, const float* x, const float* weight, std::size_t
 }
 
 void rmsnorm(float* out, const float* x, const float* weight, std::size_t n, float eps) {
-  const float scale = 1.0f / std::sqrt(dot(x, x, n) / static_cast<float>(n) + eps);
-  std::size_t i = 0;
-  const batch s(scale);
-  for (; i + W <= n; i += W)
-    (batch::load_unaligned(weight + i) * (s * batch::load_unaligned(x + i))).store_unaligned(out + i);
-  for (; i < n; ++i) out[i] = weight[i] * (scale * x[i]);
+  active_set().rmsnorm(out, x, weight, n, eps);
 }
 
 void softmax_scalar(float* x, std::size_t n) {
@@ -124,13 +275,7 @@ void axpy_scalar(float* y, float a, const float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
-void axpy(float* y, float a, const float* x, std::size_t n) {
-  std::size_t i = 0;
-  const batch av(a);
-  for (; i + W <= n; i += W)
-    xsimd::fma(av, batch::load_unaligned(x + i), batch::load_unaligned(y + i)).store_unaligned(y + i);
-  for (; i < n; ++i) y[i] += a * x[i];
-}
+void axpy(float* y, float a, const float* x, std::size_t n) { active_set().axpy(y, a, x, n); }
 
 void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size) {
   for (std::size_t i = 0; i < n; i += 2) {

@@ -43,7 +43,7 @@ json header_json(const RunHeader& h) {
     else plugins[p.kind] = plugin_json(p);
   }
   plugins["sampler"] = samplers;
-  return {{"type", "header"},
+  json j = {{"type", "header"},
           {"schema", kSchema},
           {"model", {{"path", h.model_path},
                      {"sha256", h.model_sha256},
@@ -63,6 +63,10 @@ json header_json(const RunHeader& h) {
           {"prompt_ids", h.prompt_ids},
           {"max_tokens", h.max_tokens},
           {"trace_level", h.level == TraceLevel::Full ? "full" : "basic"}};
+  // Where the numbers came from: the summation order (last bits of the logits) depends on the kernel set.
+  if (!h.kernels.empty()) j["kernels"] = h.kernels;
+  if (h.threads > 0) j["threads"] = h.threads;
+  return j;
 }
 
 json step_json(const StepEvent& e, const Tokenizer& tok) {

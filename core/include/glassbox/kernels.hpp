@@ -2,10 +2,26 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "glassbox/dtype.hpp"
 
 namespace glassbox::kernels {
+
+// ---- Instruction-set variants and threads ------------------------------------------------------
+// The SIMD kernels are built several times (sse4.2, avx2 = AVX2+FMA+F16C, avx512 = AVX-512
+// F/BW/DQ/VL, avx512-vnni = that + VNNI) and the best one the CPU supports is used, unless $GLASSBOX_KERNELS names another.
+std::vector<std::string> kernel_sets();      // the variants this CPU can run, best first
+std::string_view kernel_set();               // the variant in use
+void use_kernel_set(std::string_view name);  // ConfigError if unknown or not supported by this CPU
+// Threads the matrix products may use (default: $OMP_NUM_THREADS if set, else one per physical core).
+int threads();
+void set_threads(int n);  // 1..1024, else ConfigError
+// The compute roofline's probe: `iters` rounds of 12 independent vector FMAs with the kernel set
+// in use, on the calling thread. Returns the floating-point operations done (2 per lane per FMA).
+double fma_probe(std::size_t iters);
 
 // Σ a[i]·b[i]
 float dot(const float* a, const float* b, std::size_t n);

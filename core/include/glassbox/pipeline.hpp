@@ -21,5 +21,7 @@ std::vector<std::unique_ptr<Sampler>> build_sampler_stages(const Registry& reg, 
 
 // Hex SHA-256 of a file's bytes.
 std::string sha256_file(const std::filesystem::path& path);
+// SHA-256 of bytes already in memory (e.g. a model's own mapping), lowercase hex.
+std::string sha256_bytes(const void* data, std::size_t size);
 
 }  // namespace glassbox

@@ -33,6 +33,8 @@ struct RunHeader {
   std::vector<std::int32_t> prompt_ids;
   int max_tokens = 0;
   TraceLevel level = TraceLevel::Basic;
+  std::string kernels;                // the SIMD kernel set that ran ("avx512", "avx2", "sse4.2"); empty: not recorded
+  int threads = 0;                    // threads the matrix products used (0: not recorded)
 };
 
 struct TokenProb {

@@ -1,0 +1,38 @@
+// The table of SIMD kernels one instruction-set variant provides (kernels_isa.cpp, compiled once
+// per variant), and the variant in use. Internal to libglassbox.
+#pragma once
+#include <cstddef>
+
+#include "glassbox/dtype.hpp"
+
+namespace glassbox::kernels {
+
+// How prefill's matrix product tiles its loops, chosen from the cache sizes (kernels.cpp).
+struct Blocking {
+  std::size_t weight_rows = 64;  // rows of w per block: a block stays in L2 while every x row passes it
+  std::size_t x_rows = 64;       // rows of x per block
+};
+
+struct KernelSet {
+  const char* name;  // "avx512-vnni", "avx512", "avx2", "sse4.2"
+  float (*dot)(const float* a, const float* b, std::size_t n);
+  // out[t, i] = Σ_j x[t, j]·w[i, j] for t < n and weight rows i0 <= i < i1 (x: n×k, w: d×k, out: n×d).
+  // Each output's summation order depends on k only, never on n, i0, i1 or the blocking.
+  void (*matmul_rows)(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d,
+                      std::size_t i0, std::size_t i1, const Blocking& b);
+  void (*rmsnorm)(float* out, const float* x, const float* weight, std::size_t n, float eps);
+  void (*axpy)(float* y, float a, const float* x, std::size_t n);
+  // quant::vec_dot for a supported type; n already checked against the block size.
+  float (*vec_dot)(DType w, std::size_t n, const void* w_row, const void* x_row);
+  // The roofline's compute peak: `iters` rounds of 12 independent vector FMAs; returns the lanes
+  // per vector (so a caller can count 2·12·lanes·iters floating-point operations).
+  std::size_t (*fma_probe)(std::size_t iters, float* sink);
+};
+
+// The variants compiled in (x86-64): each is defined by one build of kernels_isa.cpp.
+extern const KernelSet kernel_set_sse42, kernel_set_avx2, kernel_set_avx512, kernel_set_avx512vnni;
+
+// The variant in use: the best one this CPU runs, unless GLASSBOX_KERNELS or use_kernel_set chose another.
+const KernelSet& active_set();
+
+}  // namespace glassbox::kernels

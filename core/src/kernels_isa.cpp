@@ -1,0 +1,470 @@
+// The SIMD kernels, compiled once per instruction set (CMake builds this file with -msse4.2,
+// -mavx2 -mfma -mf16c and -mavx512*; GB_ISA_TABLE names the table each build defines). kernels.cpp
+// picks one table at run time for the CPU it runs on.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include <immintrin.h>
+#include <xsimd/xsimd.hpp>
+
+#include "glassbox/quant.hpp"
+#include "kernel_set.hpp"
+#include "quant_bits.hpp"
+
+#ifndef GB_ISA_TABLE
+#error "build with -DGB_ISA_TABLE=kernel_set_<isa> -DGB_ISA_NAME=\"<isa>\""
+#endif
+
+namespace glassbox::kernels {
+// Everything but the table has internal linkage: a function with external linkage compiled here
+// with -mavx512f could be merged by the linker with its baseline twin and run on a CPU without it.
+namespace {
+
+using namespace glassbox::quant;
+using batch = xsimd::batch<float>;
+constexpr std::size_t W = batch::size;
+
+// ---- float32 -------------------------------------------------------------------------------------
+
+// Four independent accumulators hide the FMA latency; the tail is scalar.
+float dot(const float* a, const float* b, std::size_t n) {
+  batch s0(0.0f), s1(0.0f), s2(0.0f), s3(0.0f);
+  std::size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    s0 = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), s0);
+    s1 = xsimd::fma(batch::load_unaligned(a + i + W), batch::load_unaligned(b + i + W), s1);
+    s2 = xsimd::fma(batch::load_unaligned(a + i + 2 * W), batch::load_unaligned(b + i + 2 * W), s2);
+    s3 = xsimd::fma(batch::load_unaligned(a + i + 3 * W), batch::load_unaligned(b + i + 3 * W), s3);
+  }
+  for (; i + W <= n; i += W) s0 = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), s0);
+  float s = xsimd::hadd((s0 + s1) + (s2 + s3));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+// The register tile: RT rows of x against RI rows of w, one vector accumulator per output, all of
+// k in one pass. Every output is summed the same way whatever the tile (lane-wise in order of j,
+// then the lanes, then the scalar tail), so prefill and decode give identical numbers.
+// The tile loops must be unrolled completely, or the accumulators live on the stack (measured:
+// a load and a store around every FMA).
+#define GB_UNROLL _Pragma("GCC unroll 16")
+
+template <int RT, int RI>
+void tile(float* out, const float* x, const float* w, std::size_t k, std::size_t d) {
+  batch acc[RT][RI];
+  GB_UNROLL for (int a = 0; a < RT; ++a)
+    GB_UNROLL for (int b = 0; b < RI; ++b) acc[a][b] = batch(0.0f);
+  std::size_t j = 0;
+  for (; j + W <= k; j += W) {
+    batch xv[RT];
+    GB_UNROLL for (int a = 0; a < RT; ++a) xv[a] = batch::load_unaligned(x + a * k + j);
+    GB_UNROLL for (int b = 0; b < RI; ++b) {
+      const batch wv = batch::load_unaligned(w + b * k + j);
+      GB_UNROLL for (int a = 0; a < RT; ++a) acc[a][b] = xsimd::fma(xv[a], wv, acc[a][b]);
+    }
+  }
+  GB_UNROLL for (int a = 0; a < RT; ++a)
+    GB_UNROLL for (int b = 0; b < RI; ++b) {
+      float s = xsimd::hadd(acc[a][b]);
+      for (std::size_t jj = j; jj < k; ++jj) s += x[a * k + jj] * w[b * k + jj];
+      out[a * d + b] = s;
+    }
+}
+
+// Tile shape: RT·RI accumulators + RT x vectors + 1 w vector must fit the register file
+// (32 vector registers with AVX-512, 16 below it; a 6x4 tile measured no faster).
+#if defined(__AVX512F__)
+constexpr int kRT = 4, kRI = 4, kDecodeRI = 8;
+#else
+constexpr int kRT = 3, kRI = 4, kDecodeRI = 6;
+#endif
+
+void matmul_rows(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d,
+                 std::size_t i0, std::size_t i1, const Blocking& blk) {
+  if (n == 1) {
+    // Decode: every weight row is read once from memory; kDecodeRI rows in flight keep enough
+    // independent FMA chains and memory streams busy.
+    std::size_t i = i0;
+    for (; i + kDecodeRI <= i1; i += kDecodeRI) tile<1, kDecodeRI>(out + i, x, w + i * k, k, d);
+    for (; i < i1; ++i) tile<1, 1>(out + i, x, w + i * k, k, d);
+    return;
+  }
+  // Prefill: a block of weight rows stays in L2 while a block of x rows passes over it.
+  for (std::size_t ib = i0; ib < i1; ib += blk.weight_rows) {
+    const std::size_t ie = std::min(i1, ib + blk.weight_rows);
+    for (std::size_t tb = 0; tb < n; tb += blk.x_rows) {
+      const std::size_t te = std::min(n, tb + blk.x_rows);
+      std::size_t t = tb;
+      for (; t + kRT <= te; t += kRT) {
+        std::size_t i = ib;
+        for (; i + kRI <= ie; i += kRI) tile<kRT, kRI>(out + t * d + i, x + t * k, w + i * k, k, d);
+        for (; i < ie; ++i) tile<kRT, 1>(out + t * d + i, x + t * k, w + i * k, k, d);
+      }
+      for (; t < te; ++t) {
+        std::size_t i = ib;
+        for (; i + kRI <= ie; i += kRI) tile<1, kRI>(out + t * d + i, x + t * k, w + i * k, k, d);
+        for (; i < ie; ++i) tile<1, 1>(out + t * d + i, x + t * k, w + i * k, k, d);
+      }
+    }
+  }
+}
+
+void rmsnorm(float* out, const float* x, const float* weight, std::size_t n, float eps) {
+  const float scale = 1.0f / std::sqrt(dot(x, x, n) / static_cast<float>(n) + eps);
+  std::size_t i = 0;
+  const batch s(scale);
+  for (; i + W <= n; i += W)
+    (batch::load_unaligned(weight + i) * (s * batch::load_unaligned(x + i))).store_unaligned(out + i);
+  for (; i < n; ++i) out[i] = weight[i] * (scale * x[i]);
+}
+
+void axpy(float* y, float a, const float* x, std::size_t n) {
+  std::size_t i = 0;
+  const batch av(a);
+  for (; i + W <= n; i += W)
+    xsimd::fma(av, batch::load_unaligned(x + i), batch::load_unaligned(y + i)).store_unaligned(y + i);
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+// ---- quantized dot products (quant::vec_dot) -------------------------------------------------------
+
+// Widens up to kChunk halves into floats (F16C when the build has it), then runs the f32 kernel:
+// the conversion is exact, so only the summation order differs from the scalar version.
+constexpr std::size_t kChunk = 256;
+
+void widen_f16(const std::uint16_t* h, float* f, std::size_t n) {
+  std::size_t i = 0;
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+#elif defined(__SSE4_1__)
+  // half_to_f32 on 4 lanes at once, the branches turned into masks.
+  const __m128i zero = _mm_setzero_si128(), exp_mask = _mm_set1_epi32(0x0F800000);
+  const __m128i rebias = _mm_set1_epi32((127 - 15) << 23), one_exp = _mm_set1_epi32(1 << 23);
+  const __m128 magic = _mm_castsi128_ps(_mm_set1_epi32(113 << 23));
+  for (; i + 4 <= n; i += 4) {
+    const __m128i v = _mm_unpacklo_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(h + i)), zero);
+    __m128i o = _mm_slli_epi32(_mm_and_si128(v, _mm_set1_epi32(0x7FFF)), 13);
+    const __m128i exp = _mm_and_si128(o, exp_mask);
+    o = _mm_add_epi32(o, rebias);
+    o = _mm_add_epi32(o, _mm_and_si128(_mm_cmpeq_epi32(exp, exp_mask), rebias));  // inf/NaN
+    const __m128i sub = _mm_cmpeq_epi32(exp, zero);                                // subnormal/zero
+    const __m128 renorm = _mm_sub_ps(_mm_castsi128_ps(_mm_add_epi32(o, one_exp)), magic);
+    const __m128 r = _mm_blendv_ps(_mm_castsi128_ps(o), renorm, _mm_castsi128_ps(sub));
+    const __m128i sign = _mm_slli_epi32(_mm_and_si128(v, _mm_set1_epi32(0x8000)), 16);
+    _mm_storeu_ps(f + i, _mm_or_ps(r, _mm_castsi128_ps(sign)));
+  }
+#endif
+  for (; i < n; ++i) f[i] = half_to_f32(h[i]);
+}
+
+void widen_bf16(const std::uint16_t* h, float* f, std::size_t n) {
+  std::size_t i = 0;
+#if defined(__SSE4_1__)
+  for (; i + 8 <= n; i += 8) {  // interleaving zeros below each half is the shift by 16
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i));
+    _mm_storeu_ps(f + i, _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), v)));
+    _mm_storeu_ps(f + i + 4, _mm_castsi128_ps(_mm_unpackhi_epi16(_mm_setzero_si128(), v)));
+  }
+#endif
+  for (; i < n; ++i) f[i] = bf16_to_f32(h[i]);
+}
+
+template <void (*Widen)(const std::uint16_t*, float*, std::size_t)>
+float dot_half_simd(const std::uint16_t* a, const std::uint16_t* b, std::size_t n) {
+  alignas(64) float fa[kChunk], fb[kChunk];
+  float s = 0.0f;
+  for (std::size_t i = 0; i < n; i += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i);
+    Widen(a + i, fa, m);
+    Widen(b + i, fb, m);
+    s += dot(fa, fb, m);
+  }
+  return s;
+}
+
+#if defined(__SSE4_1__)
+// Integer block dots. Every int8·int8 product fits int16 and every pair sum fits int32, so
+// sign-extending to 16 bits and using madd (pairwise multiply-add) is exact for any input bytes.
+// (ggml's maddubs trick is faster but saturates for a −128 weight byte.)
+#if defined(__AVX2__)
+using ivec = __m256i;
+ivec izero() { return _mm256_setzero_si256(); }
+ivec iadd(ivec a, ivec b) { return _mm256_add_epi32(a, b); }
+ivec iscale(ivec a, int s) { return _mm256_mullo_epi32(a, _mm256_set1_epi32(s)); }
+// Σ a·b over 16 signed bytes, as int32 partial sums.
+ivec dot16(__m128i a, __m128i b) { return _mm256_madd_epi16(_mm256_cvtepi8_epi16(a), _mm256_cvtepi8_epi16(b)); }
+int hsum128(__m128i s) {
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+int hsum(ivec v) { return hsum128(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1))); }
+#else
+using ivec = __m128i;
+ivec izero() { return _mm_setzero_si128(); }
+ivec iadd(ivec a, ivec b) { return _mm_add_epi32(a, b); }
+ivec iscale(ivec a, int s) { return _mm_mullo_epi32(a, _mm_set1_epi32(s)); }
+ivec dot16(__m128i a, __m128i b) {
+  const __m128i lo = _mm_madd_epi16(_mm_cvtepi8_epi16(a), _mm_cvtepi8_epi16(b));
+  const __m128i hi = _mm_madd_epi16(_mm_cvtepi8_epi16(_mm_srli_si128(a, 8)), _mm_cvtepi8_epi16(_mm_srli_si128(b, 8)));
+  return _mm_add_epi32(lo, hi);
+}
+int hsum(ivec s) {
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+  return _mm_cvtsi128_si32(s);
+}
+#endif
+
+__m128i load16(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+// Bytes → their low / high nibbles (a 16-bit shift moves bits across bytes, the mask removes them).
+__m128i lo_nibbles(__m128i v) { return _mm_and_si128(v, _mm_set1_epi8(0x0F)); }
+__m128i hi_nibbles(__m128i v) { return _mm_and_si128(_mm_srli_epi16(v, 4), _mm_set1_epi8(0x0F)); }
+
+#if defined(__AVX2__)
+// fp16 → f32 in one instruction (exact, like half_to_f32).
+float fp16(std::uint16_t h) { return _cvtsh_ss(h); }
+float hsum8(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+// Σ a·b over 32 signed bytes as 8 int32 lanes (sign-extended to 16 bits, so exact for any bytes).
+[[maybe_unused]] __m256i dot32(const std::int8_t* a, const std::int8_t* b) {
+  return _mm256_add_epi32(dot16(load16(a), load16(b)), dot16(load16(a + 16), load16(b + 16)));
+}
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+// VNNI's dpbusd multiplies unsigned by signed bytes and sums each 4 into int32, with no 16-bit
+// saturation. Weights are made unsigned by adding 128 (xor 0x80), and 128·Σy is subtracted
+// again: exact for any bytes, −128 included.
+__m256i dot32_u(__m256i u, __m256i y, __m256i offset) {
+  const __m256i zero = _mm256_setzero_si256();
+  return _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, u, y), _mm256_dpbusd_epi32(zero, offset, y));
+}
+__m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
+  const __m256i off = _mm256_set1_epi8(static_cast<char>(0x80));
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  std::size_t i = 0;
+  auto block = [&](std::size_t b) {
+    // One weight row at a time leaves the memory system idle between rows; fetching ~1 KiB ahead
+    // keeps the next row's blocks in flight (measured on 110M Q8_0 decode).
+    _mm_prefetch(reinterpret_cast<const char*>(x + b) + 1024, _MM_HINT_T0);
+    const __m256i p = dot32_u(_mm256_xor_si256(load32(x[b].qs), off), load32(y[b].qs), off);
+    return std::pair(_mm256_set1_ps(fp16(x[b].d) * fp16(y[b].d)), _mm256_cvtepi32_ps(p));
+  };
+  for (; i + 2 <= nb; i += 2) {
+    const auto [d0, p0] = block(i);
+    const auto [d1, p1] = block(i + 1);
+    acc0 = _mm256_fmadd_ps(d0, p0, acc0);
+    acc1 = _mm256_fmadd_ps(d1, p1, acc1);
+  }
+  if (i < nb) {
+    const auto [d0, p0] = block(i);
+    acc0 = _mm256_fmadd_ps(d0, p0, acc0);
+  }
+  return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
+  const __m256i eight = _mm256_set1_epi8(8);
+  __m256 acc = _mm256_setzero_ps();
+  for (std::size_t i = 0; i < nb; ++i) {
+    const __m128i q = load16(x[i].qs);
+    const __m256i u = _mm256_set_m128i(hi_nibbles(q), lo_nibbles(q));  // values 0..15, then 16..31, as 0..15 each
+    const __m256i p = dot32_u(u, load32(y[i].qs), eight);               // Σ (q − 8)·y
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(p), acc);
+  }
+  return hsum8(acc);
+}
+#else
+// Each block's 8 integer lanes become floats scaled by d_w·d_x and accumulate lane-wise: no
+// horizontal sum per block, one per row.
+float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  std::size_t i = 0;
+  for (; i + 2 <= nb; i += 2) {
+    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(dot32(x[i].qs, y[i].qs)), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i + 1].d) * fp16(y[i + 1].d)), _mm256_cvtepi32_ps(dot32(x[i + 1].qs, y[i + 1].qs)), acc1);
+  }
+  if (i < nb) acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(dot32(x[i].qs, y[i].qs)), acc0);
+  return hsum8(_mm256_add_ps(acc0, acc1));
+}
+
+float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
+  const __m128i eight = _mm_set1_epi8(8);
+  __m256 acc = _mm256_setzero_ps();
+  for (std::size_t i = 0; i < nb; ++i) {
+    const __m128i q = load16(x[i].qs);
+    const __m128i lo = _mm_sub_epi8(lo_nibbles(q), eight);  // values 0..15
+    const __m128i hi = _mm_sub_epi8(hi_nibbles(q), eight);  // values 16..31
+    const __m256i p = _mm256_add_epi32(dot16(lo, load16(y[i].qs)), dot16(hi, load16(y[i].qs + 16)));
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(p), acc);
+  }
+  return hsum8(acc);
+}
+#endif
+#else
+// Blocks are independent; four float accumulators, picked round-robin, keep the adds independent.
+float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
+  float acc[4] = {0, 0, 0, 0};
+  for (std::size_t i = 0; i < nb; ++i) {
+    const int sumi = hsum(iadd(dot16(load16(x[i].qs), load16(y[i].qs)), dot16(load16(x[i].qs + 16), load16(y[i].qs + 16))));
+    acc[i & 3] += static_cast<float>(sumi) * (half_to_f32(x[i].d) * half_to_f32(y[i].d));
+  }
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
+  const __m128i eight = _mm_set1_epi8(8);
+  float acc[4] = {0, 0, 0, 0};
+  for (std::size_t i = 0; i < nb; ++i) {
+    const __m128i q = load16(x[i].qs);
+    const __m128i lo = _mm_sub_epi8(lo_nibbles(q), eight);  // values 0..15
+    const __m128i hi = _mm_sub_epi8(hi_nibbles(q), eight);  // values 16..31
+    const int sumi = hsum(iadd(dot16(lo, load16(y[i].qs)), dot16(hi, load16(y[i].qs + 16))));
+    acc[i & 3] += static_cast<float>(sumi) * half_to_f32(x[i].d) * half_to_f32(y[i].d);
+  }
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
+#endif
+
+// Σ_s m[s]·(bsums[2s] + bsums[2s+1]) for Q4_K/Q5_K, and the 8 sub-block scales.
+int kquant_mins(const std::uint8_t* scales, const block_q8_K& y, int sc[8]) {
+  int imin = 0;
+  for (int s = 0; s < 8; ++s) {
+    std::uint8_t a, m;
+    get_scale_min_k4(s, scales, a, m);
+    sc[s] = a;
+    imin += m * (y.bsums[2 * s] + y.bsums[2 * s + 1]);
+  }
+  return imin;
+}
+
+float dot_q4_K_simd(const block_q4_K* x, const block_q8_K* y, std::size_t nb) {
+  float sum = 0.0f, sum_min = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int sc[8];
+    const int imin = kquant_mins(x[i].scales, y[i], sc);
+    ivec acc = izero();
+    for (int g = 0; g < 4; ++g) {  // 32 bytes → sub-blocks 2g (low nibbles) and 2g+1 (high nibbles)
+      const __m128i q0 = load16(x[i].qs + 32 * g), q1 = load16(x[i].qs + 32 * g + 16);
+      const std::int8_t* qy = y[i].qs + 64 * g;
+      const ivec lo = iadd(dot16(lo_nibbles(q0), load16(qy)), dot16(lo_nibbles(q1), load16(qy + 16)));
+      const ivec hi = iadd(dot16(hi_nibbles(q0), load16(qy + 32)), dot16(hi_nibbles(q1), load16(qy + 48)));
+      acc = iadd(acc, iadd(iscale(lo, sc[2 * g]), iscale(hi, sc[2 * g + 1])));
+    }
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(hsum(acc));
+    sum_min += half_to_f32(x[i].dmin) * y[i].d * static_cast<float>(imin);
+  }
+  return sum - sum_min;
+}
+
+float dot_q5_K_simd(const block_q5_K* x, const block_q8_K* y, std::size_t nb) {
+  const __m128i sixteen = _mm_set1_epi8(16);
+  float sum = 0.0f, sum_min = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int sc[8];
+    const int imin = kquant_mins(x[i].scales, y[i], sc);
+    const __m128i h0 = load16(x[i].qh), h1 = load16(x[i].qh + 16);
+    // 16 where bit `bit` of the qh byte is set, else 0.
+    auto fifth = [&](__m128i h, int bit) {
+      const __m128i m = _mm_set1_epi8(static_cast<char>(1 << bit));
+      return _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(h, m), m), sixteen);
+    };
+    ivec acc = izero();
+    for (int g = 0; g < 4; ++g) {
+      const __m128i q0 = load16(x[i].qs + 32 * g), q1 = load16(x[i].qs + 32 * g + 16);
+      const std::int8_t* qy = y[i].qs + 64 * g;
+      const __m128i lo0 = _mm_or_si128(lo_nibbles(q0), fifth(h0, 2 * g));
+      const __m128i lo1 = _mm_or_si128(lo_nibbles(q1), fifth(h1, 2 * g));
+      const __m128i hi0 = _mm_or_si128(hi_nibbles(q0), fifth(h0, 2 * g + 1));
+      const __m128i hi1 = _mm_or_si128(hi_nibbles(q1), fifth(h1, 2 * g + 1));
+      const ivec lo = iadd(dot16(lo0, load16(qy)), dot16(lo1, load16(qy + 16)));
+      const ivec hi = iadd(dot16(hi0, load16(qy + 32)), dot16(hi1, load16(qy + 48)));
+      acc = iadd(acc, iadd(iscale(lo, sc[2 * g]), iscale(hi, sc[2 * g + 1])));
+    }
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(hsum(acc));
+    sum_min += half_to_f32(x[i].dmin) * y[i].d * static_cast<float>(imin);
+  }
+  return sum - sum_min;
+}
+
+float dot_q6_K_simd(const block_q6_K* x, const block_q8_K* y, std::size_t nb) {
+  const __m128i m03 = _mm_set1_epi8(3), m32 = _mm_set1_epi8(32);
+  // (low 4 bits) | (2 high bits << 4), minus 32. The bits of h are already shifted into place 0..1.
+  auto q6 = [&](__m128i nib, __m128i h) {
+    return _mm_sub_epi8(_mm_or_si128(nib, _mm_slli_epi16(_mm_and_si128(h, m03), 4)), m32);
+  };
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    ivec acc = izero();
+    for (int half = 0; half < 2; ++half) {
+      const std::uint8_t* ql = x[i].ql + 64 * half;
+      const std::uint8_t* qh = x[i].qh + 32 * half;
+      const std::int8_t* sc = x[i].scales + 8 * half;
+      const std::int8_t* qy = y[i].qs + 128 * half;
+      for (int c = 0; c < 2; ++c) {  // values 16c..16c+15 of each of the four 32-value rows
+        const __m128i l0 = load16(ql + 16 * c), l1 = load16(ql + 32 + 16 * c), h = load16(qh + 16 * c);
+        const __m128i v0 = q6(lo_nibbles(l0), h);
+        const __m128i v1 = q6(lo_nibbles(l1), _mm_srli_epi16(h, 2));
+        const __m128i v2 = q6(hi_nibbles(l0), _mm_srli_epi16(h, 4));
+        const __m128i v3 = q6(hi_nibbles(l1), _mm_srli_epi16(h, 6));
+        acc = iadd(acc, iscale(dot16(v0, load16(qy + 16 * c)), sc[c]));
+        acc = iadd(acc, iscale(dot16(v1, load16(qy + 32 + 16 * c)), sc[c + 2]));
+        acc = iadd(acc, iscale(dot16(v2, load16(qy + 64 + 16 * c)), sc[c + 4]));
+        acc = iadd(acc, iscale(dot16(v3, load16(qy + 96 + 16 * c)), sc[c + 6]));
+      }
+    }
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(hsum(acc));
+  }
+  return sum;
+}
+#else
+#error "kernels_isa.cpp needs at least SSE4.1 (it is built for x86-64-v2 and above)"
+#endif
+
+template <class T>
+const T* as(const void* p) {
+  return static_cast<const T*>(p);
+}
+
+float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
+  const std::size_t nb = n / dtype_info(w).block_values;
+  switch (w) {
+    case DType::F32: return dot(as<float>(w_row), as<float>(x_row), n);
+    case DType::F16: return dot_half_simd<widen_f16>(as<std::uint16_t>(w_row), as<std::uint16_t>(x_row), n);
+    case DType::BF16: return dot_half_simd<widen_bf16>(as<std::uint16_t>(w_row), as<std::uint16_t>(x_row), n);
+    case DType::Q8_0: return dot_q8_0_simd(as<block_q8_0>(w_row), as<block_q8_0>(x_row), nb);
+    case DType::Q4_0: return dot_q4_0_simd(as<block_q4_0>(w_row), as<block_q8_0>(x_row), nb);
+    case DType::Q4_K: return dot_q4_K_simd(as<block_q4_K>(w_row), as<block_q8_K>(x_row), nb);
+    case DType::Q5_K: return dot_q5_K_simd(as<block_q5_K>(w_row), as<block_q8_K>(x_row), nb);
+    case DType::Q6_K: return dot_q6_K_simd(as<block_q6_K>(w_row), as<block_q8_K>(x_row), nb);
+    default: return quant::vec_dot_scalar(w, n, w_row, x_row);
+  }
+}
+
+std::size_t fma_probe(std::size_t iters, float* sink) {
+  // Twelve dependency chains cover the FMA latency (4 cycles) times two FMA ports with room to spare.
+  batch acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = batch(1.0f + 0.01f * static_cast<float>(j));
+  const batch m(0.9999999f), c(1e-7f);
+  for (std::size_t it = 0; it < iters; ++it) GB_UNROLL for (int j = 0; j < 12; ++j) acc[j] = xsimd::fma(acc[j], m, c);
+  batch s = acc[0];
+  for (int j = 1; j < 12; ++j) s += acc[j];
+  *sink = xsimd::hadd(s);
+  return W;
+}
+
+}  // namespace
+
+extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, vec_dot, fma_probe};
+
+}  // namespace glassbox::kernels

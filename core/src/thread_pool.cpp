@@ -1,0 +1,88 @@
+// The matrix products' thread pool: workers spin briefly for the next job (decode issues one every
+// few microseconds), then sleep on the generation counter.
+#include "thread_pool.hpp"
+
+#include <immintrin.h>
+
+namespace glassbox::kernels {
+
+namespace {
+// About 50 µs of polling before a worker sleeps: long enough to catch the next matmul of a
+// decode step, short enough not to burn a core between tokens of an interactive run.
+constexpr int kSpins = 20000;
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) {
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker(); });
+}
+
+ThreadPool::~ThreadPool() {
+  stop_.store(true);
+  gen_.fetch_add(1, std::memory_order_release);
+  gen_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+// Every access below is sequentially consistent (the default): the argument that a successful claim
+// saw this generation's fn/ctx/chunks rests on one total order of these few operations, and they
+// cost nothing next to a chunk of a matrix product.
+void ThreadPool::work_on(std::uint32_t gen) {
+  const ChunkFn fn = fn_.load();
+  const void* ctx = ctx_.load();
+  const std::size_t chunks = chunks_.load();
+  std::uint64_t c = claim_.load();
+  for (;;) {
+    // A claim succeeds only while claim_ still carries `gen`. The caller stamps claim_ with the next
+    // generation before it rewrites fn/ctx/chunks, so the fields read above belong to this job.
+    if (static_cast<std::uint32_t>(c >> 32) != gen) return;
+    const std::size_t idx = static_cast<std::uint32_t>(c);
+    if (idx >= chunks) return;
+    if (!claim_.compare_exchange_weak(c, c + 1)) continue;
+    fn(ctx, idx);
+    done_.fetch_add(1);
+    c = claim_.load();
+  }
+}
+
+void ThreadPool::worker() {
+  std::uint32_t seen = gen_.load(std::memory_order_acquire);
+  while (!stop_.load(std::memory_order_acquire)) {
+    std::uint32_t g = gen_.load(std::memory_order_acquire);
+    for (int i = 0; g == seen && i < kSpins; ++i) {
+      _mm_pause();
+      g = gen_.load(std::memory_order_acquire);
+    }
+    if (g == seen) {
+      gen_.wait(seen, std::memory_order_acquire);
+      continue;
+    }
+    seen = g;
+    if (!stop_.load(std::memory_order_acquire)) work_on(g);
+  }
+}
+
+void ThreadPool::run(std::size_t chunks, ChunkFn fn, const void* ctx) {
+  bool expected = false;
+  if (workers_.empty() || chunks < 2 || !busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+    for (std::size_t c = 0; c < chunks; ++c) fn(ctx, c);
+    return;
+  }
+  const std::uint32_t gen = gen_.load() + 1;
+  claim_.store(static_cast<std::uint64_t>(gen) << 32 | 0xFFFFFFFFu);  // stamp: no claims on the old job, none yet on this one
+  fn_.store(fn);
+  ctx_.store(ctx);
+  chunks_.store(chunks);
+  done_.store(0);
+  claim_.store(static_cast<std::uint64_t>(gen) << 32);
+  gen_.store(gen);
+  gen_.notify_all();
+  work_on(gen);  // the caller works too, and alone if no worker wakes in time
+  // Wait for chunks a worker claimed and is still running; yield so a preempted worker gets the CPU.
+  for (int i = 0; done_.load() < chunks; ++i) {
+    if (i < 4096) _mm_pause();
+    else std::this_thread::yield();
+  }
+  busy_.store(false, std::memory_order_release);
+}
+
+}  // namespace glassbox::kernels
