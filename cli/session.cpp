@@ -31,6 +31,8 @@ RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(c
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--attention", attention_, "attention plugin, NAME or NAME:VALUE (default: kv-cache)");
   cmd->add_option("--plugin-path", plugin_path_, "extra folder of plugin modules (repeatable)");
+  cmd->add_option("--context-policy", context_policy_,
+                  "when prompt + generation outgrow the context: refuse | stop | truncate-left | shift[:n_keep] (default: stop)");
   if (!with_generation) return;
   cmd->add_option("--prompt,-p", prompt_, "prompt text (default: empty, start from BOS)");
   cmd->add_option("--max-tokens,-n", max_tokens_, "tokens to generate at most (default: 256)");
@@ -43,6 +45,8 @@ RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(c
   cmd->add_flag("--echo", echo_, "print the prompt before the continuation");
   cmd->add_flag("--show-probs", show_probs_, "draw each step's top candidates on stderr");
   cmd->add_option("--replay", replay_, "teacher-force the tokens chosen in this trace");
+  cmd->add_option("--trace-attention", trace_attention_,
+                  "record the newest position's attention weights each step: LAYER:HEAD or all (into the --trace)");
 }
 
 namespace {
@@ -148,12 +152,15 @@ RunOptions RunOptionsBinder::finish() {
         else if (key == "echo") o.echo = v.as<bool>();
         else if (key == "show_probs") o.show_probs = v.as<bool>();
         else if (key == "replay") o.replay = yaml_scalar(v, where);
+        else if (key == "context_policy") o.context_policy = parse_context_policy(yaml_scalar(v, where));
+        else if (key == "trace_attention") o.trace_attention = parse_attention_trace(yaml_scalar(v, where));
         else if (key == "plugin_path") {
           if (v.IsSequence()) for (const auto& p : v) o.plugin_path.emplace_back(p.as<std::string>());
           else o.plugin_path.emplace_back(yaml_scalar(v, where));
         } else
           throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, attention, sampler, "
-                            "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, plugin_path)");
+                            "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, plugin_path, context_policy, "
+                            "trace_attention)");
       }
     } catch (const YAML::BadConversion& e) {
       throw ConfigError(config_ + ": line " + std::to_string(e.mark.line + 1) + ": value has the wrong type");
@@ -183,6 +190,8 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--echo")) o.echo = echo_;
   if (given("--show-probs")) o.show_probs = show_probs_;
   if (given("--replay")) o.replay = replay_;
+  if (given("--context-policy")) o.context_policy = parse_context_policy(context_policy_);
+  if (given("--trace-attention")) o.trace_attention = parse_attention_trace(trace_attention_);
   if (!o.replay.empty()) {
     apply_replay_defaults(o, [&](const std::string& key) {
       std::string opt = "--" + key;
@@ -287,8 +296,9 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   h.config = cfg;
   h.weight_types = s->source->weights().type_summary();
   h.tokenizer_path = tok_path;
-  h.plugins.push_back({"tokenizer", tok_spec.name, s->registry.resolve(PluginKind::Tokenizer, tok_spec)});
-  h.plugins.push_back({"attention", opt.attention.name, s->registry.resolve(PluginKind::Attention, opt.attention)});
+  // Every plugin describes itself (name + resolved parameters) the same way.
+  h.plugins.push_back({"tokenizer", s->tokenizer->name(), s->tokenizer->params()});
+  h.plugins.push_back({"attention", s->attention->name(), s->attention->params()});
   for (const auto& st : s->sampler->stages()) h.plugins.push_back({"sampler", st->name(), st->params()});
   h.seed = s->seed;
   h.rng = Rng::kName;
