@@ -85,7 +85,7 @@ void add_bench_command(CLI::App& app) {
       for (int p = 0; p < o->prompt_tokens; ++p) single.forward(std::span(prompt).subspan(p, 1), p, *s->attention);
       prefill_single.push_back(o->prompt_tokens / seconds_since(t0));
     }
-    const KvState kv = s->attention->describe();
+    const KvState kv = s->attention->state();
     nlohmann::json j = {{"model", s->header.model_path},
                         {"params", static_cast<double>(s->source->weights().parameter_count())},
                         {"weight_types", s->header.weight_types},

@@ -211,7 +211,8 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
     e.draw_u = sampler_.draw_u();
     e.sampled = sampled;
     e.forced = step < static_cast<int>(opt.forced.size());
-    e.kv = attn_.describe();
+    attn_.describe(kv_);  // in place: a reused record allocates nothing
+    e.kv = &kv_;
     e.attention_dots = dots;
     if (observer) e.attention = observer->rows;
     e.ms = ms;
@@ -244,6 +245,7 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
   // The tokens in the context, at positions 0 .. seq.size()-1 (what the store holds, or for a
   // module that keeps nothing, what must be recomputed).
   std::vector<std::int32_t> seq = ids;
+  seq.reserve(static_cast<std::size_t>(limit) + 1);
   // Runs seq[from..) at positions from.. through the model in blocks; the last block's last
   // position is observed. Adds the attention work to `dots`.
   auto run_blocks = [&](int from) {

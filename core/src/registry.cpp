@@ -145,11 +145,10 @@ class GuardedKvStore final : public KvStore, Guard<KvStore> {
   void view(int layer, std::vector<KvSpan>& out) override { call([&](auto& p) { p.view(layer, out); }); }
   void remove(int p0, int p1) override { call([&](auto& p) { p.remove(p0, p1); }); }
   void clear() override { call([](auto& p) { p.clear(); }); }
-  KvState describe() const override {
-    KvState st = call([](auto& p) { return p.describe(); });
-    st.module = name_;
-    st.params = params_;
-    return st;
+  void describe(KvState& out) const override {
+    call([&](auto& p) { p.describe(out); });
+    out.module = name_;
+    out.params = params_;
   }
   std::string name() const override { return name_; }
   const Params& params() const override { return params_; }

@@ -59,13 +59,14 @@ class ContiguousKv : public KvStore {
     evicted_ = 0;
   }
 
-  KvState describe() const override {
-    KvState s;
+  void describe(KvState& s) const override {
     s.tokens = end_.back();
     s.capacity = capacity_;
     s.bytes = static_cast<std::int64_t>((key_.size() + value_.size()) * sizeof(float));
+    s.first_pos = 0;
     s.evicted = evicted_;
-    return s;
+    s.block_size = s.blocks_used = s.blocks_free = s.last_block_unused = 0;
+    s.block_table.clear();
   }
 
  private:

@@ -77,8 +77,8 @@ class Paged final : public glassbox::KvStore {
     evicted_ = 0;
   }
 
-  glassbox::KvState describe() const override {
-    glassbox::KvState s;
+  void describe(glassbox::KvState& s) const override {
+    s.first_pos = 0;
     s.tokens = end_.back();
     s.capacity = capacity();
     s.block_size = b_;
@@ -86,9 +86,8 @@ class Paged final : public glassbox::KvStore {
     s.blocks_free = static_cast<int>(free_.size());
     s.bytes = static_cast<std::int64_t>(s.blocks_used * block_floats_ * sizeof(float));
     s.last_block_unused = s.blocks_used * b_ - static_cast<int>(s.tokens);
-    s.block_table = table_;
+    s.block_table.assign(table_.begin(), table_.end());
     s.evicted = evicted_;
-    return s;
   }
 
   std::int64_t bytes_per_block() const { return static_cast<std::int64_t>(block_floats_ * sizeof(float)); }

@@ -11,10 +11,9 @@ class Recompute final : public glassbox::plugins::ContiguousKv {
  public:
   using ContiguousKv::ContiguousKv;
   bool persistent() const override { return false; }
-  glassbox::KvState describe() const override {
-    glassbox::KvState s = ContiguousKv::describe();
+  void describe(glassbox::KvState& s) const override {
+    ContiguousKv::describe(s);
     s.capacity = 0;  // keeps nothing between steps: `tokens` is what the last pass recomputed
-    return s;
   }
 };
 

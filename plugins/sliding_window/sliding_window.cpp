@@ -83,14 +83,14 @@ class SlidingWindow final : public glassbox::KvStore {
     evicted_ = 0;
   }
 
-  glassbox::KvState describe() const override {
-    glassbox::KvState s;
+  void describe(glassbox::KvState& s) const override {
+    s.block_size = s.blocks_used = s.blocks_free = s.last_block_unused = 0;
+    s.block_table.clear();
     s.tokens = end_.back() - first_.back();
     s.capacity = w_;
     s.bytes = static_cast<std::int64_t>((key_.size() + value_.size()) * sizeof(float));
     s.first_pos = first_.back();
     s.evicted = evicted_;
-    return s;
   }
 
  private:

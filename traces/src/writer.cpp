@@ -91,7 +91,7 @@ json step_json(const StepEvent& e, const Tokenizer& tok) {
             {"draw", {{"u", e.draw_u < 0 ? json(nullptr) : json(json_float(e.draw_u))},
                       {"selected", e.sampled >= 0 ? e.sampled : e.token},
                       {"prob", json_float(e.chain_prob)}}},
-            {"kv", kv_json(e.kv)},
+            {"kv", e.kv ? kv_json(*e.kv) : json{{"tokens", 0}, {"capacity", 0}, {"bytes", 0}}},
             {"attention_dots", e.attention_dots},
             {"ms", e.ms}};
   if (!e.attention.empty()) {
@@ -142,7 +142,8 @@ json context_json(const PolicyEvent& e, const Tokenizer& tok) {
 
 json summary_json(const Summary& s) {
   return {{"type", "summary"}, {"generated", s.generated}, {"stop_reason", s.stop_reason},
-          {"ttft_ms", s.ttft_ms}, {"prefill_tok_s", s.prefill_tok_s}, {"decode_tok_s", s.decode_tok_s}};
+          {"ttft_ms", s.ttft_ms}, {"prefill_tok_s", s.prefill_tok_s}, {"decode_tok_s", s.decode_tok_s},
+          {"policy_firings", s.policy_firings}};
 }
 
 JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok) : path_(path), tok_(tok) {

@@ -48,9 +48,6 @@ struct KvState {
   std::vector<int> block_table;     // physical block of each logical block of the sequence
 };
 
-// Back-compatible short form (tokens / capacity / bytes) for callers that need only the sizes.
-using KvUsage = KvState;
-
 // One sequence's key/value storage. Positions held are always one contiguous range
 // [first_pos, end) of the sequence, so a view is a list of spans in position order.
 class KvStore {
@@ -73,8 +70,14 @@ class KvStore {
   virtual void remove(int p0, int p1) = 0;
   // Forgets every stored position (a new sequence) and returns every block to the pool.
   virtual void clear() = 0;
-  // The typed state record (name and params are filled in by the registry's wrapper).
-  virtual KvState describe() const = 0;
+  // Fills the typed state record (name and params are filled in by the registry's wrapper). It
+  // assigns every field in place, so a record reused step after step allocates nothing.
+  virtual void describe(KvState& out) const = 0;
+  KvState state() const {
+    KvState s;
+    describe(s);
+    return s;
+  }
   // The module's name and resolved parameters (the registry's wrapper answers these).
   virtual std::string name() const { return {}; }
   virtual const Params& params() const {

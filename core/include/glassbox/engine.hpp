@@ -75,6 +75,7 @@ class Engine {
   std::vector<float> probs_;       // (vocab_size) raw softmax of the current logits
   std::vector<std::int32_t> order_;  // (vocab_size) scratch for top-k selection
   std::vector<TokenProb> top_;     // (trace_top_k)
+  KvState kv_;                     // the module's state record, refilled each step
 };
 
 }  // namespace glassbox

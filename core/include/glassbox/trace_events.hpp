@@ -73,7 +73,7 @@ struct StepEvent {
   float draw_u = -1;                     // uniform number of the final draw (-1: none, argmax)
   std::int32_t sampled = -1;             // the sampler chain's own choice (differs from token when forced)
   bool forced = false;                   // token was teacher-forced (replay), not the sampler's choice
-  KvState kv;                            // the attention module's state after the step
+  const KvState* kv = nullptr;           // the attention module's state after the step
   std::int64_t attention_dots = 0;       // query·key dot products this step (positions × heads × layers)
   std::span<const AttentionRow> attention;  // newest position's weights, only with --trace-attention
   double ms = 0;                         // forward + sampling time of this step
