@@ -158,7 +158,7 @@ BOOST_AUTO_TEST_CASE(tokenizer_vocabulary_disagrees_with_model) {
 
 BOOST_AUTO_TEST_CASE(unknown_plugin_and_parameter) {
   expect_error(run_cli(args({"run"}, args(gbtest::stories_args(), {"--sampler", "nucleus"}))), "unknown sampler 'nucleus'; available:");
-  expect_error(run_cli(args({"run"}, args(gbtest::stories_args(), {"--attention", "paged"}))), "unknown attention 'paged'");
+  expect_error(run_cli(args({"run"}, args(gbtest::stories_args(), {"--attention", "flash"}))), "unknown attention 'flash'; available: kv-cache, paged, recompute, sliding-window");
   expect_error(run_cli(args({"run"}, args(gbtest::stories_args(), {"--attention", "kv-cache:big"}))), "'capacity' = 'big' is not an integer");
   expect_error(run_cli(args({"run"}, args(gbtest::stories_args(), {"--sampler", "greedy:2"}))), "sampler 'greedy' takes no value");
   expect_error(run_cli(args({"run"}, args(gbtest::stories_args(), {"--trace-level", "verbose"}))), "trace level 'verbose'");
