@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Time and attention work per decode step for each attention module, at lengths 16 .. context:
 # runs `glassbox run` with a trace per module, then writes a Markdown table and an SVG plot
-# (docs/attention.md). BOS and EOS are banned so that every run reaches the end of the context. Usage: bench/attention_modules.py BUILD_DIR OUT_DIR [--model M --tokenizer T] [--label L]
+# (docs/attention.md). BOS and EOS are banned so that every run reaches the end of the context. Usage: bench/attention_modules.py BUILD_DIR OUT_DIR [--model M --tokenizer T] [--label L] [--length N]
 import argparse, json, os, subprocess, sys, tempfile
 
 MODULES = ["recompute", "kv-cache", "paged:16", "sliding-window:64"]
@@ -57,12 +57,13 @@ def main():
     ap.add_argument("--tokenizer", default="/work/shared/models/tok512.bin")
     ap.add_argument("--label", default="stories260K")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--length", type=int, default=511, help="last position to reach (the model's context - 1)")
     a = ap.parse_args()
     glassbox = os.path.join(a.build, "bin", "glassbox")
     model_args = ["--model", a.model] + (["--tokenizer", a.tokenizer] if a.tokenizer else [])
-    n = 511  # positions 1 .. 511 of a 512 context
-    data = {m: median_runs(glassbox, m, model_args, n, a.repeat) for m in MODULES}
-    lengths = [l for l in (16, 32, 64, 128, 256, 511) if l <= n]
+    n = a.length  # decode steps at positions 1 .. n (the prefill is BOS at 0)
+    data = {m: median_runs(glassbox, m, model_args, n + 1, a.repeat) for m in MODULES}
+    lengths = [l for l in (16, 32, 64, 128, 256) if l < n] + [n]
     os.makedirs(a.out, exist_ok=True)
     rows = ["| module | " + " | ".join(f"pos {l}" for l in lengths) + " |", "|---|" + "---|" * len(lengths)]
     for m, d in data.items():
