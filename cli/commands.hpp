@@ -21,5 +21,6 @@ void add_trace_command(CLI::App& app);
 std::function<bool(const std::vector<std::string>& plugin_path)> add_plugins_graph_options(CLI::App* plugins);
 void add_explain_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+void add_chat_command(CLI::App& app);
 
 }  // namespace glassbox::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add_trace_command(app);
   add_explain_command(app);
   add_compare_command(app);
+  add_chat_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -177,6 +177,20 @@ BOOST_AUTO_TEST_CASE(module_built_for_another_abi) {
   BOOST_TEST(p.out.find("sampler greedy") != std::string::npos, p.out);
 }
 
+// glassbox chat: every turn answered; when the history outgrows the context the oldest exchange
+// is dropped (one notice line on stderr) and the conversation goes on.
+BOOST_AUTO_TEST_CASE(chat_prunes_the_oldest_turns_to_fit) {
+  const fs::path dir = gbtest::temp_dir("chat");
+  gbtest::write_file(dir / "turns.txt", "Once upon a time there was a cat.\nWhat did the cat do?\nAnd then?\nThe end?\n");
+  auto r = run_cli(args({"chat"}, args(gbtest::stories_args(), {"--input", (dir / "turns.txt").string(), "--sampler", "greedy",
+                                                                   "--max-tokens", "24", "--context", "80", "--system", "Stories."})));
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  std::size_t replies = 0;
+  for (char c : r.out) replies += c == '\n';
+  BOOST_TEST(replies >= 4u, r.out);  // one line at least per reply (a reply may hold newlines)
+  BOOST_TEST(r.err.find("glassbox: chat: dropped the oldest exchange") != std::string::npos, r.err);
+}
+
 BOOST_AUTO_TEST_CASE(prompt_longer_than_the_context) {
   std::string prompt;
   for (int i = 0; i < 600; ++i) prompt += "cat ";
