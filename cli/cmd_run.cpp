@@ -104,6 +104,9 @@ void add_run_command(CLI::App& app) {
     if (opt.json) g.trace_top_k = std::max(g.trace_top_k, opt.top_logprobs);
     g.record_stages = !opt.trace.empty() || opt.show_probs;  // per-stage records only when shown
     g.report_distribution = g.record_stages || opt.json;
+    g.policy = opt.context_policy;
+    g.trace_attention = opt.trace_attention;
+    if (g.trace_attention.on && opt.trace.empty()) warn("--trace-attention records into the trace: name one with --trace");
     if (!opt.replay.empty()) {
       // Teacher forcing: the golden's chosen tokens are appended whatever this run's sampler picks,
       // so that every step stays comparable with the golden (docs/golden-traces.md).

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add_convert_command(app);
   add_inspect_command(app);
   add_synth_command(app);
+  add_chat_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -33,6 +33,8 @@ RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(c
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--attention", attention_, "attention plugin, NAME or NAME:VALUE (default: kv-cache)");
   cmd->add_option("--plugin-path", plugin_path_, "extra folder of plugin modules (repeatable)");
+  cmd->add_option("--context-policy", context_policy_,
+                  "when prompt + generation outgrow the context: refuse | stop | truncate-left | shift[:n_keep] (default: stop)");
   if (!with_generation) return;  // bench has its own --threads (a list)
   cmd->add_option("--threads", threads_, "threads for the matrix products (default: one per physical core)")
       ->check(CLI::Range(1, 1024));
@@ -51,6 +53,8 @@ RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(c
   cmd->add_option("--top-logprobs", top_logprobs_, "alternatives listed per token with --json (default 5)")->check(CLI::Range(0, 1000));
   cmd->add_option("--pace", pace_ms_, "wait MS milliseconds before each streamed token (for watching)")->check(CLI::Range(0.0, 60000.0));
   cmd->add_option("--pace-tps", pace_tps_, "stream at most R tokens per second (for watching)")->check(CLI::Range(0.0, 1e6));
+  cmd->add_option("--trace-attention", trace_attention_,
+                  "record the newest position's attention weights each step: LAYER:HEAD or all (into the --trace)");
 }
 
 namespace {
@@ -191,6 +195,8 @@ RunOptions RunOptionsBinder::finish() {
         else if (key == "top_logprobs") o.top_logprobs = v.as<int>();
         else if (key == "pace") o.pace_ms = v.as<double>();
         else if (key == "pace_tps") o.pace_tps = v.as<double>();
+        else if (key == "context_policy") o.context_policy = parse_context_policy(yaml_scalar(v, where));
+        else if (key == "trace_attention") o.trace_attention = parse_attention_trace(yaml_scalar(v, where));
         else if (key == "plugin_path") {
           if (v.IsSequence()) for (const auto& p : v) o.plugin_path.emplace_back(p.as<std::string>());
           else o.plugin_path.emplace_back(yaml_scalar(v, where));
@@ -198,6 +204,9 @@ RunOptions RunOptionsBinder::finish() {
           throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, threads, attention, sampler, "
                             "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, json, top_logprobs, "
                             "pace, pace_tps, plugin_path)");
+          throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, attention, sampler, "
+                            "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, plugin_path, context_policy, "
+                            "trace_attention)");
       }
     } catch (const YAML::BadConversion& e) {
       throw ConfigError(config_ + ": line " + std::to_string(e.mark.line + 1) + ": value has the wrong type");
@@ -231,13 +240,9 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--echo")) o.echo = echo_;
   if (given("--show-probs")) o.show_probs = show_probs_;
   if (given("--replay")) o.replay = replay_;
-  if (given("--json")) o.json = json_;
-  if (given("--top-logprobs")) o.top_logprobs = top_logprobs_;
-  if (o.top_logprobs < 0 || o.top_logprobs > 1000) throw ConfigError("top_logprobs = " + std::to_string(o.top_logprobs) + " (expected 0..1000)");
-  if (given("--pace")) o.pace_ms = pace_ms_;
-  if (given("--pace-tps")) o.pace_tps = pace_tps_;
-  if (!(o.pace_ms >= 0 && o.pace_ms <= 60000)) throw ConfigError("pace = " + std::to_string(o.pace_ms) + " ms (expected 0..60000)");
-  if (!(o.pace_tps >= 0)) throw ConfigError("pace_tps = " + std::to_string(o.pace_tps) + " (expected >= 0)");
+          throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, context_policy, threads, "
+                            "attention, sampler, prompt, max_tokens, seed, trace, trace_level, trace_top, trace_attention, echo, "
+                            "show_probs, replay, json, top_logprobs, pace, pace_tps, plugin_path)");
   if (!o.replay.empty()) {
     apply_replay_defaults(o, [&](const std::string& key) {
       std::string opt = "--" + key;
@@ -344,8 +349,9 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   h.config = cfg;
   h.weight_types = s->source->weights().type_summary();
   h.tokenizer_path = tok_path;
-  h.plugins.push_back({"tokenizer", tok_spec.name, s->registry.resolve(PluginKind::Tokenizer, tok_spec)});
-  h.plugins.push_back({"attention", opt.attention.name, s->registry.resolve(PluginKind::Attention, opt.attention)});
+  // Every plugin describes itself (name + resolved parameters) the same way.
+  h.plugins.push_back({"tokenizer", s->tokenizer->name(), s->tokenizer->params()});
+  h.plugins.push_back({"attention", s->attention->name(), s->attention->params()});
   for (const auto& st : s->sampler->stages()) h.plugins.push_back({"sampler", st->name(), st->params()});
   h.seed = s->seed;
   h.rng = Rng::kName;

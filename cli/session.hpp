@@ -39,6 +39,8 @@ struct RunOptions {
   double pace_tps = 0;                     // or a rate in tokens per second (the slower of the two wins)
   std::string replay;
   std::vector<std::filesystem::path> plugin_path;
+  ContextPolicy context_policy;            // when prompt + generation outgrow the context (default: stop)
+  AttentionTrace trace_attention;          // --trace-attention LAYER:HEAD | all
 };
 
 // Adds the options shared by commands that build a pipeline (run, bench, ...) to `cmd`.
@@ -52,7 +54,7 @@ class RunOptionsBinder {
   CLI::App* cmd_;
   bool with_generation_;
   std::string config_, model_, tokenizer_, tokenizer_plugin_, attention_, sampler_, prompt_, trace_,
-      trace_level_, replay_;
+      trace_level_, replay_, context_policy_, trace_attention_;
   std::vector<std::string> plugin_path_;
   int max_tokens_ = 256, trace_top_ = 10, context_ = 0, top_logprobs_ = 5, threads_ = 0;
   double pace_ms_ = 0, pace_tps_ = 0;
@@ -70,7 +72,7 @@ struct Session {
   Config config;                           // the run's: the model's, with seq_len = the run's context
   std::unique_ptr<Transformer> model;
   std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<Attention> attention;
+  std::unique_ptr<KvStore> attention;
   std::unique_ptr<SamplerChain> sampler;
   RunHeader header;  // model, plugins, seed: ready for Engine::generate
   std::uint64_t seed = 0;

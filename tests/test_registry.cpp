@@ -40,7 +40,7 @@ BOOST_AUTO_TEST_CASE(builtins_are_modules_in_the_plugin_folder) {
 
 BOOST_DATA_TEST_CASE(bad_modules_are_rejected_with_a_reason,
                      bdata::make({"bad_abi", "no_entry", "dup_greedy"}) ^
-                         bdata::make({"ABI version 999, this glassbox expects 2", "missing entry point 'glassbox_module_entry'",
+                         bdata::make({"ABI version 999, this glassbox expects 3", "missing entry point 'glassbox_module_entry'",
                                       "duplicate sampler name 'greedy'"}),
                      module, reason) {
   const std::string r = rejection_for(module);

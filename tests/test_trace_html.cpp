@@ -115,6 +115,39 @@ BOOST_AUTO_TEST_CASE(renders_in_headless_chromium_with_zero_console_errors) {
   BOOST_TEST(has(dom, "positions ("), "KV legend");
 }
 
+// The attention heatmap (--trace-attention) and the module's state: blocks for paged, the window for
+// sliding-window, and the context line that a shift leaves.
+BOOST_AUTO_TEST_CASE(draws_attention_weights_and_the_kv_state) {
+  const auto paged = stories_trace("attn-paged", {"--prompt", "Once upon a time", "--max-tokens", "30", "--sampler", "greedy",
+                                                  "--attention", "paged:4", "--context", "24", "--context-policy", "shift:2",
+                                                  "--trace-attention", "all"});
+  const auto b = browse(page_for(paged, "attn-paged"), "--dump-dom", "#step=29");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  BOOST_TEST(has(b.out, "data-ready=\"1\""));
+  BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""), b.out.substr(0, 2000));
+  BOOST_TEST(console_lines(b.err).empty(), "console: " << (console_lines(b.err).empty() ? "" : console_lines(b.err)[0]));
+  const auto lines = read_jsonl(paged);
+  const json* last = nullptr;
+  for (const auto& l : lines)
+    if (l["type"] == "step") last = &l;
+  BOOST_TEST_REQUIRE(last != nullptr);
+  // one box per block of the block table, one heatmap cell per (layer, head, position attended)
+  BOOST_TEST(count(b.out, "class=\"kv-block\"") == (*last)["kv"]["block_table"].size());
+  std::size_t cells = 0;
+  for (const auto& r : (*last)["attention"]) cells += r["weights"].size();
+  BOOST_TEST(cells > 0u);
+  BOOST_TEST(count(b.out, "class=\"attn-cell\"") == cells);
+  BOOST_TEST(has(b.out, "looks most at position"));
+
+  const auto window = stories_trace("attn-window", {"--prompt", "Once upon a time", "--max-tokens", "20", "--sampler", "greedy",
+                                                    "--attention", "sliding-window:8", "--trace-attention", "0:0"});
+  const auto w = browse(page_for(window, "attn-window"), "--dump-dom", "#step=19");
+  BOOST_TEST_REQUIRE(w.rc == 0, w.err);
+  BOOST_TEST(has(w.out, "id=\"console-errors\" data-count=\"0\""));
+  BOOST_TEST(count(w.out, "class=\"kv-pos held\"") == 8u);  // the window
+  BOOST_TEST(count(w.out, "class=\"attn-cell\"") == 8u);   // one head over the window
+}
+
 BOOST_AUTO_TEST_CASE(a_step_in_the_address_opens_there) {
   const auto b = browse(page_for(sampled_basic_trace(), "fragment"), "--dump-dom", "#step=5");
   BOOST_TEST_REQUIRE(b.rc == 0, b.err);

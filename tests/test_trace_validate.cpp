@@ -103,13 +103,14 @@ BOOST_AUTO_TEST_CASE(cut_short_trace_is_readable_when_asked) {
 }
 
 BOOST_AUTO_TEST_CASE(a_failed_run_leaves_an_error_line_that_validate_reports) {
-  // A K/V cache of 8 positions overflows after 4 steps of a 5-token prompt: the run fails mid-way.
+  // A sampler that throws: the run fails after the header.
   const fs::path p = temp_dir("validate-kv") / "cut.jsonl";
   std::vector<std::string> a = {"run"};
   for (const auto& x : stories_args()) a.push_back(x);
-  for (const auto& x : {"--prompt", "Once upon a time", "--max-tokens", "20", "--attention", "kv-cache:8", "--seed", "1",
-                        "--trace"})
-    a.push_back(x);
+  for (const auto& x : {"--prompt", "Once upon a time", "--max-tokens", "20", "--sampler", "throwing", "--seed", "1"}) a.push_back(x);
+  a.push_back("--plugin-path");
+  a.push_back(std::string(GLASSBOX_TEST_PLUGIN_DIR) + "/throwing");
+  a.push_back("--trace");
   a.push_back(p.string());
   const auto run = run_cli(a);
   BOOST_TEST(run.rc == 2);
@@ -149,8 +150,10 @@ BOOST_AUTO_TEST_CASE(the_json_schema_document_matches_the_writer) {
   const fs::path cut = temp_dir("schema-error") / "cut.jsonl";
   std::vector<std::string> a = {"run"};
   for (const auto& x : stories_args()) a.push_back(x);
-  for (const auto& x : {"--prompt", "Once upon a time", "--max-tokens", "20", "--attention", "kv-cache:8", "--trace"}) a.push_back(x);
+  for (const auto& x : {"--prompt", "Once upon a time", "--max-tokens", "20", "--sampler", "throwing", "--trace"}) a.push_back(x);
   a.push_back(cut.string());
+  a.push_back("--plugin-path");
+  a.push_back(std::string(GLASSBOX_TEST_PLUGIN_DIR) + "/throwing");
   BOOST_TEST(run_cli(a).rc == 2);
   std::vector<fs::path> files = {greedy_full_trace(), sampled_basic_trace(), cut};
   for (const auto& f : files) {

@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <memory>
 #include <numeric>
+#include <optional>
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
@@ -18,32 +21,143 @@ double ms_since(Clock::time_point t0) {
 }
 }  // namespace
 
-Engine::Engine(Transformer& model, const Tokenizer& tokenizer, Attention& attention, SamplerChain& sampler)
+std::string ContextPolicy::to_string() const {
+  switch (kind) {
+    case Refuse: return "refuse";
+    case Stop: return "stop";
+    case TruncateLeft: return "truncate-left";
+    case Shift: return "shift:" + std::to_string(n_keep);
+  }
+  return "?";
+}
+
+ContextPolicy parse_context_policy(const std::string& text) {
+  ContextPolicy p;
+  const auto colon = text.find(':');
+  const std::string name = text.substr(0, colon);
+  if (name == "refuse") p.kind = ContextPolicy::Refuse;
+  else if (name == "stop") p.kind = ContextPolicy::Stop;
+  else if (name == "truncate-left") p.kind = ContextPolicy::TruncateLeft;
+  else if (name == "shift") p.kind = ContextPolicy::Shift;
+  else throw ConfigError("context policy '" + text + "' (expected refuse, stop, truncate-left or shift[:n_keep])");
+  if (colon != std::string::npos) {
+    const std::string v = text.substr(colon + 1);
+    char* end = nullptr;
+    const long n = std::strtol(v.c_str(), &end, 10);
+    if (p.kind != ContextPolicy::Shift || v.empty() || *end || n < 0 || n > (1 << 24))
+      throw ConfigError("context policy '" + text + "': only shift takes a value, a count of tokens to keep (shift:N, N >= 0)");
+    p.n_keep = static_cast<int>(n);
+  }
+  return p;
+}
+
+AttentionTrace parse_attention_trace(const std::string& text) {
+  AttentionTrace t;
+  t.on = true;
+  if (text == "all") return t;
+  const auto colon = text.find(':');
+  char *e1 = nullptr, *e2 = nullptr;
+  const std::string a = text.substr(0, colon), b = colon == std::string::npos ? "" : text.substr(colon + 1);
+  const long l = std::strtol(a.c_str(), &e1, 10), h = std::strtol(b.c_str(), &e2, 10);
+  if (colon == std::string::npos || a.empty() || b.empty() || *e1 || *e2 || l < 0 || h < 0 || l > 1 << 20 || h > 1 << 20)
+    throw ConfigError("trace-attention '" + text + "' (expected LAYER:HEAD, e.g. 0:1, or all)");
+  t.layer = static_cast<int>(l);
+  t.head = static_cast<int>(h);
+  return t;
+}
+
+namespace {
+// Keeps the newest position's weights for the (layer, head) pairs asked for, one step at a time.
+class WeightsCollector final : public AttentionObserver {
+ public:
+  explicit WeightsCollector(AttentionTrace t) : t_(t) {}
+  bool wants(int layer, int head) const override {
+    return (t_.layer < 0 || t_.layer == layer) && (t_.head < 0 || t_.head == head);
+  }
+  void weights(int layer, int head, int pos, int first_pos, std::span<const float> w) override {
+    rows.push_back({layer, head, pos, first_pos, std::vector<float>(w.begin(), w.end())});
+  }
+  std::vector<AttentionRow> rows;
+
+ private:
+  AttentionTrace t_;
+};
+}  // namespace
+
+Engine::Engine(Transformer& model, const Tokenizer& tokenizer, KvStore& attention, SamplerChain& sampler)
     : model_(model), tok_(tokenizer), attn_(attention), sampler_(sampler) {
   const auto V = static_cast<std::size_t>(model.config().vocab_size);
   probs_.resize(V);
   order_.resize(V);
 }
 
+int Engine::context_limit() const {
+  const int ctx = model_.config().seq_len;
+  return attn_.evicts() ? ctx : std::min(ctx, attn_.capacity());
+}
+
 Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, RunHeader header, TraceSink& sink,
                          const StreamFn& on_piece) {
   const Config& cfg = model_.config();
   if (opt.max_tokens < 0) throw ConfigError("max_tokens = " + std::to_string(opt.max_tokens) + " (expected >= 0)");
+  const int limit = context_limit();
+  const ContextPolicy& policy = opt.policy;
+  const std::string where_limit = limit < cfg.seq_len ? "attention module '" + attn_.name() + "' holds " + std::to_string(limit) + " positions"
+                                                      : "the model's context holds " + std::to_string(limit);
+  if (opt.trace_attention.on &&
+      (opt.trace_attention.layer >= cfg.n_layers || opt.trace_attention.head >= cfg.n_heads))
+    throw ConfigError("trace-attention " + std::to_string(opt.trace_attention.layer) + ":" + std::to_string(opt.trace_attention.head) +
+                      " is outside the model's " + std::to_string(cfg.n_layers) + " layers x " + std::to_string(cfg.n_heads) + " heads");
 
   // ---- TOKENIZE ----
   std::vector<std::int32_t> ids = tok_.encode(prompt, /*bos=*/true, /*eos=*/false);
-  if (static_cast<int>(ids.size()) > cfg.seq_len)
-    throw InputError("prompt is " + std::to_string(ids.size()) + " tokens but the model's context holds " +
-                     std::to_string(cfg.seq_len));
+  if (ids.empty()) throw InputError("the prompt encodes to no tokens and the tokenizer adds no BOS: nothing to start from");
   for (auto id : ids)
     if (id < 0 || id >= cfg.vocab_size)
       throw InputError("tokenizer produced id " + std::to_string(id) + ", outside the model's vocabulary of " +
                        std::to_string(cfg.vocab_size));
+  const int n_prompt_given = static_cast<int>(ids.size());
+  // ---- CONTEXT POLICY on the prompt: before any work ----
+  if (policy.kind == ContextPolicy::Refuse && static_cast<long long>(n_prompt_given) + opt.max_tokens > limit)
+    throw InputError("prompt is " + std::to_string(n_prompt_given) + " tokens and up to " + std::to_string(opt.max_tokens) +
+                     " more may be generated, but " + where_limit + " (--context-policy refuse)");
+  if (n_prompt_given > limit && (policy.kind == ContextPolicy::Stop || policy.kind == ContextPolicy::Refuse))
+    throw InputError("prompt is " + std::to_string(n_prompt_given) + " tokens but " + where_limit +
+                     " (--context-policy truncate-left or shift drops the oldest tokens instead)");
+  std::optional<PolicyEvent> prompt_drop;
+  if (n_prompt_given > limit) {
+    // Keep the head (BOS, or shift's n_keep) and the newest tokens; leave room to generate.
+    const int head = policy.kind == ContextPolicy::Shift ? std::min(policy.n_keep, limit - 1)
+                                                         : (ids[0] == tok_.bos_id() ? 1 : 0);
+    const int room = std::max(1, std::min(opt.max_tokens, limit / 2));
+    const int keep_tail = std::max(1, limit - room - head);
+    PolicyEvent ev;
+    ev.policy = policy.kind == ContextPolicy::Shift ? "shift" : "truncate-left";
+    ev.step = 0;
+    ev.limit = limit;
+    ev.dropped_from = head;
+    ev.dropped_to = n_prompt_given - keep_tail;
+    ev.dropped_ids.assign(ids.begin() + ev.dropped_from, ids.begin() + ev.dropped_to);
+    ids.erase(ids.begin() + ev.dropped_from, ids.begin() + ev.dropped_to);
+    ev.kept = static_cast<int>(ids.size());
+    ev.detail = "prompt of " + std::to_string(n_prompt_given) + " tokens did not fit: kept the first " + std::to_string(head) +
+                " and the newest " + std::to_string(keep_tail);
+    prompt_drop = std::move(ev);
+  }
   header.prompt = std::string(prompt);
-  header.prompt_ids = ids;
+  header.prompt_ids.assign(ids.begin(), ids.end());
+  if (prompt_drop) {  // the header keeps the prompt as given; the event says what the prefill leaves out
+    header.prompt_ids.insert(header.prompt_ids.begin() + prompt_drop->dropped_from, prompt_drop->dropped_ids.begin(),
+                             prompt_drop->dropped_ids.end());
+  }
   header.max_tokens = opt.max_tokens;
   header.level = opt.level;
   sink.header(header);
+  Summary sum;
+  if (prompt_drop) {
+    sink.policy(*prompt_drop);
+    ++sum.policy_firings;
+  }
 
   attn_.clear();
   sampler_.reset(opt.seed);
@@ -51,11 +165,13 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
   const int top_k = std::max(0, std::min(opt.trace_top_k, cfg.vocab_size));
   top_.resize(top_k);
   const bool full = opt.level == TraceLevel::Full;
+  std::unique_ptr<WeightsCollector> observer;  // installed only when a trace asks for the weights
+  if (opt.trace_attention.on) observer = std::make_unique<WeightsCollector>(opt.trace_attention);
 
-  Summary sum;
   const auto t_start = Clock::now();
   double prefill_ms = 0, decode_ms = 0;
   int decode_steps = 0;
+  std::int64_t dots = 0;  // attention work of the current step
 
   std::int32_t sampled = -1;  // the chain's own pick at the current step (a forced token may replace it)
   // One step's report: the raw distribution p = softmax(logits), its entropy and top-k.
@@ -95,9 +211,13 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
     e.draw_u = sampler_.draw_u();
     e.sampled = sampled;
     e.forced = step < static_cast<int>(opt.forced.size());
-    e.kv = attn_.usage();
+    attn_.describe(kv_);  // in place: a reused record allocates nothing
+    e.kv = &kv_;
+    e.attention_dots = dots;
+    if (observer) e.attention = observer->rows;
     e.ms = ms;
     sink.step(e);
+    if (observer) observer->rows.clear();
   };
 
   // The token appended after a step: the sampled one, or the forced one when replaying.
@@ -122,13 +242,26 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
     return sum;
   }
 
+  // The tokens in the context, at positions 0 .. seq.size()-1 (what the store holds, or for a
+  // module that keeps nothing, what must be recomputed).
+  std::vector<std::int32_t> seq = ids;
+  seq.reserve(static_cast<std::size_t>(limit) + 1);
+  // Runs seq[from..) at positions from.. through the model in blocks; the last block's last
+  // position is observed. Adds the attention work to `dots`.
+  auto run_blocks = [&](int from) {
+    std::span<const float> out;
+    const int n_seq = static_cast<int>(seq.size());
+    for (int p = from; p < n_seq; p += model_.max_block()) {
+      const int n = std::min(model_.max_block(), n_seq - p);
+      out = model_.forward(std::span(seq).subspan(p, n), p, attn_, p + n == n_seq ? observer.get() : nullptr);
+      dots += model_.attention_dots();
+    }
+    return out;
+  };
+
   // ---- PREFILL: every prompt position through the model, in blocks; keep the last distribution ----
   const int n_prompt = static_cast<int>(ids.size());
-  std::span<const float> logits;
-  for (int p = 0; p < n_prompt; p += model_.max_block()) {
-    const int n = std::min(model_.max_block(), n_prompt - p);
-    logits = model_.forward(std::span(ids).subspan(p, n), p, attn_);
-  }
+  std::span<const float> logits = run_blocks(0);
   int pos = n_prompt - 1;  // position of the last token fed
   std::int32_t next = choose(logits, 0);
   prefill_ms = ms_since(t_start);
@@ -144,11 +277,54 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
     token = next;
     ++sum.generated;
     if (sum.generated >= opt.max_tokens) { sum.stop_reason = "max_tokens"; break; }
-    if (pos + 1 >= cfg.seq_len) { sum.stop_reason = "context_full"; break; }
 
     const auto t0 = Clock::now();
+    dots = 0;
+    bool refill = !attn_.persistent();  // recompute: the whole sequence runs again every step
+    if (pos + 1 >= limit) {
+      // ---- CONTEXT FULL: the next token has no position left ----
+      if (policy.kind == ContextPolicy::Stop || policy.kind == ContextPolicy::Refuse) { sum.stop_reason = "context_full"; break; }
+      PolicyEvent ev;
+      ev.step = step;
+      ev.limit = limit;
+      const int n_past = pos + 1;
+      if (policy.kind == ContextPolicy::Shift) {
+        // llama.cpp's context shift: keep the first n_keep, discard half of the rest, slide the
+        // remainder down and re-rotate its keys; nothing is recomputed.
+        const int keep = std::min(policy.n_keep, n_past - 1);
+        const int discard = std::max(1, (n_past - keep) / 2);
+        ev.policy = "shift";
+        ev.dropped_from = keep;
+        ev.dropped_to = keep + discard;
+        if (attn_.persistent()) model_.remove_positions(attn_, ev.dropped_from, ev.dropped_to);
+        ev.detail = "kept the first " + std::to_string(keep) + ", dropped " + std::to_string(discard) + ", re-rotated the " +
+                    std::to_string(n_past - keep - discard) + " later keys by -" + std::to_string(discard);
+      } else {
+        // The harness's way: drop the oldest tokens (BOS stays), then prefill what is left again.
+        const int head = seq[0] == tok_.bos_id() ? 1 : 0;
+        const int discard = std::max(1, (n_past - head) / 2);
+        ev.policy = "truncate-left";
+        ev.dropped_from = head;
+        ev.dropped_to = head + discard;
+        ev.detail = "dropped the oldest " + std::to_string(discard) + " tokens and prefilled the " +
+                    std::to_string(n_past - discard) + " left again";
+        refill = true;
+      }
+      ev.dropped_ids.assign(seq.begin() + ev.dropped_from, seq.begin() + ev.dropped_to);
+      seq.erase(seq.begin() + ev.dropped_from, seq.begin() + ev.dropped_to);
+      pos -= ev.dropped_to - ev.dropped_from;
+      ev.kept = static_cast<int>(seq.size());
+      sink.policy(ev);
+      ++sum.policy_firings;
+    }
     ++pos;
-    logits = model_.forward(std::span(&token, 1), pos, attn_);
+    seq.push_back(token);
+    if (refill) {
+      attn_.clear();
+      logits = run_blocks(0);
+    } else {
+      logits = run_blocks(pos);
+    }
     next = choose(logits, step);
     const double ms = ms_since(t0);
     decode_ms += ms;

@@ -96,60 +96,80 @@ decltype(auto) guarded(const std::string& who, F&& f) {
   }
 }
 
-class GuardedTokenizer final : public Tokenizer {
+// The shared half of every wrapper: the plugin object (keeping its module loaded), the label
+// errors name, and the name and parameters it was created with (how every kind describes itself).
+template <class T>
+class Guard {
  public:
-  GuardedTokenizer(Owned<Tokenizer> p, std::string who) : p_(std::move(p)), who_(std::move(who)) {}
+  Guard(Owned<T> p, std::string who, std::string name, Params params)
+      : p_(std::move(p)), who_(std::move(who)), name_(std::move(name)), params_(std::move(params)) {}
+
+ protected:
+  template <class F>
+  decltype(auto) call(F&& f) const { return guarded(who_, [&]() -> decltype(auto) { return f(*p_); }); }
+  Owned<T> p_;
+  std::string who_, name_;
+  Params params_;
+};
+
+class GuardedTokenizer final : public Tokenizer, Guard<Tokenizer> {
+ public:
+  using Guard::Guard;
   std::vector<std::int32_t> encode(std::string_view t, bool bos, bool eos) const override {
-    return guarded(who_, [&] { return p_->encode(t, bos, eos); });
+    return call([&](auto& p) { return p.encode(t, bos, eos); });
   }
-  std::string_view decode(std::int32_t prev, std::int32_t id) const override {
-    return guarded(who_, [&] { return p_->decode(prev, id); });
-  }
-  std::string_view piece(std::int32_t id) const override { return guarded(who_, [&] { return p_->piece(id); }); }
-  std::int32_t vocab_size() const override { return guarded(who_, [&] { return p_->vocab_size(); }); }
-  std::int32_t bos_id() const override { return guarded(who_, [&] { return p_->bos_id(); }); }
-  std::int32_t eos_id() const override { return guarded(who_, [&] { return p_->eos_id(); }); }
-  TokenType token_type(std::int32_t id) const override { return guarded(who_, [&] { return p_->token_type(id); }); }
-  bool add_bos() const override { return guarded(who_, [&] { return p_->add_bos(); }); }
-  bool add_eos() const override { return guarded(who_, [&] { return p_->add_eos(); }); }
-  std::vector<std::int32_t> eog_ids() const override { return guarded(who_, [&] { return p_->eog_ids(); }); }
-  std::string_view chat_template() const override { return guarded(who_, [&] { return p_->chat_template(); }); }
-  std::string_view model_kind() const override { return guarded(who_, [&] { return p_->model_kind(); }); }
-
- private:
-  Owned<Tokenizer> p_;
-  std::string who_;
+  std::string_view decode(std::int32_t prev, std::int32_t id) const override { return call([&](auto& p) { return p.decode(prev, id); }); }
+  std::string_view piece(std::int32_t id) const override { return call([&](auto& p) { return p.piece(id); }); }
+  std::int32_t vocab_size() const override { return call([](auto& p) { return p.vocab_size(); }); }
+  std::int32_t bos_id() const override { return call([](auto& p) { return p.bos_id(); }); }
+  std::int32_t eos_id() const override { return call([](auto& p) { return p.eos_id(); }); }
+  TokenType token_type(std::int32_t id) const override { return call([&](auto& p) { return p.token_type(id); }); }
+  bool add_bos() const override { return call([](auto& p) { return p.add_bos(); }); }
+  bool add_eos() const override { return call([](auto& p) { return p.add_eos(); }); }
+  std::vector<std::int32_t> eog_ids() const override { return call([](auto& p) { return p.eog_ids(); }); }
+  std::string_view chat_template() const override { return call([](auto& p) { return p.chat_template(); }); }
+  std::string_view model_kind() const override { return call([](auto& p) { return p.model_kind(); }); }
+  std::string name() const override { return name_; }
+  const Params& params() const override { return params_; }
 };
 
-class GuardedAttention final : public Attention {
+class GuardedKvStore final : public KvStore, Guard<KvStore> {
  public:
-  GuardedAttention(Owned<Attention> p, std::string who) : p_(std::move(p)), who_(std::move(who)) {}
-  void forward(int layer, int pos, int n, std::span<const float> q, std::span<const float> k,
-               std::span<const float> v, std::span<float> out) override {
-    guarded(who_, [&] { p_->forward(layer, pos, n, q, k, v, out); });
+  using Guard::Guard;
+  int capacity() const override { return call([](auto& p) { return p.capacity(); }); }
+  bool evicts() const override { return call([](auto& p) { return p.evicts(); }); }
+  bool persistent() const override { return call([](auto& p) { return p.persistent(); }); }
+  void write(int layer, int pos, int n, const float* k, const float* v) override {
+    call([&](auto& p) { p.write(layer, pos, n, k, v); });
   }
-  KvUsage usage() const override { return guarded(who_, [&] { return p_->usage(); }); }
-  void clear() override { guarded(who_, [&] { p_->clear(); }); }
-
- private:
-  Owned<Attention> p_;
-  std::string who_;
+  void view(int layer, std::vector<KvSpan>& out) override { call([&](auto& p) { p.view(layer, out); }); }
+  void remove(int p0, int p1) override { call([&](auto& p) { p.remove(p0, p1); }); }
+  void clear() override { call([](auto& p) { p.clear(); }); }
+  void describe(KvState& out) const override {
+    call([&](auto& p) { p.describe(out); });
+    out.module = name_;
+    out.params = params_;
+  }
+  std::string name() const override { return name_; }
+  const Params& params() const override { return params_; }
 };
 
-class GuardedSampler final : public Sampler {
+class GuardedSampler final : public Sampler, Guard<Sampler> {
  public:
-  GuardedSampler(Owned<Sampler> p, std::string who) : p_(std::move(p)), who_(std::move(who)) {}
-  std::string name() const override { return guarded(who_, [&] { return p_->name(); }); }
+  using Guard::Guard;
+  std::string name() const override { return call([](auto& p) { return p.name(); }); }
   const Params& params() const override { return p_->params(); }
-  void apply(Candidates& c, Rng& rng) override { guarded(who_, [&] { p_->apply(c, rng); }); }
-  void accept(std::int32_t t) override { guarded(who_, [&] { p_->accept(t); }); }
-  void reset() override { guarded(who_, [&] { p_->reset(); }); }
-  bool selects() const override { return guarded(who_, [&] { return p_->selects(); }); }
-
- private:
-  Owned<Sampler> p_;
-  std::string who_;
+  void apply(Candidates& c, Rng& rng) override { call([&](auto& p) { p.apply(c, rng); }); }
+  void accept(std::int32_t t) override { call([&](auto& p) { p.accept(t); }); }
+  void reset() override { call([](auto& p) { p.reset(); }); }
+  bool selects() const override { return call([](auto& p) { return p.selects(); }); }
 };
+
+// Which wrapper each kind's objects travel in.
+template <class T> struct GuardOf;
+template <> struct GuardOf<Tokenizer> { using type = GuardedTokenizer; };
+template <> struct GuardOf<KvStore> { using type = GuardedKvStore; };
+template <> struct GuardOf<Sampler> { using type = GuardedSampler; };
 
 }  // namespace
 
@@ -162,9 +182,7 @@ struct Module {
 struct Factory {
   PluginEntry entry;
   std::shared_ptr<Library> lib;
-  TokenizerFactory tokenizer;
-  AttentionFactory attention;
-  SamplerFactory sampler;
+  AnyFactory make;
 };
 }  // namespace
 
@@ -187,22 +205,11 @@ namespace {
 class Staging final : public Registrar {
  public:
   std::vector<Factory> added;
-  void add_tokenizer(FactoryInfo info, TokenizerFactory f) override {
-    add(PluginKind::Tokenizer, std::move(info)).tokenizer = std::move(f);
-  }
-  void add_attention(FactoryInfo info, AttentionFactory f) override {
-    add(PluginKind::Attention, std::move(info)).attention = std::move(f);
-  }
-  void add_sampler(FactoryInfo info, SamplerFactory f) override {
-    add(PluginKind::Sampler, std::move(info)).sampler = std::move(f);
-  }
-
- private:
-  Factory& add(PluginKind kind, FactoryInfo info) {
+  void add(FactoryInfo info, AnyFactory f) override {
     added.push_back({});
-    added.back().entry.kind = kind;
+    added.back().entry.kind = factory_kind(f);
     added.back().entry.info = std::move(info);
-    return added.back();
+    added.back().make = std::move(f);
   }
 };
 
@@ -373,28 +380,26 @@ Params Registry::resolve(PluginKind kind, const PluginSpec& spec) const {
   return out;
 }
 
+template <class T, class... Args>
+std::unique_ptr<T> Registry::make(PluginKind kind, const PluginSpec& spec, const Args&... args) const {
+  Params params = resolve(kind, spec);
+  const auto* f = impl_->find(kind, spec.name);
+  const std::string who = label(f->entry);
+  std::unique_ptr<T> raw = guarded(who, [&] { return std::visit([&](const auto& make) -> std::unique_ptr<T> {
+    if constexpr (std::is_invocable_v<decltype(make), const Args&..., const Params&>) return make(args..., params);
+    else if constexpr (std::is_invocable_v<decltype(make), const Params&, const Args&...>) return make(params, args...);
+    else throw std::logic_error("factory kind mismatch");
+  }, f->make); });
+  using G = typename GuardOf<T>::type;
+  return std::make_unique<G>(Owned<T>(raw.release(), {f->lib}), who, spec.name, std::move(params));
+}
+
 std::unique_ptr<Tokenizer> Registry::make_tokenizer(const PluginSpec& spec, const Metadata& model) const {
-  Params params = resolve(PluginKind::Tokenizer, spec);
-  const auto* f = impl_->find(PluginKind::Tokenizer, spec.name);
-  const std::string who = label(f->entry);
-  auto raw = guarded(who, [&] { return f->tokenizer(params, model); });
-  return std::make_unique<GuardedTokenizer>(Owned<Tokenizer>(raw.release(), {f->lib}), who);
+  return make<Tokenizer>(PluginKind::Tokenizer, spec, model);
 }
-
-std::unique_ptr<Attention> Registry::make_attention(const PluginSpec& spec, const AttentionShape& shape) const {
-  Params params = resolve(PluginKind::Attention, spec);
-  const auto* f = impl_->find(PluginKind::Attention, spec.name);
-  const std::string who = label(f->entry);
-  auto raw = guarded(who, [&] { return f->attention(shape, params); });
-  return std::make_unique<GuardedAttention>(Owned<Attention>(raw.release(), {f->lib}), who);
+std::unique_ptr<KvStore> Registry::make_attention(const PluginSpec& spec, const AttentionShape& shape) const {
+  return make<KvStore>(PluginKind::Attention, spec, shape);
 }
-
-std::unique_ptr<Sampler> Registry::make_sampler(const PluginSpec& spec) const {
-  Params params = resolve(PluginKind::Sampler, spec);
-  const auto* f = impl_->find(PluginKind::Sampler, spec.name);
-  const std::string who = label(f->entry);
-  auto raw = guarded(who, [&] { return f->sampler(params); });
-  return std::make_unique<GuardedSampler>(Owned<Sampler>(raw.release(), {f->lib}), who);
-}
+std::unique_ptr<Sampler> Registry::make_sampler(const PluginSpec& spec) const { return make<Sampler>(PluginKind::Sampler, spec); }
 
 }  // namespace glassbox

@@ -31,6 +31,7 @@ Transformer::Transformer(const Config& cfg, const Weights& w, int max_block)
   for (const auto& lw : w_.layers)
     for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3}) xq_row = std::max(xq_row, k::xq_row_bytes(*t));
   s_.xq.assign(B * xq_row, std::byte{0});
+  s_.scores.assign(static_cast<std::size_t>(cfg_.seq_len), 0.0f);
   set_rope_theta(cfg_.rope_theta);
 }
 
@@ -52,15 +53,17 @@ void Transformer::set_rope_theta(float theta) {
     }
 }
 
-std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens, int pos, Attention& attention) {
+std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens, int pos, KvStore& kv,
+                                           AttentionObserver* observer) {
   const int n = static_cast<int>(tokens.size());
   if (n < 1 || n > max_block_) throw InputError("forward: block of " + std::to_string(n) + " tokens (expected 1.." + std::to_string(max_block_) + ")");
   if (pos < 0 || pos + n > cfg_.seq_len)
     throw InputError("forward: positions " + std::to_string(pos) + ".." + std::to_string(pos + n - 1) +
                      " exceed the context length " + std::to_string(cfg_.seq_len));
-  const std::size_t dim = cfg_.dim, hs = cfg_.head_size(), qd = cfg_.n_heads * hs, kvd = cfg_.kv_dim(),
-                    hid = cfg_.hidden_dim, N = n;
+  const std::size_t dim = cfg_.dim, hs = cfg_.head_size(), qd = cfg_.n_heads * hs, kvd = cfg_.kv_dim(), N = n;
   const float eps = cfg_.norm_eps;
+  const AttentionShape shape = cfg_.attention_shape();
+  dots_ = 0;
 
   // x_t = E[token_t]
   for (int t = 0; t < n; ++t) {
@@ -85,10 +88,15 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
       k::rope(&s_.q(t, 0), cs, qd, hs);
       k::rope(&s_.k(t, 0), cs, kvd, hs);
     }
-    // att = softmax(q·Kᵀ/√head_size)·V per head over positions 0..t (the attention plugin
-    // stores k, v in its cache first; query heads share kv heads in groups)
-    attention.forward(l, pos, n, {s_.q.data(), N * qd}, {s_.k.data(), N * kvd}, {s_.v.data(), N * kvd},
-                      {s_.att.data(), N * qd});
+    // att_t = softmax(q_t·Kᵀ/√head_size)·V per head over the positions held once k_t, v_t are stored
+    // (query heads share kv heads in groups); the weights of the block's last position are observed
+    for (int t = 0; t < n; ++t) {
+      kv.write(l, pos + t, 1, &s_.k(t, 0), &s_.v(t, 0));
+      s_.spans.clear();
+      kv.view(l, s_.spans);
+      dots_ += attend(shape, s_.spans, l, pos + t, &s_.q(t, 0), &s_.att(t, 0), s_.scores.data(),
+                      t == n - 1 ? observer : nullptr);
+    }
     // x = x + att·Woᵀ
     k::matmul(s_.xb.data(), s_.att.data(), lw.wo, N, xq);
     auto x = xt::view(s_.x, xt::range(0, n));
@@ -112,6 +120,29 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
   k::rmsnorm(s_.last.data(), &s_.x(n - 1, 0), w_.rms_final.f32(), dim, eps);
   k::matmul(s_.logits.data(), s_.last.data(), w_.wcls, 1, xq);
   return {s_.logits.data(), s_.logits.size()};
+}
+
+void Transformer::remove_positions(KvStore& kv, int p0, int p1) {
+  if (p0 < 0 || p1 < p0 || p1 > cfg_.seq_len)
+    throw InputError("remove_positions: range " + std::to_string(p0) + ".." + std::to_string(p1) + " (expected 0 <= p0 <= p1 <= " +
+                     std::to_string(cfg_.seq_len) + ")");
+  if (p1 == p0) return;
+  kv.remove(p0, p1);
+  if (p1 - p0 >= cfg_.seq_len) return;  // nothing can follow: positions stop at seq_len - 1
+  // R(-d): cos(dθ), -sin(dθ) for each pair; the table's row d holds cos, sin of d·θ_i.
+  const std::size_t hs = cfg_.head_size(), kvd = cfg_.kv_dim();
+  std::vector<float> back(hs);
+  for (std::size_t i = 0; i < hs; i += 2) {
+    back[i] = s_.rope(p1 - p0, i);
+    back[i + 1] = -s_.rope(p1 - p0, i + 1);
+  }
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    s_.spans.clear();
+    kv.view(l, s_.spans);
+    for (const auto& sp : s_.spans)
+      for (int p = std::max(sp.first, p0); p < sp.first + sp.count; ++p)
+        k::rope(sp.k + static_cast<std::size_t>(p - sp.first) * kvd, back.data(), kvd, hs);
+  }
 }
 
 }  // namespace glassbox

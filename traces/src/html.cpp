@@ -27,6 +27,7 @@ std::string trace_html(const Trace& t) {
     if (!keep_logits) step.erase("logits");
     lines.push_back(std::move(step));
   }
+  for (const auto& c : t.context) lines.push_back(c);  // context-policy firings (the viewer matches them by step)
   if (t.complete()) lines.push_back(t.summary);
   // Inside <script type="application/json"> only "</script" or "<!--" could end or confuse the element;
   // '<' never occurs in JSON outside strings, so writing it as \u003c inside them removes both.

@@ -199,6 +199,20 @@ void check_step(const json& j, const std::string& w, int vocab, bool full) {
   c.prob(draw, "prob", "step.draw");
   const json& kv = c.object(j, "kv", "step");
   for (const char* k : {"tokens", "capacity", "bytes"}) c.integer(kv, k, "step.kv");
+  if (kv.contains("block_size")) {  // a paged module's blocks
+    for (const char* k : {"block_size", "blocks_used", "blocks_free", "last_block_unused"}) c.integer(kv, k, "step.kv");
+    c.array(kv, "block_table", "step.kv");
+  }
+  if (j.contains("attention_dots")) c.integer(j, "attention_dots", "step", 0, INT64_MAX);
+  if (j.contains("attention")) {
+    const json& rows = c.array(j, "attention", "step");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::string p = "step.attention[" + std::to_string(i) + "]";
+      for (const char* k : {"layer", "head", "pos", "first_pos"}) c.integer(rows[i], k, p, 0, INT32_MAX);
+      const json& w = c.array(rows[i], "weights", p);
+      for (std::size_t x = 0; x < w.size(); ++x) c.number(w[x], p + ".weights[" + std::to_string(x) + "]", 0.0, 1.000001);
+    }
+  }
   c.number(j, "ms", "step", 0.0);
   auto logits = j.find("logits");
   if (full) {
@@ -218,6 +232,22 @@ void check_step(const json& j, const std::string& w, int vocab, bool full) {
   if (forced == j.end() && draw["selected"] != tok["id"])
     c.fail("step.draw.selected " + draw["selected"].dump() + " differs from step.token.id " + tok["id"].dump() +
            " on a step that was not forced");
+}
+
+void check_context(const json& j, const std::string& w) {
+  Check c{w};
+  const std::string policy = c.string(j, "policy", "context");
+  if (policy != "truncate-left" && policy != "shift" && policy != "prune-turns")
+    c.fail("context.policy: '" + policy + "' (expected truncate-left, shift or prune-turns)");
+  c.integer(j, "step", "context", 0, INT32_MAX);
+  c.integer(j, "limit", "context", 1, INT32_MAX);
+  const json& d = c.object(j, "dropped", "context");
+  const auto from = c.integer(d, "from", "context.dropped", 0, INT32_MAX), to = c.integer(d, "to", "context.dropped", 0, INT32_MAX);
+  if (to < from) c.fail("context.dropped: to " + std::to_string(to) + " before from " + std::to_string(from));
+  const json& ids = c.array(d, "ids", "context.dropped");
+  if (static_cast<std::int64_t>(ids.size()) != to - from)
+    c.fail("context.dropped.ids: " + std::to_string(ids.size()) + " ids for positions " + std::to_string(from) + ".." + std::to_string(to));
+  c.integer(j, "kept", "context", 0, INT32_MAX);
 }
 
 void check_summary(const json& j, const std::string& w) {
@@ -268,6 +298,7 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
   bool ended = false;  // summary seen
   int vocab = 0;
   bool full = false;
+  json context;  // a context line not yet followed by its step
   while (std::getline(in, text)) {
     ++line;
     const std::string w = where(name, line);
@@ -306,9 +337,23 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
       const std::string phase = j["phase"].get<std::string>();
       if ((k == 0) != (phase == "prefill"))
         throw TraceError(w + ": step " + std::to_string(k) + " has phase " + phase + " (step 0 is the prefill, later steps decode)");
-      const json& ids = t.header["prompt_ids"];
+      json ids = t.header["prompt_ids"];
       const int pos = j["pos"].get<int>();
-      const int expect_pos = k == 0 ? static_cast<int>(ids.size()) - 1 : t.steps.back()["pos"].get<int>() + 1;
+      int expect_pos = k == 0 ? static_cast<int>(ids.size()) - 1 : t.steps.back()["pos"].get<int>() + 1;
+      if (!context.is_null()) {  // a context policy dropped tokens just before this step
+        const int kept = context["kept"].get<int>();
+        if (k == 0) {
+          const int from = context["dropped"]["from"].get<int>(), to = context["dropped"]["to"].get<int>();
+          if (to > static_cast<int>(ids.size()))
+            throw TraceError(w + ": the context line before it drops positions up to " + std::to_string(to) + " of a " +
+                             std::to_string(ids.size()) + "-token prompt");
+          ids.erase(ids.begin() + from, ids.begin() + to);
+          expect_pos = kept - 1;
+        } else {
+          expect_pos = kept;
+        }
+        context = nullptr;
+      }
       if (pos != expect_pos)
         throw TraceError(w + ": step " + std::to_string(k) + " at pos " + std::to_string(pos) + ", expected pos " + std::to_string(expect_pos));
       const json expect_in = k == 0 ? ids : json::array({t.steps.back()["token"]["id"]});
@@ -318,6 +363,17 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
       t.steps.push_back(std::move(j));
       t.step_lines.push_back(line);
       last_step_line = line;
+      continue;
+    }
+    if (type == "context") {
+      check_context(j, w);
+      if (!context.is_null()) throw TraceError(w + ": two context lines without a step between them");
+      const int k = j["step"].get<int>();
+      if (k != static_cast<int>(t.steps.size()))
+        throw TraceError(w + ": context line for step " + std::to_string(k) + " (expected step " + std::to_string(t.steps.size()) +
+                         ", the next one)");
+      context = j;
+      t.context.push_back(std::move(j));
       continue;
     }
     if (type == "summary") {

@@ -95,8 +95,18 @@ json step_json(const StepEvent& e, const Tokenizer& tok) {
             {"draw", {{"u", e.draw_u < 0 ? json(nullptr) : json(json_float(e.draw_u))},
                       {"selected", e.sampled >= 0 ? e.sampled : e.token},
                       {"prob", json_float(e.chain_prob)}}},
-            {"kv", {{"tokens", e.kv.tokens}, {"capacity", e.kv.capacity}, {"bytes", e.kv.bytes}}},
+            {"kv", e.kv ? kv_json(*e.kv) : json{{"tokens", 0}, {"capacity", 0}, {"bytes", 0}}},
+            {"attention_dots", e.attention_dots},
             {"ms", e.ms}};
+  if (!e.attention.empty()) {
+    json rows = json::array();
+    for (const auto& r : e.attention) {
+      json w = json::array();
+      for (float x : r.weights) w.push_back(json_float(x));
+      rows.push_back({{"layer", r.layer}, {"head", r.head}, {"pos", r.pos}, {"first_pos", r.first_pos}, {"weights", std::move(w)}});
+    }
+    j["attention"] = std::move(rows);
+  }
   if (e.forced) j["forced"] = true;  // replay: token is the golden's, draw.selected the chain's own pick
   if (!e.logits.empty()) {
     json l = json::array();
@@ -106,9 +116,38 @@ json step_json(const StepEvent& e, const Tokenizer& tok) {
   return j;
 }
 
+json kv_json(const KvState& kv) {
+  json j = {{"tokens", kv.tokens}, {"capacity", kv.capacity}, {"bytes", kv.bytes}};
+  if (!kv.module.empty()) j["module"] = kv.module;
+  j["params"] = params_json(kv.params);
+  j["first_pos"] = kv.first_pos;
+  j["evicted"] = kv.evicted;
+  if (kv.block_size > 0) {
+    j["block_size"] = kv.block_size;
+    j["blocks_used"] = kv.blocks_used;
+    j["blocks_free"] = kv.blocks_free;
+    j["last_block_unused"] = kv.last_block_unused;
+    j["block_table"] = kv.block_table;
+  }
+  return j;
+}
+
+json context_json(const PolicyEvent& e, const Tokenizer& tok) {
+  std::string text;
+  std::int32_t prev = -1;
+  for (auto id : e.dropped_ids) {
+    text += tok.decode(prev, id);
+    prev = id;
+  }
+  return {{"type", "context"}, {"policy", e.policy}, {"step", e.step}, {"limit", e.limit},
+          {"dropped", {{"from", e.dropped_from}, {"to", e.dropped_to}, {"ids", e.dropped_ids}, {"text", text}}},
+          {"kept", e.kept}, {"detail", e.detail}};
+}
+
 json summary_json(const Summary& s) {
   return {{"type", "summary"}, {"generated", s.generated}, {"stop_reason", s.stop_reason},
-          {"ttft_ms", s.ttft_ms}, {"prefill_tok_s", s.prefill_tok_s}, {"decode_tok_s", s.decode_tok_s}};
+          {"ttft_ms", s.ttft_ms}, {"prefill_tok_s", s.prefill_tok_s}, {"decode_tok_s", s.decode_tok_s},
+          {"policy_firings", s.policy_firings}};
 }
 
 JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok) : path_(path), tok_(tok) {
@@ -125,6 +164,7 @@ void JsonlWriter::write(const json& j) {
 void JsonlWriter::header(const RunHeader& h) { write(header_json(h)); }
 void JsonlWriter::step(const StepEvent& e) { write(step_json(e, tok_)); }
 void JsonlWriter::summary(const Summary& s) { write(summary_json(s)); }
+void JsonlWriter::policy(const PolicyEvent& e) { write(context_json(e, tok_)); }
 void JsonlWriter::error(const std::string& message) { write({{"type", "error"}, {"message", message}}); }
 
 }  // namespace glassbox::traces

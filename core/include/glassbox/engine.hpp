@@ -14,6 +14,24 @@
 
 namespace glassbox {
 
+// What the engine does when prompt + generation outgrow the positions the run may use (the model's
+// context, or the attention module's capacity when that is smaller). docs/attention.md.
+struct ContextPolicy {
+  enum Kind { Refuse, Stop, TruncateLeft, Shift } kind = Stop;
+  int n_keep = 1;  // shift: the first n_keep tokens are never dropped (1: BOS)
+  std::string to_string() const;
+};
+// "refuse" | "stop" | "truncate-left" | "shift" | "shift:N"; ConfigError naming the text otherwise.
+ContextPolicy parse_context_policy(const std::string& text);
+
+// Which attention weights to record: one (layer, head), or every one (-1, -1).
+struct AttentionTrace {
+  bool on = false;
+  int layer = -1, head = -1;  // -1: all
+};
+// "LAYER:HEAD" | "all"; ConfigError otherwise (ranges are checked against the model by the engine).
+AttentionTrace parse_attention_trace(const std::string& text);
+
 struct GenerateOptions {
   int max_tokens = 256;           // tokens to generate at most
   bool stop_at_eos = true;        // EOS ends generation
@@ -30,6 +48,8 @@ struct GenerateOptions {
   // Teacher forcing: when non-empty, these tokens are appended instead of the sampled ones
   // (the distribution and the sampler's choice are still computed and traced).
   std::vector<std::int32_t> forced;
+  ContextPolicy policy;
+  AttentionTrace trace_attention;  // off: no observer is installed, no extra work
 };
 
 // Receives each generated piece as soon as it is chosen.
@@ -37,20 +57,25 @@ using StreamFn = std::function<void(std::string_view piece)>;
 
 class Engine {
  public:
-  Engine(Transformer& model, const Tokenizer& tokenizer, Attention& attention, SamplerChain& sampler);
+  Engine(Transformer& model, const Tokenizer& tokenizer, KvStore& attention, SamplerChain& sampler);
 
   // Runs one generation. `header` is completed with the prompt ids and sent to `sink` first.
   Summary generate(std::string_view prompt, const GenerateOptions& opt, RunHeader header,
                    TraceSink& sink, const StreamFn& on_piece);
 
+  // Positions a run may use with this model and module: the model's context, or the module's
+  // capacity when it is smaller and the module does not evict.
+  int context_limit() const;
+
  private:
   Transformer& model_;
   const Tokenizer& tok_;
-  Attention& attn_;
+  KvStore& attn_;
   SamplerChain& sampler_;
   std::vector<float> probs_;       // (vocab_size) raw softmax of the current logits
   std::vector<std::int32_t> order_;  // (vocab_size) scratch for top-k selection
   std::vector<TokenProb> top_;     // (trace_top_k)
+  KvState kv_;                     // the module's state record, refilled each step
 };
 
 }  // namespace glassbox

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "glassbox/attention.hpp"
@@ -14,11 +15,12 @@
 
 // Bumped whenever an interface above, Params or Candidates changes layout or meaning.
 #ifndef GLASSBOX_ABI_VERSION
-#define GLASSBOX_ABI_VERSION 2
+#define GLASSBOX_ABI_VERSION 3
 #endif
 
 namespace glassbox {
 
+// In the order of AnyFactory's alternatives.
 enum class PluginKind { Tokenizer, Attention, Sampler };
 std::string kind_name(PluginKind k);
 
@@ -33,16 +35,20 @@ struct FactoryInfo {
 // `model` is the model file's metadata (GGUF keys, or the few a llama2.c header implies), so a
 // tokenizer stored inside the model file needs no file of its own.
 using TokenizerFactory = std::function<std::unique_ptr<Tokenizer>(const Params&, const Metadata& model)>;
-using AttentionFactory = std::function<std::unique_ptr<Attention>(const AttentionShape&, const Params&)>;
+using AttentionFactory = std::function<std::unique_ptr<KvStore>(const AttentionShape&, const Params&)>;
 using SamplerFactory = std::function<std::unique_ptr<Sampler>(const Params&)>;
+// Any kind's factory; its alternative's index is the PluginKind it makes.
+using AnyFactory = std::variant<TokenizerFactory, AttentionFactory, SamplerFactory>;
+inline PluginKind factory_kind(const AnyFactory& f) { return static_cast<PluginKind>(f.index()); }
 
-// A module's register function adds its factories here.
+// A module's register function adds its factories here: one entry point for every kind.
 class Registrar {
  public:
   virtual ~Registrar() = default;
-  virtual void add_tokenizer(FactoryInfo info, TokenizerFactory f) = 0;
-  virtual void add_attention(FactoryInfo info, AttentionFactory f) = 0;
-  virtual void add_sampler(FactoryInfo info, SamplerFactory f) = 0;
+  virtual void add(FactoryInfo info, AnyFactory f) = 0;
+  void add_tokenizer(FactoryInfo info, TokenizerFactory f) { add(std::move(info), std::move(f)); }
+  void add_attention(FactoryInfo info, AttentionFactory f) { add(std::move(info), std::move(f)); }
+  void add_sampler(FactoryInfo info, SamplerFactory f) { add(std::move(info), std::move(f)); }
 };
 
 }  // namespace glassbox

@@ -70,10 +70,13 @@ class Registry {
   // Create plugins. The returned objects keep their module loaded while they live, and
   // exceptions escaping them are rethrown as PluginError naming the module's file and name.
   std::unique_ptr<Tokenizer> make_tokenizer(const PluginSpec& spec, const Metadata& model = {}) const;
-  std::unique_ptr<Attention> make_attention(const PluginSpec& spec, const AttentionShape& shape) const;
+  std::unique_ptr<KvStore> make_attention(const PluginSpec& spec, const AttentionShape& shape) const;
   std::unique_ptr<Sampler> make_sampler(const PluginSpec& spec) const;
 
  private:
+  // The one creation path every kind goes through: resolve, create under guard, wrap.
+  template <class T, class... Args>
+  std::unique_ptr<T> make(PluginKind kind, const PluginSpec& spec, const Args&... args) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "glassbox/params.hpp"
+
 namespace glassbox {
 
 // GGUF's tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
@@ -38,6 +40,14 @@ class Tokenizer {
   virtual std::string_view chat_template() const { return {}; }
   // "llama" (SentencePiece), "gpt2" (byte-level BPE), ...: for the trace header and `inspect`.
   virtual std::string_view model_kind() const { return "llama"; }
+
+  // The plugin's name and resolved parameters (the registry's wrapper answers these), so every
+  // kind describes itself the same way in the trace header.
+  virtual std::string name() const { return {}; }
+  virtual const Params& params() const {
+    static const Params none;
+    return none;
+  }
 
   bool is_eog(std::int32_t id) const {
     for (auto e : eog_ids()) if (e == id) return true;

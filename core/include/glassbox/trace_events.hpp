@@ -43,6 +43,12 @@ struct TokenProb {
   float prob;
 };
 
+// One query position's attention weights for one (layer, head): weights[i] belongs to position first_pos + i.
+struct AttentionRow {
+  int layer = 0, head = 0, pos = 0, first_pos = 0;
+  std::vector<float> weights;
+};
+
 // The distribution after one sampler stage.
 struct StageRecord {
   std::string name;
@@ -69,13 +75,27 @@ struct StepEvent {
   float draw_u = -1;                     // uniform number of the final draw (-1: none, argmax)
   std::int32_t sampled = -1;             // the sampler chain's own choice (differs from token when forced)
   bool forced = false;                   // token was teacher-forced (replay), not the sampler's choice
-  KvUsage kv;
+  const KvState* kv = nullptr;           // the attention module's state after the step
+  std::int64_t attention_dots = 0;       // query·key dot products this step (positions × heads × layers)
+  std::span<const AttentionRow> attention;  // newest position's weights, only with --trace-attention
   double ms = 0;                         // forward + sampling time of this step
+};
+
+// A context-window policy fired: what it dropped to make room.
+struct PolicyEvent {
+  std::string policy;                    // "truncate-left" | "shift" | "prune-turns"
+  int step = 0;                          // the step about to run (0: the prompt, before prefill)
+  int limit = 0;                         // positions the run may use (model context or module capacity)
+  int dropped_from = 0, dropped_to = 0;  // positions [from, to) of the sequence before the drop
+  std::vector<std::int32_t> dropped_ids; // the tokens dropped
+  int kept = 0;                          // tokens left in the context afterwards
+  std::string detail;                    // one line for people (e.g. "re-rotated 17 keys by -22")
 };
 
 struct Summary {
   int generated = 0;
   std::string stop_reason;  // "stop_token" | "max_tokens" | "context_full"
+  int policy_firings = 0;   // times the context policy dropped tokens
   double ttft_ms = 0;       // start of prefill to the first chosen token
   double prefill_tok_s = 0;
   double decode_tok_s = 0;
@@ -86,6 +106,7 @@ class TraceSink {
   virtual ~TraceSink() = default;
   virtual void header(const RunHeader& h) = 0;
   virtual void step(const StepEvent& e) = 0;
+  virtual void policy(const PolicyEvent&) {}
   // Only called when the run completed; a trace without it was cut short.
   virtual void summary(const Summary& s) = 0;
 };
@@ -96,6 +117,7 @@ class TeeSink : public TraceSink {
   void add(TraceSink* s) { sinks_.push_back(s); }
   void header(const RunHeader& h) override { for (auto* s : sinks_) s->header(h); }
   void step(const StepEvent& e) override { for (auto* s : sinks_) s->step(e); }
+  void policy(const PolicyEvent& e) override { for (auto* s : sinks_) s->policy(e); }
   void summary(const Summary& x) override { for (auto* s : sinks_) s->summary(x); }
  private:
   std::vector<TraceSink*> sinks_;

@@ -26,6 +26,8 @@ struct RunState {
   xt::xtensor<float, 1> last;     // (dim)                    final-normed last position
   xt::xtensor<float, 1> logits;   // (vocab_size)
   xt::xtensor<float, 2> rope;     // (seq_len, head_size)     cos, sin of each pair's angle
+  std::vector<float> scores;      // (seq_len) one head's attention weights
+  std::vector<KvSpan> spans;      // the K/V store's view of one layer
   // (max_block, widest row in the weights' activation type): a matmul's input rounded the way
   // llama.cpp rounds it before a quantized or F16 dot product (Q8_0 / Q8_K blocks, fp16).
   std::vector<std::byte> xq;
@@ -38,9 +40,17 @@ class Transformer {
   Transformer(const Config& cfg, const Weights& w, int max_block = 64);
   const Config& config() const { return cfg_; }
   int max_block() const { return max_block_; }
-  // Runs tokens[0..n) at positions pos..pos+n-1 (n <= max_block) through every layer,
-  // storing K/V through `attention`, and returns the logits after the last position.
-  std::span<const float> forward(std::span<const std::int32_t> tokens, int pos, Attention& attention);
+  // Runs tokens[0..n) at positions pos..pos+n-1 (n <= max_block) through every layer, storing
+  // K/V in `kv` position by position (each position attends to what the store holds once its own
+  // K/V is in), and returns the logits after the last position. `observer`, when given, receives
+  // the attention weights of the block's last position.
+  std::span<const float> forward(std::span<const std::int32_t> tokens, int pos, KvStore& kv,
+                                 AttentionObserver* observer = nullptr);
+  // Query·key dot products of the last forward call (positions attended × heads × layers).
+  std::int64_t attention_dots() const { return dots_; }
+  // Context shift: drops positions [p0, p1) from `kv`, moves the later ones down by d = p1 - p0 and
+  // re-rotates their keys by -d (RoPE is a rotation by pos·θ_i, so R(-d)·R(p) = R(p - d)).
+  void remove_positions(KvStore& kv, int p0, int p1);
   // Test-only: changes RoPE's base θ (a deliberate perturbation the golden suite must catch).
   void set_rope_theta(float theta);
 
@@ -49,6 +59,7 @@ class Transformer {
   const Weights& w_;
   int max_block_;
   RunState s_;
+  std::int64_t dots_ = 0;
 };
 
 }  // namespace glassbox

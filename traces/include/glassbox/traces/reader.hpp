@@ -15,6 +15,7 @@ struct Trace {
   nlohmann::json header;              // line 1
   std::vector<nlohmann::json> steps;  // steps[k]["step"] == k
   std::vector<int> step_lines;        // 1-based line number of each step
+  std::vector<nlohmann::json> context;  // context-policy firings ("type": "context"), in order
   nlohmann::json summary;             // the last line; null only when read with require_summary = false
   int summary_line = 0;
 
@@ -45,5 +46,6 @@ nlohmann::json read_trace_header(const std::string& path);
 void check_header(const nlohmann::json& j, const std::string& where);
 void check_step(const nlohmann::json& j, const std::string& where, int vocab_size, bool full);
 void check_summary(const nlohmann::json& j, const std::string& where);
+void check_context(const nlohmann::json& j, const std::string& where);
 
 }  // namespace glassbox::traces

@@ -22,6 +22,8 @@ std::string dump(const nlohmann::json& j);
 nlohmann::json header_json(const RunHeader& h);
 nlohmann::json step_json(const StepEvent& e, const Tokenizer& tok);
 nlohmann::json summary_json(const Summary& s);
+nlohmann::json kv_json(const KvState& kv);
+nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
 
 class JsonlWriter final : public TraceSink {
  public:
@@ -30,6 +32,7 @@ class JsonlWriter final : public TraceSink {
   void header(const RunHeader& h) override;
   void step(const StepEvent& e) override;
   void summary(const Summary& s) override;
+  void policy(const PolicyEvent& e) override;
   // Records why a run stopped early: the trace then ends with an error line, never a summary.
   void error(const std::string& message);
 

@@ -1,0 +1,177 @@
+// `glassbox chat`: a conversation read line by line; the whole history is re-tokenized every turn in the
+// model's turn format, and the oldest turns are pruned (never --system) when it no longer fits.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "commands.hpp"
+#include "glassbox/engine.hpp"
+#include "glassbox/error.hpp"
+#include "session.hpp"
+
+namespace glassbox::cli {
+
+namespace {
+
+struct Turn {
+  bool user;
+  std::string text;
+};
+
+// The turn formats glassbox recognizes in a GGUF chat template, and a plain one for models without.
+enum class Format { Plain, ChatML, Llama2, Llama3, Zephyr };
+
+Format detect_format(std::string_view tmpl) {
+  auto has = [&](const char* s) { return tmpl.find(s) != std::string_view::npos; };
+  if (has("<|im_start|>")) return Format::ChatML;
+  if (has("<|start_header_id|>")) return Format::Llama3;
+  if (has("[INST]")) return Format::Llama2;
+  if (has("<|user|>")) return Format::Zephyr;
+  return Format::Plain;
+}
+
+const char* format_name(Format f) {
+  switch (f) {
+    case Format::Plain: return "plain (User:/Assistant:)";
+    case Format::ChatML: return "chatml";
+    case Format::Llama2: return "llama-2";
+    case Format::Llama3: return "llama-3";
+    case Format::Zephyr: return "zephyr";
+  }
+  return "?";
+}
+
+// The history as the model reads it, ending where the assistant's next reply begins.
+std::string render(Format f, const std::string& system, const std::vector<Turn>& turns) {
+  std::string s;
+  switch (f) {
+    case Format::Plain:
+      if (!system.empty()) s += system + "\n";
+      for (const auto& t : turns) s += (t.user ? "User: " : "Assistant: ") + t.text + "\n";
+      return s + "Assistant:";
+    case Format::ChatML:
+      if (!system.empty()) s += "<|im_start|>system\n" + system + "<|im_end|>\n";
+      for (const auto& t : turns) s += std::string("<|im_start|>") + (t.user ? "user" : "assistant") + "\n" + t.text + "<|im_end|>\n";
+      return s + "<|im_start|>assistant\n";
+    case Format::Llama3:
+      if (!system.empty()) s += "<|start_header_id|>system<|end_header_id|>\n\n" + system + "<|eot_id|>";
+      for (const auto& t : turns)
+        s += std::string("<|start_header_id|>") + (t.user ? "user" : "assistant") + "<|end_header_id|>\n\n" + t.text + "<|eot_id|>";
+      return s + "<|start_header_id|>assistant<|end_header_id|>\n\n";
+    case Format::Zephyr:
+      if (!system.empty()) s += "<|system|>\n" + system + "</s>\n";
+      for (const auto& t : turns) s += std::string(t.user ? "<|user|>\n" : "<|assistant|>\n") + t.text + "</s>\n";
+      return s + "<|assistant|>\n";
+    case Format::Llama2:
+      for (std::size_t i = 0; i < turns.size(); ++i) {
+        if (turns[i].user) {
+          s += "[INST] ";
+          if (i == 0 && !system.empty()) s += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
+          s += turns[i].text + " [/INST]";
+        } else {
+          s += " " + turns[i].text + " </s><s>";
+        }
+      }
+      return s;
+  }
+  return s;
+}
+
+// Thrown from the stream callback to end a reply at the next turn's marker (plain format).
+struct EndOfReply {};
+
+}  // namespace
+
+void add_chat_command(CLI::App& app) {
+  struct Opts {
+    std::string system, input;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("chat", "a conversation: one line per user turn, from the terminal, a pipe or --input");
+  auto binder = std::make_shared<RunOptionsBinder>(cmd, true);
+  cmd->add_option("--system", o->system, "a first message pinned at the top: pruning never drops it");
+  cmd->add_option("--input", o->input, "read the user's turns from this file, one per line (default: stdin)");
+  cmd->callback([o, binder] {
+    RunOptions opt = binder->finish();
+    if (opt.max_tokens == 256 && opt.context == 0) opt.max_tokens = 64;  // a reply, not a story
+    auto s = open_session(opt);
+    const Format fmt = detect_format(s->tokenizer->chat_template());
+    if (fmt != Format::Plain)
+      warn(std::string("chat: the model's template is ") + format_name(fmt) +
+           "; its turn markers are encoded as text (this tokenizer does not parse control tokens from text)");
+    Engine engine(*s->model, *s->tokenizer, *s->attention, *s->sampler);
+    const int limit = engine.context_limit();
+    GenerateOptions g;
+    g.max_tokens = opt.max_tokens;
+    g.seed = s->seed;
+    g.record_stages = g.report_distribution = false;
+    g.policy = opt.context_policy;
+
+    std::ifstream file;
+    if (!o->input.empty()) {
+      file.open(o->input);
+      if (!file) throw ConfigError("--input " + o->input + ": cannot read");
+    }
+    std::istream& in = o->input.empty() ? std::cin : file;
+    std::vector<Turn> turns;
+    std::string line;
+    struct Null final : TraceSink {
+      void header(const RunHeader&) override {}
+      void step(const StepEvent&) override {}
+      void summary(const Summary&) override {}
+    } null;
+    const bool tty = o->input.empty() && isatty(0);
+    int turn_no = 0;
+    while (true) {
+      if (tty) std::fputs("> ", stderr);
+      if (!std::getline(in, line)) break;
+      if (line.empty()) continue;
+      turns.push_back({true, line});
+      ++turn_no;
+      // Fit: the history plus room for a reply must hold in the context; drop the oldest turns.
+      auto tokens = [&] { return static_cast<int>(s->tokenizer->encode(render(fmt, o->system, turns), true, false).size()); };
+      int n = tokens();
+      while (n + g.max_tokens > limit && turns.size() > 1) {
+        const std::size_t drop = turns.size() >= 2 && !turns[1].user ? 2 : 1;  // a user turn and its reply
+        turns.erase(turns.begin(), turns.begin() + static_cast<std::ptrdiff_t>(drop));
+        const int before = n;
+        n = tokens();
+        std::cerr << "glassbox: chat: dropped the oldest " << (drop == 2 ? "exchange" : "turn") << " (" << before - n
+                  << " tokens) to fit the context of " << limit << " positions\n";
+      }
+      if (n + g.max_tokens > limit && g.policy.kind == ContextPolicy::Refuse)
+        throw InputError("chat turn " + std::to_string(turn_no) + " alone is " + std::to_string(n) + " tokens; with a reply of up to " +
+                         std::to_string(g.max_tokens) + " it does not fit the " + std::to_string(limit) + " positions (--context-policy refuse)");
+      if (g.policy.kind == ContextPolicy::Stop || g.policy.kind == ContextPolicy::Refuse) {
+        // a single turn longer than the window: let the engine drop its oldest tokens rather than fail
+        if (n > limit) g.policy = parse_context_policy("truncate-left");
+      }
+      std::string reply;
+      try {
+        engine.generate(render(fmt, o->system, turns), g, s->header, null, [&](std::string_view piece) {
+          reply.append(piece);
+          if (fmt == Format::Plain) {
+            const auto cut = reply.find("\nUser:");
+            if (cut != std::string::npos) {
+              std::fwrite(piece.data(), 1, piece.size() - std::min(piece.size(), reply.size() - cut), stdout);
+              reply.resize(cut);
+              throw EndOfReply{};
+            }
+          }
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+        });
+      } catch (const EndOfReply&) {
+      }
+      std::fputs("\n", stdout);
+      std::fflush(stdout);
+      while (!reply.empty() && (reply.front() == ' ')) reply.erase(0, 1);
+      while (!reply.empty() && (reply.back() == '\n' || reply.back() == ' ')) reply.pop_back();
+      turns.push_back({false, reply});
+    }
+  });
+}
+
+}  // namespace glassbox::cli
