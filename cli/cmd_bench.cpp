@@ -193,6 +193,7 @@ void add_bench_command(CLI::App& app) {
     std::vector<Result> results;
     for (int th : thread_list) {
       kernels::set_threads(th);
+      s->attention->clear();  // a sequence starts empty: the store refuses a write over what it holds
       prefill(*s->model, std::min(longest, block), block);  // warm-up: pages, caches, thread pool
       for (int p : prompts) {
         Result r{"pp" + std::to_string(p), p, th, {}, {}, {}};

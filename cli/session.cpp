@@ -201,12 +201,9 @@ RunOptions RunOptionsBinder::finish() {
           if (v.IsSequence()) for (const auto& p : v) o.plugin_path.emplace_back(p.as<std::string>());
           else o.plugin_path.emplace_back(yaml_scalar(v, where));
         } else
-          throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, threads, attention, sampler, "
-                            "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, json, top_logprobs, "
-                            "pace, pace_tps, plugin_path)");
-          throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, attention, sampler, "
-                            "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, plugin_path, context_policy, "
-                            "trace_attention)");
+          throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, context_policy, threads, "
+                            "attention, sampler, prompt, max_tokens, seed, trace, trace_level, trace_top, trace_attention, echo, "
+                            "show_probs, replay, json, top_logprobs, pace, pace_tps, plugin_path)");
       }
     } catch (const YAML::BadConversion& e) {
       throw ConfigError(config_ + ": line " + std::to_string(e.mark.line + 1) + ": value has the wrong type");
@@ -240,9 +237,15 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--echo")) o.echo = echo_;
   if (given("--show-probs")) o.show_probs = show_probs_;
   if (given("--replay")) o.replay = replay_;
-          throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, context_policy, threads, "
-                            "attention, sampler, prompt, max_tokens, seed, trace, trace_level, trace_top, trace_attention, echo, "
-                            "show_probs, replay, json, top_logprobs, pace, pace_tps, plugin_path)");
+  if (given("--json")) o.json = json_;
+  if (given("--top-logprobs")) o.top_logprobs = top_logprobs_;
+  if (o.top_logprobs < 0 || o.top_logprobs > 1000) throw ConfigError("top_logprobs = " + std::to_string(o.top_logprobs) + " (expected 0..1000)");
+  if (given("--pace")) o.pace_ms = pace_ms_;
+  if (given("--pace-tps")) o.pace_tps = pace_tps_;
+  if (!(o.pace_ms >= 0 && o.pace_ms <= 60000)) throw ConfigError("pace = " + std::to_string(o.pace_ms) + " ms (expected 0..60000)");
+  if (!(o.pace_tps >= 0)) throw ConfigError("pace_tps = " + std::to_string(o.pace_tps) + " (expected >= 0)");
+  if (given("--context-policy")) o.context_policy = parse_context_policy(context_policy_);
+  if (given("--trace-attention")) o.trace_attention = parse_attention_trace(trace_attention_);
   if (!o.replay.empty()) {
     apply_replay_defaults(o, [&](const std::string& key) {
       std::string opt = "--" + key;

@@ -214,6 +214,9 @@ void add_trace_import(CLI::App* trace) {
     std::vector<TokenProb> top(static_cast<std::size_t>(top_k));
     Summary sum;
     sum.stop_reason = "max_tokens";
+    KvState kv;  // the session's module as named in the header; the other engine's cache is not known
+    s->attention->describe(kv);
+    kv.bytes = 0;
     std::int32_t prev = x.prompt_ids.back();
     for (int k = 0; k < n_steps; ++k) {
       const int pos = P - 1 + k;
@@ -248,7 +251,8 @@ void add_trace_import(CLI::App* trace) {
       e.draw_u = chain.draw_u();
       e.sampled = pick;
       e.forced = token != pick;  // the other engine chose otherwise (a near-tie): recorded, as in a replay
-      e.kv = {pos + 1, s->config.seq_len, 0};
+      kv.tokens = pos + 1;  // what a cache would hold here; the other engine's own is unknown
+      e.kv = &kv;
       writer.step(e);
       if (token == s->tokenizer->eos_id() || token == s->tokenizer->bos_id()) {
         sum.stop_reason = "stop_token";
