@@ -12,6 +12,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/rng.hpp"
 #include "glassbox/traces/reader.hpp"
@@ -37,6 +38,8 @@ RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(c
   cmd->add_option("--sampler,-s", sampler_, "sampler chain, e.g. top-k:40,temperature:0.8 (default: default)");
   cmd->add_option("--seed", seed_, "random seed (default: chosen at random, recorded in the trace)");
   cmd->add_option("--trace", trace_, "write a JSON Lines trace (glassbox.trace/1) to this file");
+  cmd->add_flag("--trace-keep-partial", trace_keep_partial_,
+               "let a run cut short (error, SIGINT) replace an existing --trace file (default: it goes to TRACE.partial)");
   cmd->add_option("--trace-level", trace_level_, "basic | full (full adds every logit of every step)");
   cmd->add_option("--trace-top", trace_top_, "candidates listed per step and per sampler stage (default 10)")
       ->check(CLI::Range(1, 1000));
@@ -112,6 +115,7 @@ RunOptions RunOptionsBinder::finish() {
 
   if (!config_.empty()) {
     YAML::Node root;
+    if (auto why = not_a_regular_file(config_)) throw ConfigError("--config " + config_ + ": " + *why + " (expected a YAML file)");
     try {
       root = YAML::LoadFile(config_);
     } catch (const YAML::BadFile&) {
@@ -143,6 +147,7 @@ RunOptions RunOptionsBinder::finish() {
         else if (key == "context") o.context = v.as<int>();
         else if (key == "seed") o.seed = v.as<std::uint64_t>();
         else if (key == "trace") o.trace = yaml_scalar(v, where);
+        else if (key == "trace_keep_partial") o.trace_keep_partial = v.as<bool>();
         else if (key == "trace_level") o.trace_level = parse_level(yaml_scalar(v, where));
         else if (key == "trace_top") o.trace_top = v.as<int>();
         else if (key == "echo") o.echo = v.as<bool>();
@@ -153,7 +158,7 @@ RunOptions RunOptionsBinder::finish() {
           else o.plugin_path.emplace_back(yaml_scalar(v, where));
         } else
           throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, attention, sampler, "
-                            "prompt, max_tokens, seed, trace, trace_level, trace_top, echo, show_probs, replay, plugin_path)");
+                            "prompt, max_tokens, seed, trace, trace_keep_partial, trace_level, trace_top, echo, show_probs, replay, plugin_path)");
       }
     } catch (const YAML::BadConversion& e) {
       throw ConfigError(config_ + ": line " + std::to_string(e.mark.line + 1) + ": value has the wrong type");
@@ -177,6 +182,8 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--sampler")) o.sampler = parse_plugin_chain(sampler_, "sampler");
   if (given("--seed")) o.seed = seed_;
   if (given("--trace")) o.trace = trace_;
+  if (given("--trace-keep-partial")) o.trace_keep_partial = trace_keep_partial_;
+  o.config = config_;
   if (given("--trace-level")) o.trace_level = parse_level(trace_level_);
   if (given("--trace-top")) o.trace_top = trace_top_;
   if (o.trace_top < 1 || o.trace_top > 1000) throw ConfigError("trace_top = " + std::to_string(o.trace_top) + " (expected 1..1000)");

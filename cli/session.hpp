@@ -28,6 +28,8 @@ struct RunOptions {
   int context = 0;                         // positions the run may use (0: the model's, capped at 4096)
   std::optional<std::uint64_t> seed;
   std::string trace;
+  bool trace_keep_partial = false;         // a cut-short trace may replace an existing file (else: TRACE.partial)
+  std::string config;                      // the --config file, if any (an input --trace must not overwrite)
   TraceLevel trace_level = TraceLevel::Basic;
   int trace_top = 10;                      // candidates listed per step and per stage
   bool echo = false;
@@ -50,7 +52,7 @@ class RunOptionsBinder {
   std::vector<std::string> plugin_path_;
   int max_tokens_ = 256, trace_top_ = 10, context_ = 0;
   std::uint64_t seed_ = 0;
-  bool echo_ = false, show_probs_ = false;
+  bool echo_ = false, show_probs_ = false, trace_keep_partial_ = false;
 };
 
 // Where the embedded default model and tokenizer live (next to the binary, or compiled-in path).

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 
 namespace glassbox::traces {
 
@@ -73,9 +74,7 @@ class Graph {
   void render(const std::string& format, const std::string& path) {
     check_render_format(format);
     if (format == "dot") {
-      std::ofstream out(path, std::ios::binary | std::ios::trunc);
-      out << dot();
-      if (!out) throw TraceError(path + ": cannot write: " + std::strerror(errno));
+      write_file_atomically(path, dot());
       return;
     }
     if (gvLayout(gvc_, g_, "dot") != 0)
@@ -86,10 +85,9 @@ class Graph {
     if (gvRenderData(gvc_, g_, format.c_str(), &data, &len) != 0 || !data)
       throw TraceError("Graphviz: cannot render " + format +
                        (format == "png" ? std::string(" (PNG needs Graphviz's cairo plugin, libgvplugin_pango)") : std::string()));
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(data, len);
+    const std::string bytes(data, len);
     gvFreeRenderData(data);
-    if (!out) throw TraceError(path + ": cannot write: " + std::strerror(errno));
+    write_file_atomically(path, bytes);
   }
 
  private:
