@@ -51,9 +51,9 @@ void add_bench_command(CLI::App& app) {
     const Config& c = s->model->config();
     // Defaults that do not fit a small model's context shrink to it (half prompt, half generation).
     const bool sizes_given = cmd_given(*o);
-    if (!sizes_given && o->prompt_tokens + o->gen_tokens > c.seq_len) o->prompt_tokens = o->gen_tokens = c.seq_len / 2;
+    if (!sizes_given && static_cast<long long>(o->prompt_tokens) + o->gen_tokens > c.seq_len) o->prompt_tokens = o->gen_tokens = c.seq_len / 2;
     if (static_cast<long long>(o->prompt_tokens) + o->gen_tokens > c.seq_len)
-      throw ConfigError("--prompt-tokens + --gen-tokens = " + std::to_string(o->prompt_tokens + o->gen_tokens) +
+      throw ConfigError("--prompt-tokens + --gen-tokens = " + std::to_string(static_cast<long long>(o->prompt_tokens) + o->gen_tokens) +
                         " exceeds the model's context of " + std::to_string(c.seq_len));
     // A fixed, reproducible prompt: BOS then ids spread over the vocabulary.
     std::vector<std::int32_t> prompt{s->tokenizer->bos_id()};

@@ -1,4 +1,5 @@
 // `glassbox trace validate|diff|render|html`: checking, comparing, drawing and viewing traces.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -61,6 +62,10 @@ void add_diff(CLI::App* trace) {
   cmd->add_option("--kl", a->opt.kl, "largest KL(golden || new) per step, nats")->capture_default_str();
   cmd->add_option("--top", a->opt.top_k, "candidates compared per step (0: all both traces list)")->capture_default_str();
   cmd->callback([a] {
+    // NaN compares false with everything: a NaN tolerance would pass any difference.
+    for (const auto& [name, v] : {std::pair{"--atol", a->opt.atol}, {"--rtol", a->opt.rtol}, {"--kl", a->opt.kl}})
+      if (!(v >= 0 && v < HUGE_VAL)) throw ConfigError(std::string(name) + " = " + std::to_string(v) + " (expected a finite number >= 0)");
+    if (a->opt.top_k < 0) throw ConfigError("--top = " + std::to_string(a->opt.top_k) + " (expected >= 0)");
     const auto golden = traces::read_trace(a->golden);
     const auto next = traces::read_trace(a->next);
     const auto r = traces::diff_traces(golden, next, a->opt);

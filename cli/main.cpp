@@ -26,6 +26,19 @@ int main(int argc, char** argv) {
   add_trace_command(app);
   add_explain_command(app);
   add_compare_command(app);
+  // CLI11 reports an unknown command as "A subcommand is required": name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const auto* c : app.get_subcommands({})) {
+      known += (known.empty() ? "" : ", ") + c->get_name();
+      found = found || c->get_name() == argv[1];
+    }
+    if (!found) {
+      std::cerr << "glassbox: error: unknown command '" << argv[1] << "' (commands: " << known << ")\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

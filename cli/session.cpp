@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -68,6 +70,16 @@ PluginSpec yaml_plugin(const YAML::Node& n, const std::string& where, const std:
   return spec;
 }
 
+// A seed: a decimal integer in [0, 2^64 - 1]; "-1" or "1e3" is an error, not a wrapped value.
+std::uint64_t parse_seed(const std::string& text, const std::string& where) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || text[0] == '-' || text[0] == '+' || ec != std::errc() || p != end)
+    throw ConfigError(where + " = '" + text + "' (expected an integer in 0.." + std::to_string(UINT64_MAX) + ")");
+  return v;
+}
+
 TraceLevel parse_level(const std::string& s) {
   if (s == "basic") return TraceLevel::Basic;
   if (s == "full") return TraceLevel::Full;
@@ -107,6 +119,27 @@ void apply_replay_defaults(RunOptions& o, const std::function<bool(const std::st
 
 }  // namespace
 
+void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vocab_size) {
+  // logit-bias names token ids; one the model does not have would silently do nothing.
+  for (const auto& st : stages) {
+    if (st->name() != "logit-bias" || !st->params().has("bias")) continue;
+    const std::string& text = st->params().get_string("bias");
+    std::size_t at = 0;
+    while (at <= text.size()) {
+      const std::size_t semi = std::min(text.find(';', at), text.size());
+      const std::string item = text.substr(at, semi - at);
+      at = semi + 1;
+      const auto b = item.find_first_not_of(" \t");
+      if (b == std::string::npos) continue;
+      long long id = -1;
+      std::from_chars(item.data() + b, item.data() + item.size(), id);
+      if (id >= vocab_size)
+        throw ConfigError("sampler 'logit-bias': token id " + std::to_string(id) + " is outside the model's vocabulary of " +
+                          std::to_string(vocab_size) + " tokens");
+    }
+  }
+}
+
 RunOptions RunOptionsBinder::finish() {
   RunOptions o;
   std::string tok_path, tok_plugin;
@@ -145,7 +178,7 @@ RunOptions RunOptionsBinder::finish() {
         } else if (key == "prompt") o.prompt = yaml_scalar(v, where);
         else if (key == "max_tokens") o.max_tokens = v.as<int>();
         else if (key == "context") o.context = v.as<int>();
-        else if (key == "seed") o.seed = v.as<std::uint64_t>();
+        else if (key == "seed") o.seed = parse_seed(yaml_scalar(v, where), where);
         else if (key == "trace") o.trace = yaml_scalar(v, where);
         else if (key == "trace_keep_partial") o.trace_keep_partial = v.as<bool>();
         else if (key == "trace_level") o.trace_level = parse_level(yaml_scalar(v, where));
@@ -180,7 +213,7 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--context")) o.context = context_;
   if (o.context < 0) throw ConfigError("context = " + std::to_string(o.context) + " (expected >= 1)");
   if (given("--sampler")) o.sampler = parse_plugin_chain(sampler_, "sampler");
-  if (given("--seed")) o.seed = seed_;
+  if (given("--seed")) o.seed = parse_seed(seed_, "--seed");
   if (given("--trace")) o.trace = trace_;
   if (given("--trace-keep-partial")) o.trace_keep_partial = trace_keep_partial_;
   o.config = config_;
@@ -286,6 +319,7 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   }
   s->attention = s->registry.make_attention(opt.attention, cfg.attention_shape());
   s->seed = opt.seed ? *opt.seed : std::random_device{}();
+  check_token_ids(stages, cfg.vocab_size);
   s->sampler = std::make_unique<SamplerChain>(std::move(stages), cfg.vocab_size, s->seed);
 
   RunHeader& h = s->header;

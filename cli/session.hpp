@@ -51,7 +51,7 @@ class RunOptionsBinder {
       trace_level_, replay_;
   std::vector<std::string> plugin_path_;
   int max_tokens_ = 256, trace_top_ = 10, context_ = 0;
-  std::uint64_t seed_ = 0;
+  std::string seed_;
   bool echo_ = false, show_probs_ = false, trace_keep_partial_ = false;
 };
 
@@ -76,5 +76,8 @@ struct Session {
 std::unique_ptr<Session> open_session(const RunOptions& opt);
 
 void warn(const std::string& message);
+
+// Throws ConfigError when a stage names a token id outside the vocabulary (logit-bias).
+void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vocab_size);
 
 }  // namespace glassbox::cli
