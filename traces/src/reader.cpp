@@ -294,6 +294,11 @@ json parse_line(const std::string& text, const std::string& w) {
     // "[json.exception.parse_error.101] parse error at line 1, column 5: ..." -> keep the useful part
     if (auto p = msg.find("column"); p != std::string::npos) msg = msg.substr(p);
     throw TraceError(w + ": not valid JSON (" + msg + ")");
+  } catch (const json::exception& e) {
+    // e.g. a number beyond double range: "[json.exception.out_of_range.406] number overflow parsing '1e999'"
+    std::string msg = e.what();
+    if (auto p = msg.find("] "); p != std::string::npos) msg = msg.substr(p + 2);
+    throw TraceError(w + ": not usable JSON (" + msg + ")");
   }
   if (!j.is_object()) throw TraceError(w + ": expected a JSON object, got " + std::string(j.type_name()));
   auto t = j.find("type");
