@@ -118,6 +118,9 @@ const fs::path& bad_dir() {
     fs::create_directories(d / "folder");
     return d;
   }();
+  static const struct Cleanup {
+    ~Cleanup() { fs::remove_all(dir); }
+  } cleanup;
   return dir;
 }
 
