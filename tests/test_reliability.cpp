@@ -114,6 +114,22 @@ const fs::path& bad_dir() {
     put("tr_step_first.jsonl", R"({"type":"step","step":0})" "\n");
     put("tr_array.jsonl", "[1,2,3]\n");
     put("tr_numbers.jsonl", R"({"type":"header","schema":"glassbox.trace/1","model":{"path":"m","sha256":1e999}})" "\n");
+    {
+      // 1,200 steps (the topk40 golden's decode step repeated): more than trace render lays out.
+      auto lines = gbtest::read_jsonl(fs::path(GLASSBOX_SOURCE_DIR) / "tests" / "golden" / "stories260K-topk40-temp0.8-seed7.jsonl");
+      nlohmann::json h = lines.at(0), s0 = lines.at(1);
+      const int n = 1200, tok = s0["token"]["id"], pos = s0["pos"];
+      h["max_tokens"] = n;
+      std::string out = h.dump() + "\n" + s0.dump() + "\n";
+      for (int k = 1; k < n; ++k) {
+        nlohmann::json st = lines.at(2);
+        st["step"] = k, st["pos"] = pos + k, st["input_ids"] = {tok}, st["token"]["id"] = tok, st["draw"]["selected"] = tok;
+        out += st.dump() + "\n";
+      }
+      out += nlohmann::json{{"type", "summary"}, {"generated", n}, {"stop_reason", "max_tokens"}, {"ttft_ms", 1},
+                            {"prefill_tok_s", 1}, {"decode_tok_s", 1}}.dump() + "\n";
+      put("tr_1200_steps.jsonl", out);
+    }
     ::mkfifo((d / "fifo").c_str(), 0600);
     fs::create_directories(d / "folder");
     return d;
@@ -252,6 +268,7 @@ const Case kCases[] = {
     {"diff_atol_nan", [] { return std::vector<std::string>{"trace", "diff", "--atol", "nan", golden(), golden()}; }, same("--atol"), none()},
     {"diff_kl_negative", [] { return std::vector<std::string>{"trace", "diff", "--kl", "-1", golden(), golden()}; }, same("--kl"), none()},
     {"diff_rtol_inf", [] { return std::vector<std::string>{"trace", "diff", "--rtol", "inf", golden(), golden()}; }, same("--rtol"), none()},
+    {"render_1200_steps", [] { return std::vector<std::string>{"trace", "render", bad("tr_1200_steps.jsonl"), "-o", bad("r.svg")}; }, same("--steps A:B"), file_is("tr_1200_steps.jsonl")},
     {"render_fifo", [] { return std::vector<std::string>{"trace", "render", bad("fifo"), "-o", bad("r.svg")}; }, file_is("fifo"), none()},
     {"html_output_is_input", [] { return std::vector<std::string>{"trace", "html", bad("tr_text.jsonl"), "-o", bad("tr_text.jsonl")}; }, same("refusing to overwrite"), none()},
 };

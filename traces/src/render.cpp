@@ -321,6 +321,14 @@ void render_tree(const Trace& t, const TreeOptions& opt, const std::string& form
   if (opt.first > static_cast<int>(t.steps.size()))
     throw ConfigError("--steps starts at step " + std::to_string(opt.first) + " but " + t.path + " has " +
                       std::to_string(t.steps.size()) + " steps");
+  // Graphviz's dot layout grows faster than linearly (300 steps take about a second of CPU, 1,000 twenty):
+  // a laid-out drawing is limited; the DOT source is not laid out and has no limit.
+  const int n = static_cast<int>(t.steps.size());
+  const int first = std::clamp(opt.first, 0, n), last = opt.last < 0 ? n : std::clamp(opt.last, first, n);
+  if (format != "dot" && last - first > kMaxDrawnSteps)
+    throw ConfigError(t.path + ": " + std::to_string(last - first) + " steps to draw, more than " + std::to_string(kMaxDrawnSteps) +
+                      " can be laid out in reasonable time: draw a window with --steps A:B (e.g. --steps 0:" +
+                      std::to_string(kMaxDrawnSteps) + "), or write --to dot");
   Graph g("glassbox_trace");
   build_tree(g, t, opt);
   g.render(format, out_path);
