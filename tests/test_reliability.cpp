@@ -315,6 +315,20 @@ BOOST_DATA_TEST_CASE(one_line_error_exit_2_bounded_time_and_memory, bdata::make(
   expect_one_error(r, c.expect());
 }
 
+// A 1 MB ak42 checkpoint whose header says seq_len = 10^6: the RoPE table and KV cache follow the run's
+// context (capped at 4096 by default), not seq_len, so it runs within the same memory bound.
+BOOST_AUTO_TEST_CASE(huge_seq_len_allocates_by_the_runs_context) {
+  const fs::path dir = gbtest::temp_dir("rel-v1");
+  std::string h = u32(0x616b3432) + i32(1) + i32(64) + i32(172) + i32(5) + i32(8) + i32(4) + i32(512) + i32(1000000) + std::string(1, '\1');
+  h.resize(256, '\0');
+  gbtest::write_file(dir / "v1.bin", h + std::string(1040384 - 256, '\0'));  // zero weights: the size the header implies
+  const std::uint64_t limit = 2 * fs::file_size(dir / "v1.bin") + (std::uint64_t(64) << 20) + baseline_bytes();
+  const auto r = run_cli(run_model((dir / "v1.bin").string()), "prlimit --as=" + std::to_string(limit));
+  BOOST_TEST(r.rc == 0, r.err);
+  BOOST_TEST(r.err.find("using a context of 4096") != std::string::npos, r.err);
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(there_are_sixty_plus_cases) { BOOST_TEST(std::size(kCases) >= 60u); }
 
 BOOST_AUTO_TEST_SUITE_END()
