@@ -237,6 +237,8 @@ const Case kCases[] = {
     {"kv_capacity_wraps_32_bits", [] { return run_with({"--attention", "kv-cache:4294967396"}); }, same("capacity"), none()},
     {"kv_capacity_negative", [] { return run_with({"--attention", "kv-cache:-1"}); }, same("capacity"), none()},
     {"temperature_1e-40", [] { return run_with({"--sampler", "temperature:1e-40"}); }, same("temperature"), none()},
+    {"temperature_overflows_logits", [] { return run_with({"--sampler", "temperature:1.5e-38,dist"}); }, same("step 0: sampler stage 'temperature' produced an infinite logit"), none()},
+    {"repetition_penalty_overflows_logits", [] { return std::vector<std::string>{"run", "--model", model(), "--tokenizer", tok(), "--prompt", "Once upon a time", "--sampler", "repetition-penalty:1.5e-38,dist"}; }, same("step 0: sampler stage 'repetition-penalty' produced an infinite logit"), none()},
     {"repetition_penalty_1e-300", [] { return run_with({"--sampler", "repetition-penalty:1e-300"}); }, same("penalty"), none()},
     {"frequency_penalty_1e300", [] { return run_with({"--sampler", "frequency-penalty:1e300"}); }, same("penalty"), none()},
     {"presence_penalty_minus_1e300", [] { return run_with({"--sampler", "presence-penalty:-1e300"}); }, same("penalty"), none()},
