@@ -22,11 +22,13 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 namespace {
 json params_json(const Params& p) {
   json o = json::object();
-  for (const auto& [k, v] : p.values()) {
+  for (const auto& kv : p.values()) {
+    // (not a structured binding: clang 14, which builds the fuzzers, cannot capture one)
+    const std::string& k = kv.first;
     std::visit([&](const auto& x) {
       using T = std::decay_t<decltype(x)>;
       o[k] = T(x);
-    }, v);
+    }, kv.second);
   }
   return o;
 }
