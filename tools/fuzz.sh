@@ -15,7 +15,9 @@ command -v "$cxx" >/dev/null || { echo "fuzz.sh: $cxx not found (tools/install-d
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
   -DGLASSBOX_FUZZ=ON -DBUILD_TESTING=OFF ${CMAKE_CXX_COMPILER_LAUNCHER:+-DCMAKE_CXX_COMPILER_LAUNCHER=$CMAKE_CXX_COMPILER_LAUNCHER} >/dev/null
 targets="fuzz_model fuzz_gguf fuzz_tokenizer fuzz_bpe fuzz_trace"
-cmake --build "$build" -j"$(nproc)"  # the targets, and the plugin modules the tokenizer targets load
+# The targets and the plugin modules the tokenizer targets load (not the CLI: nothing here runs it).
+modules=$(cmake --build "$build" --target help | sed -n 's/^\.\.\. \(tokenizer_[a-z0-9_]*\|sampler_[a-z0-9_]*\|attention_[a-z0-9_]*\).*/\1/p')
+cmake --build "$build" -j"$(nproc)" --target $targets $modules
 
 # Seeds: the kept regression inputs plus the real files each target reads.
 seed() {  # seed TARGET REGRESSION_DIR FILES...
