@@ -12,6 +12,7 @@
 #include "commands.hpp"
 #include "compare.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 #include "glassbox/traces/writer.hpp"
 
 namespace glassbox::cli {
@@ -37,11 +38,10 @@ void write_text(const std::string& path, const std::string& text, const std::str
   if (path.empty()) {
     std::cout << text;
     std::cout.flush();
+    if (!std::cout) throw OutputError("stdout: cannot write the " + what);
     return;
   }
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  if (!f) throw ConfigError(path + ": cannot write the " + what);
+  write_file_atomically(path, text);
 }
 
 void emit(const json& report, const Output& o) {

@@ -83,8 +83,8 @@ std::vector<Entry> parse_dist(const std::string& text, double& sum) {
 
 json params_json(const Params& p) {
   json o = json::object();
-  for (const auto& [k, v] : p.values())
-    std::visit([&](const auto& x) { o[k] = x; }, v);
+  for (const auto& kv : p.values())  // (no structured binding: clang 14 cannot capture one)
+    std::visit([&](const auto& x) { o[kv.first] = x; }, kv.second);
   return o;
 }
 

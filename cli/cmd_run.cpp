@@ -2,25 +2,29 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
 #include "commands.hpp"
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 #include "glassbox/traces/reader.hpp"
 #include "glassbox/traces/terminal.hpp"
 #include "glassbox/traces/writer.hpp"
+#include "interrupt.hpp"
 #include "session.hpp"
 
 namespace glassbox::cli {
 
-// Forwards nothing: the sink used when no trace is written.
-class NullSink final : public TraceSink {
+// Forwards nothing; after each step, stops the run if SIGINT/SIGTERM arrived (interrupt.hpp).
+class InterruptSink final : public TraceSink {
  public:
-  void header(const RunHeader&) override {}
-  void step(const StepEvent&) override {}
+  void header(const RunHeader&) override { check_interrupt(); }
+  void step(const StepEvent&) override { check_interrupt(); }
   void summary(const Summary&) override {}
 };
 
@@ -90,12 +94,23 @@ class JsonTokenSink final : public TraceSink {
   int top_n_;
 };
 
+// Streams a piece to stdout; a write error (disk full, closed stdout) stops the run.
+void stream_out(std::string_view piece) {
+  std::fwrite(piece.data(), 1, piece.size(), stdout);
+  if (std::fflush(stdout) != 0 || std::ferror(stdout))
+    throw OutputError(std::string("stdout: write failed: ") + std::strerror(errno));
+}
+
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "generate text from a prompt, streaming it to stdout");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, true);
   cmd->callback([binder] {
     const RunOptions opt = binder->finish();
+    install_interrupt_handlers();
     auto s = open_session(opt);
+    // A trace written over an input would destroy it (the model is memory-mapped: truncating it is SIGBUS).
+    refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path},
+                                                    {"--config", opt.config}, {"--replay", opt.replay}});
     GenerateOptions g;
     g.max_tokens = opt.max_tokens;
     g.level = opt.trace_level;
@@ -134,8 +149,9 @@ void add_run_command(CLI::App& app) {
     sinks.add(&null);
     DrawWatch draws;
     sinks.add(&draws);
+    InterruptSink interrupt;
     if (!opt.trace.empty()) {
-      writer = std::make_unique<traces::JsonlWriter>(opt.trace, *s->tokenizer);
+      writer = std::make_unique<traces::JsonlWriter>(opt.trace, *s->tokenizer, opt.trace_keep_partial);
       sinks.add(writer.get());
     }
     std::unique_ptr<traces::ProbsSink> probs;  // --show-probs: bar charts on stderr, under each token
@@ -148,13 +164,24 @@ void add_run_command(CLI::App& app) {
       json_out = std::make_unique<JsonTokenSink>(*s->tokenizer, opt.top_logprobs);
       sinks.add(json_out.get());
     }
+    sinks.add(&interrupt);  // last: a step is recorded before the run stops after it
     Engine engine(*s->model, *s->tokenizer, *s->attention, *s->sampler);
-    if (opt.echo && !opt.json) {
-      std::fwrite(opt.prompt.data(), 1, opt.prompt.size(), stdout);
-      std::fflush(stdout);
-    }
+    // The trace of a run cut short ends in an error or interrupted line, never a summary.
+    auto cut_short = [&](auto&& end_trace) {
+      if (probs) probs->flush();
+      if (!writer) return;
+      try {
+        const std::string where = end_trace();
+        if (where != opt.trace)
+          warn("the run was cut short: its trace is in " + where + "; " + opt.trace +
+               " (complete) is untouched (--trace-keep-partial replaces it)");
+      } catch (const std::exception& e) {
+        warn("the cut-short trace could not be kept: " + std::string(e.what()));
+      }
+    };
     Summary sum;
     try {
+      if (opt.echo && !opt.json) stream_out(opt.prompt);
       std::string text;
       const auto pace = pace_delay(opt);
       sum = engine.generate(opt.prompt, g, s->header, sinks, [&](std::string_view piece) {
@@ -163,8 +190,7 @@ void add_run_command(CLI::App& app) {
           text += piece;
           return;
         }
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
+        stream_out(piece);
       });
       if (opt.json) {
         JsonTokenSink::Json j = {{"type", "summary"}, {"text", text}, {"generated", sum.generated},
@@ -173,12 +199,19 @@ void add_run_command(CLI::App& app) {
         if (draws.drew) j["seed"] = s->seed;
         JsonTokenSink::print(j);
       }
+    } catch (const Interrupted& e) {
+      cut_short([&] { return writer->interrupted(signal_name(e.signal)); });
+      std::fflush(stdout);
+      std::cerr << "\n[glassbox] " << e.what() << "\n";
+      g_exit_code = 128 + e.signal;
+      return;
     } catch (const std::exception& e) {
-      if (probs) probs->flush();
-      if (writer) writer->error(e.what());  // the trace ends in an error line, never a summary
+      cut_short([&] { return writer->error(e.what()); });
       throw;
     }
-    std::fflush(stdout);
+    std::cout.flush();  // --json writes through std::cout
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout))
+      throw OutputError(std::string("stdout: write failed: ") + std::strerror(errno));
     std::cerr << "\n[glassbox] " << sum.generated << " tokens, stop: " << sum.stop_reason << ", ttft "
               << sum.ttft_ms << " ms, prefill " << sum.prefill_tok_s << " tok/s, decode " << sum.decode_tok_s
               << " tok/s";

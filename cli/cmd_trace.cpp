@@ -1,10 +1,12 @@
 // `glassbox trace validate|diff|render|html`: checking, comparing, drawing and viewing traces.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "commands.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/traces/diff.hpp"
@@ -27,15 +29,21 @@ std::string output_format(const std::string& to, const std::string& out, const s
 
 void add_validate(CLI::App* trace) {
   auto file = std::make_shared<std::string>();
+  auto partial = std::make_shared<bool>(false);
   auto* cmd = trace->add_subcommand("validate", "check a trace against glassbox.trace/1 (exit 2 naming the bad line)");
   cmd->add_option("FILE", *file, "trace file (JSON Lines)")->required();
-  cmd->callback([file] {
-    const auto t = traces::read_trace(*file);
+  cmd->add_flag("--partial", *partial, "accept a trace cut short (ending in an error or interrupted line, or just stopping) and say so");
+  cmd->callback([file, partial] {
+    traces::ReadOptions ro;
+    ro.require_summary = !*partial;
+    const auto t = traces::read_trace(*file, ro);
     const auto& h = t.header;
     std::cout << *file << ": valid " << h["schema"].get<std::string>() << ", " << t.steps.size() << " steps ("
               << (t.steps.empty() ? "none" : "prefill + " + std::to_string(t.steps.size() - 1) + " decode")
-              << "), trace level " << h["trace_level"].get<std::string>() << ", sampler " << t.sampler_chain()
-              << ", stop: " << t.summary["stop_reason"].get<std::string>() << "\n";
+              << "), trace level " << h["trace_level"].get<std::string>() << ", sampler " << t.sampler_chain();
+    if (t.complete()) std::cout << ", stop: " << t.summary["stop_reason"].get<std::string>() << "\n";
+    else if (!t.end_type.empty()) std::cout << ", cut short: " << t.end_type << ": " << t.end_message << "\n";
+    else std::cout << ", cut short: no last line (a crash or a kill)\n";
   });
 }
 
@@ -54,6 +62,10 @@ void add_diff(CLI::App* trace) {
   cmd->add_option("--kl", a->opt.kl, "largest KL(golden || new) per step, nats")->capture_default_str();
   cmd->add_option("--top", a->opt.top_k, "candidates compared per step (0: all both traces list)")->capture_default_str();
   cmd->callback([a] {
+    // NaN compares false with everything: a NaN tolerance would pass any difference.
+    for (const auto& [name, v] : {std::pair{"--atol", a->opt.atol}, {"--rtol", a->opt.rtol}, {"--kl", a->opt.kl}})
+      if (!(v >= 0 && v < HUGE_VAL)) throw ConfigError(std::string(name) + " = " + std::to_string(v) + " (expected a finite number >= 0)");
+    if (a->opt.top_k < 0) throw ConfigError("--top = " + std::to_string(a->opt.top_k) + " (expected >= 0)");
     const auto golden = traces::read_trace(a->golden);
     const auto next = traces::read_trace(a->next);
     const auto r = traces::diff_traces(golden, next, a->opt);
@@ -78,6 +90,7 @@ void add_render(CLI::App* trace) {
     const std::string format = output_format(a->to, a->out, "svg");
     traces::check_render_format(format);
     if (!a->steps.empty()) traces::parse_step_range(a->steps, a->opt);
+    refuse_output_over_input(a->out, "-o", {{"FILE", a->file}});
     const auto t = traces::read_trace(a->file);
     traces::render_tree(t, a->opt, format, a->out);
   });
@@ -90,10 +103,9 @@ void add_html(CLI::App* trace) {
   cmd->add_option("FILE", *file, "trace file")->required();
   cmd->add_option("-o,--output", *out, "the .html file to write")->required();
   cmd->callback([file, out] {
+    refuse_output_over_input(*out, "-o", {{"FILE", *file}});
     const auto t = traces::read_trace(*file);
-    std::ofstream f(*out, std::ios::binary | std::ios::trunc);
-    f << traces::trace_html(t);
-    if (!f) throw TraceError(*out + ": cannot write");
+    write_file_atomically(*out, traces::trace_html(t));
   });
 }
 

@@ -23,6 +23,7 @@
 
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/rng.hpp"
@@ -481,9 +482,7 @@ Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::strin
     // Read back (which validates it) and give it a viewer page the report can link to.
     const auto trace = traces::read_trace(r.trace);
     const fs::path page = fs::path(r.trace).replace_extension(".html");
-    std::ofstream f(page, std::ios::binary);
-    f << traces::trace_html(trace);
-    if (!f) throw TraceError(page.string() + ": cannot write the trace viewer page");
+    write_file_atomically(page, traces::trace_html(trace));
   }
   r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -1,5 +1,8 @@
 // glassbox's entry point: parses the command line, runs a subcommand, and maps errors to exit codes.
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "commands.hpp"
@@ -11,6 +14,8 @@ int g_exit_code = 0;
 
 int main(int argc, char** argv) {
   using namespace glassbox::cli;
+  // Past a file size limit, write() then fails with EFBIG (an error naming the file) instead of a kill.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"glassbox: LLM inference in which every step is visible"};
   app.set_version_flag("--version", GLASSBOX_VERSION);
   app.require_subcommand(1);
@@ -25,6 +30,19 @@ int main(int argc, char** argv) {
   add_inspect_command(app);
   add_synth_command(app);
   add_chat_command(app);
+  // CLI11 reports an unknown command as "A subcommand is required": name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const auto* c : app.get_subcommands({})) {
+      known += (known.empty() ? "" : ", ") + c->get_name();
+      found = found || c->get_name() == argv[1];
+    }
+    if (!found) {
+      std::cerr << "glassbox: error: unknown command '" << argv[1] << "' (commands: " << known << ")\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -39,6 +57,13 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::cerr << "\nglassbox: internal error: " << e.what() << "\n";
     return 3;
+  }
+  // Output that never reached stdout (a full disk, a closed descriptor) is an error, not a success.
+  errno = 0;
+  std::cout.flush();
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || std::cout.fail()) {
+    std::cerr << "glassbox: error: stdout: write failed" << (errno ? std::string(": ") + std::strerror(errno) : std::string()) << "\n";
+    return 2;
   }
   return g_exit_code;
 }

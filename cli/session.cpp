@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <functional>
 #include <iostream>
@@ -14,6 +16,7 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
+#include "glassbox/file_io.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/rng.hpp"
 #include "glassbox/traces/reader.hpp"
@@ -43,6 +46,8 @@ RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(c
   cmd->add_option("--sampler,-s", sampler_, "sampler chain, e.g. top-k:40,temperature:0.8 (default: default)");
   cmd->add_option("--seed", seed_, "random seed (default: chosen at random, recorded in the trace)");
   cmd->add_option("--trace", trace_, "write a JSON Lines trace (glassbox.trace/1) to this file");
+  cmd->add_flag("--trace-keep-partial", trace_keep_partial_,
+               "let a run cut short (error, SIGINT) replace an existing --trace file (default: it goes to TRACE.partial)");
   cmd->add_option("--trace-level", trace_level_, "basic | full (full adds every logit of every step)");
   cmd->add_option("--trace-top", trace_top_, "candidates listed per step and per sampler stage (default 10)")
       ->check(CLI::Range(1, 1000));
@@ -75,6 +80,16 @@ PluginSpec yaml_plugin(const YAML::Node& n, const std::string& where, const std:
   }
   if (spec.name.empty()) throw ConfigError(where + ": missing 'name'");
   return spec;
+}
+
+// A seed: a decimal integer in [0, 2^64 - 1]; "-1" or "1e3" is an error, not a wrapped value.
+std::uint64_t parse_seed(const std::string& text, const std::string& where) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || text[0] == '-' || text[0] == '+' || ec != std::errc() || p != end)
+    throw ConfigError(where + " = '" + text + "' (expected an integer in 0.." + std::to_string(UINT64_MAX) + ")");
+  return v;
 }
 
 TraceLevel parse_level(const std::string& s) {
@@ -145,6 +160,26 @@ std::optional<std::string> piped_prompt() {
   return text;
 }
 }  // namespace
+void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vocab_size) {
+  // logit-bias names token ids; one the model does not have would silently do nothing.
+  for (const auto& st : stages) {
+    if (st->name() != "logit-bias" || !st->params().has("bias")) continue;
+    const std::string& text = st->params().get_string("bias");
+    std::size_t at = 0;
+    while (at <= text.size()) {
+      const std::size_t semi = std::min(text.find(';', at), text.size());
+      const std::string item = text.substr(at, semi - at);
+      at = semi + 1;
+      const auto b = item.find_first_not_of(" \t");
+      if (b == std::string::npos) continue;
+      long long id = -1;
+      std::from_chars(item.data() + b, item.data() + item.size(), id);
+      if (id >= vocab_size)
+        throw ConfigError("sampler 'logit-bias': token id " + std::to_string(id) + " is outside the model's vocabulary of " +
+                          std::to_string(vocab_size) + " tokens");
+    }
+  }
+}
 
 RunOptions RunOptionsBinder::finish() {
   RunOptions o;
@@ -154,6 +189,7 @@ RunOptions RunOptionsBinder::finish() {
 
   if (!config_.empty()) {
     YAML::Node root;
+    if (auto why = not_a_regular_file(config_)) throw ConfigError("--config " + config_ + ": " + *why + " (expected a YAML file)");
     try {
       root = YAML::LoadFile(config_);
     } catch (const YAML::BadFile&) {
@@ -184,8 +220,9 @@ RunOptions RunOptionsBinder::finish() {
         else if (key == "max_tokens") o.max_tokens = v.as<int>();
         else if (key == "context") o.context = v.as<int>();
         else if (key == "threads") o.threads = v.as<int>();
-        else if (key == "seed") o.seed = v.as<std::uint64_t>();
+        else if (key == "seed") o.seed = parse_seed(yaml_scalar(v, where), where);
         else if (key == "trace") o.trace = yaml_scalar(v, where);
+        else if (key == "trace_keep_partial") o.trace_keep_partial = v.as<bool>();
         else if (key == "trace_level") o.trace_level = parse_level(yaml_scalar(v, where));
         else if (key == "trace_top") o.trace_top = v.as<int>();
         else if (key == "echo") o.echo = v.as<bool>();
@@ -202,8 +239,8 @@ RunOptions RunOptionsBinder::finish() {
           else o.plugin_path.emplace_back(yaml_scalar(v, where));
         } else
           throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, context_policy, threads, "
-                            "attention, sampler, prompt, max_tokens, seed, trace, trace_level, trace_top, trace_attention, echo, "
-                            "show_probs, replay, json, top_logprobs, pace, pace_tps, plugin_path)");
+                            "attention, sampler, prompt, max_tokens, seed, trace, trace_keep_partial, trace_level, trace_top, "
+                            "trace_attention, echo, show_probs, replay, json, top_logprobs, pace, pace_tps, plugin_path)");
       }
     } catch (const YAML::BadConversion& e) {
       throw ConfigError(config_ + ": line " + std::to_string(e.mark.line + 1) + ": value has the wrong type");
@@ -229,8 +266,10 @@ RunOptions RunOptionsBinder::finish() {
   if (given("--threads")) o.threads = threads_;
   if (o.threads < 0 || o.threads > 1024) throw ConfigError("threads = " + std::to_string(o.threads) + " (expected 1..1024)");
   if (given("--sampler")) o.sampler = parse_plugin_chain(sampler_, "sampler");
-  if (given("--seed")) o.seed = seed_;
+  if (given("--seed")) o.seed = parse_seed(seed_, "--seed");
   if (given("--trace")) o.trace = trace_;
+  if (given("--trace-keep-partial")) o.trace_keep_partial = trace_keep_partial_;
+  o.config = config_;
   if (given("--trace-level")) o.trace_level = parse_level(trace_level_);
   if (given("--trace-top")) o.trace_top = trace_top_;
   if (o.trace_top < 1 || o.trace_top > 1000) throw ConfigError("trace_top = " + std::to_string(o.trace_top) + " (expected 1..1000)");
@@ -343,6 +382,7 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   }
   s->attention = s->registry.make_attention(opt.attention, cfg.attention_shape());
   s->seed = opt.seed ? *opt.seed : std::random_device{}();
+  check_token_ids(stages, cfg.vocab_size);
   s->sampler = std::make_unique<SamplerChain>(std::move(stages), cfg.vocab_size, s->seed);
 
   RunHeader& h = s->header;

@@ -29,6 +29,8 @@ struct RunOptions {
   int threads = 0;                         // threads for the matrix products (0: one per physical core)
   std::optional<std::uint64_t> seed;
   std::string trace;
+  bool trace_keep_partial = false;         // a cut-short trace may replace an existing file (else: TRACE.partial)
+  std::string config;                      // the --config file, if any (an input --trace must not overwrite)
   TraceLevel trace_level = TraceLevel::Basic;
   int trace_top = 10;                      // candidates listed per step and per stage
   bool echo = false;
@@ -58,8 +60,8 @@ class RunOptionsBinder {
   std::vector<std::string> plugin_path_;
   int max_tokens_ = 256, trace_top_ = 10, context_ = 0, top_logprobs_ = 5, threads_ = 0;
   double pace_ms_ = 0, pace_tps_ = 0;
-  std::uint64_t seed_ = 0;
-  bool echo_ = false, show_probs_ = false, json_ = false;
+  std::string seed_;
+  bool echo_ = false, show_probs_ = false, json_ = false, trace_keep_partial_ = false;
 };
 
 // Where the embedded default model and tokenizer live (next to the binary, or compiled-in path).
@@ -83,5 +85,8 @@ struct Session {
 std::unique_ptr<Session> open_session(const RunOptions& opt);
 
 void warn(const std::string& message);
+
+// Throws ConfigError when a stage names a token id outside the vocabulary (logit-bias).
+void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vocab_size);
 
 }  // namespace glassbox::cli

@@ -54,8 +54,9 @@ class TokenWindow {
 };
 
 inline ParamSpec last_n_spec() {
+  // At most 2^20: the window's ring buffer is allocated up front (a longer window is "-1").
   return {"last_n", ParamType::Int, "64", "look-back window in tokens (prompt included); -1 = whole sequence, 0 = off",
-          -1.0, std::nullopt};
+          -1.0, 1048576.0};
 }
 
 // A penalty stage: `penalise(candidate, count)` for each token seen in the window.

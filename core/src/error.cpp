@@ -10,6 +10,7 @@ PluginError::~PluginError() = default;
 ConfigError::~ConfigError() = default;
 InputError::~InputError() = default;
 TraceError::~TraceError() = default;
+OutputError::~OutputError() = default;
 
 void rethrow_as_own(const Error& e) {
   if (dynamic_cast<const ModelError*>(&e)) throw ModelError(e.what());
@@ -18,6 +19,7 @@ void rethrow_as_own(const Error& e) {
   if (dynamic_cast<const ConfigError*>(&e)) throw ConfigError(e.what());
   if (dynamic_cast<const InputError*>(&e)) throw InputError(e.what());
   if (dynamic_cast<const TraceError*>(&e)) throw TraceError(e.what());
+  if (dynamic_cast<const OutputError*>(&e)) throw OutputError(e.what());
   throw Error(e.what());
 }
 

@@ -3,6 +3,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <sstream>
 
 #include "glassbox/error.hpp"
@@ -86,6 +88,9 @@ ParamValue parse_param(const std::string& owner, const ParamSpec& spec, const st
       if (ec != std::errc() || p != text.data() + text.size() || text.empty())
         throw bad("is not an integer");
       check_range(static_cast<double>(v));
+      // Plugins compute with int: without a declared range, an integer parameter is 32-bit.
+      if (!spec.max && v > INT32_MAX) throw bad("is above the maximum 2147483647");
+      if (!spec.min && v < INT32_MIN) throw bad("is below the minimum -2147483648");
       return v;
     }
     case ParamType::Float: {
@@ -95,6 +100,10 @@ ParamValue parse_param(const std::string& owner, const ParamSpec& spec, const st
         throw bad("is not a number");
       if (!std::isfinite(v)) throw bad("is not a finite number");
       check_range(v);
+      // Samplers compute in float: a value float cannot hold would become inf or 0 there.
+      if (std::fabs(v) > std::numeric_limits<float>::max()) throw bad("is beyond float range (|x| <= 3.4e38)");
+      if (v != 0 && std::fabs(v) < std::numeric_limits<float>::min())
+        throw bad("is too small for float (|x| >= 1.2e-38, or 0)");
       return v;
     }
     case ParamType::Bool:

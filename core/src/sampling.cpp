@@ -97,6 +97,7 @@ SamplerChain::SamplerChain(std::vector<std::unique_ptr<Sampler>> stages, int voc
 
 void SamplerChain::reset(std::uint64_t seed) {
   rng_.reseed(seed);
+  step_ = -1;
   for (auto& s : stages_) s->reset();
 }
 
@@ -135,13 +136,34 @@ void SamplerChain::record(std::size_t stage, int top_k) {
   view.data.swap(scratch_);
 }
 
+namespace {
+
+// A stage's output must stay a distribution: no NaN or +inf logit, no NaN probability, some finite logit
+// (-inf is a ban). One pass over the kept candidates; `who()` names the producer, only for the message.
+template <class Who>
+void check_finite(const Candidates& c, int step, Who who) {
+  bool any_finite = false;
+  for (const auto& x : c.data) {
+    if (std::isnan(x.logit) || x.logit == INFINITY || std::isnan(x.prob))
+      throw ConfigError("step " + std::to_string(step) + ": " + who() + " produced " +
+                        (std::isnan(x.prob) ? std::string("a NaN probability") : std::isnan(x.logit) ? "a NaN logit" : "an infinite logit") +
+                        " for token " + std::to_string(x.id) + " (a parameter beyond float range?)");
+    any_finite = any_finite || std::isfinite(x.logit);
+  }
+  if (!any_finite) throw ConfigError("step " + std::to_string(step) + ": " + who() + " left no candidate with a finite logit (every token banned)");
+}
+
+}  // namespace
+
 std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_stages, int top_k) {
+  ++step_;
   cand_.data.resize(logits.size());
   for (std::size_t i = 0; i < logits.size(); ++i)
     cand_.data[i] = {static_cast<std::int32_t>(i), logits[i], 0.0f};
   cand_.sorted = false;
   cand_.selected = -1;
   cand_.u = -1.0f;
+  check_finite(cand_, step_, [] { return std::string("the model"); });
   if (record_stages) {
     // p_raw = softmax(logits): the reference for each stage's kept mass
     const float mx = *std::max_element(logits.begin(), logits.end());
@@ -155,6 +177,7 @@ std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_sta
     ++n_run;
     if (cand_.data.empty())
       throw PluginError("sampler stage '" + stages_[i]->name() + "' removed every candidate");
+    check_finite(cand_, step_, [&] { return "sampler stage '" + stages_[i]->name() + "'"; });
     if (record_stages) record(i, top_k);
     if (cand_.selected >= 0) break;  // later stages cannot change a made choice
   }

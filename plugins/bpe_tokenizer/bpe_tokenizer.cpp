@@ -17,6 +17,7 @@
 #include <unicode/unistr.h>
 
 #include <glassbox/error.hpp>
+#include <glassbox/file_io.hpp>
 #include <glassbox/plugin.hpp>
 
 namespace {
@@ -140,6 +141,7 @@ void append_utf8(std::string& out, char32_t cp) {
 }
 
 std::string read_text(const fs::path& p) {
+  if (auto why = glassbox::not_a_regular_file(p)) throw TokenizerError(p.string() + ": " + *why + " (expected a tokenizer file)");
   std::ifstream f(p, std::ios::binary);
   if (!f) throw TokenizerError(p.string() + ": cannot open tokenizer file: " + std::strerror(errno));
   std::ostringstream ss;

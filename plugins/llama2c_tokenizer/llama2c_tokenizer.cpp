@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <glassbox/error.hpp>
+#include <glassbox/file_io.hpp>
 #include <glassbox/plugin.hpp>
 
 namespace {
@@ -188,6 +189,7 @@ class SpmTokenizer final : public glassbox::Tokenizer {
 
   void load_file(const std::string& path) {
     source_ = path;
+    if (auto why = glassbox::not_a_regular_file(path)) throw TokenizerError(path + ": " + *why + " (expected a llama2.c tokenizer.bin)");
     std::ifstream f(path, std::ios::binary);
     if (!f) throw TokenizerError(path + ": cannot open tokenizer file: " + std::strerror(errno));
     auto fail = [&](const std::string& why) { return TokenizerError(path + ": " + why + " (expected a llama2.c tokenizer.bin)"); };

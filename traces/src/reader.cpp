@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 #include "glassbox/traces/writer.hpp"
 
 namespace glassbox::traces {
@@ -264,7 +265,57 @@ void check_summary(const json& j, const std::string& w) {
 
 namespace {
 
+// Nesting deeper than kMaxTraceJsonDepth is refused before parsing: nlohmann's parser and every
+// consumer (dump, the HTML page) recurse once per level.
+void check_depth(const std::string& text, const std::string& w) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxTraceJsonDepth)
+        throw TraceError(w + ": JSON nested deeper than " + std::to_string(kMaxTraceJsonDepth) + " levels");
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+}
+
+// One line, at most kMaxTraceLineBytes. False at the end of the input.
+bool read_line(std::istream& in, std::string& out, const std::string& name, int line) {
+  out.clear();
+  std::streambuf* sb = in.rdbuf();
+  bool any = false;
+  for (;;) {
+    const int c = sb->sbumpc();
+    if (c == std::char_traits<char>::eof()) {
+      in.setstate(std::ios::eofbit);
+      return any;
+    }
+    any = true;
+    if (c == '\n') return true;
+    if (out.size() >= kMaxTraceLineBytes)
+      throw TraceError(where(name, line) + ": line longer than " + std::to_string(kMaxTraceLineBytes >> 20) +
+                       " MiB (not a glassbox trace?)");
+    out.push_back(static_cast<char>(c));
+  }
+}
+
+// Opens a trace file for reading: regular files only (a FIFO or /dev/zero would block or never end).
+std::ifstream open_trace(const std::string& path) {
+  if (auto why = not_a_regular_file(path)) throw TraceError(path + ": " + *why + " (expected a trace file)");
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw TraceError(path + ": cannot read trace file: " + std::strerror(errno));
+  return f;
+}
+
 json parse_line(const std::string& text, const std::string& w) {
+  check_depth(text, w);
   json j;
   try {
     j = json::parse(text);
@@ -273,6 +324,11 @@ json parse_line(const std::string& text, const std::string& w) {
     // "[json.exception.parse_error.101] parse error at line 1, column 5: ..." -> keep the useful part
     if (auto p = msg.find("column"); p != std::string::npos) msg = msg.substr(p);
     throw TraceError(w + ": not valid JSON (" + msg + ")");
+  } catch (const json::exception& e) {
+    // e.g. a number beyond double range: "[json.exception.out_of_range.406] number overflow parsing '1e999'"
+    std::string msg = e.what();
+    if (auto p = msg.find("] "); p != std::string::npos) msg = msg.substr(p + 2);
+    throw TraceError(w + ": not usable JSON (" + msg + ")");
   }
   if (!j.is_object()) throw TraceError(w + ": expected a JSON object, got " + std::string(j.type_name()));
   auto t = j.find("type");
@@ -299,7 +355,7 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
   int vocab = 0;
   bool full = false;
   json context;  // a context line not yet followed by its step
-  while (std::getline(in, text)) {
+  while (read_line(in, text, name, line + 1)) {
     ++line;
     const std::string w = where(name, line);
     if (!text.empty() && text.back() == '\r') text.pop_back();
@@ -307,15 +363,18 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
     if (text.empty()) throw TraceError(w + ": empty line (JSON Lines has one object per line)");
     json j = parse_line(text, w);
     const std::string type = j["type"].get<std::string>();
-    if (type == "error") {
+    if (type == "error" || type == "interrupted") {
       auto m = j.find("message");
       const std::string msg = m != j.end() && m->is_string() ? m->get<std::string>() : std::string("(no message)");
       if (line == 1) throw TraceError(w + ": the run failed before it started: " + msg);
       if (opt.require_summary)
-        throw TraceError(w + ": cut short: the run stopped with an error after " + std::to_string(t.steps.size()) +
-                         " steps: " + msg);
+        throw TraceError(w + ": cut short: the run " +
+                         (type == "error" ? std::string("stopped with an error") : "was " + msg) + " after " +
+                         std::to_string(t.steps.size()) + " steps" + (type == "error" ? ": " + msg : std::string()));
       // tolerated: the trace ends here, summary stays null
-      if (std::getline(in, text)) throw TraceError(where(name, line + 1) + ": line after the error line");
+      if (read_line(in, text, name, line + 1)) throw TraceError(where(name, line + 1) + ": line after the " + type + " line");
+      t.end_type = type;
+      t.end_message = msg;
       return t;
     }
     if (line == 1) {
@@ -392,7 +451,7 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
       ended = true;
       continue;
     }
-    throw TraceError(w + ": unknown line type '" + type + "' (expected header, step, summary or error)");
+    throw TraceError(w + ": unknown line type '" + type + "' (expected header, step, summary, error or interrupted)");
   }
   if (in.bad()) throw TraceError(name + ": read failed");
   if (line == 0) throw TraceError(name + ":1: empty file (expected a glassbox.trace/1 header)");
@@ -404,16 +463,14 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
 }
 
 Trace read_trace(const std::string& path, const ReadOptions& opt) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw TraceError(path + ": cannot read trace file: " + std::strerror(errno));
+  std::ifstream f = open_trace(path);
   return parse_trace(f, path, opt);
 }
 
 json read_trace_header(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw TraceError(path + ": cannot read trace file: " + std::strerror(errno));
+  std::ifstream f = open_trace(path);
   std::string text;
-  if (!std::getline(f, text)) throw TraceError(path + ":1: empty file (expected a glassbox.trace/1 header)");
+  if (!read_line(f, text, path, 1)) throw TraceError(path + ":1: empty file (expected a glassbox.trace/1 header)");
   if (!text.empty() && text.back() == '\r') text.pop_back();
   const std::string w = where(path, 1);
   json j = parse_line(text, w);

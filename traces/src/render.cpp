@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 
 namespace glassbox::traces {
 
@@ -73,9 +74,7 @@ class Graph {
   void render(const std::string& format, const std::string& path) {
     check_render_format(format);
     if (format == "dot") {
-      std::ofstream out(path, std::ios::binary | std::ios::trunc);
-      out << dot();
-      if (!out) throw TraceError(path + ": cannot write: " + std::strerror(errno));
+      write_file_atomically(path, dot());
       return;
     }
     if (gvLayout(gvc_, g_, "dot") != 0)
@@ -86,10 +85,9 @@ class Graph {
     if (gvRenderData(gvc_, g_, format.c_str(), &data, &len) != 0 || !data)
       throw TraceError("Graphviz: cannot render " + format +
                        (format == "png" ? std::string(" (PNG needs Graphviz's cairo plugin, libgvplugin_pango)") : std::string()));
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out.write(data, len);
+    const std::string bytes(data, len);
     gvFreeRenderData(data);
-    if (!out) throw TraceError(path + ": cannot write: " + std::strerror(errno));
+    write_file_atomically(path, bytes);
   }
 
  private:
@@ -324,6 +322,14 @@ void render_tree(const Trace& t, const TreeOptions& opt, const std::string& form
   if (opt.first > static_cast<int>(t.steps.size()))
     throw ConfigError("--steps starts at step " + std::to_string(opt.first) + " but " + t.path + " has " +
                       std::to_string(t.steps.size()) + " steps");
+  // Graphviz's dot layout grows faster than linearly (300 steps take about a second of CPU, 1,000 twenty):
+  // a laid-out drawing is limited; the DOT source is not laid out and has no limit.
+  const int n = static_cast<int>(t.steps.size());
+  const int first = std::clamp(opt.first, 0, n), last = opt.last < 0 ? n : std::clamp(opt.last, first, n);
+  if (format != "dot" && last - first > kMaxDrawnSteps)
+    throw ConfigError(t.path + ": " + std::to_string(last - first) + " steps to draw, more than " + std::to_string(kMaxDrawnSteps) +
+                      " can be laid out in reasonable time: draw a window with --steps A:B (e.g. --steps 0:" +
+                      std::to_string(kMaxDrawnSteps) + "), or write --to dot");
   Graph g("glassbox_trace");
   build_tree(g, t, opt);
   g.render(format, out_path);

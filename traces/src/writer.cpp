@@ -2,7 +2,6 @@
 #include "glassbox/traces/writer.hpp"
 
 #include <charconv>
-#include <cstring>
 
 #include "glassbox/error.hpp"
 
@@ -23,11 +22,13 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 namespace {
 json params_json(const Params& p) {
   json o = json::object();
-  for (const auto& [k, v] : p.values()) {
+  for (const auto& kv : p.values()) {
+    // (not a structured binding: clang 14, which builds the fuzzers, cannot capture one)
+    const std::string& k = kv.first;
     std::visit([&](const auto& x) {
       using T = std::decay_t<decltype(x)>;
       o[k] = T(x);
-    }, v);
+    }, kv.second);
   }
   return o;
 }
@@ -150,21 +151,42 @@ json summary_json(const Summary& s) {
           {"policy_firings", s.policy_firings}};
 }
 
-JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok) : path_(path), tok_(tok) {
-  out_.open(path, std::ios::binary | std::ios::trunc);
-  if (!out_) throw TraceError(path + ": cannot write trace file: " + std::strerror(errno));
-}
+JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial)
+    : path_(path), out_(path), tok_(tok), keep_partial_(keep_partial) {}
 
 void JsonlWriter::write(const json& j) {
-  out_ << dump(j) << '\n';
-  out_.flush();  // every finished line is on disk: a crash leaves a readable prefix
-  if (!out_) throw TraceError(path_ + ": write failed: " + std::strerror(errno));
+  // One write per line, unbuffered: every finished line is in the (temporary) file.
+  out_.write(dump(j) + '\n');
 }
 
 void JsonlWriter::header(const RunHeader& h) { write(header_json(h)); }
 void JsonlWriter::step(const StepEvent& e) { write(step_json(e, tok_)); }
-void JsonlWriter::summary(const Summary& s) { write(summary_json(s)); }
+void JsonlWriter::summary(const Summary& s) {
+  write(summary_json(s));
+  out_.commit();
+}
+
 void JsonlWriter::policy(const PolicyEvent& e) { write(context_json(e, tok_)); }
-void JsonlWriter::error(const std::string& message) { write({{"type", "error"}, {"message", message}}); }
+
+std::string JsonlWriter::finish_cut_short() {
+  if (!out_.open()) return path_;
+  if (!out_.in_place() && !keep_partial_ && regular_file_exists(path_)) {
+    const std::string partial = path_ + ".partial";
+    out_.commit_as(partial);
+    return partial;
+  }
+  out_.commit();
+  return path_;
+}
+
+std::string JsonlWriter::error(const std::string& message) {
+  write({{"type", "error"}, {"message", message}});
+  return finish_cut_short();
+}
+
+std::string JsonlWriter::interrupted(const std::string& signal) {
+  write({{"type", "interrupted"}, {"signal", signal}, {"message", "interrupted by " + signal}});
+  return finish_cut_short();
+}
 
 }  // namespace glassbox::traces

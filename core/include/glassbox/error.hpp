@@ -18,6 +18,7 @@ struct PluginError : Error { using Error::Error; ~PluginError() override; };    
 struct ConfigError : Error { using Error::Error; ~ConfigError() override; };        // unknown name, bad parameter/option value
 struct InputError : Error { using Error::Error; ~InputError() override; };          // prompt too long, bad input text
 struct TraceError : Error { using Error::Error; ~TraceError() override; };          // trace file unusable
+struct OutputError : Error { using Error::Error; ~OutputError() override; };        // an output file or stdout cannot be written
 
 // Rethrows `e` as a fresh object of the same glassbox type built by libglassbox itself.
 [[noreturn]] void rethrow_as_own(const Error& e);

@@ -41,6 +41,7 @@ class SamplerChain {
   std::vector<StageRecord> records_;  // one per stage, reused every step
   std::vector<float> raw_prob_;       // (vocab_size) model distribution, for "mass"
   std::vector<Candidate> scratch_;    // (vocab_size) for recording without disturbing cand_
+  int step_ = -1;                     // sample() calls since reset(): the engine's step, for messages
   std::size_t n_recorded_ = 0;       // stages that ran (and were recorded) last step
   float chosen_prob_ = 0, draw_u_ = -1;
 };

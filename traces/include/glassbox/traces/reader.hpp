@@ -18,6 +18,9 @@ struct Trace {
   std::vector<nlohmann::json> context;  // context-policy firings ("type": "context"), in order
   nlohmann::json summary;             // the last line; null only when read with require_summary = false
   int summary_line = 0;
+  // A trace cut short (read with require_summary = false): its last line's type ("error" or
+  // "interrupted") and message; empty for a complete trace or one that just stops (a crash).
+  std::string end_type, end_message;
 
   int vocab_size() const { return header["model"]["config"]["vocab_size"].get<int>(); }
   bool full() const { return header["trace_level"] == "full"; }
@@ -28,9 +31,14 @@ struct Trace {
   std::string sampler_chain() const;
 };
 
+// Limits on what a trace file may ask of the reader (docs/reliability.md): a longer line or deeper
+// nesting is a TraceError naming the line, before anything is allocated for it.
+inline constexpr std::size_t kMaxTraceLineBytes = std::size_t{64} << 20;  // a full step of a 1M-token vocabulary fits
+inline constexpr int kMaxTraceJsonDepth = 64;                                // the schema itself needs 5
+
 struct ReadOptions {
   // A trace without a summary (cut short by an error or a crash) is a TraceError unless false;
-  // with false, a trailing error line or a missing summary is accepted and summary stays null.
+  // with false, a trailing error or interrupted line or a missing summary is accepted and summary stays null.
   bool require_summary = true;
 };
 

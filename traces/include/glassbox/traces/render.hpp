@@ -11,6 +11,9 @@ namespace glassbox::traces {
 // Throws ConfigError for another format name, TraceError when Graphviz cannot lay out or write.
 void check_render_format(const std::string& format);
 
+// render_tree lays out at most this many steps (svg, png); more is a ConfigError suggesting --steps.
+inline constexpr int kMaxDrawnSteps = 400;
+
 struct TreeOptions {
   int top_k = 3;    // alternatives drawn per step (besides the chosen token)
   int first = 0;    // steps [first, last) ...

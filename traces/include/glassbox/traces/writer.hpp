@@ -1,11 +1,11 @@
 // Writes a run's trace as JSON Lines in the glassbox.trace/1 schema (docs/trace-format.md).
 #pragma once
-#include <fstream>
 #include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "glassbox/file_io.hpp"
 #include "glassbox/tokenizer.hpp"
 #include "glassbox/trace_events.hpp"
 
@@ -25,22 +25,31 @@ nlohmann::json summary_json(const Summary& s);
 nlohmann::json kv_json(const KvState& kv);
 nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
 
+// The trace goes to a temporary file beside `path` (file_io.hpp's OutputFile): the summary line renames
+// it over `path`. A run cut short ends it with an error or interrupted line (so it stays valid and says
+// so) and, when `path` already holds a file, puts it beside it as PATH.partial instead of replacing it,
+// unless `keep_partial`. Destroyed before either, the temporary file is removed and `path` is untouched.
 class JsonlWriter final : public TraceSink {
  public:
-  // Opens (truncates) `path`; throws TraceError when it cannot be written.
-  JsonlWriter(const std::string& path, const Tokenizer& tok);
+  // Throws OutputError when `path` cannot be written.
+  JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial = false);
   void header(const RunHeader& h) override;
   void step(const StepEvent& e) override;
-  void summary(const Summary& s) override;
+  void summary(const Summary& s) override;  // writes the last line and renames the file into place
   void policy(const PolicyEvent& e) override;
   // Records why a run stopped early: the trace then ends with an error line, never a summary.
-  void error(const std::string& message);
+  // Returns where the trace went (`path`, or PATH.partial beside an existing file).
+  std::string error(const std::string& message);
+  // The same for a run stopped by a signal ("SIGINT", "SIGTERM"): an interrupted line.
+  std::string interrupted(const std::string& signal);
 
  private:
   void write(const nlohmann::json& j);
+  std::string finish_cut_short();
   std::string path_;
-  std::ofstream out_;
+  OutputFile out_;
   const Tokenizer& tok_;
+  bool keep_partial_ = false;
 };
 
 }  // namespace glassbox::traces

@@ -1,0 +1,131 @@
+// Atomic output files (temp + fsync + rename) and the input-kind checks of file_io.hpp.
+#include "glassbox/file_io.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "glassbox/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace glassbox {
+
+namespace {
+
+std::string err() { return std::strerror(errno); }
+
+// The mode a plain creat() would give (0666 minus the umask): mkstemp's 0600 would surprise.
+mode_t default_mode() {
+  static const mode_t mode = [] {
+    const mode_t m = ::umask(022);
+    ::umask(m);
+    return static_cast<mode_t>(0666 & ~m);
+  }();
+  return mode;
+}
+
+}  // namespace
+
+std::optional<std::string> not_a_regular_file(const fs::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  if (S_ISREG(st.st_mode)) return std::nullopt;
+  if (S_ISDIR(st.st_mode)) return "is a folder, not a file";
+  if (S_ISFIFO(st.st_mode)) return "is a FIFO, not a regular file";
+  if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "is a device, not a regular file";
+  return "is not a regular file";
+}
+
+bool regular_file_exists(const fs::path& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+void refuse_output_over_input(const std::string& output, const std::string& option,
+                              const std::vector<std::pair<std::string, std::string>>& inputs) {
+  if (output.empty()) return;
+  struct stat out {};
+  if (::stat(output.c_str(), &out) != 0) return;  // a new file cannot be an input
+  if (!S_ISREG(out.st_mode)) return;              // /dev/null, /dev/stdout: written in place, read by nobody
+  for (const auto& [what, in] : inputs) {
+    struct stat st {};
+    if (in.empty() || ::stat(in.c_str(), &st) != 0) continue;
+    if (st.st_dev == out.st_dev && st.st_ino == out.st_ino)
+      throw ConfigError(option + " " + output + " is the same file as " + what + " " + in +
+                        ": refusing to overwrite an input");
+  }
+}
+
+OutputFile::OutputFile(fs::path path) : path_(std::move(path)) {
+  if (path_.empty()) throw OutputError("output file: empty path");
+  struct stat st {};
+  const bool exists = ::stat(path_.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) throw OutputError(path_.string() + ": is a folder, cannot write a file there");
+  if (exists && !S_ISREG(st.st_mode)) {
+    // A device or FIFO: renaming over it would replace the device node, so write to it directly.
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) throw OutputError(path_.string() + ": cannot write: " + err());
+    in_place_ = true;
+    return;
+  }
+  const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
+  std::string tmpl = (dir / ("." + path_.filename().string() + ".tmp-XXXXXX")).string();
+  fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  if (fd_ < 0) throw OutputError(path_.string() + ": cannot write (creating a temporary file in " + dir.string() + "): " + err());
+  tmp_ = tmpl;
+  ::fchmod(fd_, exists ? (st.st_mode & 07777) : default_mode());
+}
+
+OutputFile::~OutputFile() { discard(); }
+
+void OutputFile::close_fd() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+void OutputFile::discard() {
+  close_fd();
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  tmp_.clear();
+}
+
+void OutputFile::write(std::string_view data) {
+  if (fd_ < 0) throw OutputError(path_.string() + ": write after the file was closed");
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd_, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    // EFBIG: a file size limit (SIGXFSZ is ignored by the CLI so that it arrives as this error).
+    if (n <= 0) throw OutputError(path_.string() + ": write failed: " + (n < 0 ? err() : std::string("no progress")));
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+void OutputFile::commit() { commit_as(path_); }
+
+void OutputFile::commit_as(const fs::path& target) {
+  if (in_place_) {
+    close_fd();
+    return;
+  }
+  if (fd_ < 0 || tmp_.empty()) throw OutputError(path_.string() + ": commit after the file was closed");
+  if (::fsync(fd_) != 0) throw OutputError(path_.string() + ": cannot flush to disk: " + err());
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) throw OutputError(path_.string() + ": write failed on close: " + err());
+  if (::rename(tmp_.c_str(), target.c_str()) != 0) throw OutputError(target.string() + ": cannot replace: " + err());
+  tmp_.clear();
+}
+
+void write_file_atomically(const fs::path& path, std::string_view data) {
+  OutputFile f(path);
+  f.write(data);
+  f.commit();
+}
+
+}  // namespace glassbox

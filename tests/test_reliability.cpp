@@ -1,0 +1,525 @@
+// Hostile inputs and faults (issue 11, docs/reliability.md): malformed files and options across every
+// surface end in one clear error line and exit 2 within bounded time and memory; outputs are atomic.
+#define BOOST_TEST_MODULE reliability
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "glassbox/file_io.hpp"
+#include "glassbox/error.hpp"
+#include "support.hpp"
+
+namespace bdata = boost::unit_test::data;
+namespace fs = std::filesystem;
+using gbtest::run_cli;
+
+namespace {
+
+// ---- building bad files ----
+
+std::string i32(std::int32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
+std::string u32(std::uint32_t v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
+std::string u64(std::uint64_t v) { return std::string(reinterpret_cast<const char*>(&v), 8); }
+std::string f32(float v) { return std::string(reinterpret_cast<const char*>(&v), 4); }
+
+// A llama2.c legacy header: dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len.
+std::string legacy_header(std::int32_t dim, std::int32_t hidden, std::int32_t layers, std::int32_t heads, std::int32_t kv,
+                          std::int32_t vocab, std::int32_t seq) {
+  return i32(dim) + i32(hidden) + i32(layers) + i32(heads) + i32(kv) + i32(vocab) + i32(seq);
+}
+
+std::string tok_entry(float score, const std::string& piece) { return f32(score) + i32(static_cast<std::int32_t>(piece.size())) + piece; }
+
+std::string gguf_start(std::uint32_t version, std::uint64_t n_tensors, std::uint64_t n_kv) {
+  return std::string("GGUF") + u32(version) + u64(n_tensors) + u64(n_kv);
+}
+
+// The folder of bad files, made once.
+const fs::path& bad_dir() {
+  static const fs::path dir = [] {
+    const fs::path d = gbtest::temp_dir("reliability-inputs");
+    auto put = [&](const std::string& name, const std::string& data) { gbtest::write_file(d / name, data); };
+    const std::string model = gbtest::shared_dir() ? gbtest::read_file(gbtest::shared("models/stories260K.bin")) : std::string();
+    const std::string weights = model.size() > 28 ? model.substr(28) : std::string();
+    put("empty.bin", "");
+    put("short.bin", "abc");
+    put("neg_dim.bin", legacy_header(-64, 172, 5, 8, 4, 512, 512) + weights);
+    put("zero_layers.bin", legacy_header(64, 172, 0, 8, 4, 512, 512) + weights);
+    put("zero_heads.bin", legacy_header(64, 172, 5, 0, 4, 512, 512) + weights);
+    put("heads_7.bin", legacy_header(64, 172, 5, 7, 4, 512, 512) + weights);
+    put("kv_gt_heads.bin", legacy_header(64, 172, 5, 8, 16, 512, 512) + weights);
+    put("vocab_zero.bin", legacy_header(64, 172, 5, 8, 4, 0, 512) + weights);
+    put("seq_zero.bin", legacy_header(64, 172, 5, 8, 4, 512, 0) + weights);
+    put("seq_huge.bin", legacy_header(64, 172, 5, 8, 4, 512, 1000000) + weights);
+    put("dims_huge.bin", legacy_header(1 << 30, 1 << 30, 1 << 20, 1 << 10, 1 << 10, 1 << 30, 1 << 30) + weights);
+    put("truncated.bin", model.substr(0, std::min<std::size_t>(model.size(), 100000)));
+    put("header_only.bin", model.substr(0, std::min<std::size_t>(model.size(), 28)));
+    put("ak42_version.bin", u32(0x616b3432) + i32(7) + std::string(248, '\0'));
+    put("ak42_short.bin", u32(0x616b3432) + i32(1) + std::string(10, '\0'));
+    put("gguf_magic.bin", "GGUF");
+    put("gguf_version.bin", gguf_start(99, 0, 0));
+    put("gguf_tensors.bin", gguf_start(3, std::uint64_t(1) << 62, 0));
+    put("gguf_kvs.bin", gguf_start(3, 0, std::uint64_t(1) << 62));
+    put("gguf_keylen.bin", gguf_start(3, 0, 1) + u64(std::uint64_t(1) << 60) + "key");
+    put("gguf_strlen.bin", gguf_start(3, 0, 1) + u64(3) + "key" + u32(8) + u64(std::uint64_t(1) << 60) + "v");
+    put("gguf_arrlen.bin", gguf_start(3, 0, 1) + u64(3) + "key" + u32(9) + u32(6) + u64(std::uint64_t(1) << 61));
+    put("gguf_type.bin", gguf_start(3, 0, 1) + u64(3) + "key" + u32(99) + u64(0));
+    if (gbtest::shared_dir()) {
+      const std::string g = gbtest::read_file(gbtest::shared("gguf/stories260K-f32.gguf"));
+      put("gguf_trunc_head.gguf", g.substr(0, 1000));
+      put("gguf_trunc_half.gguf", g.substr(0, g.size() / 2));
+    }
+    // llama2.c tokenizer.bin files: max_token_length, then (score, len, bytes) per token.
+    const std::string three = tok_entry(0, "<unk>") + tok_entry(0, "<s>") + tok_entry(0, "</s>");
+    put("tok_empty.bin", "");
+    put("tok_maxlen0.bin", i32(0) + three);
+    put("tok_maxlen_huge.bin", i32(1 << 30) + three);
+    put("tok_neglen.bin", i32(8) + three + f32(0) + i32(-5));
+    put("tok_len_gt_max.bin", i32(8) + three + tok_entry(0, "0123456789abc"));
+    put("tok_trunc_piece.bin", i32(8) + three + f32(0) + i32(6) + "ab");
+    put("tok_nan_score.bin", i32(8) + three + tok_entry(std::nanf(""), "ab"));
+    put("tok_two.bin", i32(8) + tok_entry(0, "<unk>") + tok_entry(0, "<s>"));
+    put("tok_trunc_header.bin", i32(8) + three + f32(0) + "\x01");
+    // byte-level BPE tokenizer.json files
+    put("bpe_not_json.json", "{not json");
+    put("bpe_empty.json", "{}");
+    put("bpe_deep.json", std::string(100000, '[') + std::string(100000, ']'));
+    put("bpe_wrong_model.json", R"({"model":{"type":"Unigram","vocab":[]}})");
+    // YAML configs
+    put("cfg_invalid.yaml", "a: [b\n");
+    put("cfg_list.yaml", "- a\n- b\n");
+    put("cfg_unknown.yaml", "colour: red\n");
+    put("cfg_bad_int.yaml", "max_tokens: lots\n");
+    put("cfg_seed_neg.yaml", "seed: -1\n");
+    put("cfg_deep.yaml", "sampler: " + std::string(5000, '[') + std::string(5000, ']') + "\n");
+    put("cfg_sampler.yaml", "sampler:\n  - name: top-k\n    k: -3\n");
+    put("cfg_huge_int.yaml", "max_tokens: 99999999999999999999\n");
+    // traces
+    put("tr_empty.jsonl", "");
+    put("tr_text.jsonl", "hello\n");
+    put("tr_binary.jsonl", std::string("\x00\x01\x02\xff\xfe\n", 6));
+    put("tr_deep.jsonl", R"({"type":"header","x":)" + std::string(100000, '[') + std::string(100000, ']') + "}\n");
+    put("tr_schema.jsonl", R"({"type":"header","schema":"glassbox.trace/99"})" "\n");
+    put("tr_step_first.jsonl", R"({"type":"step","step":0})" "\n");
+    put("tr_array.jsonl", "[1,2,3]\n");
+    put("tr_numbers.jsonl", R"({"type":"header","schema":"glassbox.trace/1","model":{"path":"m","sha256":1e999}})" "\n");
+    {
+      // 1,200 steps (the topk40 golden's decode step repeated): more than trace render lays out.
+      auto lines = gbtest::read_jsonl(fs::path(GLASSBOX_SOURCE_DIR) / "tests" / "golden" / "stories260K-topk40-temp0.8-seed7.jsonl");
+      nlohmann::json h = lines.at(0), s0 = lines.at(1);
+      const int n = 1200, tok = s0["token"]["id"], pos = s0["pos"];
+      h["max_tokens"] = n;
+      std::string out = h.dump() + "\n" + s0.dump() + "\n";
+      for (int k = 1; k < n; ++k) {
+        nlohmann::json st = lines.at(2);
+        st["step"] = k, st["pos"] = pos + k, st["input_ids"] = {tok}, st["token"]["id"] = tok, st["draw"]["selected"] = tok;
+        out += st.dump() + "\n";
+      }
+      out += nlohmann::json{{"type", "summary"}, {"generated", n}, {"stop_reason", "max_tokens"}, {"ttft_ms", 1},
+                            {"prefill_tok_s", 1}, {"decode_tok_s", 1}}.dump() + "\n";
+      put("tr_1200_steps.jsonl", out);
+    }
+    ::mkfifo((d / "fifo").c_str(), 0600);
+    fs::create_directories(d / "folder");
+    return d;
+  }();
+  static const struct Cleanup {
+    ~Cleanup() { fs::remove_all(dir); }
+  } cleanup;
+  return dir;
+}
+
+std::string bad(const std::string& name) { return (bad_dir() / name).string(); }
+std::string model() { return gbtest::shared("models/stories260K.bin").string(); }
+std::string tok() { return gbtest::shared("models/tok512.bin").string(); }
+std::string golden() { return (fs::path(GLASSBOX_SOURCE_DIR) / "tests" / "golden" / "stories260K-greedy.jsonl").string(); }
+
+std::vector<std::string> run_with(std::vector<std::string> more, const std::string& max_tokens = "2") {
+  std::vector<std::string> a{"run", "--model", model(), "--tokenizer", tok(), "--prompt", "Once", "--max-tokens", max_tokens};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+std::vector<std::string> run_model(const std::string& m) { return {"run", "--model", m, "--tokenizer", tok(), "--prompt", "x", "--max-tokens", "2"}; }
+std::vector<std::string> run_tok(const std::string& t) { return {"run", "--model", model(), "--tokenizer", t, "--prompt", "x", "--max-tokens", "2"}; }
+
+struct Case {
+  const char* name;
+  std::function<std::vector<std::string>()> args;
+  std::function<std::string()> expect;  // a part of the one error line: the file or option it names
+  std::function<std::string()> file;    // the input whose size bounds the memory (empty: none)
+};
+std::ostream& operator<<(std::ostream& o, const Case& c) { return o << c.name; }
+
+auto same(std::string s) { return [s] { return s; }; }
+auto file_is(std::string name) { return [name] { return bad(name); }; }
+auto none() { return [] { return std::string(); }; }
+
+const Case kCases[] = {
+    // llama2.c checkpoints
+    {"model_empty", [] { return run_model(bad("empty.bin")); }, file_is("empty.bin"), file_is("empty.bin")},
+    {"model_3_bytes", [] { return run_model(bad("short.bin")); }, file_is("short.bin"), file_is("short.bin")},
+    {"model_negative_dim", [] { return run_model(bad("neg_dim.bin")); }, file_is("neg_dim.bin"), file_is("neg_dim.bin")},
+    {"model_zero_layers", [] { return run_model(bad("zero_layers.bin")); }, file_is("zero_layers.bin"), file_is("zero_layers.bin")},
+    {"model_zero_heads", [] { return run_model(bad("zero_heads.bin")); }, file_is("zero_heads.bin"), file_is("zero_heads.bin")},
+    {"model_heads_not_dividing_dim", [] { return run_model(bad("heads_7.bin")); }, file_is("heads_7.bin"), file_is("heads_7.bin")},
+    {"model_kv_heads_above_heads", [] { return run_model(bad("kv_gt_heads.bin")); }, file_is("kv_gt_heads.bin"), file_is("kv_gt_heads.bin")},
+    {"model_vocab_zero", [] { return run_model(bad("vocab_zero.bin")); }, file_is("vocab_zero.bin"), file_is("vocab_zero.bin")},
+    {"model_seq_len_zero", [] { return run_model(bad("seq_zero.bin")); }, file_is("seq_zero.bin"), file_is("seq_zero.bin")},
+    {"model_seq_len_huge_v0", [] { return run_model(bad("seq_huge.bin")); }, file_is("seq_huge.bin"), file_is("seq_huge.bin")},
+    {"model_dims_overflow", [] { return run_model(bad("dims_huge.bin")); }, file_is("dims_huge.bin"), file_is("dims_huge.bin")},
+    {"model_truncated", [] { return run_model(bad("truncated.bin")); }, file_is("truncated.bin"), file_is("truncated.bin")},
+    {"model_header_only", [] { return run_model(bad("header_only.bin")); }, file_is("header_only.bin"), file_is("header_only.bin")},
+    {"model_ak42_bad_version", [] { return run_model(bad("ak42_version.bin")); }, file_is("ak42_version.bin"), file_is("ak42_version.bin")},
+    {"model_ak42_short", [] { return run_model(bad("ak42_short.bin")); }, file_is("ak42_short.bin"), file_is("ak42_short.bin")},
+    {"model_fifo", [] { return run_model(bad("fifo")); }, file_is("fifo"), none()},
+    {"model_folder", [] { return run_model(bad("folder")); }, file_is("folder"), none()},
+    {"model_dev_zero", [] { return run_model("/dev/zero"); }, same("/dev/zero"), none()},
+    {"model_missing", [] { return run_model(bad("nonexistent.bin")); }, file_is("nonexistent.bin"), none()},
+    // GGUF
+    {"gguf_magic_only", [] { return run_model(bad("gguf_magic.bin")); }, file_is("gguf_magic.bin"), file_is("gguf_magic.bin")},
+    {"gguf_unknown_version", [] { return run_model(bad("gguf_version.bin")); }, file_is("gguf_version.bin"), file_is("gguf_version.bin")},
+    {"gguf_2e62_tensors", [] { return run_model(bad("gguf_tensors.bin")); }, file_is("gguf_tensors.bin"), file_is("gguf_tensors.bin")},
+    {"gguf_2e62_keys", [] { return run_model(bad("gguf_kvs.bin")); }, file_is("gguf_kvs.bin"), file_is("gguf_kvs.bin")},
+    {"gguf_key_length_2e60", [] { return run_model(bad("gguf_keylen.bin")); }, file_is("gguf_keylen.bin"), file_is("gguf_keylen.bin")},
+    {"gguf_string_length_2e60", [] { return run_model(bad("gguf_strlen.bin")); }, file_is("gguf_strlen.bin"), file_is("gguf_strlen.bin")},
+    {"gguf_array_length_2e61", [] { return run_model(bad("gguf_arrlen.bin")); }, file_is("gguf_arrlen.bin"), file_is("gguf_arrlen.bin")},
+    {"gguf_unknown_value_type", [] { return run_model(bad("gguf_type.bin")); }, file_is("gguf_type.bin"), file_is("gguf_type.bin")},
+    {"gguf_truncated_in_header", [] { return run_model(bad("gguf_trunc_head.gguf")); }, file_is("gguf_trunc_head.gguf"), file_is("gguf_trunc_head.gguf")},
+    {"gguf_truncated_in_data", [] { return run_model(bad("gguf_trunc_half.gguf")); }, file_is("gguf_trunc_half.gguf"), file_is("gguf_trunc_half.gguf")},
+    // llama2.c tokenizer files
+    {"tok_empty", [] { return run_tok(bad("tok_empty.bin")); }, file_is("tok_empty.bin"), file_is("tok_empty.bin")},
+    {"tok_max_length_0", [] { return run_tok(bad("tok_maxlen0.bin")); }, file_is("tok_maxlen0.bin"), file_is("tok_maxlen0.bin")},
+    {"tok_max_length_2e30", [] { return run_tok(bad("tok_maxlen_huge.bin")); }, file_is("tok_maxlen_huge.bin"), file_is("tok_maxlen_huge.bin")},
+    {"tok_negative_length", [] { return run_tok(bad("tok_neglen.bin")); }, file_is("tok_neglen.bin"), file_is("tok_neglen.bin")},
+    {"tok_length_above_max", [] { return run_tok(bad("tok_len_gt_max.bin")); }, file_is("tok_len_gt_max.bin"), file_is("tok_len_gt_max.bin")},
+    {"tok_truncated_piece", [] { return run_tok(bad("tok_trunc_piece.bin")); }, file_is("tok_trunc_piece.bin"), file_is("tok_trunc_piece.bin")},
+    {"tok_truncated_entry", [] { return run_tok(bad("tok_trunc_header.bin")); }, file_is("tok_trunc_header.bin"), file_is("tok_trunc_header.bin")},
+    {"tok_nan_score", [] { return run_tok(bad("tok_nan_score.bin")); }, file_is("tok_nan_score.bin"), file_is("tok_nan_score.bin")},
+    {"tok_two_tokens", [] { return run_tok(bad("tok_two.bin")); }, file_is("tok_two.bin"), file_is("tok_two.bin")},
+    {"tok_fifo", [] { return run_tok(bad("fifo")); }, file_is("fifo"), none()},
+    {"tok_dev_zero", [] { return run_tok("/dev/zero"); }, same("/dev/zero"), none()},
+    {"tok_other_vocabulary", [] { return run_tok(gbtest::shared("models/tokenizer.bin").string()); }, same("tokenizer.bin"), none()},
+    // byte-level BPE tokenizer.json
+    {"bpe_not_json", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_not_json.json"), "x"}; }, file_is("bpe_not_json.json"), file_is("bpe_not_json.json")},
+    {"bpe_empty_object", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_empty.json"), "x"}; }, file_is("bpe_empty.json"), file_is("bpe_empty.json")},
+    {"bpe_deep_nesting", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_deep.json"), "x"}; }, file_is("bpe_deep.json"), file_is("bpe_deep.json")},
+    {"bpe_not_bpe", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_wrong_model.json"), "x"}; }, file_is("bpe_wrong_model.json"), file_is("bpe_wrong_model.json")},
+    {"bpe_fifo", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("fifo"), "x"}; }, file_is("fifo"), none()},
+    // YAML configs
+    {"config_invalid_yaml", [] { return run_with({"--config", bad("cfg_invalid.yaml")}); }, file_is("cfg_invalid.yaml"), file_is("cfg_invalid.yaml")},
+    {"config_a_list", [] { return run_with({"--config", bad("cfg_list.yaml")}); }, file_is("cfg_list.yaml"), file_is("cfg_list.yaml")},
+    {"config_unknown_key", [] { return run_with({"--config", bad("cfg_unknown.yaml")}); }, same("colour"), file_is("cfg_unknown.yaml")},
+    {"config_max_tokens_text", [] { return run_with({"--config", bad("cfg_bad_int.yaml")}); }, file_is("cfg_bad_int.yaml"), file_is("cfg_bad_int.yaml")},
+    {"config_max_tokens_2e20", [] { return run_with({"--config", bad("cfg_huge_int.yaml")}); }, file_is("cfg_huge_int.yaml"), file_is("cfg_huge_int.yaml")},
+    {"config_seed_negative", [] { return run_with({"--config", bad("cfg_seed_neg.yaml")}); }, same("seed"), file_is("cfg_seed_neg.yaml")},
+    {"config_deep_nesting", [] { return run_with({"--config", bad("cfg_deep.yaml")}); }, file_is("cfg_deep.yaml"), file_is("cfg_deep.yaml")},
+    {"config_negative_top_k", [] { return run_with({"--config", bad("cfg_sampler.yaml")}); }, same("'k'"), file_is("cfg_sampler.yaml")},
+    {"config_fifo", [] { return run_with({"--config", bad("fifo")}); }, file_is("fifo"), none()},
+    {"config_missing", [] { return run_with({"--config", bad("nonexistent.yaml")}); }, file_is("nonexistent.yaml"), none()},
+    // options
+    {"seed_minus_1", [] { return run_with({"--seed", "-1"}); }, same("--seed"), none()},
+    {"seed_2e64", [] { return run_with({"--seed", "18446744073709551616"}); }, same("--seed"), none()},
+    {"max_tokens_negative", [] { return run_with({"--max-tokens", "-1"}); }, same("max-tokens"), none()},
+    {"context_zero", [] { return run_with({"--context", "0"}); }, same("--context"), none()},
+    {"context_1e9", [] { return run_with({"--context", "1000000000"}); }, same("--context"), none()},
+    {"context_above_model", [] { return run_with({"--context", "100000"}); }, same("--context"), none()},
+    {"kv_capacity_wraps_32_bits", [] { return run_with({"--attention", "kv-cache:4294967396"}); }, same("capacity"), none()},
+    {"kv_capacity_negative", [] { return run_with({"--attention", "kv-cache:-1"}); }, same("capacity"), none()},
+    {"temperature_1e-40", [] { return run_with({"--sampler", "temperature:1e-40"}); }, same("temperature"), none()},
+    {"temperature_overflows_logits", [] { return run_with({"--sampler", "temperature:1.5e-38,dist"}); }, same("step 0: sampler stage 'temperature' produced an infinite logit"), none()},
+    {"repetition_penalty_overflows_logits", [] { return std::vector<std::string>{"run", "--model", model(), "--tokenizer", tok(), "--prompt", "Once upon a time", "--sampler", "repetition-penalty:1.5e-38,dist"}; }, same("step 0: sampler stage 'repetition-penalty' produced an infinite logit"), none()},
+    {"repetition_penalty_1e-300", [] { return run_with({"--sampler", "repetition-penalty:1e-300"}); }, same("penalty"), none()},
+    {"frequency_penalty_1e300", [] { return run_with({"--sampler", "frequency-penalty:1e300"}); }, same("penalty"), none()},
+    {"presence_penalty_minus_1e300", [] { return run_with({"--sampler", "presence-penalty:-1e300"}); }, same("penalty"), none()},
+    {"repetition_last_n_1e9", [] { return run_with({"--sampler", "repetition-penalty:penalty=1.1;last_n=1000000000"}); }, same("last_n"), none()},
+    {"top_k_negative", [] { return run_with({"--sampler", "top-k:-1"}); }, same("top-k"), none()},
+    {"top_p_2", [] { return run_with({"--sampler", "top-p:2"}); }, same("top-p"), none()},
+    {"min_p_nan", [] { return run_with({"--sampler", "min-p:nan"}); }, same("min-p"), none()},
+    {"unknown_sampler", [] { return run_with({"--sampler", "nosuch"}); }, same("nosuch"), none()},
+    {"logit_bias_outside_vocab", [] { return run_with({"--sampler", "logit-bias:99999=1.0"}); }, same("99999"), none()},
+    {"logit_bias_nan", [] { return run_with({"--sampler", "logit-bias:5=nan"}); }, same("logit-bias"), none()},
+    {"trace_level_verbose", [] { return run_with({"--trace-level", "verbose"}); }, same("verbose"), none()},
+    {"trace_top_0", [] { return run_with({"--trace-top", "0"}); }, same("--trace-top"), none()},
+    {"replay_missing", [] { return run_with({"--replay", bad("nonexistent.jsonl")}); }, file_is("nonexistent.jsonl"), none()},
+    {"replay_fifo", [] { return run_with({"--replay", bad("fifo")}); }, file_is("fifo"), none()},
+    {"bench_int_overflow", [] { return std::vector<std::string>{"bench", "--model", model(), "--tokenizer", tok(), "--prompt-tokens", "2147483647", "--gen-tokens", "2147483647"}; }, same("--prompt-tokens"), none()},
+    {"unknown_command", [] { return std::vector<std::string>{"frobnicate"}; }, same("frobnicate"), none()},
+    // traces
+    {"trace_dev_zero", [] { return std::vector<std::string>{"trace", "validate", "/dev/zero"}; }, same("/dev/zero"), none()},
+    {"trace_fifo", [] { return std::vector<std::string>{"trace", "validate", bad("fifo")}; }, file_is("fifo"), none()},
+    {"trace_empty", [] { return std::vector<std::string>{"trace", "validate", bad("tr_empty.jsonl")}; }, file_is("tr_empty.jsonl"), file_is("tr_empty.jsonl")},
+    {"trace_text", [] { return std::vector<std::string>{"trace", "validate", bad("tr_text.jsonl")}; }, file_is("tr_text.jsonl"), file_is("tr_text.jsonl")},
+    {"trace_binary", [] { return std::vector<std::string>{"trace", "validate", bad("tr_binary.jsonl")}; }, file_is("tr_binary.jsonl"), file_is("tr_binary.jsonl")},
+    {"trace_deep_nesting", [] { return std::vector<std::string>{"trace", "validate", bad("tr_deep.jsonl")}; }, same("nested deeper"), file_is("tr_deep.jsonl")},
+    {"trace_html_deep_nesting", [] { return std::vector<std::string>{"trace", "html", bad("tr_deep.jsonl"), "-o", bad("deep.html")}; }, file_is("tr_deep.jsonl"), file_is("tr_deep.jsonl")},
+    {"trace_other_schema", [] { return std::vector<std::string>{"trace", "validate", bad("tr_schema.jsonl")}; }, same("glassbox.trace/99"), file_is("tr_schema.jsonl")},
+    {"trace_step_first", [] { return std::vector<std::string>{"trace", "validate", bad("tr_step_first.jsonl")}; }, file_is("tr_step_first.jsonl"), file_is("tr_step_first.jsonl")},
+    {"trace_array_line", [] { return std::vector<std::string>{"trace", "validate", bad("tr_array.jsonl")}; }, file_is("tr_array.jsonl"), file_is("tr_array.jsonl")},
+    {"trace_number_overflow", [] { return std::vector<std::string>{"trace", "validate", bad("tr_numbers.jsonl")}; }, file_is("tr_numbers.jsonl"), file_is("tr_numbers.jsonl")},
+    {"diff_atol_nan", [] { return std::vector<std::string>{"trace", "diff", "--atol", "nan", golden(), golden()}; }, same("--atol"), none()},
+    {"diff_kl_negative", [] { return std::vector<std::string>{"trace", "diff", "--kl", "-1", golden(), golden()}; }, same("--kl"), none()},
+    {"diff_rtol_inf", [] { return std::vector<std::string>{"trace", "diff", "--rtol", "inf", golden(), golden()}; }, same("--rtol"), none()},
+    {"render_1200_steps", [] { return std::vector<std::string>{"trace", "render", bad("tr_1200_steps.jsonl"), "-o", bad("r.svg")}; }, same("--steps A:B"), file_is("tr_1200_steps.jsonl")},
+    {"render_fifo", [] { return std::vector<std::string>{"trace", "render", bad("fifo"), "-o", bad("r.svg")}; }, file_is("fifo"), none()},
+    {"html_output_is_input", [] { return std::vector<std::string>{"trace", "html", bad("tr_text.jsonl"), "-o", bad("tr_text.jsonl")}; }, same("refusing to overwrite"), none()},
+};
+
+// Under AddressSanitizer (tools/sanitize.sh) the CLI reserves terabytes of shadow address space, so an
+// address-space limit cannot be applied: the memory bound is then checked by the normal build only.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAsLimit = false;
+#else
+constexpr bool kAsLimit = true;
+#endif
+std::string as_limit(std::uint64_t bytes) { return kAsLimit ? "prlimit --as=" + std::to_string(bytes) : std::string(); }
+
+// Address-space baseline of the CLI on a good run (libraries, thread stacks): the smallest of a
+// ladder of limits under which it still succeeds.
+std::uint64_t baseline_bytes() {
+  static const std::uint64_t b = [] {
+    for (std::uint64_t mib : {16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 1024}) {
+      if (!kAsLimit) return std::uint64_t(0);
+      const auto r = run_cli(run_with({}), "prlimit --as=" + std::to_string(mib << 20));
+      if (r.rc == 0) return mib << 20;
+    }
+    return std::uint64_t(2048) << 20;
+  }();
+  return b;
+}
+
+void expect_one_error(const gbtest::CliResult& r, const std::string& part) {
+  BOOST_TEST(r.rc == 2, "exit code " << r.rc << "; stderr: " << r.err);
+  std::vector<std::string> errors;
+  std::string line;
+  std::istringstream in(r.err);
+  while (std::getline(in, line))
+    if (line.rfind("glassbox: error:", 0) == 0 || line.rfind("glassbox: internal error:", 0) == 0) errors.push_back(line);
+  BOOST_TEST_REQUIRE(errors.size() == 1u, "one error line expected; stderr: " << r.err);
+  BOOST_TEST(errors[0].find(part) != std::string::npos, "'" << part << "' not in: " << errors[0]);
+  BOOST_TEST(errors[0].find("internal error") == std::string::npos, errors[0]);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(malformed, *boost::unit_test::precondition(gbtest::NeedsShared()))
+
+// Each bad input: one error line naming it, exit 2, within 20 s, within 2 x its size + 64 MiB beyond
+// the CLI's own baseline address space.
+BOOST_DATA_TEST_CASE(one_line_error_exit_2_bounded_time_and_memory, bdata::make(kCases), c) {
+  const std::string file = c.file();
+  const std::uint64_t size = file.empty() ? 0 : fs::file_size(file);
+  const std::uint64_t limit = 2 * size + (std::uint64_t(64) << 20) + baseline_bytes();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_cli(c.args(), as_limit(limit) + " timeout 20");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(s < 20.0, c.name << " took " << s << " s");
+  expect_one_error(r, c.expect());
+}
+
+// A 1 MB ak42 checkpoint whose header says seq_len = 10^6: the RoPE table and KV cache follow the run's
+// context (capped at 4096 by default), not seq_len, so it runs within the same memory bound.
+BOOST_AUTO_TEST_CASE(huge_seq_len_allocates_by_the_runs_context) {
+  const fs::path dir = gbtest::temp_dir("rel-v1");
+  std::string h = u32(0x616b3432) + i32(1) + i32(64) + i32(172) + i32(5) + i32(8) + i32(4) + i32(512) + i32(1000000) + std::string(1, '\1');
+  h.resize(256, '\0');
+  gbtest::write_file(dir / "v1.bin", h + std::string(1040384 - 256, '\0'));  // zero weights: the size the header implies
+  const std::uint64_t limit = 2 * fs::file_size(dir / "v1.bin") + (std::uint64_t(64) << 20) + baseline_bytes();
+  const auto r = run_cli(run_model((dir / "v1.bin").string()), as_limit(limit));
+  BOOST_TEST(r.rc == 0, r.err);
+  BOOST_TEST(r.err.find("using a context of 4096") != std::string::npos, r.err);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(there_are_sixty_plus_cases) { BOOST_TEST(std::size(kCases) >= 60u); }
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(outputs, *boost::unit_test::precondition(gbtest::NeedsShared()))
+
+// A run that fails after its trace was opened leaves an existing trace byte for byte as it was; the
+// cut-short trace goes beside it as TRACE.partial and validates (with --partial) as cut short.
+BOOST_AUTO_TEST_CASE(failed_run_leaves_an_existing_trace_untouched) {
+  const fs::path dir = gbtest::temp_dir("rel-keep");
+  const fs::path trace = dir / "t.jsonl";
+  BOOST_TEST_REQUIRE(run_cli(run_with({"--trace", trace.string()})).rc == 0);
+  const std::string before = gbtest::read_file(trace);
+  const auto r = run_cli(run_with({"--trace", trace.string(), "--attention", "kv-cache:4"}, "20"));
+  expect_one_error(r, "capacity of 4");
+  BOOST_TEST(gbtest::read_file(trace) == before);
+  BOOST_TEST(r.err.find(trace.string() + ".partial") != std::string::npos, r.err);
+  const auto v = run_cli({"trace", "validate", "--partial", trace.string() + ".partial"});
+  BOOST_TEST(v.rc == 0, v.err);
+  BOOST_TEST(v.out.find("cut short: error") != std::string::npos, v.out);
+  // Asked to, the cut-short trace replaces it.
+  const auto k = run_cli(run_with({"--trace", trace.string(), "--attention", "kv-cache:4", "--trace-keep-partial"}, "20"));
+  BOOST_TEST(k.rc == 2);
+  BOOST_TEST(gbtest::read_jsonl(trace).back()["type"] == "error");
+  // A failure before the trace opens (a bad model) touches nothing at all.
+  gbtest::write_file(trace, before);
+  run_cli({"run", "--model", bad("short.bin"), "--tokenizer", tok(), "--trace", trace.string()});
+  BOOST_TEST(gbtest::read_file(trace) == before);
+  // No temporary files are left behind.
+  for (const auto& e : fs::directory_iterator(dir)) BOOST_TEST(e.path().filename().string().find(".tmp-") == std::string::npos, e.path());
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(trace_equal_to_an_input_is_refused) {
+  const fs::path dir = gbtest::temp_dir("rel-input");
+  fs::copy_file(model(), dir / "m.bin");
+  fs::copy_file(tok(), dir / "tok.bin");
+  gbtest::write_file(dir / "c.yaml", "max_tokens: 2\n");
+  fs::copy_file(golden(), dir / "g.jsonl");
+  fs::create_symlink(dir / "m.bin", dir / "link.bin");
+  const std::string m = (dir / "m.bin").string(), t = (dir / "tok.bin").string();
+  const std::string m_bytes = gbtest::read_file(m), t_bytes = gbtest::read_file(t), g_bytes = gbtest::read_file(dir / "g.jsonl");
+  struct { std::string trace, option; } cases[] = {
+      {m, "--model"}, {(dir / "link.bin").string(), "--model"}, {t, "--tokenizer"}, {(dir / "c.yaml").string(), "--config"}};
+  for (const auto& c : cases) {
+    const auto r = run_cli({"run", "--model", m, "--tokenizer", t, "--config", (dir / "c.yaml").string(), "--trace", c.trace});
+    expect_one_error(r, "is the same file as " + c.option);
+  }
+  const auto r = run_cli({"run", "--model", m, "--tokenizer", t, "--replay", (dir / "g.jsonl").string(), "--trace", (dir / "g.jsonl").string()});
+  expect_one_error(r, "is the same file as --replay");
+  BOOST_TEST(gbtest::read_file(m) == m_bytes);
+  BOOST_TEST(gbtest::read_file(t) == t_bytes);
+  BOOST_TEST(gbtest::read_file(dir / "g.jsonl") == g_bytes);
+  fs::remove_all(dir);
+}
+
+// SIGINT after the first streamed token: the run stops between steps, exits 130, and its trace ends in
+// an interrupted line that validates (--partial) as interrupted.
+BOOST_AUTO_TEST_CASE(sigint_mid_run_leaves_a_trace_marked_interrupted) {
+  const fs::path dir = gbtest::temp_dir("rel-sigint");
+  const fs::path trace = dir / "t.jsonl";
+  int out[2];
+  BOOST_TEST_REQUIRE(::pipe(out) == 0);
+  const pid_t pid = ::fork();
+  BOOST_TEST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(out[1], 1);
+    ::close(out[0]);
+    ::close(out[1]);
+    // Slow enough to interrupt: every logit traced (full), stdout read one byte at a time by the parent.
+    ::execl(GLASSBOX_BIN, "glassbox", "run", "--model", model().c_str(), "--tokenizer", tok().c_str(), "--prompt", "Once",
+            "--max-tokens", "100000", "--trace", trace.c_str(), "--trace-level", "full", (char*)nullptr);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  char ch;
+  BOOST_TEST_REQUIRE(::read(out[0], &ch, 1) == 1);  // the first streamed token
+  ::kill(pid, SIGINT);
+  while (::read(out[0], &ch, 1) > 0) {}
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT), "status " << status);
+  const auto lines = gbtest::read_jsonl(trace);
+  BOOST_TEST_REQUIRE(lines.size() >= 2u);
+  BOOST_TEST(lines.back()["type"] == "interrupted");
+  BOOST_TEST(lines.back()["signal"] == "SIGINT");
+  const auto v = run_cli({"trace", "validate", "--partial", trace.string()});
+  BOOST_TEST(v.rc == 0, v.err);
+  BOOST_TEST(v.out.find("cut short: interrupted") != std::string::npos, v.out);
+  // Without --partial the validator says it was cut short (exit 2), naming the last line.
+  const auto strict = run_cli({"trace", "validate", trace.string()});
+  expect_one_error(strict, "cut short: the run was interrupted by SIGINT");
+  fs::remove_all(dir);
+}
+
+// Two runs writing one trace at once: each writes its own temporary file and renames it, so the result
+// is always one whole valid trace (never interleaved bytes).
+BOOST_AUTO_TEST_CASE(concurrent_writers_never_interleave) {
+  const fs::path dir = gbtest::temp_dir("rel-concurrent");
+  const fs::path trace = dir / "t.jsonl";
+  for (int round = 0; round < 3; ++round) {
+    const std::string a = "\"" + std::string(GLASSBOX_BIN) + "\" run --model " + model() + " --tokenizer " + tok() +
+                          " --prompt Once --max-tokens 60 --trace-level full --trace " + trace.string() + " >/dev/null 2>&1";
+    const std::string cmd = "(" + a + " --seed 1 & " + a + " --seed 2 & " + a + " --seed 3 & wait)";
+    BOOST_TEST_REQUIRE(std::system(cmd.c_str()) == 0);
+    const auto v = run_cli({"trace", "validate", trace.string()});
+    BOOST_TEST(v.rc == 0, v.err);
+  }
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(write_errors_on_stdout_exit_non_zero) {
+  for (const std::string redirect : {"> /dev/full", ">&-"}) {
+    const std::string cmd = "\"" + std::string(GLASSBOX_BIN) + "\" run --model " + model() + " --tokenizer " + tok() +
+                            " --prompt Once --max-tokens 5 " + redirect + " 2>/dev/null";
+    const int status = std::system(cmd.c_str());
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 2), redirect << ": status " << status);
+  }
+  const std::string v = "\"" + std::string(GLASSBOX_BIN) + "\" trace validate " + golden() + " > /dev/full 2>/dev/null";
+  const int status = std::system(v.c_str());
+  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 2), "trace validate > /dev/full: status " << status);
+}
+
+// A file size limit mid-trace is a write error naming the file (not a kill by SIGXFSZ, not a half line in place).
+BOOST_AUTO_TEST_CASE(file_size_limit_is_an_error_and_leaves_no_file) {
+  const fs::path dir = gbtest::temp_dir("rel-fsize");
+  const fs::path trace = dir / "t.jsonl";
+  const auto r = run_cli(run_with({"--trace", trace.string(), "--trace-level", "full"}, "50"), "prlimit --fsize=20000");
+  expect_one_error(r, trace.string());
+  // No earlier file: the cut-short trace is kept in place, valid up to its error line (when that fit).
+  if (fs::exists(trace)) BOOST_TEST(run_cli({"trace", "validate", "--partial", trace.string()}).rc == 0);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_1mb_prompt_is_refused_within_2s) {
+  std::string prompt;
+  while (prompt.size() < (1u << 20)) prompt += "Once upon a time there was a cat. ";
+  const fs::path dir = gbtest::temp_dir("rel-prompt");
+  gbtest::write_file(dir / "c.yaml", "prompt: \"" + prompt + "\"\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  // (through --config: one command-line argument holds at most 128 KiB)
+  const auto r = run_cli({"run", "--model", model(), "--tokenizer", tok(), "--config", (dir / "c.yaml").string()});
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  expect_one_error(r, "context holds 512");
+  BOOST_TEST(s < 2.0, "took " << s << " s");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// OutputFile itself: commit renames, an abandoned one leaves the target untouched and no temp file.
+BOOST_AUTO_TEST_CASE(output_file_is_atomic) {
+  const fs::path dir = gbtest::temp_dir("rel-outfile");
+  const fs::path p = dir / "x.txt";
+  gbtest::write_file(p, "old");
+  {
+    glassbox::OutputFile f(p);
+    f.write("new contents");
+    BOOST_TEST(gbtest::read_file(p) == "old");
+  }
+  BOOST_TEST(gbtest::read_file(p) == "old");
+  {
+    glassbox::OutputFile f(p);
+    f.write("new");
+    f.commit();
+  }
+  BOOST_TEST(gbtest::read_file(p) == "new");
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir)) (void)e, ++files;
+  BOOST_TEST(files == 1);
+  BOOST_CHECK_THROW(glassbox::OutputFile f(dir / "missing-folder" / "x"), glassbox::OutputError);
+  BOOST_CHECK_THROW(glassbox::OutputFile f(dir), glassbox::OutputError);
+  // A device is written in place, never renamed over.
+  {
+    glassbox::OutputFile f("/dev/null");
+    f.write("x");
+    f.commit();
+  }
+  BOOST_TEST(fs::is_character_file("/dev/null"));
+  fs::remove_all(dir);
+}
