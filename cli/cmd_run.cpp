@@ -145,8 +145,6 @@ void add_run_command(CLI::App& app) {
 
     std::unique_ptr<traces::JsonlWriter> writer;
     TeeSink sinks;
-    NullSink null;
-    sinks.add(&null);
     DrawWatch draws;
     sinks.add(&draws);
     InterruptSink interrupt;

@@ -354,15 +354,17 @@ BOOST_AUTO_TEST_CASE(failed_run_leaves_an_existing_trace_untouched) {
   const fs::path trace = dir / "t.jsonl";
   BOOST_TEST_REQUIRE(run_cli(run_with({"--trace", trace.string()})).rc == 0);
   const std::string before = gbtest::read_file(trace);
-  const auto r = run_cli(run_with({"--trace", trace.string(), "--attention", "kv-cache:4"}, "20"));
-  expect_one_error(r, "capacity of 4");
+  // A sampler module that throws mid-run (a full KV cache now stops cleanly under the context policy).
+  const std::string throwing = std::string(GLASSBOX_TEST_PLUGIN_DIR) + "/throwing";
+  const auto r = run_cli(run_with({"--trace", trace.string(), "--sampler", "throwing", "--plugin-path", throwing}, "20"));
+  expect_one_error(r, "sampler 'throwing'");
   BOOST_TEST(gbtest::read_file(trace) == before);
   BOOST_TEST(r.err.find(trace.string() + ".partial") != std::string::npos, r.err);
   const auto v = run_cli({"trace", "validate", "--partial", trace.string() + ".partial"});
   BOOST_TEST(v.rc == 0, v.err);
   BOOST_TEST(v.out.find("cut short: error") != std::string::npos, v.out);
   // Asked to, the cut-short trace replaces it.
-  const auto k = run_cli(run_with({"--trace", trace.string(), "--attention", "kv-cache:4", "--trace-keep-partial"}, "20"));
+  const auto k = run_cli(run_with({"--trace", trace.string(), "--sampler", "throwing", "--plugin-path", throwing, "--trace-keep-partial"}, "20"));
   BOOST_TEST(k.rc == 2);
   BOOST_TEST(gbtest::read_jsonl(trace).back()["type"] == "error");
   // A failure before the trace opens (a bad model) touches nothing at all.
