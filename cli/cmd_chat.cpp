@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "glassbox/chat_template.hpp"
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
 #include "session.hpp"
@@ -20,63 +21,13 @@ struct Turn {
   std::string text;
 };
 
-// The turn formats glassbox recognizes in a GGUF chat template, and a plain one for models without.
-enum class Format { Plain, ChatML, Llama2, Llama3, Zephyr };
-
-Format detect_format(std::string_view tmpl) {
-  auto has = [&](const char* s) { return tmpl.find(s) != std::string_view::npos; };
-  if (has("<|im_start|>")) return Format::ChatML;
-  if (has("<|start_header_id|>")) return Format::Llama3;
-  if (has("[INST]")) return Format::Llama2;
-  if (has("<|user|>")) return Format::Zephyr;
-  return Format::Plain;
-}
-
-const char* format_name(Format f) {
-  switch (f) {
-    case Format::Plain: return "plain (User:/Assistant:)";
-    case Format::ChatML: return "chatml";
-    case Format::Llama2: return "llama-2";
-    case Format::Llama3: return "llama-3";
-    case Format::Zephyr: return "zephyr";
-  }
-  return "?";
-}
-
-// The history as the model reads it, ending where the assistant's next reply begins.
-std::string render(Format f, const std::string& system, const std::vector<Turn>& turns) {
-  std::string s;
-  switch (f) {
-    case Format::Plain:
-      if (!system.empty()) s += system + "\n";
-      for (const auto& t : turns) s += (t.user ? "User: " : "Assistant: ") + t.text + "\n";
-      return s + "Assistant:";
-    case Format::ChatML:
-      if (!system.empty()) s += "<|im_start|>system\n" + system + "<|im_end|>\n";
-      for (const auto& t : turns) s += std::string("<|im_start|>") + (t.user ? "user" : "assistant") + "\n" + t.text + "<|im_end|>\n";
-      return s + "<|im_start|>assistant\n";
-    case Format::Llama3:
-      if (!system.empty()) s += "<|start_header_id|>system<|end_header_id|>\n\n" + system + "<|eot_id|>";
-      for (const auto& t : turns)
-        s += std::string("<|start_header_id|>") + (t.user ? "user" : "assistant") + "<|end_header_id|>\n\n" + t.text + "<|eot_id|>";
-      return s + "<|start_header_id|>assistant<|end_header_id|>\n\n";
-    case Format::Zephyr:
-      if (!system.empty()) s += "<|system|>\n" + system + "</s>\n";
-      for (const auto& t : turns) s += std::string(t.user ? "<|user|>\n" : "<|assistant|>\n") + t.text + "</s>\n";
-      return s + "<|assistant|>\n";
-    case Format::Llama2:
-      for (std::size_t i = 0; i < turns.size(); ++i) {
-        if (turns[i].user) {
-          s += "[INST] ";
-          if (i == 0 && !system.empty()) s += "<<SYS>>\n" + system + "\n<</SYS>>\n\n";
-          s += turns[i].text + " [/INST]";
-        } else {
-          s += " " + turns[i].text + " </s><s>";
-        }
-      }
-      return s;
-  }
-  return s;
+// The history as the model reads it, in its turn format (core/include/glassbox/chat_template.hpp),
+// ending where the assistant's next reply begins.
+std::string render(ChatFormat f, const std::string& system, const std::vector<Turn>& turns) {
+  std::vector<ChatMessage> m;
+  if (!system.empty()) m.push_back({"system", system});
+  for (const auto& t : turns) m.push_back({t.user ? "user" : "assistant", t.text});
+  return render_chat(f, m);
 }
 
 // Thrown from the stream callback to end a reply at the next turn's marker (plain format).
@@ -97,9 +48,10 @@ void add_chat_command(CLI::App& app) {
     RunOptions opt = binder->finish();
     if (opt.max_tokens == 256 && opt.context == 0) opt.max_tokens = 64;  // a reply, not a story
     auto s = open_session(opt);
-    const Format fmt = detect_format(s->tokenizer->chat_template());
-    if (fmt != Format::Plain)
-      warn(std::string("chat: the model's template is ") + format_name(fmt) +
+    ChatFormat fmt = detect_chat_format(s->tokenizer->chat_template());
+    if (fmt == ChatFormat::None) fmt = ChatFormat::Plain;  // no template: "User: …\nAssistant:"
+    if (fmt != ChatFormat::Plain)
+      warn(std::string("chat: the model's template is ") + std::string(chat_format_name(fmt)) +
            "; its turn markers are encoded as text (this tokenizer does not parse control tokens from text)");
     Engine engine(*s->model, *s->tokenizer, *s->attention, *s->sampler);
     const int limit = engine.context_limit();
@@ -152,7 +104,7 @@ void add_chat_command(CLI::App& app) {
       try {
         engine.generate(render(fmt, o->system, turns), g, s->header, null, [&](std::string_view piece) {
           reply.append(piece);
-          if (fmt == Format::Plain) {
+          if (fmt == ChatFormat::Plain) {
             const auto cut = reply.find("\nUser:");
             if (cut != std::string::npos) {
               std::fwrite(piece.data(), 1, piece.size() - std::min(piece.size(), reply.size() - cut), stdout);
