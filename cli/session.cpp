@@ -102,25 +102,25 @@ TraceLevel parse_level(const std::string& s) {
 // tokenizer plugin (and its model and tokenizer files, when none are named and both exist) for every
 // option that `set(key)` says was not given (docs/golden-traces.md).
 void apply_replay_defaults(RunOptions& o, const std::function<bool(const std::string&)>& set) {
-  const nlohmann::json h = traces::read_trace_header(o.replay);
-  auto spec = [](const nlohmann::json& p) {
-    PluginSpec s{p["name"].get<std::string>(), {}};
-    for (const auto& [k, v] : p["params"].items()) s.params.emplace_back(k, v.is_string() ? v.get<std::string>() : v.dump());
+  const traces::TraceHeader h = traces::read_trace_header(o.replay);
+  auto spec = [](const traces::TracePlugin& p) {
+    PluginSpec s{p.name, {}};
+    for (const auto& [k, v] : p.params.values()) s.params.emplace_back(k, traces::param_text(v));
     return s;
   };
-  if (!set("prompt")) o.prompt = h["prompt"].get<std::string>();
-  if (!set("max_tokens")) o.max_tokens = h["max_tokens"].get<int>();
-  if (!set("seed")) o.seed = h["seed"].get<std::uint64_t>();
-  if (!set("trace_level")) o.trace_level = parse_level(h["trace_level"].get<std::string>());
+  if (!set("prompt")) o.prompt = h.prompt;
+  if (!set("max_tokens")) o.max_tokens = h.max_tokens;
+  if (!set("seed")) o.seed = h.seed;
+  if (!set("trace_level")) o.trace_level = h.level;
   if (!set("sampler")) {
     o.sampler.clear();
-    for (const auto& p : h["plugins"]["sampler"]) o.sampler.push_back(spec(p));
+    for (const auto& p : h.samplers) o.sampler.push_back(spec(p));
   }
-  if (!set("attention")) o.attention = spec(h["plugins"]["attention"]);
-  if (!set("tokenizer_plugin") && !set("tokenizer")) o.tokenizer.name = h["plugins"]["tokenizer"]["name"].get<std::string>();
+  if (!set("attention")) o.attention = spec(h.attention);
+  if (!set("tokenizer_plugin") && !set("tokenizer")) o.tokenizer.name = h.tokenizer.name;
   // The golden's model and tokenizer files, when none are named here and both still exist.
   std::error_code ec;
-  const std::string model = h["model"]["path"].get<std::string>(), tok = h["tokenizer"]["path"].get<std::string>();
+  const std::string model = h.model.path, tok = h.tokenizer_path;
   // (A GGUF model carries its tokenizer: then the trace names no tokenizer file.)
   if (!set("model") && !set("tokenizer")) {
     if (fs::exists(model, ec) && (tok.empty() || fs::exists(tok, ec))) {
@@ -132,7 +132,7 @@ void apply_replay_defaults(RunOptions& o, const std::function<bool(const std::st
     // Not found from here (a trace's paths are as given where it was recorded). The embedded default
     // model may be that very file (same SHA-256); any other model would replay another computation.
     const auto def = default_model();
-    if (def && sha256_file(def->first) == h["model"]["sha256"].get<std::string>()) return;
+    if (def && sha256_file(def->first) == h.model.sha256) return;
     const std::string missing = fs::exists(model, ec) ? tok : model;
     throw ConfigError("--replay " + o.replay + ": its model file " + missing + " is not found from " +
                       fs::current_path(ec).string() + " (paths in a trace are as given when it was recorded): "
