@@ -91,15 +91,32 @@ inline int tokenizer(const std::uint8_t* data, std::size_t size, const std::stri
   return 0;
 }
 
-// A trace: read it (cut-short traces too); when it reads, diff it with itself and build its page.
+// A trace: read it into the typed schema (cut-short traces too); when it reads, write it out again and
+// read that (the same typed values, or the schema's writer and reader disagree), diff it with itself and
+// build its page.
 inline int trace(const std::uint8_t* data, std::size_t size) {
   std::istringstream in(std::string(reinterpret_cast<const char*>(data), size));
+  namespace tr = glassbox::traces;
   try {
-    glassbox::traces::ReadOptions ro;
+    tr::ReadOptions ro;
     ro.require_summary = false;
-    const auto t = glassbox::traces::parse_trace(in, "fuzz.jsonl", ro);
-    (void)glassbox::traces::diff_traces(t, t);
-    (void)glassbox::traces::trace_html(t);
+    const auto t = tr::parse_trace(in, "fuzz.jsonl", ro);
+    std::string again;
+    for (const auto& line : t.lines()) again += tr::dump(line) + "\n";
+    std::istringstream in2(again);
+    tr::Trace u;
+    try {
+      u = tr::parse_trace(in2, "again.jsonl", ro);
+    } catch (const glassbox::Error&) {
+      std::abort();  // the schema wrote a trace it does not read back
+    }
+    if (!(u.header == t.header && u.steps == t.steps && u.context == t.context && u.summary == t.summary &&
+          u.end == t.end))
+      std::abort();
+    (void)tr::diff_traces(t, t);
+    std::ostringstream report;
+    tr::write_diff_report(report, t, t, tr::diff_traces(t, t), {});
+    (void)tr::trace_html(t);
   } catch (const glassbox::Error&) {
   }
   return 0;
