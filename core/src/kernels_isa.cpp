@@ -242,74 +242,108 @@ float hsum8(__m256 v) {
 // VNNI's dpbusd multiplies unsigned by signed bytes and sums each 4 into int32, with no 16-bit
 // saturation. Weights are made unsigned by adding 128 (xor 0x80), and 128·Σy is subtracted
 // again: exact for any bytes, −128 included.
-__m256i dot32_u(__m256i u, __m256i y, __m256i offset) {
-  const __m256i zero = _mm256_setzero_si256();
-  return _mm256_sub_epi32(_mm256_dpbusd_epi32(zero, u, y), _mm256_dpbusd_epi32(zero, offset, y));
-}
 __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
-float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
-  const __m256i off = _mm256_set1_epi8(static_cast<char>(0x80));
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  std::size_t i = 0;
-  auto block = [&](std::size_t b) {
-    // One weight row at a time leaves the memory system idle between rows; fetching ~1 KiB ahead
-    // keeps the next row's blocks in flight (measured on 110M Q8_0 decode).
-    _mm_prefetch(reinterpret_cast<const char*>(x + b) + 1024, _MM_HINT_T0);
-    const __m256i p = dot32_u(_mm256_xor_si256(load32(x[b].qs), off), load32(y[b].qs), off);
-    return std::pair(_mm256_set1_ps(fp16(x[b].d) * fp16(y[b].d)), _mm256_cvtepi32_ps(p));
-  };
-  for (; i + 2 <= nb; i += 2) {
-    const auto [d0, p0] = block(i);
-    const auto [d1, p1] = block(i + 1);
-    acc0 = _mm256_fmadd_ps(d0, p0, acc0);
-    acc1 = _mm256_fmadd_ps(d1, p1, acc1);
-  }
-  if (i < nb) {
-    const auto [d0, p0] = block(i);
-    acc0 = _mm256_fmadd_ps(d0, p0, acc0);
-  }
-  return hsum8(_mm256_add_ps(acc0, acc1));
+// Per-block integer products Σ w·y as 8 int32 lanes. `yv` is the activation block's bytes and `yo`
+// the weight offset's share (128·Σy for Q8_0, 8·Σy for Q4_0), both computed once per activation
+// block however many weight rows use them.
+constexpr bool kVnni = true;
+__m256i q8_offset() { return _mm256_set1_epi8(static_cast<char>(0x80)); }
+__m256i q4_offset() { return _mm256_set1_epi8(8); }
+__m256i y_offset(__m256i offset, __m256i yv) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), offset, yv); }
+__m256i prod_q8_0(const block_q8_0& x, __m256i yv, __m256i yo) {
+  return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_xor_si256(load32(x.qs), q8_offset()), yv), yo);
 }
-
-float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
-  const __m256i eight = _mm256_set1_epi8(8);
-  __m256 acc = _mm256_setzero_ps();
-  for (std::size_t i = 0; i < nb; ++i) {
-    const __m128i q = load16(x[i].qs);
-    const __m256i u = _mm256_set_m128i(hi_nibbles(q), lo_nibbles(q));  // values 0..15, then 16..31, as 0..15 each
-    const __m256i p = dot32_u(u, load32(y[i].qs), eight);               // Σ (q − 8)·y
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(p), acc);
-  }
-  return hsum8(acc);
+__m256i prod_q4_0(const block_q4_0& x, __m256i yv, __m256i yo) {
+  const __m128i q = load16(x.qs);
+  const __m256i u = _mm256_set_m128i(hi_nibbles(q), lo_nibbles(q));  // values 0..15, then 16..31, as 0..15 each
+  return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yv), yo);  // Σ (q − 8)·y
 }
 #else
-// Each block's 8 integer lanes become floats scaled by d_w·d_x and accumulate lane-wise: no
-// horizontal sum per block, one per row.
+__m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+constexpr bool kVnni = false;
+__m256i q8_offset() { return _mm256_setzero_si256(); }
+__m256i q4_offset() { return _mm256_setzero_si256(); }
+__m256i y_offset(__m256i, __m256i) { return _mm256_setzero_si256(); }
+__m256i prod_q8_0(const block_q8_0& x, __m256i yv, __m256i) {
+  return _mm256_add_epi32(dot16(load16(x.qs), _mm256_castsi256_si128(yv)), dot16(load16(x.qs + 16), _mm256_extracti128_si256(yv, 1)));
+}
+__m256i prod_q4_0(const block_q4_0& x, __m256i yv, __m256i) {
+  const __m128i eight = _mm_set1_epi8(8);
+  const __m128i q = load16(x.qs);
+  const __m128i lo = _mm_sub_epi8(lo_nibbles(q), eight);  // values 0..15
+  const __m128i hi = _mm_sub_epi8(hi_nibbles(q), eight);  // values 16..31
+  return _mm256_add_epi32(dot16(lo, _mm256_castsi256_si128(yv)), dot16(hi, _mm256_extracti128_si256(yv, 1)));
+}
+#endif
+
+// R weight rows against one Q8_0 activation row: each activation block is loaded (and its offset
+// share computed) once for all R rows, and R rows stream from memory at once. Each row's sum is
+// the one-row kernel's: block b's lanes, scaled by d_w·d_x, accumulate lane-wise into accumulator
+// b mod Acc, then the accumulators are added and the lanes summed — so a row's result is the same
+// bits whichever R (or thread, or chunk) computed it.
+template <class Blk, int R, int Acc, __m256i (*Prod)(const Blk&, __m256i, __m256i)>
+void q_rows(float* out, const std::byte* w, std::size_t wrb, const block_q8_0* y, std::size_t nb, __m256i offset,
+            std::size_t ahead) {
+  __m256 acc[R][2];
+  GB_UNROLL for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+  auto step = [&](std::size_t b, int slot) {
+    const __m256i yv = load32(y[b].qs);
+    const __m256i yo = kVnni ? y_offset(offset, yv) : _mm256_setzero_si256();
+    const float dy = fp16(y[b].d);
+    GB_UNROLL for (int r = 0; r < R; ++r) {
+      const Blk& x = reinterpret_cast<const Blk*>(w + r * wrb)[b];
+      // Software prefetch `ahead` bytes on: this machine's hardware prefetchers leave the row
+      // streams waiting on memory (measured: without it, 110M Q8_0 decode runs ~1.6× slower).
+      _mm_prefetch(reinterpret_cast<const char*>(&x) + ahead, _MM_HINT_T0);
+      acc[r][slot] = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x.d) * dy), _mm256_cvtepi32_ps(Prod(x, yv, yo)), acc[r][slot]);
+    }
+  };
+  std::size_t b = 0;
+  if constexpr (Acc == 2)
+    for (; b + 2 <= nb; b += 2) {
+      step(b, 0);
+      step(b + 1, 1);
+    }
+  for (; b < nb; ++b) step(b, 0);
+  GB_UNROLL for (int r = 0; r < R; ++r) out[r] = hsum8(Acc == 2 ? _mm256_add_ps(acc[r][0], acc[r][1]) : acc[r][0]);
+}
+
 float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  std::size_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(dot32(x[i].qs, y[i].qs)), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i + 1].d) * fp16(y[i + 1].d)), _mm256_cvtepi32_ps(dot32(x[i + 1].qs, y[i + 1].qs)), acc1);
-  }
-  if (i < nb) acc0 = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(dot32(x[i].qs, y[i].qs)), acc0);
-  return hsum8(_mm256_add_ps(acc0, acc1));
+  float out;
+  q_rows<block_q8_0, 1, 2, prod_q8_0>(&out, reinterpret_cast<const std::byte*>(x), 0, y, nb, q8_offset(), 1024);
+  return out;
 }
 
 float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
-  const __m128i eight = _mm_set1_epi8(8);
-  __m256 acc = _mm256_setzero_ps();
-  for (std::size_t i = 0; i < nb; ++i) {
-    const __m128i q = load16(x[i].qs);
-    const __m128i lo = _mm_sub_epi8(lo_nibbles(q), eight);  // values 0..15
-    const __m128i hi = _mm_sub_epi8(hi_nibbles(q), eight);  // values 16..31
-    const __m256i p = _mm256_add_epi32(dot16(lo, load16(y[i].qs)), dot16(hi, load16(y[i].qs + 16)));
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x[i].d) * fp16(y[i].d)), _mm256_cvtepi32_ps(p), acc);
-  }
-  return hsum8(acc);
+  float out;
+  q_rows<block_q4_0, 1, 1, prod_q4_0>(&out, reinterpret_cast<const std::byte*>(x), 0, y, nb, q4_offset(), 1024);
+  return out;
 }
+
+// Rows per pass: 2 accumulators each must fit the register file (32 vectors with AVX-512, 16 below).
+// Measured on 110M Q8_0 decode, 1 thread: 1 row 12.9, 4 rows 11.2, 8 rows 10.8 CPU ms per token.
+#if defined(__AVX512F__)
+constexpr int kQuantRows = 8;
+#else
+constexpr int kQuantRows = 4;
 #endif
+// Rows i0..i1 of a Q8_0/Q4_0 matrix against n activation rows: kQuantRows rows at a time, each group of
+// rows read from memory once and kept in cache while the n activation rows pass; each row
+// prefetches the same place of the next group's row.
+template <class Blk, int Acc, __m256i (*Prod)(const Blk&, __m256i, __m256i)>
+void q_matmul(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n,
+              std::size_t nb, std::size_t d, std::size_t i0, std::size_t i1, __m256i offset) {
+  constexpr int R = kQuantRows;
+  std::size_t i = i0;
+  for (; i + R <= i1; i += R)
+    for (std::size_t t = 0; t < n; ++t)
+      q_rows<Blk, R, Acc, Prod>(out + t * d + i, w + i * wrb, wrb, reinterpret_cast<const block_q8_0*>(xq + t * xrb), nb, offset, R * wrb);
+  for (; i < i1; ++i)
+    for (std::size_t t = 0; t < n; ++t)
+      q_rows<Blk, 1, Acc, Prod>(out + t * d + i, w + i * wrb, wrb, reinterpret_cast<const block_q8_0*>(xq + t * xrb), nb, offset, wrb);
+}
+#define GB_HAVE_Q_MATMUL 1
 #else
 // Blocks are independent; four float accumulators, picked round-robin, keep the adds independent.
 float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
@@ -451,6 +485,17 @@ float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
   }
 }
 
+void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb,
+                  std::size_t n, std::size_t k, std::size_t d, std::size_t i0, std::size_t i1) {
+#if defined(GB_HAVE_Q_MATMUL)
+  const std::size_t nb = k / QK8_0;
+  if (wt == DType::Q8_0) return q_matmul<block_q8_0, 2, prod_q8_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q8_offset());
+  if (wt == DType::Q4_0) return q_matmul<block_q4_0, 1, prod_q4_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q4_offset());
+#endif
+  for (std::size_t i = i0; i < i1; ++i)
+    for (std::size_t t = 0; t < n; ++t) out[t * d + i] = vec_dot(wt, k, w + i * wrb, xq + t * xrb);
+}
+
 std::size_t fma_probe(std::size_t iters, float* sink) {
   // Twelve dependency chains cover the FMA latency (4 cycles) times two FMA ports with room to spare.
   batch acc[12];
@@ -465,6 +510,6 @@ std::size_t fma_probe(std::size_t iters, float* sink) {
 
 }  // namespace
 
-extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, vec_dot, fma_probe};
+extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, vec_dot, qmatmul_rows, fma_probe};
 
 }  // namespace glassbox::kernels
