@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <future>
 #include <iostream>
 #include <random>
 #include <set>
@@ -333,6 +334,10 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   auto stages = build_sampler_stages(s->registry, opt.sampler.empty() ? std::vector<PluginSpec>{{"default", {}}} : opt.sampler, warnings);
   for (const auto& w : warnings) warn(w);
 
+  // The digest is computed on another thread while this one maps and validates the model: a streamed
+  // read (no second mapping, whose pages would count twice in the resident set).
+  std::future<std::string> model_sha256;
+  if (opt.model_hash) model_sha256 = std::async(std::launch::async, [model_path] { return sha256_file(model_path); });
   s->source = ModelSource::open(model_path);
   const Metadata& meta = s->source->metadata();
   if (tok_spec.name.empty()) {
@@ -387,8 +392,7 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
 
   RunHeader& h = s->header;
   h.model_path = model_path.string();
-  // From the model's own mapping: no second mapping (its pages would count twice in RSS), no copy.
-  h.model_sha256 = sha256_bytes(s->source->file().data(), s->source->file().size());
+  if (model_sha256.valid()) h.model_sha256 = model_sha256.get();
   h.config = cfg;
   h.weight_types = s->source->weights().type_summary();
   h.tokenizer_path = tok_path;
