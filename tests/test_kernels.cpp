@@ -242,3 +242,32 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row, bdata::make({"Q8_0", "
   });
   k::set_threads(threads);
 }
+
+// The kernel sets' Q8_0 activation rounding writes the same bytes as quant::quantize_activation:
+// blocks of ordinary values, an all-zero block, exact .5 ties after scaling, and ±amax.
+BOOST_AUTO_TEST_CASE(simd_q8_0_activation_matches_reference) {
+  const std::size_t n = 32 * 40;
+  auto x = randv(n, 31);
+  for (std::size_t j = 32; j < 64; ++j) x[j] = 0.0f;                                  // block 1: zeros
+  for (std::size_t j = 64; j < 96; ++j) x[j] = (static_cast<float>(j) - 80.0f) / 2;  // block 2: halves, amax 8
+  x[96] = 127.0f;                                                                      // block 3: 127·k/127 ties
+  for (std::size_t j = 97; j < 128; ++j) x[j] = static_cast<float>(j) - 112.5f;
+  x[130] = -x[131];
+  std::vector<std::byte> ref(glassbox::row_bytes(glassbox::DType::Q8_0, n)), got(ref.size());
+  glassbox::quant::quantize_activation(glassbox::DType::Q8_0, x.data(), ref.data(), n);
+  // Through the typed product: a 1-row Q8_0 weight matrix makes matmul round x into xq.
+  std::vector<std::byte> wbytes(glassbox::row_bytes(glassbox::DType::Q8_0, n));
+  glassbox::quant::quantize_row(glassbox::DType::Q8_0, x.data(), wbytes.data(), n);
+  glassbox::Tensor w;
+  w.dtype = glassbox::DType::Q8_0;
+  w.n_dims = 2;
+  w.shape = {1, static_cast<std::int64_t>(n), 0, 0};
+  w.data = wbytes.data();
+  w.bytes = wbytes.size();
+  for_each_kernel_set([&] {
+    float out = 0;
+    std::fill(got.begin(), got.end(), std::byte{0x55});
+    k::matmul(&out, x.data(), w, 1, got.data());
+    BOOST_TEST((got == ref));
+  });
+}

@@ -228,7 +228,11 @@ void matmul_typed(float* out, const float* x, const Tensor& w, std::size_t n, st
   }
   const DType xt = quant::vec_dot_type(w.dtype);
   const std::size_t xrb = row_bytes(xt, k), wrb = row_bytes(w.dtype, k);
-  for (std::size_t t = 0; t < n; ++t) quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);  // checks k
+  if (k % dtype_info(xt).block_values != 0) quant::quantize_activation(xt, x, xq, k);  // throws, naming k
+  for (std::size_t t = 0; t < n; ++t) {
+    if (!Scalar && xt == DType::Q8_0) active_set().quantize_q8_0(x + t * k, xq + t * xrb, k);
+    else quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);
+  }
   // The kernel set's product is called directly: the row length was checked once above, and the
   // public quant::vec_dot would check it and look up the kernel set again for every row.
   // As for float32: rows of w split across threads, each output summed in a fixed order (that of

@@ -542,6 +542,39 @@ float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
   }
 }
 
+// quant::quantize_activation(Q8_0, ...) vectorized, byte for byte the same for finite input: the
+// maximum is exact in any order, d and 1/d come from the same scalar code, and the rounding is the
+// same (nearest, ties to even) then the same clamp.
+void quantize_q8_0(const float* x, void* dst, std::size_t n) {
+  auto* y = static_cast<block_q8_0*>(dst);
+  for (std::size_t i = 0; i < n / QK8_0; ++i, x += QK8_0) {
+#if defined(__AVX2__)
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    // max(|x|, m) keeps m when |x| is NaN, as std::max(amax, |x|) does.
+    for (int j = 0; j < 4; ++j) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * j)), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    const float amax = _mm_cvtss_f32(h);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[i].d = quant::fp32_to_fp16(amax / 127.0f);
+    const __m256 idv = _mm256_set1_ps(id), lo = _mm256_set1_ps(-128.0f), hi = _mm256_set1_ps(127.0f);
+    __m256i q[4];
+    for (int j = 0; j < 4; ++j) {
+      const __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      q[j] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+    }
+    // Packing works within 128-bit lanes; the permute puts the 32 bytes back in order.
+    const __m256i p16a = _mm256_packs_epi32(q[0], q[1]), p16b = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i p8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p16a, p16b), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[i].qs), p8);
+#else
+    quant::quantize_activation(DType::Q8_0, x, y + i, QK8_0);
+#endif
+  }
+}
+
 void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb,
                   std::size_t n, std::size_t k, std::size_t d, std::size_t i0, std::size_t i1) {
 #if defined(GB_HAVE_Q_MATMUL)
@@ -567,6 +600,6 @@ std::size_t fma_probe(std::size_t iters, float* sink) {
 
 }  // namespace
 
-extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, vec_dot, qmatmul_rows, fma_probe};
+extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, vec_dot, quantize_q8_0, qmatmul_rows, fma_probe};
 
 }  // namespace glassbox::kernels
