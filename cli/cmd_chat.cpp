@@ -47,6 +47,7 @@ void add_chat_command(CLI::App& app) {
   cmd->callback([o, binder] {
     RunOptions opt = binder->finish();
     if (opt.max_tokens == 256 && opt.context == 0) opt.max_tokens = 64;  // a reply, not a story
+    opt.model_hash = false;  // chat writes no trace: no start-up spent hashing the model
     auto s = open_session(opt);
     ChatFormat fmt = detect_chat_format(s->tokenizer->chat_template());
     if (fmt == ChatFormat::None) fmt = ChatFormat::Plain;  // no template: "User: …\nAssistant:"

@@ -105,7 +105,11 @@ void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "generate text from a prompt, streaming it to stdout");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, true);
   cmd->callback([binder] {
-    const RunOptions opt = binder->finish();
+    const RunOptions opt = [&] {
+      RunOptions o = binder->finish();
+      o.model_hash = !o.trace.empty() || !o.replay.empty();  // only a trace and a golden check use the digest
+      return o;
+    }();
     install_interrupt_handlers();
     auto s = open_session(opt);
     // A trace written over an input would destroy it (the model is memory-mapped: truncating it is SIGBUS).
