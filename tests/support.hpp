@@ -8,6 +8,15 @@
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 
+// GBTEST_ASAN: built with AddressSanitizer (GCC says so with __SANITIZE_ADDRESS__, clang with __has_feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define GBTEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GBTEST_ASAN 1
+#endif
+#endif
+
 namespace gbtest {
 
 // ../shared beside the project root, or $GLASSBOX_TEST_DATA; nullopt when absent.

@@ -277,7 +277,7 @@ const Case kCases[] = {
 
 // Under AddressSanitizer (tools/sanitize.sh) the CLI reserves terabytes of shadow address space, so an
 // address-space limit cannot be applied: the memory bound is then checked by the normal build only.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(GBTEST_ASAN)
 constexpr bool kAsLimit = false;
 #else
 constexpr bool kAsLimit = true;
