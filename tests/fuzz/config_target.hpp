@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "session.hpp"
+#include "../../cli/session.hpp"
 #include "targets.hpp"
 
 namespace gbfuzz {
