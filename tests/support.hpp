@@ -19,6 +19,15 @@
 
 namespace gbtest {
 
+// Time bounds in tests are set for the normal build. Under ASan (and the sanitizer build's coverage counters,
+// tools/sanitize.sh) code runs several times slower, so bounds are this much looser there: still far below
+// what a quadratic algorithm would take.
+#if defined(GBTEST_ASAN)
+inline constexpr double kTimeScale = 10;
+#else
+inline constexpr double kTimeScale = 1;
+#endif
+
 // ../shared beside the project root, or $GLASSBOX_TEST_DATA; nullopt when absent.
 std::optional<std::filesystem::path> shared_dir();
 std::filesystem::path shared(const std::string& rel);  // requires shared_dir()
