@@ -249,6 +249,10 @@ void check_context(const json& j, const std::string& w) {
   if (static_cast<std::int64_t>(ids.size()) != to - from)
     c.fail("context.dropped.ids: " + std::to_string(ids.size()) + " ids for positions " + std::to_string(from) + ".." + std::to_string(to));
   c.integer(j, "kept", "context", 0, INT32_MAX);
+  if (policy == "prune-turns") {
+    c.integer(j, "turns", "context", 1, INT32_MAX);
+    if (j["step"] != 0) c.fail("context: a prune-turns line belongs before the prefill (step 0), not step " + j["step"].dump());
+  }
 }
 
 void check_summary(const json& j, const std::string& w) {
@@ -256,8 +260,8 @@ void check_summary(const json& j, const std::string& w) {
   if (!j.is_object()) c.fail("expected a JSON object, got " + std::string(j.type_name()));
   c.integer(j, "generated", "summary", 0, INT32_MAX);
   const std::string r = c.string(j, "stop_reason", "summary");
-  if (r != "stop_token" && r != "max_tokens" && r != "context_full")
-    c.fail("summary.stop_reason: '" + r + "' (expected stop_token, max_tokens or context_full)");
+  if (r != "stop_token" && r != "max_tokens" && r != "context_full" && r != "stop_text")
+    c.fail("summary.stop_reason: '" + r + "' (expected stop_token, max_tokens, context_full or stop_text)");
   c.number(j, "ttft_ms", "summary", 0.0);
   c.number(j, "prefill_tok_s", "summary", 0.0);
   c.number(j, "decode_tok_s", "summary", 0.0);
@@ -354,7 +358,8 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
   bool ended = false;  // summary seen
   int vocab = 0;
   bool full = false;
-  json context;  // a context line not yet followed by its step
+  json context;      // a context line not yet followed by its step
+  json pruned_then;  // the engine's context line after a chat's prune-turns line, both before step 0
   while (read_line(in, text, name, line + 1)) {
     ++line;
     const std::string w = where(name, line);
@@ -399,6 +404,14 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
       json ids = t.header["prompt_ids"];
       const int pos = j["pos"].get<int>();
       int expect_pos = k == 0 ? static_cast<int>(ids.size()) - 1 : t.steps.back()["pos"].get<int>() + 1;
+      if (!context.is_null() && context["policy"] == "prune-turns") {
+        // The chat dropped turns before encoding: the header's prompt is what the prefill holds.
+        if (context["kept"] != static_cast<int>(ids.size()))
+          throw TraceError(w + ": the prune-turns line before it keeps " + context["kept"].dump() + " tokens but the header's prompt_ids hold " +
+                           std::to_string(ids.size()));
+        context = pruned_then.is_null() ? json() : pruned_then;
+        pruned_then = nullptr;
+      }
       if (!context.is_null()) {  // a context policy dropped tokens just before this step
         const int kept = context["kept"].get<int>();
         if (k == 0) {
@@ -426,11 +439,17 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
     }
     if (type == "context") {
       check_context(j, w);
-      if (!context.is_null()) throw TraceError(w + ": two context lines without a step between them");
       const int k = j["step"].get<int>();
       if (k != static_cast<int>(t.steps.size()))
         throw TraceError(w + ": context line for step " + std::to_string(k) + " (expected step " + std::to_string(t.steps.size()) +
                          ", the next one)");
+      // A chat's prune-turns line may be followed by the engine's own cut of a prompt still too long.
+      if (!context.is_null() && context["policy"] == "prune-turns" && j["policy"] != "prune-turns" && pruned_then.is_null()) {
+        pruned_then = j;
+        t.context.push_back(std::move(j));
+        continue;
+      }
+      if (!context.is_null()) throw TraceError(w + ": two context lines without a step between them");
       context = j;
       t.context.push_back(std::move(j));
       continue;
@@ -439,7 +458,8 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
       check_summary(j, w);
       const int gen = j["generated"].get<int>();
       const std::string reason = j["stop_reason"].get<std::string>();
-      const int expect = reason == "stop_token" ? gen + 1 : gen;
+      // stop_token / stop_text: the last step chose the token that ended the run, not counted.
+      const int expect = reason == "stop_token" || reason == "stop_text" ? gen + 1 : gen;
       if (static_cast<int>(t.steps.size()) != expect)
         throw TraceError(w + ": summary says " + std::to_string(gen) + " generated (stop: " + reason + "), which means " +
                          std::to_string(expect) + " steps, but the trace has " + std::to_string(t.steps.size()));

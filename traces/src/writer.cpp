@@ -140,9 +140,11 @@ json context_json(const PolicyEvent& e, const Tokenizer& tok) {
     text += tok.decode(prev, id);
     prev = id;
   }
-  return {{"type", "context"}, {"policy", e.policy}, {"step", e.step}, {"limit", e.limit},
-          {"dropped", {{"from", e.dropped_from}, {"to", e.dropped_to}, {"ids", e.dropped_ids}, {"text", text}}},
-          {"kept", e.kept}, {"detail", e.detail}};
+  json j = {{"type", "context"}, {"policy", e.policy}, {"step", e.step}, {"limit", e.limit},
+            {"dropped", {{"from", e.dropped_from}, {"to", e.dropped_to}, {"ids", e.dropped_ids}, {"text", text}}},
+            {"kept", e.kept}, {"detail", e.detail}};
+  if (e.policy == "prune-turns") j["turns"] = e.turns;
+  return j;
 }
 
 json summary_json(const Summary& s) {
