@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 # Time and attention work per decode step for each attention module, at lengths 16 .. context:
 # runs `glassbox run` with a trace per module, then writes a Markdown table and an SVG plot
-# (docs/attention.md). BOS and EOS are banned so that every run reaches the end of the context. Usage: bench/attention_modules.py BUILD_DIR OUT_DIR [--model M --tokenizer T] [--label L] [--length N]
+# (docs/attention.md). BOS and EOS are banned so that every run reaches the end of the context.
+# Usage: bench/attention_modules.py BUILD_DIR OUT_DIR [--model M --tokenizer T] [--label L] [--length N] [--context C]
+# Time per step depends on the model's shape, not its weight values, so a `glassbox synth --preset`
+# checkpoint (seeded random weights) stands in for a trained model of that shape.
 import argparse, json, os, subprocess, sys, tempfile
 
 MODULES = ["recompute", "kv-cache", "paged:16", "sliding-window:64"]
@@ -58,11 +61,17 @@ def main():
     ap.add_argument("--label", default="stories260K")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--length", type=int, default=511, help="last position to reach (the model's context - 1)")
+    ap.add_argument("--context", type=int, default=0, help="cap the positions a run may use (glassbox run --context), for time")
     a = ap.parse_args()
     glassbox = os.path.join(a.build, "bin", "glassbox")
     model_args = ["--model", a.model] + (["--tokenizer", a.tokenizer] if a.tokenizer else [])
     n = a.length  # decode steps at positions 1 .. n (the prefill is BOS at 0)
+    if a.context:
+        model_args += ["--context", str(a.context)]
+        n = min(n, a.context - 1)
+    load_before = os.getloadavg()
     data = {m: median_runs(glassbox, m, model_args, n + 1, a.repeat) for m in MODULES}
+    load_after = os.getloadavg()
     lengths = [l for l in (16, 32, 64, 128, 256) if l < n] + [n]
     os.makedirs(a.out, exist_ok=True)
     rows = ["| module | " + " | ".join(f"pos {l}" for l in lengths) + " |", "|---|" + "---|" * len(lengths)]
@@ -70,6 +79,10 @@ def main():
         rows.append(f"| `{m}` ms/step | " + " | ".join(f"{d[l][0]:.3f}" for l in lengths if l in d) + " |")
         rows.append(f"| `{m}` q·k per step | " + " | ".join(f"{d[l][1]}" for l in lengths if l in d) + " |")
         rows.append(f"| `{m}` KV bytes | " + " | ".join(f"{d[l][2]}" for l in lengths if l in d) + " |")
+    # Timings are only comparable at a known machine load: the 1-minute load average before and after.
+    rows.append("")
+    rows.append(f"Load average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after; "
+                f"{os.cpu_count()} CPUs; median of {a.repeat} runs.")
     open(os.path.join(a.out, f"attention-{a.label}.md"), "w").write("\n".join(rows) + "\n")
     open(os.path.join(a.out, f"attention-{a.label}.svg"), "w").write(svg_plot(data, lengths, f"{a.label}: decode time per step"))
     print("\n".join(rows))

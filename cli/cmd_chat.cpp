@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -10,6 +11,7 @@
 #include "glassbox/chat_template.hpp"
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/traces/writer.hpp"
 #include "session.hpp"
 
 namespace glassbox::cli {
@@ -21,17 +23,19 @@ struct Turn {
   std::string text;
 };
 
-// The history as the model reads it, in its turn format (core/include/glassbox/chat_template.hpp),
-// ending where the assistant's next reply begins.
-std::string render(ChatFormat f, const std::string& system, const std::vector<Turn>& turns) {
+std::vector<ChatMessage> messages(const std::string& system, const std::vector<Turn>& turns, std::size_t first = 0,
+                                  std::size_t last = SIZE_MAX) {
   std::vector<ChatMessage> m;
   if (!system.empty()) m.push_back({"system", system});
-  for (const auto& t : turns) m.push_back({t.user ? "user" : "assistant", t.text});
-  return render_chat(f, m);
+  for (std::size_t i = first; i < std::min(last, turns.size()); ++i) m.push_back({turns[i].user ? "user" : "assistant", turns[i].text});
+  return m;
 }
 
-// Thrown from the stream callback to end a reply at the next turn's marker (plain format).
-struct EndOfReply {};
+// Turn n's trace: chat.jsonl -> chat-turn3.jsonl (each turn is a run of its own, so every tool reads it).
+std::string turn_trace_path(const std::string& path, int turn) {
+  const std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + "-turn" + std::to_string(turn) + p.extension().string())).string();
+}
 
 }  // namespace
 
@@ -40,27 +44,30 @@ void add_chat_command(CLI::App& app) {
     std::string system, input;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("chat", "a conversation: one line per user turn, from the terminal, a pipe or --input");
+  auto* cmd = app.add_subcommand("chat", "a conversation: one line per user turn, from the terminal, a pipe or --input; "
+                                         "--trace FILE writes one trace per turn, FILE-turnN");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, true);
   cmd->add_option("--system", o->system, "a first message pinned at the top: pruning never drops it");
   cmd->add_option("--input", o->input, "read the user's turns from this file, one per line (default: stdin)");
   cmd->callback([o, binder] {
     RunOptions opt = binder->finish();
     if (opt.max_tokens == 256 && opt.context == 0) opt.max_tokens = 64;  // a reply, not a story
-    opt.model_hash = false;  // chat writes no trace: no start-up spent hashing the model
+    opt.model_hash = !opt.trace.empty();  // only a turn trace records the model's digest: no start-up spent hashing otherwise
     auto s = open_session(opt);
-    ChatFormat fmt = detect_chat_format(s->tokenizer->chat_template());
+    const Tokenizer& tok = *s->tokenizer;
+    ChatFormat fmt = detect_chat_format(tok.chat_template());
     if (fmt == ChatFormat::None) fmt = ChatFormat::Plain;  // no template: "User: …\nAssistant:"
-    if (fmt != ChatFormat::Plain)
-      warn(std::string("chat: the model's template is ") + std::string(chat_format_name(fmt)) +
-           "; its turn markers are encoded as text (this tokenizer does not parse control tokens from text)");
-    Engine engine(*s->model, *s->tokenizer, *s->attention, *s->sampler);
+    Engine engine(*s->model, tok, *s->attention, *s->sampler);
     const int limit = engine.context_limit();
     GenerateOptions g;
     g.max_tokens = opt.max_tokens;
     g.seed = s->seed;
-    g.record_stages = g.report_distribution = false;
+    g.record_stages = g.report_distribution = !opt.trace.empty();
+    g.level = opt.trace_level;
+    g.trace_top_k = opt.trace_top;
     g.policy = opt.context_policy;
+    if (!opt.trace.empty())
+      refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path}});
 
     std::ifstream file;
     if (!o->input.empty()) {
@@ -83,25 +90,58 @@ void add_chat_command(CLI::App& app) {
       if (line.empty()) continue;
       turns.push_back({true, line});
       ++turn_no;
+      // The conversation's ids: the template's markers become control tokens, the messages' text
+      // never does (a user typing "<|im_start|>" gets the characters).
+      auto encode = [&] { return encode_chat(tok, fmt, messages(o->system, turns)); };
+      std::vector<std::int32_t> ids = encode();
+      int n = static_cast<int>(ids.size());
       // Fit: the history plus room for a reply must hold in the context; drop the oldest turns.
-      auto tokens = [&] { return static_cast<int>(s->tokenizer->encode(render(fmt, o->system, turns), true, false).size()); };
-      int n = tokens();
+      std::size_t dropped_turns = 0;
+      std::vector<Turn> dropped;
       while (n + g.max_tokens > limit && turns.size() > 1) {
         const std::size_t drop = turns.size() >= 2 && !turns[1].user ? 2 : 1;  // a user turn and its reply
+        dropped.insert(dropped.end(), turns.begin(), turns.begin() + static_cast<std::ptrdiff_t>(drop));
         turns.erase(turns.begin(), turns.begin() + static_cast<std::ptrdiff_t>(drop));
+        dropped_turns += drop;
         const int before = n;
-        n = tokens();
+        ids = encode();
+        n = static_cast<int>(ids.size());
         std::cerr << "glassbox: chat: dropped the oldest " << (drop == 2 ? "exchange" : "turn") << " (" << before - n
                   << " tokens) to fit the context of " << limit << " positions\n";
+      }
+      g.pruned.reset();
+      if (dropped_turns > 0) {
+        // The trace's context line: what was dropped, as those messages encode on their own, at the
+        // positions after BOS and the pinned system message.
+        PolicyEvent ev;
+        ev.policy = "prune-turns";
+        ev.step = 0;
+        ev.limit = limit;
+        ev.turns = static_cast<int>(dropped_turns);
+        std::vector<ChatMessage> gone;
+        for (const auto& t : dropped) gone.push_back({t.user ? "user" : "assistant", t.text});
+        ev.dropped_ids = encode_chat(tok, fmt, gone, /*add_generation_prompt=*/false, /*bos=*/false);
+        ev.dropped_from = static_cast<int>(encode_chat(tok, fmt, messages(o->system, {}), false).size());
+        ev.dropped_to = ev.dropped_from + static_cast<int>(ev.dropped_ids.size());
+        ev.kept = n;
+        ev.detail = "dropped the oldest " + std::to_string(dropped_turns) + " turns to fit " + std::to_string(n) + " tokens and a reply of up to " +
+                    std::to_string(g.max_tokens) + " in " + std::to_string(limit) + " positions" +
+                    (o->system.empty() ? std::string() : "; the system message stays");
+        g.pruned = std::move(ev);
       }
       if (n + g.max_tokens > limit && g.policy.kind == ContextPolicy::Refuse)
         throw InputError("chat turn " + std::to_string(turn_no) + " alone is " + std::to_string(n) + " tokens; with a reply of up to " +
                          std::to_string(g.max_tokens) + " it does not fit the " + std::to_string(limit) + " positions (--context-policy refuse)");
+      GenerateOptions turn_opt = g;
       if (g.policy.kind == ContextPolicy::Stop || g.policy.kind == ContextPolicy::Refuse) {
         // a single turn longer than the window: let the engine drop its oldest tokens rather than fail
-        if (n > limit) g.policy = parse_context_policy("truncate-left");
+        if (n > limit) turn_opt.policy = parse_context_policy("truncate-left");
       }
+      std::unique_ptr<traces::JsonlWriter> writer;
+      if (!opt.trace.empty()) writer = std::make_unique<traces::JsonlWriter>(turn_trace_path(opt.trace, turn_no), tok, opt.trace_keep_partial);
+      TraceSink& sink = writer ? static_cast<TraceSink&>(*writer) : null;
       std::string reply;
+      const std::string text = render_chat(fmt, messages(o->system, turns));
       std::size_t shown = 0;  // bytes of reply already on stdout
       // Show the reply up to `end`, holding back a tail that may be the start of the next turn's marker
       // (the model writes "\nUser:" piece by piece: "\n", "U", "s", "er", ":").
@@ -111,19 +151,21 @@ void add_chat_command(CLI::App& app) {
       };
       static constexpr std::string_view kNextTurn = "\nUser:";
       try {
-        engine.generate(render(fmt, o->system, turns), g, s->header, null, [&](std::string_view piece) {
+        engine.generate(std::move(ids), text, turn_opt, s->header, sink, [&](std::string_view piece) {
           reply.append(piece);
           if (fmt != ChatFormat::Plain) return show(reply.size());
           if (const auto cut = reply.find(kNextTurn); cut != std::string::npos) {
             reply.resize(cut);
             show(cut);
-            throw EndOfReply{};
+            throw StopGeneration{};
           }
           std::size_t hold = std::min(reply.size(), kNextTurn.size() - 1);
           while (hold > 0 && reply.compare(reply.size() - hold, hold, kNextTurn.substr(0, hold)) != 0) --hold;
           show(reply.size() - hold);
         });
-      } catch (const EndOfReply&) {
+      } catch (const std::exception& e) {
+        if (writer) writer->error(e.what());
+        throw;
       }
       show(reply.size());
       std::fputs("\n", stdout);

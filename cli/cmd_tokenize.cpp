@@ -15,7 +15,7 @@ void add_tokenize_command(CLI::App& app) {
   struct Opts {
     std::string tokenizer, plugin, model, text;
     std::vector<std::string> plugin_path;
-    bool json = false, no_bos = false, eos = false;
+    bool json = false, no_bos = false, eos = false, special = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("tokenize", "encode TEXT and print its token ids and pieces");
@@ -28,6 +28,8 @@ void add_tokenize_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "print {\"ids\":[...],\"pieces\":[...]}");
   cmd->add_flag("--no-bos", o->no_bos, "do not prepend BOS (prepended only when the vocabulary asks for it)");
   cmd->add_flag("--eos", o->eos, "append EOS");
+  cmd->add_flag("--parse-special", o->special,
+                "take control tokens spelled in the text (<s>, <|im_start|>, ...) as their ids, as a chat template's markers are");
   cmd->callback([o] {
     Registry reg;
     std::vector<std::filesystem::path> extra(o->plugin_path.begin(), o->plugin_path.end());
@@ -55,7 +57,11 @@ void add_tokenize_command(CLI::App& app) {
     if (spec.name.empty()) spec.name = "llama2c";
     auto tok = model ? reg.make_tokenizer(spec, model->metadata()) : reg.make_tokenizer(spec);
     // BOS only where the vocabulary asks for it (SentencePiece does, GPT-2 does not).
-    const auto ids = tok->encode(o->text, !o->no_bos && tok->add_bos(), o->eos);
+    EncodeOptions eo;
+    eo.bos = !o->no_bos && tok->add_bos();
+    eo.eos = o->eos;
+    eo.parse_special = o->special;
+    const auto ids = tok->encode(o->text, eo);
     std::vector<std::string> pieces;
     for (auto id : ids) pieces.emplace_back(tok->piece(id));
     if (o->json) {

@@ -191,6 +191,42 @@ BOOST_AUTO_TEST_CASE(chat_prunes_the_oldest_turns_to_fit) {
   BOOST_TEST(r.err.find("glassbox: chat: dropped the oldest exchange") != std::string::npos, r.err);
 }
 
+// glassbox chat --trace FILE: one valid trace per turn (FILE-turnN); every turn that pruned starts
+// with a prune-turns context line, stderr has its notice, and --system opens every turn's prompt.
+BOOST_AUTO_TEST_CASE(chat_trace_records_each_turn_and_each_prune) {
+  const fs::path dir = gbtest::temp_dir("chattrace");
+  gbtest::write_file(dir / "turns.txt", "Once upon a time there was a cat.\nWhat did the cat do?\nAnd then?\nThe end?\n");
+  auto r = run_cli(args({"chat"}, args(gbtest::stories_args(), {"--input", (dir / "turns.txt").string(), "--sampler", "greedy",
+                                                                   "--max-tokens", "24", "--context", "80", "--system", "Stories.",
+                                                                   "--trace", (dir / "chat.jsonl").string()})));
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  std::size_t notices = 0;
+  for (std::size_t at = 0; (at = r.err.find("glassbox: chat: dropped the oldest", at)) != std::string::npos; ++at) ++notices;
+  int prunes = 0, dropped_turns = 0;
+  for (int turn = 1; turn <= 4; ++turn) {
+    const fs::path f = dir / ("chat-turn" + std::to_string(turn) + ".jsonl");
+    BOOST_TEST_REQUIRE(fs::exists(f), f);
+    auto v = run_cli({"trace", "validate", f.string()});
+    BOOST_TEST(v.rc == 0, f << ": " << v.out << v.err);
+    const auto lines = gbtest::read_jsonl(f);
+    BOOST_TEST_REQUIRE(lines.size() >= 3u);
+    BOOST_TEST(lines[0]["prompt"].get<std::string>().rfind("System: Stories.\n", 0) == 0u, lines[0]["prompt"].dump());
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i]["type"] != "context" || lines[i]["policy"] != "prune-turns") continue;
+      ++prunes;
+      BOOST_TEST(i == 1u);  // right after the header, before the prefill
+      BOOST_TEST(lines[i]["kept"] == lines[0]["prompt_ids"].size());
+      BOOST_TEST(lines[i]["dropped"]["text"].get<std::string>().find("User:") != std::string::npos);
+      BOOST_TEST(lines[i]["dropped"]["text"].get<std::string>().find("Stories.") == std::string::npos);
+      dropped_turns += lines[i]["turns"].get<int>();
+    }
+  }
+  BOOST_TEST(!fs::exists(dir / "chat-turn5.jsonl"));
+  BOOST_TEST(prunes >= 1);
+  BOOST_TEST(notices >= static_cast<std::size_t>(prunes), r.err);  // one notice per exchange dropped
+  BOOST_TEST(static_cast<std::size_t>(dropped_turns) == 2 * notices);  // each notice is one exchange
+}
+
 BOOST_AUTO_TEST_CASE(prompt_longer_than_the_context) {
   std::string prompt;
   for (int i = 0; i < 600; ++i) prompt += "cat ";

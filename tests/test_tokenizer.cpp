@@ -9,6 +9,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "glassbox/chat_template.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/metadata.hpp"
 #include "glassbox/registry.hpp"
@@ -177,6 +178,98 @@ BOOST_AUTO_TEST_CASE(special_ids_and_sizes) {
   const auto ids = t.encode("Once", true, true);
   BOOST_TEST(ids.back() == 2);
   BOOST_TEST(t.decode(1, ids[1]).substr(0, 1) != " ");
+}
+
+// ---- Control tokens spelled in text (EncodeOptions::parse_special) ----
+
+glassbox::EncodeOptions special(std::span<const glassbox::TextRange> ranges = {}) {
+  glassbox::EncodeOptions o;
+  o.parse_special = true;
+  o.special_ranges = ranges;
+  return o;
+}
+
+// The vocabularies as llama.cpp's converter typed them (GGUF: <unk> unknown, <s> </s> control) and
+// as the llama2.c files imply: every control or unknown token's spelling is its own id with
+// parse_special, and the plain text otherwise, which never holds a control id.
+BOOST_DATA_TEST_CASE(every_special_token_is_one_id_only_when_parsed, bdata::make({"tok512.bin", "tokenizer.bin", "gguf"}), which) {
+  glassbox::Registry reg;
+  reg.load_default();
+  const std::string w = which;
+  auto t = w == "gguf" ? reg.make_tokenizer({"llama2c", {}}, stories_gguf()) : nullptr;
+  const glassbox::Tokenizer& tok = t ? *t : tokenizer(w);
+  int n = 0;
+  for (std::int32_t id = 0; id < tok.vocab_size(); ++id) {
+    const auto type = tok.token_type(id);
+    if (type != glassbox::TokenType::Control && type != glassbox::TokenType::Unknown) continue;
+    ++n;
+    // llama2.c's files store BOS as "\n<s>\n": it is spelled "<s>", as llama.cpp's converter names it.
+    std::string text(tok.piece(id));
+    text = text.substr(text.find_first_not_of('\n'));
+    text = text.substr(0, text.find_last_not_of('\n') + 1);
+    BOOST_TEST(tok.encode(text, special()) == std::vector<std::int32_t>{id}, w << " " << text);
+    const auto plain = tok.encode(text, false, false);
+    BOOST_TEST(plain.size() > 1u, w << " " << text);
+    for (auto p : plain) BOOST_TEST((tok.token_type(p) != glassbox::TokenType::Control), w << " " << text);
+    BOOST_TEST(glassbox::decode_all(tok, plain) == text);  // (decode_all drops the dummy-prefix space)
+  }
+  BOOST_TEST(n == 3);  // <unk> <s> </s>
+}
+
+// llama.cpp's SPM rule: text is split at special tokens and every stretch between them is encoded
+// on its own, dummy-prefix space included; BOS/EOS framing is unchanged.
+BOOST_AUTO_TEST_CASE(parse_special_encodes_each_stretch_on_its_own) {
+  const auto& t = tokenizer("tok512.bin");
+  auto plain = [&](const char* s) { return t.encode(s, false, false); };
+  std::vector<std::int32_t> expect = {1};
+  for (auto id : plain("Once upon")) expect.push_back(id);
+  expect.push_back(2);
+  expect.push_back(1);
+  for (auto id : plain("a time")) expect.push_back(id);
+  glassbox::EncodeOptions o = special();
+  o.bos = true;
+  BOOST_TEST(t.encode("Once upon</s><s>a time", o) == expect, boost::test_tools::per_element());
+  // Only inside the ranges: the second "<s>" (bytes 4..7) is text.
+  const std::vector<glassbox::TextRange> first{{0, 3}};
+  std::vector<std::int32_t> ranged = {1};
+  for (auto id : plain("x<s>")) ranged.push_back(id);
+  BOOST_TEST(t.encode("<s>x<s>", special(first)) == ranged, boost::test_tools::per_element());
+  // A range that cuts a spelling in two does not match it.
+  const std::vector<glassbox::TextRange> cut{{0, 2}};
+  BOOST_TEST(t.encode("<s>", special(cut)) == plain("<s>"), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(cli_tokenize_parse_special) {
+  const std::string tok = gbtest::shared("models/tok512.bin").string();
+  auto r = gbtest::run_cli({"tokenize", "--json", "--no-bos", "--parse-special", "--tokenizer", tok, "</s>"});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(json::parse(r.out)["ids"] == json::array({2}));
+  auto plain = gbtest::run_cli({"tokenize", "--json", "--no-bos", "--tokenizer", tok, "</s>"});
+  BOOST_TEST_REQUIRE(plain.rc == 0, plain.err);
+  BOOST_TEST(json::parse(plain.out)["ids"] == json(tokenizer("tok512.bin").encode("</s>", false, false)));
+}
+
+// Llama 2's chat format marks turns with <s> and </s>, control tokens of tok512: encode_chat makes
+// the template's markers control ids and leaves a user's "</s>" and "<s>" as text.
+BOOST_AUTO_TEST_CASE(chat_markers_become_control_tokens_user_text_never_does) {
+  const auto& t = tokenizer("tok512.bin");
+  using glassbox::ChatFormat;
+  const std::vector<glassbox::ChatMessage> chat = {
+      {"user", "Hi </s> there <s>"}, {"assistant", "Yo"}, {"user", "<unk> and </s>"}};
+  const auto ids = glassbox::encode_chat(t, ChatFormat::Llama2, chat);
+  // "<s>[INST] Hi </s> there <s> [/INST] Yo </s><s>[INST] <unk> and </s> [/INST]": BOS, then one
+  // </s> and one <s> from the template; the user's spellings stay text.
+  std::vector<std::int32_t> controls;
+  for (auto id : ids)
+    if (t.token_type(id) != glassbox::TokenType::Normal && t.token_type(id) != glassbox::TokenType::Byte) controls.push_back(id);
+  BOOST_TEST(controls == (std::vector<std::int32_t>{1, 2, 1}), boost::test_tools::per_element());
+  BOOST_TEST(glassbox::decode_all(t, ids).find("Hi </s> there <s>") != std::string::npos);
+  // The same text with every special spelling parsed would have let the user's through.
+  glassbox::EncodeOptions all = special();
+  all.bos = true;
+  int parsed = 0;
+  for (auto id : t.encode(glassbox::render_chat(ChatFormat::Llama2, chat), all)) parsed += id <= 2;
+  BOOST_TEST(parsed == 7);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -21,7 +21,7 @@ std::size_t count(const std::string& text, const std::string& what) {
 // Four pieces: "a", "b", "c", "d".
 class FakeTokenizer final : public glassbox::Tokenizer {
  public:
-  std::vector<std::int32_t> encode(std::string_view, bool, bool) const override { return {0}; }
+  std::vector<std::int32_t> encode(std::string_view, const glassbox::EncodeOptions&) const override { return {0}; }
   std::string_view decode(std::int32_t, std::int32_t id) const override { return kPieces[id]; }
   std::string_view piece(std::int32_t id) const override { return kPieces[id]; }
   std::int32_t vocab_size() const override { return 4; }

@@ -26,16 +26,25 @@ ChatFormat detect_chat_format(std::string_view t) {
   return ChatFormat::Plain;
 }
 
-std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
-  std::string out;
+RenderedChat render_chat_marked(ChatFormat f, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  RenderedChat r;
+  std::string& out = r.text;
+  // Template text is recorded as a marker range (adjacent ones joined); contents are not.
+  auto tpl = [&](std::string_view s) {
+    if (s.empty()) return;
+    if (!r.markers.empty() && r.markers.back().end == out.size()) r.markers.back().end += s.size();
+    else r.markers.push_back({out.size(), out.size() + s.size()});
+    out += s;
+  };
+  auto content = [&](std::string_view s) { out += s; };
   switch (f) {
     case ChatFormat::ChatML:
-      for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-      if (add_generation_prompt) out += "<|im_start|>assistant\n";
+      for (const auto& m : messages) tpl("<|im_start|>" + m.role + "\n"), content(m.content), tpl("<|im_end|>\n");
+      if (add_generation_prompt) tpl("<|im_start|>assistant\n");
       break;
     case ChatFormat::Llama3:
-      for (const auto& m : messages) out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
-      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      for (const auto& m : messages) tpl("<|start_header_id|>" + m.role + "<|end_header_id|>\n\n"), content(m.content), tpl("<|eot_id|>");
+      if (add_generation_prompt) tpl("<|start_header_id|>assistant<|end_header_id|>\n\n");
       break;
     case ChatFormat::Llama2: {
       // [INST] <<SYS>>\nsys\n<</SYS>>\n\nuser [/INST] assistant </s><s>[INST] user [/INST]
@@ -44,31 +53,45 @@ std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages, 
       for (const auto& m : messages) {
         if (m.role == "system") { system = m.content; continue; }
         if (m.role == "user") {
-          if (!first) out += "<s>";
-          out += "[INST] ";
-          if (!system.empty()) { out += "<<SYS>>\n" + system + "\n<</SYS>>\n\n"; system.clear(); }
-          out += m.content + " [/INST]";
+          if (!first) tpl("<s>");
+          tpl("[INST] ");
+          if (!system.empty()) { tpl("<<SYS>>\n"), content(system), tpl("\n<</SYS>>\n\n"); system.clear(); }
+          content(m.content), tpl(" [/INST]");
           first = false;
         } else {
-          out += " " + m.content + " </s>";
+          tpl(" "), content(m.content), tpl(" </s>");
         }
       }
       break;
     }
     case ChatFormat::Zephyr:
-      for (const auto& m : messages) out += "<|" + m.role + "|>\n" + m.content + "</s>\n";
-      if (add_generation_prompt) out += "<|assistant|>\n";
+      for (const auto& m : messages) tpl("<|" + m.role + "|>\n"), content(m.content), tpl("</s>\n");
+      if (add_generation_prompt) tpl("<|assistant|>\n");
       break;
     case ChatFormat::None:
     case ChatFormat::Plain:
       for (const auto& m : messages) {
         const std::string who = m.role == "user" ? "User" : m.role == "assistant" ? "Assistant" : "System";
-        out += who + ": " + m.content + "\n";
+        tpl(who + ": "), content(m.content), tpl("\n");
       }
-      if (add_generation_prompt) out += "Assistant:";
+      if (add_generation_prompt) tpl("Assistant:");
       break;
   }
-  return out;
+  return r;
+}
+
+std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  return render_chat_marked(f, messages, add_generation_prompt).text;
+}
+
+std::vector<std::int32_t> encode_chat(const Tokenizer& tok, ChatFormat f, const std::vector<ChatMessage>& messages,
+                                      bool add_generation_prompt, bool bos) {
+  const RenderedChat r = render_chat_marked(f, messages, add_generation_prompt);
+  EncodeOptions o;
+  o.bos = bos;
+  o.parse_special = true;
+  o.special_ranges = r.markers;
+  return tok.encode(r.text, o);
 }
 
 }  // namespace glassbox

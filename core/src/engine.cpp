@@ -98,6 +98,12 @@ int Engine::context_limit() const {
 
 Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, RunHeader header, TraceSink& sink,
                          const StreamFn& on_piece) {
+  // ---- TOKENIZE ----
+  return generate(tok_.encode(prompt, /*bos=*/true, /*eos=*/false), prompt, opt, std::move(header), sink, on_piece);
+}
+
+Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt, const GenerateOptions& opt, RunHeader header,
+                         TraceSink& sink, const StreamFn& on_piece) {
   const Config& cfg = model_.config();
   if (opt.max_tokens < 0) throw ConfigError("max_tokens = " + std::to_string(opt.max_tokens) + " (expected >= 0)");
   const int limit = context_limit();
@@ -109,8 +115,6 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
     throw ConfigError("trace-attention " + std::to_string(opt.trace_attention.layer) + ":" + std::to_string(opt.trace_attention.head) +
                       " is outside the model's " + std::to_string(cfg.n_layers) + " layers x " + std::to_string(cfg.n_heads) + " heads");
 
-  // ---- TOKENIZE ----
-  std::vector<std::int32_t> ids = tok_.encode(prompt, /*bos=*/true, /*eos=*/false);
   if (ids.empty()) throw InputError("the prompt encodes to no tokens and the tokenizer adds no BOS: nothing to start from");
   for (auto id : ids)
     if (id < 0 || id >= cfg.vocab_size)
@@ -154,6 +158,10 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
   header.level = opt.level;
   sink.header(header);
   Summary sum;
+  if (opt.pruned) {
+    sink.policy(*opt.pruned);
+    ++sum.policy_firings;
+  }
   if (prompt_drop) {
     sink.policy(*prompt_drop);
     ++sum.policy_firings;
@@ -272,7 +280,12 @@ Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, Ru
   std::int32_t token = ids.back();
   for (int step = 1;; ++step) {
     if (is_stop(next)) { sum.stop_reason = "stop_token"; break; }
-    on_piece(tok_.decode(token, next));
+    try {
+      on_piece(tok_.decode(token, next));
+    } catch (const StopGeneration&) {
+      sum.stop_reason = "stop_text";
+      break;
+    }
     sampler_.accept(next);
     token = next;
     ++sum.generated;

@@ -115,8 +115,9 @@ class Guard {
 class GuardedTokenizer final : public Tokenizer, Guard<Tokenizer> {
  public:
   using Guard::Guard;
-  std::vector<std::int32_t> encode(std::string_view t, bool bos, bool eos) const override {
-    return call([&](auto& p) { return p.encode(t, bos, eos); });
+  using Tokenizer::encode;
+  std::vector<std::int32_t> encode(std::string_view t, const EncodeOptions& o) const override {
+    return call([&](auto& p) { return p.encode(t, o); });
   }
   std::string_view decode(std::int32_t prev, std::int32_t id) const override { return call([&](auto& p) { return p.decode(prev, id); }); }
   std::string_view piece(std::int32_t id) const override { return call([&](auto& p) { return p.piece(id); }); }

@@ -157,9 +157,9 @@ json read_json(const fs::path& p) {
   }
 }
 
-class BpeTokenizer final : public glassbox::Tokenizer {
+class BpeTokenizer final : public glassbox::VocabTokenizer {
  public:
-  BpeTokenizer(const glassbox::Params& p, const glassbox::Metadata& model) {
+  BpeTokenizer(const glassbox::Params& p, const glassbox::Metadata& model) : VocabTokenizer("tokenizer 'bpe'") {
     const std::string& path = p.get_string("path");
     std::string pre_override = p.get_string("pre");
     if (!path.empty()) {
@@ -197,56 +197,12 @@ class BpeTokenizer final : public glassbox::Tokenizer {
     finish();
   }
 
-  std::vector<std::int32_t> encode(std::string_view text, bool bos, bool eos) const override {
-    std::vector<std::int32_t> ids;
-    if (bos && bos_ >= 0) ids.push_back(bos_);
-    // User-defined (non-special added) tokens are matched before pre-tokenization, as Hugging Face
-    // and llama.cpp do; control tokens never are.
-    std::size_t pos = 0;
-    if (!user_.empty()) {
-      // next[k]: where user token k next occurs at or after pos (found once, refreshed when passed).
-      std::vector<std::size_t> next(user_.size());
-      for (std::size_t k = 0; k < user_.size(); ++k) next[k] = vocab_[user_[k]].empty() ? std::string_view::npos : text.find(vocab_[user_[k]]);
-      while (true) {
-        std::size_t best = std::string_view::npos, best_len = 0;
-        std::int32_t best_id = -1;
-        for (std::size_t k = 0; k < user_.size(); ++k) {
-          const std::string& u = vocab_[user_[k]];
-          if (next[k] != std::string_view::npos && next[k] < pos) next[k] = text.find(u, pos);
-          if (next[k] != std::string_view::npos && (next[k] < best || (next[k] == best && u.size() > best_len)))
-            best = next[k], best_len = u.size(), best_id = user_[k];
-        }
-        if (best == std::string_view::npos) break;
-        encode_plain(text.substr(pos, best - pos), ids);
-        ids.push_back(best_id);
-        pos = best + best_len;
-      }
-    }
-    encode_plain(text.substr(pos), ids);
-    if (eos && eos_ >= 0) ids.push_back(eos_);
-    return ids;
-  }
-
-  std::string_view decode(std::int32_t, std::int32_t id) const override { check(id); return decoded_[id]; }
-  std::string_view piece(std::int32_t id) const override { check(id); return vocab_[id]; }
-  std::int32_t vocab_size() const override { return static_cast<std::int32_t>(vocab_.size()); }
-  std::int32_t bos_id() const override { return bos_; }
-  std::int32_t eos_id() const override { return eos_; }
-  TokenType token_type(std::int32_t id) const override { check(id); return types_[id]; }
-  bool add_bos() const override { return add_bos_; }
-  bool add_eos() const override { return add_eos_; }
-  std::vector<std::int32_t> eog_ids() const override { return eog_; }
-  std::string_view chat_template() const override { return chat_template_; }
   std::string_view model_kind() const override { return "gpt2"; }
 
  private:
-  void check(std::int32_t id) const {
-    if (id < 0 || id >= vocab_size())
-      throw TokenizerError("tokenizer 'bpe': token id " + std::to_string(id) + " outside 0.." + std::to_string(vocab_size() - 1));
-  }
-
-  // Pre-tokenizes text and BPE-encodes every piece.
-  void encode_plain(std::string_view text, std::vector<std::int32_t>& out) const {
+  // Pre-tokenizes text and BPE-encodes every piece. (User-defined tokens were split off before, by
+  // VocabTokenizer::encode, as Hugging Face and llama.cpp do.)
+  void encode_text(std::string_view text, std::vector<std::int32_t>& out) const override {
     if (text.empty()) return;
     icu::UnicodeString u;
     std::vector<std::size_t> off;
@@ -576,7 +532,7 @@ class BpeTokenizer final : public glassbox::Tokenizer {
       const std::string& s = vocab_[i];
       switch (types_[i]) {
         case TokenType::Control: decoded_[i].clear(); continue;
-        case TokenType::UserDefined: decoded_[i] = s; user_.push_back(i); continue;
+        case TokenType::UserDefined: decoded_[i] = s; continue;
         case TokenType::Unused: continue;
         default: break;
       }
@@ -593,28 +549,20 @@ class BpeTokenizer final : public glassbox::Tokenizer {
     }
     for (int b = 0; b < 256; ++b)
       if (auto it = lookup_.find(byte_char_[b]); it != lookup_.end()) byte_tok_[b] = it->second;
-    std::reverse(user_.begin(), user_.end());
     glassbox::SpecialTokens sp;
     sp.eos = eos_, sp.eot = eot_, sp.eom = eom_;
     eog_ = glassbox::end_of_generation_ids(sp, vocab_, types_);
+    index_special_tokens();
   }
 
-  std::string source_;
-  std::vector<std::string> vocab_;    // (vocab_size) raw pieces, in GPT-2's byte alphabet
-  std::vector<TokenType> types_;      // (vocab_size)
-  std::vector<std::string> decoded_;  // (vocab_size) bytes to print
+  // vocab_ holds the raw pieces in GPT-2's byte alphabet.
   std::unordered_map<std::string, std::int32_t> lookup_;  // normal pieces
-  std::vector<std::int32_t> user_;    // user-defined tokens, matched in text before anything else
   std::unordered_map<std::uint64_t, std::pair<std::int32_t, std::int32_t>> merges_;  // (left, right) -> (rank, merged)
   std::vector<std::string> regexes_;
   std::vector<std::unique_ptr<icu::RegexPattern>> patterns_;
   bool ignore_merges_ = false;
   std::array<std::string, 256> byte_char_;
   std::array<std::int32_t, 256> byte_tok_{};
-  std::int32_t unk_ = -1, bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1;
-  bool add_bos_ = false, add_eos_ = false;
-  std::vector<std::int32_t> eog_;
-  std::string chat_template_;
 };
 
 void register_factories(glassbox::Registrar& r) {

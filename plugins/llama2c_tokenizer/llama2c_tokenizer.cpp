@@ -24,9 +24,11 @@ constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581 "▁": Senten
 // Pairs scoring at or below this never merge (llama2.c's initial "best" score).
 constexpr float kNoMerge = -1e10f;
 
-class SpmTokenizer final : public glassbox::Tokenizer {
+class SpmTokenizer final : public glassbox::VocabTokenizer {
  public:
-  SpmTokenizer(const glassbox::Params& p, const glassbox::Metadata& model) : reference_(p.get_bool("reference_merge")) {
+  SpmTokenizer(const glassbox::Params& p, const glassbox::Metadata& model)
+      : VocabTokenizer("tokenizer 'llama2c'"), reference_(p.get_bool("reference_merge")) {
+    add_bos_ = true;
     const std::string& path = p.get_string("path");
     if (!path.empty()) {
       load_file(path);
@@ -42,9 +44,16 @@ class SpmTokenizer final : public glassbox::Tokenizer {
     finish();
   }
 
-  std::vector<std::int32_t> encode(std::string_view text, bool bos, bool eos) const override {
-    std::vector<std::int32_t> ids;
-    if (bos && bos_ >= 0) ids.push_back(bos_);
+  std::string_view decode(std::int32_t prev, std::int32_t id) const override {
+    std::string_view s = VocabTokenizer::decode(prev, id);
+    // After BOS, SentencePiece drops the dummy-prefix space.
+    if (prev == bos_ && prev >= 0 && add_space_prefix_ && !s.empty() && s.front() == ' ') s.remove_prefix(1);
+    return s;
+  }
+  std::string_view model_kind() const override { return "llama"; }
+
+ private:
+  void encode_text(std::string_view text, std::vector<std::int32_t>& ids) const override {
     // SentencePiece's dummy prefix: non-empty text starts as if preceded by a space. GGUF pieces
     // spell the space "▁", llama2.c's pieces a plain space.
     std::string norm;
@@ -67,32 +76,6 @@ class SpmTokenizer final : public glassbox::Tokenizer {
     if (reference_) merge_quadratic(t);
     else merge_heap(t);
     ids.insert(ids.end(), t.begin(), t.end());
-    if (eos && eos_ >= 0) ids.push_back(eos_);
-    return ids;
-  }
-
-  std::string_view decode(std::int32_t prev, std::int32_t id) const override {
-    check(id);
-    std::string_view s = decoded_[id];
-    // After BOS, SentencePiece drops the dummy-prefix space.
-    if (prev == bos_ && prev >= 0 && add_space_prefix_ && !s.empty() && s.front() == ' ') s.remove_prefix(1);
-    return s;
-  }
-  std::string_view piece(std::int32_t id) const override { check(id); return vocab_[id]; }
-  std::int32_t vocab_size() const override { return static_cast<std::int32_t>(vocab_.size()); }
-  std::int32_t bos_id() const override { return bos_; }
-  std::int32_t eos_id() const override { return eos_; }
-  TokenType token_type(std::int32_t id) const override { check(id); return types_[id]; }
-  bool add_bos() const override { return add_bos_; }
-  bool add_eos() const override { return add_eos_; }
-  std::vector<std::int32_t> eog_ids() const override { return eog_; }
-  std::string_view chat_template() const override { return chat_template_; }
-  std::string_view model_kind() const override { return "llama"; }
-
- private:
-  void check(std::int32_t id) const {
-    if (id < 0 || id >= vocab_size())
-      throw TokenizerError("tokenizer 'llama2c': token id " + std::to_string(id) + " outside 0.." + std::to_string(vocab_size() - 1));
   }
 
   void push_piece(std::string_view s, std::vector<std::int32_t>& out) const {
@@ -302,23 +285,17 @@ class SpmTokenizer final : public glassbox::Tokenizer {
     sp.eos = eos_, sp.eot = eot_, sp.eom = eom_;
     // llama2.c files print their control pieces as text: only their EOS ends generation.
     eog_ = glassbox::end_of_generation_ids(sp, print_control_ ? std::vector<std::string>{} : vocab_, types_);
+    index_special_tokens(/*trim=*/print_control_);
   }
 
   bool reference_ = false;           // use merge_quadratic (tests)
-  std::string source_;               // file or model, for messages
   std::string space_ = " ";          // how pieces spell a space
   bool print_control_ = false;
-  std::vector<std::string> vocab_;   // (vocab_size) raw pieces
   std::vector<float> scores_;        // (vocab_size) merge priority
-  std::vector<TokenType> types_;     // (vocab_size)
-  std::vector<std::string> decoded_; // (vocab_size) bytes to print (byte pieces resolved, ▁ -> space)
   std::unordered_map<std::string, std::int32_t> lookup_;  // pieces text can produce
   std::array<std::int32_t, 256> byte_id_{};
   std::vector<bool> inner_pair_ = std::vector<bool>(256 * 256);  // byte pairs found inside mergeable pieces
-  std::int32_t unk_ = -1, bos_ = -1, eos_ = -1, eot_ = -1, eom_ = -1;
-  bool add_bos_ = true, add_eos_ = false, add_space_prefix_ = true;
-  std::vector<std::int32_t> eog_;
-  std::string chat_template_;
+  bool add_space_prefix_ = true;
 };
 
 void register_factories(glassbox::Registrar& r) {

@@ -56,7 +56,8 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
   bool ended = false;  // summary seen
   int vocab = 0;
   bool full = false;
-  std::optional<TraceContext> context;  // a context line not yet followed by its step
+  std::optional<TraceContext> context;      // a context line not yet followed by its step
+  std::optional<TraceContext> pruned_then;  // the engine's context line after a chat's prune-turns line, both before step 0
   while (read_line(in, text, name, line + 1)) {
     ++line;
     const std::string w = where(name, line);
@@ -98,6 +99,14 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
                          " (step 0 is the prefill, later steps decode)");
       std::vector<std::int32_t> ids = t.header.prompt_ids;
       int expect_pos = k == 0 ? static_cast<int>(ids.size()) - 1 : t.steps.back().pos + 1;
+      if (context && context->policy == "prune-turns") {
+        // The chat dropped turns before encoding: the header's prompt is what the prefill holds.
+        if (context->kept != static_cast<int>(ids.size()))
+          throw TraceError(w + ": the prune-turns line before it keeps " + std::to_string(context->kept) +
+                           " tokens but the header's prompt_ids hold " + std::to_string(ids.size()));
+        context = pruned_then;
+        pruned_then.reset();
+      }
       if (context) {  // a context policy dropped tokens just before this step
         if (k == 0) {
           const int from = context->dropped_from, to = context->dropped_to;
@@ -124,10 +133,16 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
     }
     if (type == "context") {
       TraceContext x = parse_context(j, w);
-      if (context) throw TraceError(w + ": two context lines without a step between them");
       if (x.step != static_cast<int>(t.steps.size()))
         throw TraceError(w + ": context line for step " + std::to_string(x.step) + " (expected step " + std::to_string(t.steps.size()) +
                          ", the next one)");
+      // A chat's prune-turns line may be followed by the engine's own cut of a prompt still too long.
+      if (context && context->policy == "prune-turns" && x.policy != "prune-turns" && !pruned_then) {
+        pruned_then = x;
+        t.context.push_back(std::move(x));
+        continue;
+      }
+      if (context) throw TraceError(w + ": two context lines without a step between them");
       context = x;
       t.context.push_back(std::move(x));
       continue;
@@ -136,7 +151,8 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
       TraceSummary x = parse_summary(j, w);
       const int gen = x.generated;
       const std::string& reason = x.stop_reason;
-      const int expect = reason == "stop_token" ? gen + 1 : gen;
+      // stop_token / stop_text: the last step chose the token that ended the run, not counted.
+      const int expect = reason == "stop_token" || reason == "stop_text" ? gen + 1 : gen;
       if (static_cast<int>(t.steps.size()) != expect)
         throw TraceError(w + ": summary says " + std::to_string(gen) + " generated (stop: " + reason + "), which means " +
                          std::to_string(expect) + " steps, but the trace has " + std::to_string(t.steps.size()));

@@ -194,7 +194,7 @@ void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
   Agnode_t* prev = G.node("root", {{"label", (first == 0 ? "prompt\\n" : "text so far\\n") + tail_text(context, 40)},
                                    {"style", "filled,rounded"}, {"fillcolor", "#f2f2f2"}, {"class", "root"},
                                    {"group", "main"}});
-  const bool stopped = t.complete() && t.summary->stop_reason == "stop_token";
+  const bool stopped = t.complete() && (t.summary->stop_reason == "stop_token" || t.summary->stop_reason == "stop_text");
   for (int k = first; k < last; ++k) {
     const TraceStep& s = t.steps[k];
     const std::int32_t chosen = s.token;

@@ -438,6 +438,10 @@ TraceContext parse_context(const json& j, const std::string& w) {
   x.dropped_text = c.opt_string(d, "text", "context.dropped");
   x.kept = c.int32(j, "kept", "context");
   x.detail = c.opt_string(j, "detail", "context");
+  if (x.policy == "prune-turns") {
+    x.turns = c.int32(j, "turns", "context", 1);
+    if (x.step != 0) c.fail("context: a prune-turns line belongs before the prefill (step 0), not step " + std::to_string(x.step));
+  }
   return x;
 }
 
@@ -448,8 +452,8 @@ TraceSummary parse_summary(const json& j, const std::string& w) {
   s.generated = c.int32(j, "generated", "summary");
   s.stop_reason = c.string(j, "stop_reason", "summary");
   const std::string& r = s.stop_reason;
-  if (r != "stop_token" && r != "max_tokens" && r != "context_full")
-    c.fail("summary.stop_reason: '" + r + "' (expected stop_token, max_tokens or context_full)");
+  if (r != "stop_token" && r != "max_tokens" && r != "context_full" && r != "stop_text")
+    c.fail("summary.stop_reason: '" + r + "' (expected stop_token, max_tokens, context_full or stop_text)");
   s.ttft_ms = c.number(j, "ttft_ms", "summary", 0.0);
   s.prefill_tok_s = c.number(j, "prefill_tok_s", "summary", 0.0);
   s.decode_tok_s = c.number(j, "decode_tok_s", "summary", 0.0);
@@ -570,6 +574,7 @@ json to_json(const TraceContext& c) {
   json j = {{"type", "context"}, {"policy", c.policy}, {"step", c.step}, {"limit", c.limit},
             {"dropped", std::move(dropped)}, {"kept", c.kept}};
   if (c.detail) j["detail"] = *c.detail;
+  if (c.turns) j["turns"] = *c.turns;
   return j;
 }
 

@@ -5,6 +5,8 @@
 #include <string_view>
 #include <vector>
 
+#include "glassbox/tokenizer.hpp"
+
 namespace glassbox {
 
 enum class ChatFormat { None, ChatML, Llama2, Llama3, Zephyr, Plain };
@@ -20,5 +22,18 @@ struct ChatMessage {
 // The conversation as the model was trained to see it, ending with the assistant's turn opened
 // (add_generation_prompt). Control markers appear as text: encode it with special tokens parsed.
 std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages, bool add_generation_prompt = true);
+
+// The same text, with the byte ranges the template wrote (markers, role names, separators) apart
+// from the messages' contents: encode with EncodeOptions{.parse_special = true, .special_ranges =
+// markers} and a marker becomes its control token while a message spelling "<|im_start|>" stays text.
+struct RenderedChat {
+  std::string text;
+  std::vector<TextRange> markers;
+};
+RenderedChat render_chat_marked(ChatFormat f, const std::vector<ChatMessage>& messages, bool add_generation_prompt = true);
+
+// render_chat_marked, encoded with BOS (when the tokenizer adds one) and its markers parsed.
+std::vector<std::int32_t> encode_chat(const Tokenizer& tok, ChatFormat f, const std::vector<ChatMessage>& messages,
+                                      bool add_generation_prompt = true, bool bos = true);
 
 }  // namespace glassbox

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,10 +51,16 @@ struct GenerateOptions {
   std::vector<std::int32_t> forced;
   ContextPolicy policy;
   AttentionTrace trace_attention;  // off: no observer is installed, no extra work
+  // What the caller dropped before encoding the prompt (`glassbox chat`'s pruned turns, policy
+  // "prune-turns"): written as a context line right after the header and counted in the summary.
+  std::optional<PolicyEvent> pruned;
 };
 
 // Receives each generated piece as soon as it is chosen.
 using StreamFn = std::function<void(std::string_view piece)>;
+// Thrown by a StreamFn to end the run at this piece (a chat reply reaching the next turn's marker):
+// the run then completes normally, with stop_reason "stop_text", and the piece is not counted.
+struct StopGeneration {};
 
 class Engine {
  public:
@@ -61,6 +68,10 @@ class Engine {
 
   // Runs one generation. `header` is completed with the prompt ids and sent to `sink` first.
   Summary generate(std::string_view prompt, const GenerateOptions& opt, RunHeader header,
+                   TraceSink& sink, const StreamFn& on_piece);
+  // The same from ids the caller encoded (a chat's conversation, its markers parsed as control
+  // tokens); `prompt` is their text, for the header.
+  Summary generate(std::vector<std::int32_t> prompt_ids, std::string_view prompt, const GenerateOptions& opt, RunHeader header,
                    TraceSink& sink, const StreamFn& on_piece);
 
   // Positions a run may use with this model and module: the model's context, or the module's

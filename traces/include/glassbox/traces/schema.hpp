@@ -139,12 +139,15 @@ struct TraceContext {
   std::optional<std::string> dropped_text;
   int kept = 0;
   std::optional<std::string> detail;
+  // prune-turns (a chat dropped whole messages before encoding): how many; positions then count in the
+  // conversation's ids before the drop, and `kept` is the prompt the header holds.
+  std::optional<int> turns;
   bool operator==(const TraceContext&) const = default;
 };
 
 struct TraceSummary {
   int generated = 0;
-  std::string stop_reason;  // "stop_token" | "max_tokens" | "context_full"
+  std::string stop_reason;  // "stop_token" | "max_tokens" | "context_full" | "stop_text"
   double ttft_ms = 0, prefill_tok_s = 0, decode_tok_s = 0;
   std::optional<int> policy_firings;
   bool operator==(const TraceSummary&) const = default;
