@@ -41,7 +41,7 @@ void add_chat_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("chat", "a conversation: one line per user turn, from the terminal, a pipe or --input");
-  auto binder = std::make_shared<RunOptionsBinder>(cmd, true);
+  auto binder = std::make_shared<RunOptionsBinder>(cmd, kChat);
   cmd->add_option("--system", o->system, "a first message pinned at the top: pruning never drops it");
   cmd->add_option("--input", o->input, "read the user's turns from this file, one per line (default: stdin)");
   cmd->callback([o, binder] {

@@ -103,7 +103,7 @@ void stream_out(std::string_view piece) {
 
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "generate text from a prompt, streaming it to stdout");
-  auto binder = std::make_shared<RunOptionsBinder>(cmd, true);
+  auto binder = std::make_shared<RunOptionsBinder>(cmd, kRun);
   cmd->callback([binder] {
     const RunOptions opt = binder->finish();
     install_interrupt_handlers();
