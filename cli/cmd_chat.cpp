@@ -113,11 +113,13 @@ void add_chat_command(CLI::App& app) {
             }
           }
           std::fwrite(piece.data(), 1, piece.size(), stdout);
+          note_streamed(piece);
           std::fflush(stdout);
         });
       } catch (const EndOfReply&) {
       }
       std::fputs("\n", stdout);
+      note_streamed("\n");
       std::fflush(stdout);
       while (!reply.empty() && (reply.front() == ' ')) reply.erase(0, 1);
       while (!reply.empty() && (reply.back() == '\n' || reply.back() == ' ')) reply.pop_back();

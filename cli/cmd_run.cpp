@@ -97,6 +97,7 @@ class JsonTokenSink final : public TraceSink {
 // Streams a piece to stdout; a write error (disk full, closed stdout) stops the run.
 void stream_out(std::string_view piece) {
   std::fwrite(piece.data(), 1, piece.size(), stdout);
+  note_streamed(piece);
   if (std::fflush(stdout) != 0 || std::ferror(stdout))
     throw OutputError(std::string("stdout: write failed: ") + std::strerror(errno));
 }
