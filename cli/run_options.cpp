@@ -59,6 +59,16 @@ std::uint64_t parse_seed(const std::string& text, const std::string& where) {
   return v;
 }
 
+// Runs a core parser, whose messages name the value but not the option it came from.
+template <class F>
+auto named(const std::string& where, F&& parse) {
+  try {
+    return parse();
+  } catch (const ConfigError& e) {
+    throw ConfigError(where + ": " + e.what());
+  }
+}
+
 // How an entry stores its value: the `set`, `show`, kind and allowed values, filled in by one helper per type.
 struct Binding {
   RunOption::Kind kind = RunOption::Kind::Value;
@@ -197,7 +207,9 @@ std::vector<RunOption> make_table() {
                      .help = "when prompt + generation outgrow the context", .values = "refuse | stop | truncate-left | shift[:n_keep]",
                      .default_text = "stop", .example = "shift:4", .commands = kPipeline},
                     {K::Value, "",
-                     [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.context_policy = parse_context_policy(scalar(v, where)); },
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) {
+                       o.context_policy = named(where, [&] { return parse_context_policy(scalar(v, where)); });
+                     },
                      [](const RunOptions& o) { return o.context_policy.to_string(); }}));
   t.push_back(entry({.key = "threads", .flags = "--threads", .value_name = "N", .help = "threads for the matrix products",
                      .default_text = "one per physical core", .example = "2", .commands = kGenerate},
@@ -268,11 +280,13 @@ std::vector<RunOption> make_table() {
                      .help = "stream at most R tokens per second, for watching; with --pace, the slower wins",
                      .default_text = "0, no limit", .example = "5", .commands = kGenerate},
                     real(&RunOptions::pace_tps, 0, 1e6)));
-  t.push_back(entry({.key = "trace_attention", .flags = "--trace-attention", .value_name = "L:H",
+  t.push_back(entry({.key = "trace_attention", .flags = "--trace-attention", .value_name = "WHICH",
                      .help = "record the newest position's attention weights each step, into the --trace",
                      .values = "LAYER:HEAD | all", .example = "0:1", .commands = kGenerate},
                     {K::Value, "",
-                     [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.trace_attention = parse_attention_trace(scalar(v, where)); },
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) {
+                       o.trace_attention = named(where, [&] { return parse_attention_trace(scalar(v, where)); });
+                     },
                      [](const RunOptions& o) {
                        const auto& a = o.trace_attention;
                        if (!a.on) return std::string();
