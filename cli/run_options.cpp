@@ -250,7 +250,7 @@ std::vector<RunOption> make_table() {
                      .help = "what a trace records per step: full adds every logit", .values = "basic | full",
                      .default_text = "basic", .example = "full", .commands = kGenerate},
                     {K::Value, "",
-                     [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.trace_level = parse_level(scalar(v, where), where); },
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.trace_level = named(where, [&] { return parse_level(scalar(v, where)); }); },
                      [](const RunOptions& o) { return std::string(o.trace_level == TraceLevel::Full ? "full" : "basic"); }}));
   t.push_back(entry({.key = "trace_top", .flags = "--trace-top", .value_name = "N",
                      .help = "candidates listed per step and per sampler stage", .default_text = "10", .example = "3", .commands = kGenerate},
@@ -310,10 +310,10 @@ void in_file(const std::string& file, const std::string& key, F&& f) {
 
 }  // namespace
 
-TraceLevel parse_level(const std::string& s, const std::string& where) {
+TraceLevel parse_level(const std::string& s) {
   if (s == "basic") return TraceLevel::Basic;
   if (s == "full") return TraceLevel::Full;
-  throw ConfigError(where + " '" + s + "' (expected basic or full)");
+  throw ConfigError("trace level '" + s + "' (expected basic or full)");
 }
 
 std::string RunOption::long_flag() const {

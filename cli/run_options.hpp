@@ -90,8 +90,8 @@ RunOptions parse_run_config(const std::string& yaml_text, const std::string& nam
 // Reads and applies a --config file (regular files only).
 void load_run_config(const std::string& path, RunOptions& o, std::set<std::string>* keys = nullptr);
 
-// "basic" | "full" (messages say `where`).
-TraceLevel parse_level(const std::string& text, const std::string& where = "trace level");
+// "basic" | "full".
+TraceLevel parse_level(const std::string& text);
 
 // Registers one table entry on a command whose own struct holds it as text (compare's experiment):
 // same flags, value name and help as `run`.
