@@ -252,3 +252,32 @@ BOOST_AUTO_TEST_CASE(docs_options_md_lists_the_table) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(errors)
+
+// An error starts on a line of its own: after streamed text that ended mid-line a newline is added, and
+// nothing otherwise (no blank line before an error that follows no output).
+BOOST_AUTO_TEST_CASE(a_blank_line_before_an_error_only_after_text_left_mid_line) {
+  const auto plain = gbtest::run_cli({"run", "--context", "0"});
+  BOOST_TEST(plain.rc == 2);
+  BOOST_TEST(plain.err.rfind("glassbox: error: --context = 0", 0) == 0u, plain.err);
+  // --echo streams the prompt; the first step then fails (a temperature that overflows the logits)
+  const auto mid = gbtest::run_cli({"run", "--prompt", "The weather", "--echo", "--sampler", "temperature:1.5e-38,dist"});
+  BOOST_TEST(mid.rc == 2, mid.err);
+  BOOST_TEST(mid.out == "The weather");
+  BOOST_TEST(mid.err.rfind("\nglassbox: error: ", 0) == 0u, mid.err);
+}
+
+// A prompt piped on stdin is run's (issue 13); chat reads its turns from stdin and must still get them.
+BOOST_AUTO_TEST_CASE(chat_reads_its_turns_from_a_pipe) {
+  const fs::path dir = gbtest::temp_dir("options-chat");
+  const std::string out = (dir / "out").string();
+  const std::string cmd = "printf 'The weather today is\\nOnce upon a time\\n' | timeout 60 '" + std::string(GLASSBOX_BIN) +
+                          "' chat --max-tokens 3 --seed 1 >'" + out + "' 2>/dev/null";
+  BOOST_TEST_REQUIRE(std::system(cmd.c_str()) == 0);
+  const std::string text = gbtest::read_file(out);
+  BOOST_TEST(std::count(text.begin(), text.end(), '\n') == 2, "two replies expected: '" << text << "'");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
