@@ -47,6 +47,9 @@ struct RunOptions {
   double pace_ms = 0;                      // pause before each streamed token (demonstrations)
   double pace_tps = 0;                     // or a rate in tokens per second (the slower of the two wins)
   std::string replay;
+  // SHA-256 of the model file for the run header (0.3 s for a 438 MB model). Commands that write no
+  // trace and check no golden turn it off; header.model_sha256 is then empty. (Not an option.)
+  bool model_hash = true;
   std::vector<std::filesystem::path> plugin_path;
   ContextPolicy context_policy;            // when prompt + generation outgrow the context (default: stop)
   AttentionTrace trace_attention;          // --trace-attention LAYER:HEAD | all

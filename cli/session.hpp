@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,11 @@
 #include "run_options.hpp"
 
 namespace glassbox::cli {
+
+// The options a --config YAML file sets, over the defaults (its tokenizer path and plugin folded into
+// `tokenizer`); `keys` receives each option it names, underscored. Throws ConfigError naming the file.
+// (tests/fuzz/fuzz_config.cpp feeds it arbitrary bytes.)
+RunOptions read_config(const std::string& path, std::set<std::string>* keys = nullptr);
 
 // The command line and --config, merged (run_options.hpp's table), then what depends on the run: a
 // prompt piped on stdin (run only) and a --replay golden's settings for every option not given.
@@ -40,6 +46,11 @@ struct Session {
   RunHeader header;  // model, plugins, seed: ready for Engine::generate
   std::uint64_t seed = 0;
 };
+
+// Every plugin name and parameter the options name, checked before any model is read (the tokenizer's
+// only when it is named): returns the sampler stages, adds chain warnings to `warnings`.
+std::vector<std::unique_ptr<Sampler>> check_plugins(const Registry& registry, const PluginSpec& tokenizer, const RunOptions& opt,
+                                                    std::vector<std::string>& warnings);
 
 // Loads the registry (reporting rejected modules as warnings on stderr), then the model,
 // tokenizer, attention and sampler chain. Throws glassbox errors with one-line messages.

@@ -13,7 +13,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "glassbox/error.hpp"
-#include "run_options.hpp"
+#include "../cli/run_options.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
