@@ -142,7 +142,7 @@ void add_bench_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed against this machine's roofline (like llama-bench)");
-  auto binder = std::make_shared<RunOptionsBinder>(cmd, false);
+  auto binder = std::make_shared<RunOptionsBinder>(cmd, kBench);
   cmd->add_option("-p,--prompt-tokens", o->prompts, "prompt lengths to prefill, a list (default 128; shrunk to fit a small model)");
   cmd->add_option("-n,--gen-tokens", o->gens, "generation lengths to decode, a list (default 128)");
   cmd->add_option("-r,--repeat", o->repeat, "runs per test; the median is reported (default 5)")->check(CLI::Range(1, 1000));

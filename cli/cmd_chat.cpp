@@ -46,7 +46,7 @@ void add_chat_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("chat", "a conversation: one line per user turn, from the terminal, a pipe or --input; "
                                          "--trace FILE writes one trace per turn, FILE-turnN");
-  auto binder = std::make_shared<RunOptionsBinder>(cmd, true);
+  auto binder = std::make_shared<RunOptionsBinder>(cmd, kChat);
   cmd->add_option("--system", o->system, "a first message pinned at the top: pruning never drops it");
   cmd->add_option("--input", o->input, "read the user's turns from this file, one per line (default: stdin)");
   cmd->callback([o, binder] {
@@ -146,7 +146,11 @@ void add_chat_command(CLI::App& app) {
       // Show the reply up to `end`, holding back a tail that may be the start of the next turn's marker
       // (the model writes "\nUser:" piece by piece: "\n", "U", "s", "er", ":").
       auto show = [&](std::size_t end) {
-        if (end > shown) std::fwrite(reply.data() + shown, 1, end - shown, stdout), shown = end;
+        if (end > shown) {
+          std::fwrite(reply.data() + shown, 1, end - shown, stdout);
+          note_streamed(std::string_view(reply).substr(shown, end - shown));
+          shown = end;
+        }
         std::fflush(stdout);
       };
       static constexpr std::string_view kNextTurn = "\nUser:";
@@ -169,6 +173,7 @@ void add_chat_command(CLI::App& app) {
       }
       show(reply.size());
       std::fputs("\n", stdout);
+      note_streamed("\n");
       std::fflush(stdout);
       while (!reply.empty() && (reply.front() == ' ')) reply.erase(0, 1);
       while (!reply.empty() && (reply.back() == '\n' || reply.back() == ' ')) reply.pop_back();

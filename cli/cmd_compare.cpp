@@ -14,6 +14,7 @@
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
 #include "glassbox/traces/writer.hpp"
+#include "run_options.hpp"
 
 namespace glassbox::cli {
 
@@ -78,11 +79,12 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--max-tokens,-n", o->max_tokens, "tokens to generate at most per run (default 64)");
   cmd->add_flag("--independent-seeds", o->independent_seeds,
                 "mix the strategy into each run's seed (default: sample i has the same seed in every strategy)");
-  cmd->add_option("--model,-m", o->model, "llama2.c checkpoint (default: the embedded toy model)");
-  cmd->add_option("--tokenizer,-t", o->tokenizer, "tokenizer file (default: the embedded model's)");
-  cmd->add_option("--tokenizer-plugin", o->tokenizer_plugin, "tokenizer plugin reading that file (default: llama2c)");
-  cmd->add_option("--attention", o->attention, "attention plugin, NAME or NAME:VALUE (default: kv-cache)");
-  cmd->add_option("--plugin-path", o->plugin_path, "extra folder of plugin modules (repeatable)");
+  // Spelled and explained as `run` spells them (run_options.cpp); the experiment keeps them as text.
+  add_shared_option(cmd, "model", o->model);
+  add_shared_option(cmd, "tokenizer", o->tokenizer);
+  add_shared_option(cmd, "tokenizer_plugin", o->tokenizer_plugin);
+  add_shared_option(cmd, "attention", o->attention);
+  add_shared_option(cmd, "plugin_path", o->plugin_path);
   cmd->add_option("--jobs,-j", o->jobs, "parallel runs (default: the number of cores)")->check(CLI::Range(1, 1024));
   cmd->add_option("--traces", o->traces, "write each run's trace and viewer page into this folder");
   cmd->add_option("--shard", o->shard, "run only shard I of N (1 <= I <= N) and write its raw results as JSON");

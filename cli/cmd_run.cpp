@@ -97,13 +97,14 @@ class JsonTokenSink final : public TraceSink {
 // Streams a piece to stdout; a write error (disk full, closed stdout) stops the run.
 void stream_out(std::string_view piece) {
   std::fwrite(piece.data(), 1, piece.size(), stdout);
+  note_streamed(piece);
   if (std::fflush(stdout) != 0 || std::ferror(stdout))
     throw OutputError(std::string("stdout: write failed: ") + std::strerror(errno));
 }
 
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "generate text from a prompt, streaming it to stdout");
-  auto binder = std::make_shared<RunOptionsBinder>(cmd, true);
+  auto binder = std::make_shared<RunOptionsBinder>(cmd, kRun);
   cmd->callback([binder] {
     const RunOptions opt = [&] {
       RunOptions o = binder->finish();

@@ -2,6 +2,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -10,6 +11,13 @@ namespace glassbox::cli {
 
 // A command that wants a non-zero exit status without an error (e.g. "regression found") sets it.
 extern int g_exit_code;
+
+// Whether the text streamed to stdout so far (a continuation, a chat reply) ends mid-line: main() then
+// starts an error on a new line. note_streamed() is called with each piece written.
+extern bool g_stdout_mid_line;
+inline void note_streamed(std::string_view piece) {
+  if (!piece.empty()) g_stdout_mid_line = piece.back() != '\n';
+}
 
 void add_run_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);

@@ -10,6 +10,7 @@
 
 namespace glassbox::cli {
 int g_exit_code = 0;
+bool g_stdout_mid_line = false;
 }
 
 int main(int argc, char** argv) {
@@ -51,11 +52,13 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const glassbox::Error& e) {
     std::fflush(stdout);
-    std::cerr << "\nglassbox: error: " << e.what() << "\n";
+    if (g_stdout_mid_line) std::cerr << "\n";  // off the streamed text's line
+    std::cerr << "glassbox: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::cerr << "\nglassbox: internal error: " << e.what() << "\n";
+    if (g_stdout_mid_line) std::cerr << "\n";
+    std::cerr << "glassbox: internal error: " << e.what() << "\n";
     return 3;
   }
   // Output that never reached stdout (a full disk, a closed descriptor) is an error, not a success.

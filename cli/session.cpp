@@ -13,7 +13,6 @@
 #include <random>
 #include <set>
 
-#include <yaml-cpp/yaml.h>
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
@@ -28,76 +27,7 @@ namespace glassbox::cli {
 
 void warn(const std::string& message) { std::cerr << "glassbox: warning: " << message << "\n"; }
 
-RunOptionsBinder::RunOptionsBinder(CLI::App* cmd, bool with_generation) : cmd_(cmd), with_generation_(with_generation) {
-  cmd->add_option("--config", config_, "YAML file setting any of these options by name");
-  cmd->add_option("--model,-m", model_, "model file: GGUF or llama2.c checkpoint (default: the embedded toy model)");
-  cmd->add_option("--tokenizer,-t", tokenizer_, "tokenizer file or folder (default: the one inside a GGUF model, or the embedded model's)");
-  cmd->add_option("--tokenizer-plugin", tokenizer_plugin_, "tokenizer plugin (default: llama2c, or what a GGUF model's tokenizer.ggml.model names)");
-  cmd->add_option("--context", context_, "positions the run may use, at most the model's context length (default: min(model's, 4096))")
-      ->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--attention", attention_, "attention plugin, NAME or NAME:VALUE (default: kv-cache)");
-  cmd->add_option("--plugin-path", plugin_path_, "extra folder of plugin modules (repeatable)");
-  cmd->add_option("--context-policy", context_policy_,
-                  "when prompt + generation outgrow the context: refuse | stop | truncate-left | shift[:n_keep] (default: stop)");
-  if (!with_generation) return;  // bench has its own --threads (a list)
-  cmd->add_option("--threads", threads_, "threads for the matrix products (default: one per physical core)")
-      ->check(CLI::Range(1, 1024));
-  cmd->add_option("--prompt,-p", prompt_, "prompt text (default: empty, start from BOS)");
-  cmd->add_option("--max-tokens,-n", max_tokens_, "tokens to generate at most (default: 256)");
-  cmd->add_option("--sampler,-s", sampler_, "sampler chain, e.g. top-k:40,temperature:0.8 (default: default)");
-  cmd->add_option("--seed", seed_, "random seed (default: chosen at random, recorded in the trace)");
-  cmd->add_option("--trace", trace_, "write a JSON Lines trace (glassbox.trace/1) to this file");
-  cmd->add_flag("--trace-keep-partial", trace_keep_partial_,
-               "let a run cut short (error, SIGINT) replace an existing --trace file (default: it goes to TRACE.partial)");
-  cmd->add_option("--trace-level", trace_level_, "basic | full (full adds every logit of every step)");
-  cmd->add_option("--trace-top", trace_top_, "candidates listed per step and per sampler stage (default 10)")
-      ->check(CLI::Range(1, 1000));
-  cmd->add_flag("--echo", echo_, "print the prompt before the continuation");
-  cmd->add_flag("--show-probs", show_probs_, "draw each step's top candidates on stderr");
-  cmd->add_option("--replay", replay_, "teacher-force the tokens chosen in this trace");
-  cmd->add_flag("--json", json_, "stdout: one JSON object per token (id, token, logprob, top_logprobs), then a summary object");
-  cmd->add_option("--top-logprobs", top_logprobs_, "alternatives listed per token with --json (default 5)")->check(CLI::Range(0, 1000));
-  cmd->add_option("--pace", pace_ms_, "wait MS milliseconds before each streamed token (for watching)")->check(CLI::Range(0.0, 60000.0));
-  cmd->add_option("--pace-tps", pace_tps_, "stream at most R tokens per second (for watching)")->check(CLI::Range(0.0, 1e6));
-  cmd->add_option("--trace-attention", trace_attention_,
-                  "record the newest position's attention weights each step: LAYER:HEAD or all (into the --trace)");
-}
-
 namespace {
-
-std::string yaml_scalar(const YAML::Node& n, const std::string& where) {
-  if (!n.IsScalar()) throw ConfigError(where + ": expected a single value");
-  return n.as<std::string>();
-}
-
-PluginSpec yaml_plugin(const YAML::Node& n, const std::string& where, const std::string& kind) {
-  if (n.IsScalar()) return parse_plugin_spec(n.as<std::string>(), kind);
-  if (!n.IsMap()) throw ConfigError(where + ": expected NAME, NAME:VALUE or a map with 'name'");
-  PluginSpec spec;
-  for (const auto& kv : n) {
-    const auto key = kv.first.as<std::string>();
-    if (key == "name") spec.name = yaml_scalar(kv.second, where + ".name");
-    else spec.params.emplace_back(key, yaml_scalar(kv.second, where + "." + key));
-  }
-  if (spec.name.empty()) throw ConfigError(where + ": missing 'name'");
-  return spec;
-}
-
-// A seed: a decimal integer in [0, 2^64 - 1]; "-1" or "1e3" is an error, not a wrapped value.
-std::uint64_t parse_seed(const std::string& text, const std::string& where) {
-  std::uint64_t v = 0;
-  const char* end = text.data() + text.size();
-  auto [p, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || text[0] == '-' || text[0] == '+' || ec != std::errc() || p != end)
-    throw ConfigError(where + " = '" + text + "' (expected an integer in 0.." + std::to_string(UINT64_MAX) + ")");
-  return v;
-}
-
-TraceLevel parse_level(const std::string& s) {
-  if (s == "basic") return TraceLevel::Basic;
-  if (s == "full") return TraceLevel::Full;
-  throw ConfigError("trace level '" + s + "' (expected basic or full)");
-}
 
 // --replay GOLDEN: the golden header's prompt, max_tokens, seed, trace level, sampler chain, attention and
 // tokenizer plugin (and its model and tokenizer files, when none are named and both exist) for every
@@ -184,123 +114,16 @@ void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vo
 
 RunOptions read_config(const std::string& path, std::set<std::string>* keys) {
   RunOptions o;
-  std::string tok_path, tok_plugin;
-  YAML::Node root;
-  if (auto why = not_a_regular_file(path)) throw ConfigError("--config " + path + ": " + *why + " (expected a YAML file)");
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw ConfigError(path + ": cannot read config file");
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(path + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
-  if (!root.IsMap() && !root.IsNull()) throw ConfigError(path + ": expected a map of option: value");
-  try {
-    for (const auto& kv : root) {
-      std::string key = kv.first.as<std::string>();
-      for (auto& c : key) if (c == '-') c = '_';
-      const std::string where = path + ": " + key;
-      const YAML::Node& v = kv.second;
-      if (keys) keys->insert(key);
-      if (key == "model") o.model = yaml_scalar(v, where);
-      else if (key == "tokenizer") {
-        if (v.IsScalar()) tok_path = v.as<std::string>();
-        else o.tokenizer = yaml_plugin(v, where, "tokenizer");
-      } else if (key == "tokenizer_plugin") tok_plugin = yaml_scalar(v, where);
-      else if (key == "attention") o.attention = yaml_plugin(v, where, "attention");
-      else if (key == "sampler") {
-        if (v.IsScalar()) o.sampler = parse_plugin_chain(v.as<std::string>(), "sampler");
-        else if (v.IsSequence()) {
-          for (std::size_t i = 0; i < v.size(); ++i) o.sampler.push_back(yaml_plugin(v[i], where + "[" + std::to_string(i) + "]", "sampler"));
-        } else o.sampler.push_back(yaml_plugin(v, where, "sampler"));
-      } else if (key == "prompt") o.prompt = yaml_scalar(v, where);
-      else if (key == "max_tokens") o.max_tokens = v.as<int>();
-      else if (key == "context") o.context = v.as<int>();
-      else if (key == "threads") o.threads = v.as<int>();
-      else if (key == "seed") o.seed = parse_seed(yaml_scalar(v, where), where);
-      else if (key == "trace") o.trace = yaml_scalar(v, where);
-      else if (key == "trace_keep_partial") o.trace_keep_partial = v.as<bool>();
-      else if (key == "trace_level") o.trace_level = parse_level(yaml_scalar(v, where));
-      else if (key == "trace_top") o.trace_top = v.as<int>();
-      else if (key == "echo") o.echo = v.as<bool>();
-      else if (key == "show_probs") o.show_probs = v.as<bool>();
-      else if (key == "replay") o.replay = yaml_scalar(v, where);
-      else if (key == "json") o.json = v.as<bool>();
-      else if (key == "top_logprobs") o.top_logprobs = v.as<int>();
-      else if (key == "pace") o.pace_ms = v.as<double>();
-      else if (key == "pace_tps") o.pace_tps = v.as<double>();
-      else if (key == "context_policy") o.context_policy = parse_context_policy(yaml_scalar(v, where));
-      else if (key == "trace_attention") o.trace_attention = parse_attention_trace(yaml_scalar(v, where));
-      else if (key == "plugin_path") {
-        if (v.IsSequence()) for (const auto& p : v) o.plugin_path.emplace_back(p.as<std::string>());
-        else o.plugin_path.emplace_back(yaml_scalar(v, where));
-      } else
-        throw ConfigError(where + ": unknown option (known: model, tokenizer, tokenizer_plugin, context, context_policy, threads, "
-                          "attention, sampler, prompt, max_tokens, seed, trace, trace_keep_partial, trace_level, trace_top, "
-                          "trace_attention, echo, show_probs, replay, json, top_logprobs, pace, pace_tps, plugin_path)");
-    }
-  } catch (const YAML::BadConversion& e) {
-    throw ConfigError(path + ": line " + std::to_string(e.mark.line + 1) + ": value has the wrong type");
-  }
-  if (!tok_plugin.empty()) o.tokenizer.name = tok_plugin;
-  if (!tok_path.empty()) {
-    std::erase_if(o.tokenizer.params, [](const auto& p) { return p.first == "path" || p.first.empty(); });
-    o.tokenizer.params.emplace_back("path", tok_path);
-  }
+  load_run_config(path, o, keys);
   return o;
 }
 
 RunOptions RunOptionsBinder::finish() {
-  std::set<std::string> from_config;  // keys the --config file set (underscored)
-  RunOptions o = config_.empty() ? RunOptions{} : read_config(config_, &from_config);
-  std::string tok_path, tok_plugin;
-  auto given = [&](const char* name) { return cmd_->get_option_no_throw(name) && cmd_->get_option(name)->count() > 0; };
-
-  if (given("--model")) o.model = model_;
-  if (given("--tokenizer")) tok_path = tokenizer_;
-  if (given("--tokenizer-plugin")) tok_plugin = tokenizer_plugin_;
-  if (!tok_plugin.empty()) o.tokenizer.name = tok_plugin;
-  if (!tok_path.empty()) {
-    std::erase_if(o.tokenizer.params, [](const auto& p) { return p.first == "path" || p.first.empty(); });
-    o.tokenizer.params.emplace_back("path", tok_path);
-  }
-  if (given("--attention")) o.attention = parse_plugin_spec(attention_, "attention");
-  if (given("--plugin-path")) for (const auto& p : plugin_path_) o.plugin_path.emplace_back(p);
-  if (given("--prompt")) o.prompt = prompt_;
-  else if (with_generation_ && !from_config.count("prompt") && !given("--replay") && !from_config.count("replay"))
+  RunOptions o = merge();
+  // A prompt piped in is run's: chat reads its turns from stdin.
+  if (command() == kRun && !given("prompt") && !given("replay"))
     if (auto p = piped_prompt(); p && !p->empty()) o.prompt = *p;
-  if (given("--max-tokens")) o.max_tokens = max_tokens_;
-  if (given("--context")) o.context = context_;
-  if (o.context < 0) throw ConfigError("context = " + std::to_string(o.context) + " (expected >= 1)");
-  if (given("--threads")) o.threads = threads_;
-  if (o.threads < 0 || o.threads > 1024) throw ConfigError("threads = " + std::to_string(o.threads) + " (expected 1..1024)");
-  if (given("--sampler")) o.sampler = parse_plugin_chain(sampler_, "sampler");
-  if (given("--seed")) o.seed = parse_seed(seed_, "--seed");
-  if (given("--trace")) o.trace = trace_;
-  if (given("--trace-keep-partial")) o.trace_keep_partial = trace_keep_partial_;
-  o.config = config_;
-  if (given("--trace-level")) o.trace_level = parse_level(trace_level_);
-  if (given("--trace-top")) o.trace_top = trace_top_;
-  if (o.trace_top < 1 || o.trace_top > 1000) throw ConfigError("trace_top = " + std::to_string(o.trace_top) + " (expected 1..1000)");
-  if (given("--echo")) o.echo = echo_;
-  if (given("--show-probs")) o.show_probs = show_probs_;
-  if (given("--replay")) o.replay = replay_;
-  if (given("--json")) o.json = json_;
-  if (given("--top-logprobs")) o.top_logprobs = top_logprobs_;
-  if (o.top_logprobs < 0 || o.top_logprobs > 1000) throw ConfigError("top_logprobs = " + std::to_string(o.top_logprobs) + " (expected 0..1000)");
-  if (given("--pace")) o.pace_ms = pace_ms_;
-  if (given("--pace-tps")) o.pace_tps = pace_tps_;
-  if (!(o.pace_ms >= 0 && o.pace_ms <= 60000)) throw ConfigError("pace = " + std::to_string(o.pace_ms) + " ms (expected 0..60000)");
-  if (!(o.pace_tps >= 0)) throw ConfigError("pace_tps = " + std::to_string(o.pace_tps) + " (expected >= 0)");
-  if (given("--context-policy")) o.context_policy = parse_context_policy(context_policy_);
-  if (given("--trace-attention")) o.trace_attention = parse_attention_trace(trace_attention_);
-  if (!o.replay.empty()) {
-    apply_replay_defaults(o, [&](const std::string& key) {
-      std::string opt = "--" + key;
-      for (auto& c : opt) if (c == '_') c = '-';
-      return from_config.count(key) > 0 || given(opt.c_str());
-    });
-  }
+  if (!o.replay.empty()) apply_replay_defaults(o, [&](const std::string& key) { return given(key); });
   if (o.max_tokens < 0) throw ConfigError("--max-tokens = " + std::to_string(o.max_tokens) + " (expected >= 0)");
   return o;
 }

@@ -124,7 +124,7 @@ void add_trace_import(CLI::App* trace) {
   cmd->add_option("--trace-top", a->top, "candidates listed per step and per stage")->check(CLI::Range(1, 1000))->capture_default_str();
   // --model/--tokenizer fill the header (model file, SHA-256, config) and decode token texts; --prompt
   // gives a dump's prompt text.
-  auto binder = std::make_shared<RunOptionsBinder>(cmd, false);
+  auto binder = std::make_shared<RunOptionsBinder>(cmd, kImport);
   auto prompt = std::make_shared<std::string>();
   cmd->add_option("--prompt,-p", *prompt, "the prompt a float32 dump started from (a golden JSONL names its own)");
   cmd->callback([a, binder, prompt, cmd] {

@@ -1,0 +1,474 @@
+// The run option table and the three things made from it: CLI11 options, the YAML config reader, the docs table.
+#include "run_options.hpp"
+
+#include <charconv>
+#include <climits>
+#include <cstdio>
+#include <sstream>
+#include <stdexcept>
+
+#include <yaml-cpp/yaml.h>
+
+#include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
+
+namespace glassbox::cli {
+
+namespace {
+
+constexpr unsigned kPipeline = kRun | kChat | kBench | kImport;  // every command that builds a session from these options
+constexpr unsigned kGenerate = kRun | kChat;           // ... and generates (bench has its own --threads, a list)
+constexpr unsigned kShared = kPipeline | kCompare;     // also in compare's experiments (as text)
+
+std::string scalar(const YAML::Node& n, const std::string& where) {
+  if (!n.IsScalar()) throw ConfigError(where + ": expected a single value");
+  return n.Scalar();
+}
+
+std::string number_text(double v) {
+  char buf[32];
+  if (v == static_cast<double>(static_cast<long long>(v))) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  else std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string range_text(double lo, double hi) {
+  return hi >= static_cast<double>(INT_MAX) ? ">= " + number_text(lo) : number_text(lo) + ".." + number_text(hi);
+}
+
+PluginSpec yaml_plugin(const YAML::Node& n, const std::string& where, const std::string& kind) {
+  if (n.IsScalar()) return parse_plugin_spec(n.Scalar(), kind);
+  if (!n.IsMap()) throw ConfigError(where + ": expected NAME, NAME:VALUE or a map with 'name'");
+  PluginSpec spec;
+  for (const auto& kv : n) {
+    const std::string key = scalar(kv.first, where);
+    if (key == "name") spec.name = scalar(kv.second, where + ".name");
+    else spec.params.emplace_back(key, scalar(kv.second, where + "." + key));
+  }
+  if (spec.name.empty()) throw ConfigError(where + ": missing 'name'");
+  return spec;
+}
+
+// A seed: a decimal integer in [0, 2^64 - 1]; "-1" or "1e3" is an error, not a wrapped value.
+std::uint64_t parse_seed(const std::string& text, const std::string& where) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || text[0] == '-' || text[0] == '+' || ec != std::errc() || p != end)
+    throw ConfigError(where + " = '" + text + "' (expected an integer in 0.." + std::to_string(UINT64_MAX) + ")");
+  return v;
+}
+
+// Runs a core parser, whose messages name the value but not the option it came from.
+template <class F>
+auto named(const std::string& where, F&& parse) {
+  try {
+    return parse();
+  } catch (const ConfigError& e) {
+    throw ConfigError(where + ": " + e.what());
+  }
+}
+
+// How an entry stores its value: the `set`, `show`, kind and allowed values, filled in by one helper per type.
+struct Binding {
+  RunOption::Kind kind = RunOption::Kind::Value;
+  std::string values;
+  std::function<void(RunOptions&, const YAML::Node&, const std::string&)> set;
+  std::function<std::string(const RunOptions&)> show;
+};
+
+Binding text(std::string RunOptions::*m) {
+  return {RunOption::Kind::Value, "",
+          [m](RunOptions& o, const YAML::Node& v, const std::string& where) { o.*m = scalar(v, where); },
+          [m](const RunOptions& o) { return o.*m; }};
+}
+
+Binding integer(int RunOptions::*m, int lo, int hi) {
+  const std::string values = range_text(lo, hi);
+  return {RunOption::Kind::Value, values,
+          [m, lo, hi, values](RunOptions& o, const YAML::Node& v, const std::string& where) {
+            const std::string t = scalar(v, where);
+            long long x = 0;
+            auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
+            if (t.empty() || ec != std::errc() || p != t.data() + t.size())
+              throw ConfigError(where + " = '" + t + "' (expected an integer, " + values + ")");
+            if (x < lo || x > hi) throw ConfigError(where + " = " + t + " (expected " + values + ")");
+            o.*m = static_cast<int>(x);
+          },
+          [m](const RunOptions& o) { return std::to_string(o.*m); }};
+}
+
+Binding real(double RunOptions::*m, double lo, double hi) {
+  const std::string values = range_text(lo, hi);
+  return {RunOption::Kind::Value, values,
+          [m, lo, hi, values](RunOptions& o, const YAML::Node& v, const std::string& where) {
+            const std::string t = scalar(v, where);
+            double x = 0;
+            auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
+            if (t.empty() || ec != std::errc() || p != t.data() + t.size())
+              throw ConfigError(where + " = '" + t + "' (expected a number, " + values + ")");
+            if (!(x >= lo && x <= hi)) throw ConfigError(where + " = " + t + " (expected " + values + ")");  // NaN too
+            o.*m = x;
+          },
+          [m](const RunOptions& o) { return number_text(o.*m); }};
+}
+
+Binding flag(bool RunOptions::*m) {
+  return {RunOption::Kind::Flag, "",
+          [m](RunOptions& o, const YAML::Node& v, const std::string& where) {
+            bool b = false;
+            if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b))
+              throw ConfigError(where + " = '" + (v.IsScalar() ? v.Scalar() : std::string("...")) + "' (expected true or false)");
+            o.*m = b;
+          },
+          [m](const RunOptions& o) { return std::string(o.*m ? "true" : "false"); }};
+}
+
+// An entry: its words (key, flags, help, ...) and its binding.
+RunOption entry(RunOption words, Binding b) {
+  words.kind = b.kind;
+  if (words.values.empty()) words.values = b.values;
+  words.set = std::move(b.set);
+  words.show = std::move(b.show);
+  return words;
+}
+
+std::string join_specs(const std::vector<PluginSpec>& specs) {
+  std::string s;
+  for (const auto& p : specs) s += (s.empty() ? "" : ",") + p.to_string();
+  return s;
+}
+
+// Entries name only the fields they use (designated initializers); the rest keep their defaults on purpose.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+std::vector<RunOption> make_table() {
+  using K = RunOption::Kind;
+  std::vector<RunOption> t;
+  // --config is the one option that is not a config key.
+  t.push_back(entry({.key = "config", .flags = "--config", .value_name = "FILE",
+                     .help = "YAML file setting any of these options by its key (options given here win)",
+                     .example = "run.yaml", .commands = kPipeline, .in_yaml = false},
+                    text(&RunOptions::config)));
+  t.push_back(entry({.key = "model", .flags = "--model,-m", .value_name = "FILE", .help = "model file: GGUF or llama2.c checkpoint",
+                     .default_text = "the embedded toy model", .example = "stories260K.bin", .commands = kShared},
+                    text(&RunOptions::model)));
+  t.push_back(entry({.key = "tokenizer", .flags = "--tokenizer,-t", .value_name = "FILE",
+                     .help = "tokenizer file or folder; in YAML also a map {name: PLUGIN, path: FILE, PARAM: VALUE}",
+                     .default_text = "the one inside a GGUF model, or the embedded model's", .example = "tok512.bin",
+                     .commands = kShared},
+                    {K::Value, "",
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) {
+                       if (v.IsMap()) {
+                         o.tokenizer = yaml_plugin(v, where, "tokenizer");
+                         return;
+                       }
+                       const std::string path = scalar(v, where);
+                       if (path.empty()) return;
+                       std::erase_if(o.tokenizer.params, [](const auto& p) { return p.first == "path" || p.first.empty(); });
+                       o.tokenizer.params.emplace_back("path", path);
+                     },
+                     [](const RunOptions& o) { return o.tokenizer.to_string(); }}));
+  t.push_back(entry({.key = "tokenizer_plugin", .flags = "--tokenizer-plugin", .value_name = "NAME", .help = "tokenizer plugin",
+                     .default_text = "llama2c, or what a GGUF model's tokenizer.ggml.model names", .example = "bpe",
+                     .commands = kShared},
+                    {K::Value, "",
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) {
+                       if (auto name = scalar(v, where); !name.empty()) o.tokenizer.name = name;
+                     },
+                     [](const RunOptions& o) { return o.tokenizer.name; }}));
+  t.push_back(entry({.key = "context", .flags = "--context", .value_name = "N",
+                     .help = "positions the run may use, at most the model's context length",
+                     .default_text = "min(model's, 4096)", .example = "64", .commands = kPipeline},
+                    integer(&RunOptions::context, 1, 1 << 24)));
+  t.push_back(entry({.key = "attention", .flags = "--attention", .value_name = "SPEC",
+                     .help = "attention plugin, NAME or NAME:VALUE; in YAML also a map with 'name'", .default_text = "kv-cache",
+                     .example = "kv-cache:64", .commands = kShared},
+                    {K::Value, "",
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.attention = yaml_plugin(v, where, "attention"); },
+                     [](const RunOptions& o) { return o.attention.to_string(); }}));
+  t.push_back(entry({.key = "plugin_path", .flags = "--plugin-path", .value_name = "DIR",
+                     .help = "extra folder of plugin modules, repeatable; in YAML a list; the command line's add to the config's",
+                     .example = "plugins", .commands = kShared},
+                    {K::List, "",
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) {
+                       if (!v.IsSequence()) {
+                         o.plugin_path.emplace_back(scalar(v, where));
+                         return;
+                       }
+                       for (std::size_t i = 0; i < v.size(); ++i) o.plugin_path.emplace_back(scalar(v[i], where + "[" + std::to_string(i) + "]"));
+                     },
+                     [](const RunOptions& o) {
+                       std::string s;
+                       for (const auto& p : o.plugin_path) s += (s.empty() ? "" : ",") + p.string();
+                       return s;
+                     }}));
+  t.push_back(entry({.key = "context_policy", .flags = "--context-policy", .value_name = "POLICY",
+                     .help = "when prompt + generation outgrow the context", .values = "refuse | stop | truncate-left | shift[:n_keep]",
+                     .default_text = "stop", .example = "shift:4", .commands = kPipeline},
+                    {K::Value, "",
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) {
+                       o.context_policy = named(where, [&] { return parse_context_policy(scalar(v, where)); });
+                     },
+                     [](const RunOptions& o) { return o.context_policy.to_string(); }}));
+  t.push_back(entry({.key = "threads", .flags = "--threads", .value_name = "N", .help = "threads for the matrix products",
+                     .default_text = "one per physical core", .example = "2", .commands = kGenerate},
+                    integer(&RunOptions::threads, 1, 1024)));
+  t.push_back(entry({.key = "prompt", .flags = "--prompt,-p", .value_name = "TEXT",
+                     .help = "prompt text; without one, run reads a prompt piped on stdin",
+                     .default_text = "empty, start from BOS", .example = "Once upon a time", .commands = kGenerate},
+                    text(&RunOptions::prompt)));
+  t.push_back(entry({.key = "max_tokens", .flags = "--max-tokens,-n", .value_name = "N", .help = "tokens to generate at most",
+                     .default_text = "256; chat: 64", .example = "8", .commands = kGenerate},
+                    integer(&RunOptions::max_tokens, 0, INT_MAX)));
+  t.push_back(entry({.key = "sampler", .flags = "--sampler,-s", .value_name = "CHAIN",
+                     .help = "sampler chain, e.g. top-k:40,temperature:0.8; in YAML also a list, where a map names any parameter",
+                     .default_text = "default", .example = "top-k:40,temperature:0.8", .commands = kGenerate},
+                    {K::Value, "",
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) {
+                       o.sampler.clear();
+                       if (v.IsScalar()) o.sampler = parse_plugin_chain(v.Scalar(), "sampler");
+                       else if (v.IsSequence())
+                         for (std::size_t i = 0; i < v.size(); ++i) o.sampler.push_back(yaml_plugin(v[i], where + "[" + std::to_string(i) + "]", "sampler"));
+                       else o.sampler.push_back(yaml_plugin(v, where, "sampler"));
+                     },
+                     [](const RunOptions& o) { return join_specs(o.sampler); }}));
+  t.push_back(entry({.key = "seed", .flags = "--seed", .value_name = "N", .help = "random seed",
+                     .values = "0.." + std::to_string(UINT64_MAX), .default_text = "chosen at random, recorded in the trace",
+                     .example = "42", .commands = kGenerate},
+                    {K::Value, "",
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.seed = parse_seed(scalar(v, where), where); },
+                     [](const RunOptions& o) { return o.seed ? std::to_string(*o.seed) : std::string(); }}));
+  t.push_back(entry({.key = "trace", .flags = "--trace", .value_name = "FILE",
+                     .help = "write a JSON Lines trace (glassbox.trace/1) to this file", .example = "run.jsonl", .commands = kGenerate},
+                    text(&RunOptions::trace)));
+  t.push_back(entry({.key = "trace_keep_partial", .flags = "--trace-keep-partial",
+                     .help = "let a run cut short (error, SIGINT) replace an existing --trace file",
+                     .default_text = "it goes to TRACE.partial", .example = "true", .commands = kGenerate},
+                    flag(&RunOptions::trace_keep_partial)));
+  t.push_back(entry({.key = "trace_level", .flags = "--trace-level", .value_name = "LEVEL",
+                     .help = "what a trace records per step: full adds every logit", .values = "basic | full",
+                     .default_text = "basic", .example = "full", .commands = kGenerate},
+                    {K::Value, "",
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.trace_level = named(where, [&] { return parse_level(scalar(v, where)); }); },
+                     [](const RunOptions& o) { return std::string(o.trace_level == TraceLevel::Full ? "full" : "basic"); }}));
+  t.push_back(entry({.key = "trace_top", .flags = "--trace-top", .value_name = "N",
+                     .help = "candidates listed per step and per sampler stage", .default_text = "10", .example = "3", .commands = kGenerate},
+                    integer(&RunOptions::trace_top, 1, 1000)));
+  t.push_back(entry({.key = "echo", .flags = "--echo", .help = "print the prompt before the continuation", .example = "true",
+                     .commands = kGenerate},
+                    flag(&RunOptions::echo)));
+  t.push_back(entry({.key = "show_probs", .flags = "--show-probs", .help = "draw each step's top candidates on stderr",
+                     .example = "true", .commands = kGenerate},
+                    flag(&RunOptions::show_probs)));
+  t.push_back(entry({.key = "replay", .flags = "--replay", .value_name = "TRACE",
+                     .help = "teacher-force the tokens chosen in this trace (docs/golden-traces.md)", .example = "golden.jsonl",
+                     .commands = kGenerate},
+                    text(&RunOptions::replay)));
+  t.push_back(entry({.key = "json", .flags = "--json",
+                     .help = "stdout: one JSON object per token (id, token, logprob, top_logprobs), then a summary object",
+                     .example = "true", .commands = kGenerate},
+                    flag(&RunOptions::json)));
+  t.push_back(entry({.key = "top_logprobs", .flags = "--top-logprobs", .value_name = "N",
+                     .help = "alternatives listed per token with --json", .default_text = "5", .example = "2", .commands = kGenerate},
+                    integer(&RunOptions::top_logprobs, 0, 1000)));
+  t.push_back(entry({.key = "pace", .flags = "--pace", .value_name = "MS",
+                     .help = "wait MS milliseconds before each streamed token, for watching", .default_text = "0",
+                     .example = "150", .commands = kGenerate},
+                    real(&RunOptions::pace_ms, 0, 60000)));
+  t.push_back(entry({.key = "pace_tps", .flags = "--pace-tps", .value_name = "R",
+                     .help = "stream at most R tokens per second, for watching; with --pace, the slower wins",
+                     .default_text = "0, no limit", .example = "5", .commands = kGenerate},
+                    real(&RunOptions::pace_tps, 0, 1e6)));
+  t.push_back(entry({.key = "trace_attention", .flags = "--trace-attention", .value_name = "WHICH",
+                     .help = "record the newest position's attention weights each step, into the --trace",
+                     .values = "LAYER:HEAD | all", .example = "0:1", .commands = kGenerate},
+                    {K::Value, "",
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) {
+                       o.trace_attention = named(where, [&] { return parse_attention_trace(scalar(v, where)); });
+                     },
+                     [](const RunOptions& o) {
+                       const auto& a = o.trace_attention;
+                       if (!a.on) return std::string();
+                       return a.layer < 0 ? std::string("all") : std::to_string(a.layer) + ":" + std::to_string(a.head);
+                     }}));
+  return t;
+}
+#pragma GCC diagnostic pop
+
+// Core parsers (context policy, plugin specs) name the value but not where it came from: add the file and key.
+template <class F>
+void in_file(const std::string& file, const std::string& key, F&& f) {
+  try {
+    f();
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    if (m.rfind(file + ":", 0) == 0) throw;
+    throw ConfigError(file + ": " + key + ": " + m);
+  }
+}
+
+}  // namespace
+
+TraceLevel parse_level(const std::string& s) {
+  if (s == "basic") return TraceLevel::Basic;
+  if (s == "full") return TraceLevel::Full;
+  throw ConfigError("trace level '" + s + "' (expected basic or full)");
+}
+
+std::string RunOption::long_flag() const {
+  std::string first = flags.substr(0, flags.find(','));
+  return first;
+}
+
+std::string RunOption::help_line() const {
+  std::string h = help;
+  std::string extra = values;
+  if (!default_text.empty()) extra += (extra.empty() ? "" : "; ") + std::string("default: ") + default_text;
+  if (!extra.empty()) h += " (" + extra + ")";
+  return h;
+}
+
+const std::vector<RunOption>& run_option_table() {
+  static const std::vector<RunOption> table = make_table();
+  return table;
+}
+
+const RunOption& run_option(const std::string& key) {
+  for (const auto& e : run_option_table())
+    if (e.key == key) return e;
+  throw std::out_of_range("no run option '" + key + "'");
+}
+
+void apply_run_config(const YAML::Node& root, const std::string& file, RunOptions& o, std::set<std::string>* keys) {
+  if (root.IsNull()) return;
+  if (!root.IsMap()) throw ConfigError(file + ": expected a map of option: value");
+  std::map<std::string, YAML::Node> given;
+  for (const auto& kv : root) {
+    if (!kv.first.IsScalar()) throw ConfigError(file + ": expected a map of option: value (a key is not a name)");
+    std::string key = kv.first.Scalar();
+    for (auto& c : key)
+      if (c == '-') c = '_';
+    bool known = false;
+    for (const auto& e : run_option_table()) known = known || (e.in_yaml && e.key == key);
+    if (!known) {
+      std::string list;
+      for (const auto& e : run_option_table())
+        if (e.in_yaml) list += (list.empty() ? "" : ", ") + e.key;
+      throw ConfigError(file + ": " + key + ": unknown option (known: " + list + ")");
+    }
+    if (!given.emplace(key, kv.second).second) throw ConfigError(file + ": " + key + ": given twice");
+  }
+  for (const auto& e : run_option_table()) {
+    const auto it = given.find(e.key);
+    if (it == given.end()) continue;
+    in_file(file, e.key, [&] { e.set(o, it->second, file + ": " + e.key); });
+    if (keys) keys->insert(e.key);
+  }
+}
+
+RunOptions parse_run_config(const std::string& yaml_text, const std::string& name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(name + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  RunOptions o;
+  apply_run_config(root, name, o);
+  return o;
+}
+
+void load_run_config(const std::string& path, RunOptions& o, std::set<std::string>* keys) {
+  if (auto why = not_a_regular_file(path)) throw ConfigError("--config " + path + ": " + *why + " (expected a YAML file)");
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    throw ConfigError(path + ": cannot read config file");
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(path + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
+  }
+  apply_run_config(root, path, o, keys);
+}
+
+namespace {
+CLI::Option* add_entry(CLI::App* cmd, const RunOption& e, std::string& text) {
+  return cmd->add_option(e.flags, text, e.help_line())->type_name(e.value_name);
+}
+}  // namespace
+
+CLI::Option* add_shared_option(CLI::App* cmd, const std::string& key, std::string& target) {
+  const RunOption& e = run_option(key);
+  return add_entry(cmd, e, target);
+}
+
+CLI::Option* add_shared_option(CLI::App* cmd, const std::string& key, std::vector<std::string>& target) {
+  const RunOption& e = run_option(key);
+  return cmd->add_option(e.flags, target, e.help_line())->type_name(e.value_name);
+}
+
+RunOptionTableBinder::RunOptionTableBinder(CLI::App* cmd, RunCommand command) : cmd_(cmd), command_(command) {
+  for (const auto& e : run_option_table()) {
+    if (!(e.commands & command)) continue;
+    auto s = std::make_unique<Slot>();
+    s->entry = &e;
+    switch (e.kind) {
+      case RunOption::Kind::Flag: s->option = cmd->add_flag(e.flags, s->flag, e.help_line()); break;
+      case RunOption::Kind::List: s->option = cmd->add_option(e.flags, s->list, e.help_line())->type_name(e.value_name); break;
+      case RunOption::Kind::Value: s->option = add_entry(cmd, e, s->text); break;
+    }
+    slots_.push_back(std::move(s));
+  }
+}
+
+RunOptions RunOptionTableBinder::merge() {
+  RunOptions o;
+  given_.clear();
+  auto node_of = [](const Slot& s) {
+    if (s.entry->kind == RunOption::Kind::Flag) return YAML::Node(s.flag ? "true" : "false");
+    if (s.entry->kind == RunOption::Kind::Value) return YAML::Node(s.text);
+    YAML::Node seq(YAML::NodeType::Sequence);
+    for (const auto& v : s.list) seq.push_back(v);
+    return seq;
+  };
+  // --config first: the file's values are the base the command line's are laid over.
+  for (const auto& s : slots_)
+    if (s->entry->key == "config" && s->option->count() > 0) s->entry->set(o, node_of(*s), s->entry->long_flag());
+  if (!o.config.empty()) load_run_config(o.config, o, &given_);
+  for (const auto& s : slots_) {
+    if (s->entry->key == "config" || s->option->count() == 0) continue;
+    s->entry->set(o, node_of(*s), s->entry->long_flag());
+    given_.insert(s->entry->key);
+  }
+  return o;
+}
+
+std::string run_options_markdown() {
+  auto cell = [](std::string s) {
+    std::string out;
+    for (char c : s) out += c == '|' ? std::string("\\|") : std::string(1, c);
+    return out;
+  };
+  std::ostringstream md;
+  md << "| option | YAML key | value | default | commands | what it does |\n|---|---|---|---|---|---|\n";
+  for (const auto& e : run_option_table()) {
+    std::string names;
+    std::string rest = e.flags;
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      names += (names.empty() ? "" : ", ") + ("`" + rest.substr(0, comma) + "`");
+      rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
+    }
+    std::string value = e.kind == RunOption::Kind::Flag ? "flag" : e.value_name;
+    if (!e.values.empty() && e.kind != RunOption::Kind::Flag) value += ": " + e.values;
+    std::string commands;
+    for (auto [bit, name] : {std::pair{kRun, "run"}, {kChat, "chat"}, {kBench, "bench"}, {kCompare, "compare"}, {kImport, "trace import"}})
+      if (e.commands & bit) commands += (commands.empty() ? "" : ", ") + std::string(name);
+    md << "| " << names << " | " << (e.in_yaml ? "`" + e.key + "`" : "—") << " | " << cell(value) << " | "
+       << cell(e.default_text) << " | " << commands << " | " << cell(e.help) << " |\n";
+  }
+  return md.str();
+}
+
+}  // namespace glassbox::cli
