@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "alloc_counter.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "support.hpp"
@@ -202,6 +203,36 @@ BOOST_AUTO_TEST_CASE(the_writer_thread_writes_the_same_file_as_the_calling_threa
   const std::string a = slurp(dir / "sync.jsonl"), b = slurp(dir / "thread.jsonl");
   BOOST_TEST(std::count(a.begin(), a.end(), '\n') == 202);
   BOOST_TEST((a == b));
+}
+
+namespace {
+class PlainTokenizer final : public glassbox::Tokenizer {
+ public:
+  std::vector<std::int32_t> encode(std::string_view, bool, bool) const override { return {0}; }
+  std::string_view decode(std::int32_t, std::int32_t) const override { return " once"; }
+  std::string_view piece(std::int32_t) const override { return " once"; }
+  std::int32_t vocab_size() const override { return 6; }
+  std::int32_t bos_id() const override { return 0; }
+  std::int32_t eos_id() const override { return 5; }
+};
+}  // namespace
+
+// Tracing keeps the decode loop's promise: once the recycled lines have grown, a step allocates nothing
+// (neither on the calling thread nor on the writer thread), full-logit steps included.
+BOOST_DATA_TEST_CASE(a_traced_step_allocates_nothing_after_warm_up, bdata::make({false, true}), background) {
+  PlainTokenizer tok;
+  EventData d;
+  make_event(d, 0);  // with logits
+  d.e.token_text = " once";
+  d.stages[0].params = nullptr;  // (a string parameter with quotes takes nlohmann-json's escaping)
+  const auto dir = temp_dir("alloc");
+  glassbox::traces::JsonlWriter w((dir / "t.jsonl").string(), tok, false, background);
+  for (int i = 0; i < 20; ++i) w.step(d.e);
+  w.flush();
+  const long before = g_allocs.load();
+  for (int i = 0; i < 100; ++i) w.step(d.e);
+  w.flush();
+  BOOST_TEST(g_allocs.load() - before == 0, "allocations in 100 traced steps: " << g_allocs.load() - before);
 }
 
 BOOST_AUTO_TEST_CASE(a_write_error_on_the_writer_thread_is_thrown_by_the_next_call) {

@@ -163,21 +163,21 @@ json summary_json(const Summary& s) {
 }
 
 
-void append_json_float(std::string& out, float f) {
+namespace {
+// Writes the text of append_json_float at p (at most kMaxFloatText bytes); returns its end.
+constexpr std::size_t kMaxFloatText = 24;
+char* write_json_float(char* p, float f) {
   if (!std::isfinite(f)) {
-    out += "null";
-    return;
+    std::memcpy(p, "null", 4);
+    return p + 4;
   }
-  char buf[48];
-  char* p = buf;
   if (std::signbit(f)) {
     *p++ = '-';
     f = -f;
   }
   if (f == 0) {
-    out.append(buf, p);
-    out += "0.0";
-    return;
+    std::memcpy(p, "0.0", 3);
+    return p + 3;
   }
   // The shortest digits d1 d2 ... dk and exponent E of f = d1.d2...dk × 10^E, then nlohmann-json's layout
   // of them (nlohmann/detail/conversions/to_chars.hpp, format_buffer with min_exp -4, max_exp 15).
@@ -199,7 +199,7 @@ void append_json_float(std::string& out, float f) {
   if (k < n && n <= k + (k > 1) + 4) {
     // An integer above the shortest digits' reach, short enough that plain to_chars writes it in fixed
     // notation: json_float wrote its exact value (34089789440.0, not 34089790000.0); so does this.
-    const auto r2 = std::to_chars(p, buf + sizeof buf, static_cast<std::uint64_t>(f));
+    const auto r2 = std::to_chars(p, p + 16, static_cast<std::uint64_t>(f));
     p = r2.ptr;
     *p++ = '.';
     *p++ = '0';
@@ -238,7 +238,13 @@ void append_json_float(std::string& out, float f) {
     *p++ = static_cast<char>('0' + x / 10 % 10);
     *p++ = static_cast<char>('0' + x % 10);
   }
-  out.append(buf, p);
+  return p;
+}
+}  // namespace
+
+void append_json_float(std::string& out, float f) {
+  char buf[kMaxFloatText];
+  out.append(buf, write_json_float(buf, f));
 }
 
 // A step line under construction: its text with the floats left out, and the floats with where each run
@@ -318,20 +324,25 @@ struct StepLine {
     text += '}';
   }
 
-  // The finished line (with its newline) into `out`.
-  void finish(std::string& out) const {
-    out.clear();
+  // The finished line (with its newline), in `buf` (grown, never shrunk: no allocation once large enough).
+  std::string_view finish(std::string& buf) const {
+    const std::size_t need = text.size() + floats.size() * (kMaxFloatText + 1) + 1;
+    if (buf.size() < need) buf.resize(need);
+    char* p = buf.data();
     std::size_t pos = 0, fi = 0;
     for (const auto& g : gaps) {
-      out.append(text, pos, g.at - pos);
+      std::memcpy(p, text.data() + pos, g.at - pos);
+      p += g.at - pos;
       pos = g.at;
       for (std::size_t i = 0; i < g.count; ++i) {
-        if (i) out += ',';
-        append_json_float(out, floats[fi++]);
+        if (i) *p++ = ',';
+        p = write_json_float(p, floats[fi++]);
       }
     }
-    out.append(text, pos, std::string::npos);
-    out += '\n';
+    std::memcpy(p, text.data() + pos, text.size() - pos);
+    p += text.size() - pos;
+    *p++ = '\n';
+    return {buf.data(), static_cast<std::size_t>(p - buf.data())};
   }
 };
 
@@ -450,10 +461,9 @@ void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok) {
 std::string step_line(const StepEvent& e, const Tokenizer& tok) {
   StepLine L;
   fill_step(L, e, tok);
-  std::string out;
-  L.finish(out);
-  out.pop_back();  // the newline
-  return out;
+  std::string buf;
+  const std::string_view line = L.finish(buf);
+  return std::string(line.substr(0, line.size() - 1));  // without the newline
 }
 
 // The writer thread and the queue of lines between it and step(). Lines are recycled, so that after the
@@ -514,8 +524,7 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
       }
       std::exception_ptr err;
       try {
-        line->finish(text);
-        out_.write(text);
+        out_.write(line->finish(text));
       } catch (...) {
         err = std::current_exception();
       }
@@ -561,8 +570,7 @@ void JsonlWriter::header(const RunHeader& h) { write(header_json(h)); }
 void JsonlWriter::step(const StepEvent& e) {
   if (!pipe_) {
     fill_step(*line_, e, tok_);
-    line_->finish(text_);
-    out_.write(text_);
+    out_.write(line_->finish(text_));
     return;
   }
   Pipe& p = *pipe_;
