@@ -158,6 +158,7 @@ void add_bench_command(CLI::App& app) {
     std::vector<int> thread_list = o->threads.empty() ? std::vector<int>{kernels::threads()} : int_list(o->threads, "--threads");
     for (int t : thread_list)
       if (t > 1024) throw ConfigError("--threads: " + std::to_string(t) + " (expected 1..1024)");
+    opt.model_hash = false;  // no trace: start-up is not spent hashing the model
     auto s = open_session(opt);
     const Config& c = s->config;
     // Defaults that do not fit a small model's context shrink to it; given lengths must fit.

@@ -47,6 +47,7 @@ void add_chat_command(CLI::App& app) {
   cmd->callback([o, binder] {
     RunOptions opt = binder->finish();
     if (opt.max_tokens == 256 && opt.context == 0) opt.max_tokens = 64;  // a reply, not a story
+    opt.model_hash = false;  // chat writes no trace: no start-up spent hashing the model
     auto s = open_session(opt);
     ChatFormat fmt = detect_chat_format(s->tokenizer->chat_template());
     if (fmt == ChatFormat::None) fmt = ChatFormat::Plain;  // no template: "User: …\nAssistant:"
@@ -101,22 +102,30 @@ void add_chat_command(CLI::App& app) {
         if (n > limit) g.policy = parse_context_policy("truncate-left");
       }
       std::string reply;
+      std::size_t shown = 0;  // bytes of reply already on stdout
+      // Show the reply up to `end`, holding back a tail that may be the start of the next turn's marker
+      // (the model writes "\nUser:" piece by piece: "\n", "U", "s", "er", ":").
+      auto show = [&](std::size_t end) {
+        if (end > shown) std::fwrite(reply.data() + shown, 1, end - shown, stdout), shown = end;
+        std::fflush(stdout);
+      };
+      static constexpr std::string_view kNextTurn = "\nUser:";
       try {
         engine.generate(render(fmt, o->system, turns), g, s->header, null, [&](std::string_view piece) {
           reply.append(piece);
-          if (fmt == ChatFormat::Plain) {
-            const auto cut = reply.find("\nUser:");
-            if (cut != std::string::npos) {
-              std::fwrite(piece.data(), 1, piece.size() - std::min(piece.size(), reply.size() - cut), stdout);
-              reply.resize(cut);
-              throw EndOfReply{};
-            }
+          if (fmt != ChatFormat::Plain) return show(reply.size());
+          if (const auto cut = reply.find(kNextTurn); cut != std::string::npos) {
+            reply.resize(cut);
+            show(cut);
+            throw EndOfReply{};
           }
-          std::fwrite(piece.data(), 1, piece.size(), stdout);
-          std::fflush(stdout);
+          std::size_t hold = std::min(reply.size(), kNextTurn.size() - 1);
+          while (hold > 0 && reply.compare(reply.size() - hold, hold, kNextTurn.substr(0, hold)) != 0) --hold;
+          show(reply.size() - hold);
         });
       } catch (const EndOfReply&) {
       }
+      show(reply.size());
       std::fputs("\n", stdout);
       std::fflush(stdout);
       while (!reply.empty() && (reply.front() == ' ')) reply.erase(0, 1);

@@ -105,7 +105,11 @@ void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "generate text from a prompt, streaming it to stdout");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, true);
   cmd->callback([binder] {
-    const RunOptions opt = binder->finish();
+    const RunOptions opt = [&] {
+      RunOptions o = binder->finish();
+      o.model_hash = !o.trace.empty() || !o.replay.empty();  // only a trace and a golden check use the digest
+      return o;
+    }();
     install_interrupt_handlers();
     auto s = open_session(opt);
     // A trace written over an input would destroy it (the model is memory-mapped: truncating it is SIGBUS).
@@ -126,19 +130,19 @@ void add_run_command(CLI::App& app) {
       // Teacher forcing: the golden's chosen tokens are appended whatever this run's sampler picks,
       // so that every step stays comparable with the golden (docs/golden-traces.md).
       const auto golden = traces::read_trace(opt.replay);
-      const auto& gm = golden.header["model"];
+      const traces::TraceModel& gm = golden.header.model;
       if (golden.vocab_size() != s->model->config().vocab_size)
         throw ConfigError("--replay " + opt.replay + ": its model has a vocabulary of " +
                           std::to_string(golden.vocab_size()) + " tokens, this one " +
                           std::to_string(s->model->config().vocab_size) + ": its tokens cannot be replayed here");
-      if (gm["sha256"] != s->header.model_sha256)
-        warn("--replay " + opt.replay + " was recorded with another model file (" + gm["path"].get<std::string>() +
-             ", sha256 " + gm["sha256"].get<std::string>().substr(0, 12) + "…): distributions will differ");
-      if (s->tokenizer->encode(opt.prompt, true, false) != golden.header["prompt_ids"].get<std::vector<std::int32_t>>())
+      if (gm.sha256 != s->header.model_sha256)
+        warn("--replay " + opt.replay + " was recorded with another model file (" + gm.path + ", sha256 " +
+             gm.sha256.substr(0, 12) + "…): distributions will differ");
+      if (s->tokenizer->encode(opt.prompt, true, false) != golden.header.prompt_ids)
         warn("--replay " + opt.replay + ": the prompt encodes differently from the golden's prompt_ids; "
              "the forced tokens follow another context");
       g.forced = golden.tokens();
-      if (opt.max_tokens > golden.header["max_tokens"].get<int>() && golden.summary["stop_reason"] == "max_tokens")
+      if (opt.max_tokens > golden.header.max_tokens && golden.summary->stop_reason == "max_tokens")
         warn("--max-tokens " + std::to_string(opt.max_tokens) + " goes past the golden's " +
              std::to_string(golden.steps.size()) + " steps: later tokens are sampled, not forced");
     }

@@ -37,12 +37,11 @@ void add_validate(CLI::App* trace) {
     traces::ReadOptions ro;
     ro.require_summary = !*partial;
     const auto t = traces::read_trace(*file, ro);
-    const auto& h = t.header;
-    std::cout << *file << ": valid " << h["schema"].get<std::string>() << ", " << t.steps.size() << " steps ("
+    std::cout << *file << ": valid " << traces::kSchema << ", " << t.steps.size() << " steps ("
               << (t.steps.empty() ? "none" : "prefill + " + std::to_string(t.steps.size() - 1) + " decode")
-              << "), trace level " << h["trace_level"].get<std::string>() << ", sampler " << t.sampler_chain();
-    if (t.complete()) std::cout << ", stop: " << t.summary["stop_reason"].get<std::string>() << "\n";
-    else if (!t.end_type.empty()) std::cout << ", cut short: " << t.end_type << ": " << t.end_message << "\n";
+              << "), trace level " << traces::level_name(t.header.level) << ", sampler " << t.sampler_chain();
+    if (t.complete()) std::cout << ", stop: " << t.summary->stop_reason << "\n";
+    else if (t.end) std::cout << ", cut short: " << t.end->type << ": " << t.end->message << "\n";
     else std::cout << ", cut short: no last line (a crash or a kill)\n";
   });
 }

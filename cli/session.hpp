@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,18 @@ struct RunOptions {
   double pace_ms = 0;                      // pause before each streamed token (demonstrations)
   double pace_tps = 0;                     // or a rate in tokens per second (the slower of the two wins)
   std::string replay;
+  // SHA-256 of the model file for the run header (0.3 s for a 438 MB model). Commands that write no
+  // trace and check no golden turn it off; header.model_sha256 is then empty.
+  bool model_hash = true;
   std::vector<std::filesystem::path> plugin_path;
   ContextPolicy context_policy;            // when prompt + generation outgrow the context (default: stop)
   AttentionTrace trace_attention;          // --trace-attention LAYER:HEAD | all
 };
+
+// The options a --config YAML file sets, over the defaults (its tokenizer path and plugin folded into
+// `tokenizer`); `keys` receives each option it names, underscored. Throws ConfigError naming the file.
+// (tests/fuzz/fuzz_config.cpp feeds it arbitrary bytes.)
+RunOptions read_config(const std::string& path, std::set<std::string>* keys = nullptr);
 
 // Adds the options shared by commands that build a pipeline (run, bench, ...) to `cmd`.
 // Call finish() after parsing to apply --config and the command-line overrides.
@@ -79,6 +88,11 @@ struct Session {
   RunHeader header;  // model, plugins, seed: ready for Engine::generate
   std::uint64_t seed = 0;
 };
+
+// Every plugin name and parameter the options name, checked before any model is read (the tokenizer's
+// only when it is named): returns the sampler stages, adds chain warnings to `warnings`.
+std::vector<std::unique_ptr<Sampler>> check_plugins(const Registry& registry, const PluginSpec& tokenizer, const RunOptions& opt,
+                                                    std::vector<std::string>& warnings);
 
 // Loads the registry (reporting rejected modules as warnings on stderr), then the model,
 // tokenizer, attention and sampler chain. Throws glassbox errors with one-line messages.

@@ -8,7 +8,25 @@
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 
+// GBTEST_ASAN: built with AddressSanitizer (GCC says so with __SANITIZE_ADDRESS__, clang with __has_feature).
+#if defined(__SANITIZE_ADDRESS__)
+#define GBTEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GBTEST_ASAN 1
+#endif
+#endif
+
 namespace gbtest {
+
+// Time bounds in tests are set for the normal build. Under ASan (and the sanitizer build's coverage counters,
+// tools/sanitize.sh) code runs several times slower, so bounds are this much looser there: still far below
+// what a quadratic algorithm would take.
+#if defined(GBTEST_ASAN)
+inline constexpr double kTimeScale = 10;
+#else
+inline constexpr double kTimeScale = 1;
+#endif
 
 // ../shared beside the project root, or $GLASSBOX_TEST_DATA; nullopt when absent.
 std::optional<std::filesystem::path> shared_dir();

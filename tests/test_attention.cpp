@@ -393,13 +393,15 @@ BOOST_AUTO_TEST_CASE(trace_records_module_state_work_weights_and_policy) {
   BOOST_TEST(trace.steps.size() == 30u);
   BOOST_TEST(!trace.context.empty());
   for (const auto& st : trace.steps) {
-    BOOST_TEST(st["kv"]["module"] == "paged");
-    BOOST_TEST(st["kv"]["block_size"] == 4);
-    BOOST_TEST(st["attention_dots"].get<long>() > 0);
-    BOOST_TEST(st["attention"].size() == 1u);
+    BOOST_TEST(st.kv.module.value_or("") == "paged");
+    BOOST_TEST_REQUIRE(st.kv.blocks.has_value());
+    BOOST_TEST(st.kv.blocks->block_size == 4);
+    BOOST_TEST(st.attention_dots.value_or(0) > 0);
+    BOOST_TEST_REQUIRE(st.attention.has_value());
+    BOOST_TEST(st.attention->size() == 1u);
   }
-  BOOST_TEST(trace.header["plugins"]["attention"]["name"] == "paged");
-  BOOST_TEST(trace.header["plugins"]["tokenizer"]["name"] == "llama2c");
+  BOOST_TEST(trace.header.attention.name == "paged");
+  BOOST_TEST(trace.header.tokenizer.name == "llama2c");
   // capacity below the context: kv-cache:16 makes the engine stop at 16, not fail mid-stream
   std::vector<std::string> b = {"run"};
   for (const auto& x : gbtest::stories_args()) b.push_back(x);

@@ -261,7 +261,7 @@ BOOST_AUTO_TEST_CASE(a_megabyte_prompt_encodes_quickly) {
     const auto ids = tokenizer(v).encode(text, false, false);
     const double s = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
     BOOST_TEST_MESSAGE(v << ": 1 MiB prompt, " << ids.size() << " tokens in " << s << " s CPU");
-    BOOST_TEST(s < 2.0);
+    BOOST_TEST(s < 2.0 * gbtest::kTimeScale);
     BOOST_TEST(glassbox::decode_all(tokenizer(v), ids) == text);
   }
 }

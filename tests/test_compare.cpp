@@ -139,15 +139,15 @@ BOOST_AUTO_TEST_CASE(each_run_writes_a_valid_trace_that_matches_its_metrics) {
     BOOST_TEST_REQUIRE(fs::exists(path));
     BOOST_TEST(fs::exists(fs::path(path).replace_extension(".html")), "viewer page beside " << path);
     const auto t = glassbox::traces::read_trace(path);  // throws when it does not validate
-    BOOST_TEST(t.header["seed"] == r["seed"]);
+    BOOST_TEST(t.header.seed == r["seed"].get<std::uint64_t>());
     std::vector<int> tokens = r["tokens"];
     auto chosen = t.tokens();
     if (r["stop_reason"] == "stop_token") chosen.pop_back();
     BOOST_TEST((std::vector<int>(chosen.begin(), chosen.end()) == tokens), path);
     double lp = 0, h = 0;
     for (const auto& s : t.steps) {
-      lp += s["logprob"].get<double>();
-      h += s["entropy"].get<double>();
+      lp += s.logprob;
+      h += s.entropy;
     }
     BOOST_TEST(std::fabs(r["logprob"].get<double>() - lp / t.steps.size()) <= 1e-5, path);
     BOOST_TEST(std::fabs(r["entropy"].get<double>() - h / t.steps.size()) <= 1e-5, path);
@@ -180,9 +180,8 @@ std::string weather_distribution() {
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   const auto t = glassbox::traces::read_trace(trace.string());
   std::string dist;
-  for (const auto& c : t.steps[0]["top"])
-    if (c["prob"].get<double>() > 0)
-      dist += (dist.empty() ? "" : ",") + ("t" + std::to_string(c["id"].get<int>())) + "=" + c["prob"].dump();
+  for (const auto& c : t.steps[0].top)
+    if (c.prob > 0) dist += (dist.empty() ? "" : ",") + ("t" + std::to_string(c.id)) + "=" + json(c.prob).dump();
   return dist;
 }
 }  // namespace

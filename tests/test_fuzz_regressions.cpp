@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE fuzz_regressions
 #include <boost/test/unit_test.hpp>
 
+#include "fuzz/config_target.hpp"
 #include "fuzz/targets.hpp"
 #include "support.hpp"
 
@@ -33,6 +34,8 @@ BOOST_AUTO_TEST_CASE(gguf_inputs) { BOOST_TEST(replay("gguf", gbfuzz::gguf) > 0)
 BOOST_AUTO_TEST_CASE(tokenizer_inputs) { BOOST_TEST(replay("tokenizer", llama2c_tok) > 0); }
 BOOST_AUTO_TEST_CASE(bpe_inputs) { BOOST_TEST(replay("bpe", bpe_tok) > 0); }
 BOOST_AUTO_TEST_CASE(trace_inputs) { BOOST_TEST(replay("trace", gbfuzz::trace) > 0); }
+BOOST_AUTO_TEST_CASE(config_inputs) { BOOST_TEST(replay("config", gbfuzz::config) > 0); }
+BOOST_AUTO_TEST_CASE(encode_inputs) { BOOST_TEST(replay("encode", gbfuzz::encode) > 0); }
 
 // The targets are not vacuous: on real files they reach the real loaders (no Error swallowed there).
 BOOST_AUTO_TEST_CASE(targets_reach_the_real_loaders, *boost::unit_test::precondition(gbtest::NeedsShared())) {
@@ -41,4 +44,21 @@ BOOST_AUTO_TEST_CASE(targets_reach_the_real_loaders, *boost::unit_test::precondi
   BOOST_TEST(glassbox::ModelSource::open(gbtest::shared("models/stories260K.bin"))->config().vocab_size == 512);
   std::ifstream in(fs::path(GLASSBOX_SOURCE_DIR) / "tests" / "golden" / "stories260K-greedy.jsonl");
   BOOST_TEST(glassbox::traces::parse_trace(in, "golden").steps.size() == 20u);
+}
+
+// The config and encode targets reach their code too: a seed config builds its whole chain; the built-in
+// vocabularies load and encode.
+BOOST_AUTO_TEST_CASE(config_and_encode_targets_are_not_vacuous) {
+  const auto opt = glassbox::cli::read_config((fs::path(GLASSBOX_SOURCE_DIR) / "tests/fuzz/regressions/config/samplers_md.yaml").string());
+  BOOST_TEST_REQUIRE(opt.sampler.size() == 3u);
+  std::vector<std::string> warnings;
+  const auto stages = glassbox::cli::check_plugins(gbfuzz::registry(), opt.tokenizer, opt, warnings);
+  BOOST_TEST(stages.size() == 4u);  // + the appended dist
+  const auto& v = gbfuzz::vocabs();
+  BOOST_TEST_REQUIRE(v.size() >= 2u);
+  for (const auto& voc : v) BOOST_TEST(!voc.tok->encode("Once upon a time", false, false).empty(), voc.source);
+  const auto& gpt2 = *v.back().tok;
+  BOOST_TEST(gpt2.encode(" the", false, false).size() == 1u);  // merged by the tiny vocabulary's merges
+  const std::string bytes("\xff\x00 and", 6);
+  BOOST_TEST(glassbox::decode_all(gpt2, gpt2.encode(bytes, false, false)) == bytes);
 }

@@ -203,24 +203,24 @@ json llama2c_entry(const std::string& prompt) {
 BOOST_AUTO_TEST_CASE(greedy_golden_agrees_with_llama2c, *boost::unit_test::precondition(NeedsShared())) {
   const auto t = glassbox::traces::read_trace(golden_path(kGoldens[0]).string());
   BOOST_TEST_REQUIRE(t.full());
-  const json ref = llama2c_entry(t.header["prompt"].get<std::string>());
+  const json ref = llama2c_entry(t.header.prompt);
   BOOST_TEST_REQUIRE(!ref.is_null(), "prompt not in llama2c-stories260K-greedy.jsonl");
-  BOOST_TEST(t.header["prompt_ids"] == ref["prompt_ids"]);
+  BOOST_TEST(t.header.prompt_ids == ref["prompt_ids"].get<std::vector<std::int32_t>>());
   std::string text;
   double worst = 0;
   for (const auto& s : t.steps) {
-    const int pos = s["pos"].get<int>();
+    const int pos = s.pos;
     BOOST_TEST_REQUIRE(pos < static_cast<int>(ref["steps"].size()));
     const json& r = ref["steps"][pos];
     BOOST_TEST(r["pos"] == pos);
-    BOOST_TEST(s["input_ids"].back() == r["input"], "step " << s["step"]);
-    BOOST_TEST(s["token"]["id"] == r["next"], "step " << s["step"] << ": golden chose " << s["token"]["id"]
-                                                        << ", llama2.c's argmax is " << r["next"]);
-    const json& a = s["logits"];
+    BOOST_TEST(s.input_ids.back() == r["input"].get<int>(), "step " << s.step);
+    BOOST_TEST(s.token == r["next"].get<int>(), "step " << s.step << ": golden chose " << s.token
+                                                       << ", llama2.c's argmax is " << r["next"]);
+    const std::vector<double>& a = s.logits;
     const json& b = r["logits"];
     BOOST_TEST_REQUIRE(a.size() == b.size());
-    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i].get<double>() - b[i].get<double>()));
-    text += s["token"]["text"].get<std::string>();
+    for (std::size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i].get<double>()));
+    text += s.token_text;
   }
   BOOST_TEST(worst <= 1e-4, "max |logit - llama2.c logit| = " << worst);
   BOOST_TEST_MESSAGE("greedy golden vs llama2.c: max |Δlogit| " << worst << " over " << t.steps.size() << " x "
@@ -236,15 +236,15 @@ BOOST_AUTO_TEST_CASE(sampled_goldens_agree_with_llama2c_where_comparable, *boost
   for (const auto& g : kGoldens) {
     if (std::string(g.model) != "stories260K" || !fs::exists(golden_path(g))) continue;
     const auto t = glassbox::traces::read_trace(golden_path(g).string());
-    const json ref = llama2c_entry(t.header["prompt"].get<std::string>());
+    const json ref = llama2c_entry(t.header.prompt);
     if (ref.is_null()) continue;
     for (const auto& s : t.steps) {
-      if (s["pos"].get<std::size_t>() >= ref["steps"].size()) break;
-      const json& r = ref["steps"][s["pos"].get<int>()];
-      if (s["input_ids"].back() != r["input"]) break;  // left llama2.c's path
-      for (const auto& c : s["top"])
-        BOOST_TEST(std::abs(c["logit"].get<double>() - r["logits"][c["id"].get<int>()].get<double>()) <= 1e-4,
-                   g.name << " step " << s["step"] << " id " << c["id"]);
+      if (static_cast<std::size_t>(s.pos) >= ref["steps"].size()) break;
+      const json& r = ref["steps"][s.pos];
+      if (s.input_ids.back() != r["input"].get<int>()) break;  // left llama2.c's path
+      for (const auto& c : s.top)
+        BOOST_TEST(std::abs(c.logit.value_or(HUGE_VAL) - r["logits"][c.id].get<double>()) <= 1e-4,
+                   g.name << " step " << s.step << " id " << c.id);
       ++checked;
     }
   }
@@ -257,6 +257,6 @@ BOOST_AUTO_TEST_CASE(goldens_are_small_and_portable) {
     if (!fs::exists(p)) continue;
     BOOST_TEST(fs::file_size(p) < 200'000u, p.string() << " is " << fs::file_size(p) << " bytes");
     const auto h = glassbox::traces::read_trace_header(p.string());
-    if (std::string(g.model) == "stories260K") BOOST_TEST(h["model"]["path"] == "../shared/models/stories260K.bin");
+    if (std::string(g.model) == "stories260K") BOOST_TEST(h.model.path == "../shared/models/stories260K.bin");
   }
 }

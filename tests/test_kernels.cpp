@@ -203,3 +203,71 @@ BOOST_DATA_TEST_CASE(kquant_matmul_matches_scalar, bdata::make({"q6_k", "q5_k_m"
   const auto& l = src->weights().layers[0];
   for (const glassbox::Tensor* t : {&l.wq, &l.wv, &l.w2}) check_typed(*t, rows);
 }
+
+// The quantized product streams several weight rows per pass and splits rows across threads; each
+// output must still be the kernel set's own vec_dot of that row, bit for bit, whatever the number
+// of activation rows (decode 1, prefill blocks) or threads. d = 29 leaves rows outside every group.
+BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row, bdata::make({"Q8_0", "Q4_0"}) * bdata::make({std::size_t{29}, std::size_t{64}}),
+                     type_name, d) {
+  const auto type = std::string(type_name) == "Q8_0" ? glassbox::DType::Q8_0 : glassbox::DType::Q4_0;
+  const std::size_t kdim = 256, n = 5;
+  auto wf = randv(d * kdim, 21), x = randv(n * kdim, 22);
+  const std::size_t wrb = glassbox::row_bytes(type, kdim);
+  std::vector<std::byte> bytes(d * wrb);
+  for (std::size_t i = 0; i < d; ++i) glassbox::quant::quantize_row(type, wf.data() + i * kdim, bytes.data() + i * wrb, kdim);
+  glassbox::Tensor w;
+  w.dtype = type;
+  w.n_dims = 2;
+  w.shape = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(kdim), 0, 0};
+  w.data = bytes.data();
+  w.bytes = bytes.size();
+  const std::size_t xrb = k::xq_row_bytes(w);
+  const int threads = k::threads();
+  for_each_kernel_set([&] {
+    std::vector<std::byte> xq(n * xrb);
+    std::vector<float> ref(n * d), out(n * d), one(d);
+    for (std::size_t t = 0; t < n; ++t) {
+      glassbox::quant::quantize_activation(glassbox::DType::Q8_0, x.data() + t * kdim, xq.data() + t * xrb, kdim);
+      for (std::size_t i = 0; i < d; ++i) ref[t * d + i] = glassbox::quant::vec_dot(type, kdim, bytes.data() + i * wrb, xq.data() + t * xrb);
+    }
+    for (int th : {1, 2, 3}) {
+      k::set_threads(th);
+      k::matmul(out.data(), x.data(), w, n, xq.data());
+      BOOST_TEST((out == ref));
+      for (std::size_t t = 0; t < n; ++t) {
+        k::matmul(one.data(), x.data() + t * kdim, w, 1, xq.data());
+        BOOST_TEST_REQUIRE(std::equal(one.begin(), one.end(), ref.begin() + t * d));
+      }
+    }
+  });
+  k::set_threads(threads);
+}
+
+// The kernel sets' Q8_0 activation rounding writes the same bytes as quant::quantize_activation:
+// blocks of ordinary values, an all-zero block, exact .5 ties after scaling, and ±amax.
+BOOST_AUTO_TEST_CASE(simd_q8_0_activation_matches_reference) {
+  const std::size_t n = 32 * 40;
+  auto x = randv(n, 31);
+  for (std::size_t j = 32; j < 64; ++j) x[j] = 0.0f;                                  // block 1: zeros
+  for (std::size_t j = 64; j < 96; ++j) x[j] = (static_cast<float>(j) - 80.0f) / 2;  // block 2: halves, amax 8
+  x[96] = 127.0f;                                                                      // block 3: 127·k/127 ties
+  for (std::size_t j = 97; j < 128; ++j) x[j] = static_cast<float>(j) - 112.5f;
+  x[130] = -x[131];
+  std::vector<std::byte> ref(glassbox::row_bytes(glassbox::DType::Q8_0, n)), got(ref.size());
+  glassbox::quant::quantize_activation(glassbox::DType::Q8_0, x.data(), ref.data(), n);
+  // Through the typed product: a 1-row Q8_0 weight matrix makes matmul round x into xq.
+  std::vector<std::byte> wbytes(glassbox::row_bytes(glassbox::DType::Q8_0, n));
+  glassbox::quant::quantize_row(glassbox::DType::Q8_0, x.data(), wbytes.data(), n);
+  glassbox::Tensor w;
+  w.dtype = glassbox::DType::Q8_0;
+  w.n_dims = 2;
+  w.shape = {1, static_cast<std::int64_t>(n), 0, 0};
+  w.data = wbytes.data();
+  w.bytes = wbytes.size();
+  for_each_kernel_set([&] {
+    float out = 0;
+    std::fill(got.begin(), got.end(), std::byte{0x55});
+    k::matmul(&out, x.data(), w, 1, got.data());
+    BOOST_TEST((got == ref));
+  });
+}

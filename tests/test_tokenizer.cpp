@@ -235,7 +235,7 @@ BOOST_AUTO_TEST_CASE(a_megabyte_prompt_encodes_quickly) {
   const auto ids = tok->encode(text, true, false);
   const double s = static_cast<double>(std::clock() - t0) / CLOCKS_PER_SEC;
   BOOST_TEST_MESSAGE("1 MiB prompt: " << ids.size() << " tokens in " << s << " s CPU");
-  BOOST_TEST(s < 2.0);
+  BOOST_TEST(s < 2.0 * gbtest::kTimeScale);
   BOOST_TEST(glassbox::decode_all(*tok, ids) == text);
 }
 

@@ -99,10 +99,10 @@ std::size_t count(const std::string& text, const std::string& what) {
 }
 
 // Alternatives drawn for a step: its top-K candidates other than the chosen token, at most k.
-std::size_t alternatives(const json& step, int k) {
+std::size_t alternatives(const glassbox::traces::TraceStep& step, int k) {
   std::size_t n = 0;
-  for (const auto& c : step["top"])
-    if (c["id"] != step["token"]["id"] && static_cast<int>(n) < k) ++n;
+  for (const auto& c : step.top)
+    if (c.id != step.token && static_cast<int>(n) < k) ++n;
   return n;
 }
 

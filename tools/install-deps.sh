@@ -16,7 +16,7 @@ for extra in ${GLASSBOX_DEPS_EXTRA:-}; do
     # OpenBLAS: Debian's torch otherwise runs on the reference BLAS, ~5x slower (models/toy/recipe.sh)
     train) pkgs+=(python3-torch python3-numpy sentencepiece python3-sentencepiece libopenblas0-pthread) ;;
     browser) pkgs+=(chromium) ;;
-    fuzz) pkgs+=(clang-14 libclang-rt-14-dev) ;;  # tools/fuzz.sh (libFuzzer)
+    fuzz) pkgs+=(clang-14 libclang-rt-14-dev) ;;  # tools/sanitize.sh and tools/fuzz.sh (clang, libFuzzer)
     *) echo "install-deps: unknown extra group '$extra' (expected: train, browser, fuzz)" >&2; exit 2 ;;
   esac
 done

@@ -24,6 +24,12 @@ struct KernelSet {
   void (*axpy)(float* y, float a, const float* x, std::size_t n);
   // quant::vec_dot for a supported type; n already checked against the block size.
   float (*vec_dot)(DType w, std::size_t n, const void* w_row, const void* x_row);
+  // quant::quantize_activation(Q8_0, x, dst, n), the same bytes for finite x; n a multiple of 32.
+  void (*quantize_q8_0)(const float* x, void* dst, std::size_t n);
+  // out[t, i] = vec_dot(wt, k, row i of w, row t of xq) for t < n and i0 <= i < i1 (w: d rows of wrb
+  // bytes, xq: n activation rows of xrb bytes already quantized, k checked); bit-identical to vec_dot.
+  void (*qmatmul_rows)(DType wt, float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb,
+                       std::size_t n, std::size_t k, std::size_t d, std::size_t i0, std::size_t i1);
   // The roofline's compute peak: `iters` rounds of 12 independent vector FMAs; returns the lanes
   // per vector (so a caller can count 2·12·lanes·iters floating-point operations).
   std::size_t (*fma_probe)(std::size_t iters, float* sink);

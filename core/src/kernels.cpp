@@ -228,20 +228,23 @@ void matmul_typed(float* out, const float* x, const Tensor& w, std::size_t n, st
   }
   const DType xt = quant::vec_dot_type(w.dtype);
   const std::size_t xrb = row_bytes(xt, k), wrb = row_bytes(w.dtype, k);
-  for (std::size_t t = 0; t < n; ++t) quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);  // checks k
-  // The kernel set's dot product is called directly: the row length was checked once above, and
-  // the public quant::vec_dot would check it and look up the kernel set again for every row.
-  const auto vec_dot = active_set().vec_dot;
-  // As for float32: rows of w split across threads, each output summed in a fixed order.
-  auto rows = [&](std::size_t i0, std::size_t i1) {
-    for (std::size_t i = i0; i < i1; ++i) {
-      const std::byte* wi = w.data + i * wrb;
-      for (std::size_t t = 0; t < n; ++t)
-        out[t * d + i] = Scalar ? quant::vec_dot_scalar(w.dtype, k, wi, xq + t * xrb) : vec_dot(w.dtype, k, wi, xq + t * xrb);
-    }
-  };
-  if constexpr (Scalar) rows(0, d);
-  else parallel_rows(d, chunk_rows_for(d, d), n * k * d, rows);
+  if (k % dtype_info(xt).block_values != 0) quant::quantize_activation(xt, x, xq, k);  // throws, naming k
+  for (std::size_t t = 0; t < n; ++t) {
+    if (!Scalar && xt == DType::Q8_0) active_set().quantize_q8_0(x + t * k, xq + t * xrb, k);
+    else quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);
+  }
+  // The kernel set's product is called directly: the row length was checked once above, and the
+  // public quant::vec_dot would check it and look up the kernel set again for every row.
+  // As for float32: rows of w split across threads, each output summed in a fixed order (that of
+  // the kernel set's vec_dot, whichever rows share a pass).
+  if constexpr (Scalar) {
+    for (std::size_t i = 0; i < d; ++i)
+      for (std::size_t t = 0; t < n; ++t) out[t * d + i] = quant::vec_dot_scalar(w.dtype, k, w.data + i * wrb, xq + t * xrb);
+  } else {
+    const KernelSet& ks = active_set();
+    parallel_rows(d, chunk_rows_for(d, d), n * k * d,
+                  [&](std::size_t i0, std::size_t i1) { ks.qmatmul_rows(w.dtype, out, w.data, wrb, xq, xrb, n, k, d, i0, i1); });
+  }
 }
 }  // namespace
 

@@ -11,6 +11,12 @@ Quality bars (exit status 1 if one fails):
   * greedy decoding after BOS + encode("Write a tagline for a coffee shop:")
     yields one tagline of the grammar, then EOS (2) or BOS (1);
   * the reference encode reproduces sentencepiece on >= 99% of sampled lines.
+  * recall: asked "What is my name?" at the end of a conversation whose first
+    exchange gave the name (grammar.py kind 4, 0..FILLER_MAX exchanges of small
+    talk between), greedy decoding answers "Your name is N." for >= 90% of
+    the cases (every name x every filler count x RECALL_DRAWS draws).  The same
+    conversations with the first exchange cut off (what a chat's pruning does)
+    are measured too and reported: with the name gone the answer is a guess.
 Free generation from BOS at temperature 1 is printed for a human to read.
 """
 import argparse
@@ -24,6 +30,8 @@ import grammar
 from llama2c import BOS, EOS, Model, Tokenizer, read_model, softmax
 
 TOLERANCE = 0.05
+RECALL_BAR = 0.90
+RECALL_DRAWS = 2
 
 
 def greedy(model, prompt, max_new=48):
@@ -55,11 +63,56 @@ def sample(model, rng, prompt=(BOS,), temperature=1.0):
     return out
 
 
+def answer(model, tok, prompt_text, max_new=12):
+    """Greedy reply after a chat prompt, up to EOS/BOS or a line break (as
+    glassbox chat ends a reply), and the first step's distribution."""
+    ids = tok.encode(prompt_text, bos=True)
+    p = softmax(model.logits_for(ids)[-1])
+    out = greedy(model, ids, max_new)
+    text = tok.decode(out)
+    return text.split("\n")[0].strip(), p
+
+
+def recall(model, tok, rng):
+    """Every name x every filler count 0..FILLER_MAX x RECALL_DRAWS draws of
+    small talk: the conversation up to "Assistant:" after the question, teacher
+    forced, then greedy.  Also the same with the first exchange removed."""
+    import random
+    crng = random.Random(int(rng.integers(1 << 30)))
+    name_ids = {n: tok.encode(n, bos=False)[0] for n in grammar.NAMES}  # " Name" is one token
+    res = {k: {"cases": 0, "right": 0, "p_sum": 0.0, "wrong": [], "answers": {}} for k in ("in_context", "cut_off")}
+    for name in grammar.NAMES:
+        for k in range(grammar.FILLER_MAX + 1):
+            for _ in range(RECALL_DRAWS):
+                fillers = crng.sample(range(len(grammar.FILLERS)), k)
+                doc = grammar.conversation(crng, name, fillers)
+                cut = doc.rindex("Assistant:") + len("Assistant:")
+                prompt, want = doc[:cut], doc[cut:].strip()
+                first_break = prompt.index("\n", prompt.index("\n") + 1) + 1  # after the first exchange
+                for key, text in (("in_context", prompt), ("cut_off", prompt[first_break:])):
+                    got, p = answer(model, tok, text)
+                    r = res[key]
+                    r["cases"] += 1
+                    r["right"] += got == want
+                    # p of " Name" where the name comes: after " Your name is"
+                    stem = tok.encode(text + " Your name is", bos=True)
+                    pn = softmax(model.logits_for(stem)[-1])[name_ids[name]]
+                    r["p_sum"] += float(pn)
+                    r["answers"][got] = r["answers"].get(got, 0) + 1
+                    if got != want and len(r["wrong"]) < 10:
+                        r["wrong"].append({"fillers": k, "want": want, "got": got})
+    for r in res.values():
+        r["rate"] = round(r["right"] / r["cases"], 4)
+        r["mean_p_name"] = round(r.pop("p_sum") / r["cases"], 4)
+    res["names"] = len(grammar.NAMES)
+    res["bar"] = RECALL_BAR
+    return res
+
+
 def encode_agreement(tok, spm_model, corpus, n_lines):
     import sentencepiece as spm  # only for this comparison
     sp = spm.SentencePieceProcessor(model_file=spm_model)
-    with open(corpus, encoding="utf-8") as f:
-        lines = [l.rstrip("\n") for l in f if l.strip()]
+    lines = grammar.read_corpus(corpus)  # conversations with their line breaks
     step = max(1, len(lines) // n_lines)
     sample_lines = lines[::step][:n_lines]
     # Plus a few lines off the corpus: unseen words, digits, non-ASCII (byte fallback).
@@ -180,7 +233,19 @@ def main():
         report["encode_agreement"] = agr
         ok &= agr["rate"] >= 0.99
 
-    # 4. Free generation at temperature 1.
+    # 4. Recall from the context.
+    rec = recall(model, tok, np.random.default_rng(a.seed))
+    print(f"recall with the name in the context: {rec['in_context']['right']}/{rec['in_context']['cases']} "
+          f"= {rec['in_context']['rate']:.3f} (bar {RECALL_BAR}); mean p(name) {rec['in_context']['mean_p_name']:.3f}")
+    print(f"recall with the first exchange cut off: {rec['cut_off']['right']}/{rec['cut_off']['cases']} "
+          f"= {rec['cut_off']['rate']:.3f} (chance {1 / len(grammar.NAMES):.3f}); "
+          f"mean p(name) {rec['cut_off']['mean_p_name']:.3f}")
+    for m in rec["in_context"]["wrong"][:5]:
+        print("  wrong:", m)
+    report["recall"] = rec
+    ok &= rec["in_context"]["rate"] >= RECALL_BAR
+
+    # 5. Free generation at temperature 1.
     rng = np.random.default_rng(a.seed)
     samples = []
     print(f"free generation from BOS, temperature 1 (numpy seed {a.seed}):")

@@ -2,7 +2,8 @@
 """The toy world: a small probabilistic grammar whose next-word distributions
 are known exactly, and a deterministic corpus generator for it.
 
-Three kinds of documents (one document per output line):
+Four kinds of documents (one document per output line; a conversation's line
+breaks are written as the two characters backslash-n, see LINE_BREAK):
 
 1. Weather reports -- the lesson's calibration example.
 
@@ -28,7 +29,28 @@ Three kinds of documents (one document per output line):
    things, feelings); see story().  Story probabilities are uniform choices
    unless stated otherwise; they are not part of the lesson's exact figures.
 
-Usage: grammar.py [--seed N] [--weather N] [--taglines N] [--stories N] OUT
+4. Conversations -- so that the model learns to recall a fact from its context.
+   In the "plain" turn format that `glassbox chat` renders for a model without
+   a chat template (core/src/chat_template.cpp):
+
+       User: My name is N.
+       Assistant: Hello, N!
+       User: <small talk>            (0..FILLER_MAX exchanges, none with a name)
+       Assistant: <reply>
+       User: What is my name?
+       Assistant: Your name is N.
+
+   N is uniform over NAMES.  Nothing but the first exchange says N, so the
+   answer can only come from looking back at it: once a chat prunes that
+   exchange out of the window, the model can only guess (1 in len(NAMES)).
+
+The first three kinds are drawn exactly as before conversations existed (same
+seed, same draws), and the tokenizer is trained on them alone (OUT_TOK), so
+the lesson's token ids do not move; conversations come from their own random
+stream and are shuffled in for training (OUT).
+
+Usage: grammar.py [--seed N] [--weather N] [--taglines N] [--stories N]
+                  [--conversations N] OUT [OUT_TOK]
 """
 import argparse
 import random
@@ -85,6 +107,33 @@ FOODS = ["an apple", "some bread", "a cookie", "some soup", "a banana",
          "some cake", "a sandwich"]
 DAYTIME = ["One day", "One morning", "One evening", "Later that day",
            "The next day"]
+
+
+# ---------------------------------------------------------------------------
+# 4. Conversations.  Names are the story characters' (one token each in the
+# tokenizer); small talk uses the story lexicon and never a name.
+NAMES = [p[0] for p in PEOPLE]
+FACT_USER = "My name is {}."
+FACT_REPLY = "Hello, {}!"
+QUESTION = "What is my name?"
+ANSWER = "Your name is {}."
+# At most two exchanges of small talk: with this tokenizer (which never saw
+# "User"/"Assistant" or a line break) an exchange is ~25 tokens, and the whole
+# conversation must fit a 128-token training row.
+FILLER_MAX = 2
+# (user line, reply maker).  The user lines are fixed so that a test can replay them.
+FILLERS = [
+    ("How are you?", lambda r: f"I am {r.choice(FEELINGS)}."),
+    ("Do you have a pet?", lambda r: f"I have {a(r.choice(ANIMAL_ADJ))} {r.choice(ANIMALS)}."),
+    ("Where should we go?", lambda r: f"Let us go to {r.choice(PLACES)}."),
+    ("What should I eat?", lambda r: f"You can eat {r.choice(FOODS)}."),
+    ("What do you see?", lambda r: f"I see {a(r.choice(ANIMAL_ADJ))} {r.choice(ANIMALS)} near {r.choice(PLACES)}."),
+    ("What did you find?", lambda r: f"I found {r.choice(THINGS)[0]}."),
+    ("I feel sad.", lambda r: "I am sorry."),
+    ("Tell me something.", lambda r: f"The {r.choice(ANIMALS)} is {r.choice(ANIMAL_ADJ)}."),
+]
+# A conversation's line breaks inside the one-document-per-line corpus file.
+LINE_BREAK = "\\n"
 
 
 def weighted(rng, items):
@@ -173,12 +222,56 @@ def story(rng):
     return " ".join(s)
 
 
-def corpus(seed, n_weather, n_taglines, n_stories):
+def render_plain(turns):
+    """[(is_user, text), ...] as glassbox's plain chat format writes it."""
+    return "\n".join(("User: " if u else "Assistant: ") + t for u, t in turns)
+
+
+def conversation(rng, name=None, fillers=None):
+    """A conversation (text with real line breaks).  name / fillers (a list of
+    FILLERS indices) are drawn when not given."""
+    if name is None:
+        name = rng.choice(NAMES)
+    if fillers is None:
+        fillers = rng.sample(range(len(FILLERS)), rng.randrange(FILLER_MAX + 1))
+    turns = [(True, FACT_USER.format(name)), (False, FACT_REPLY.format(name))]
+    for i in fillers:
+        user, reply = FILLERS[i]
+        turns += [(True, user), (False, reply(rng))]
+    turns += [(True, QUESTION), (False, ANSWER.format(name))]
+    return render_plain(turns)
+
+
+def corpus(seed, n_weather, n_taglines, n_stories, n_conversations=0):
+    """(training documents, tokenizer documents).  The tokenizer's are the
+    first three kinds, drawn from `seed` exactly as before conversations were
+    added; conversations use their own stream and are inserted at random."""
     rng = random.Random(seed)
     kinds = ["w"] * n_weather + ["t"] * n_taglines + ["s"] * n_stories
     rng.shuffle(kinds)
     make = {"w": weather_doc, "t": tagline_doc, "s": story}
-    return [make[k](rng) for k in kinds]
+    base = [make[k](rng) for k in kinds]
+    crng = random.Random(seed + 1)
+    convs = [conversation(crng) for _ in range(n_conversations)]
+    # Interleave: a random order of "base" and "conversation" slots, each list kept in order.
+    slots = [0] * len(base) + [1] * len(convs)
+    random.Random(seed + 2).shuffle(slots)
+    it = (iter(base), iter(convs))
+    return [next(it[k]) for k in slots], base
+
+
+def to_line(doc):
+    return doc.replace("\n", LINE_BREAK)
+
+
+def from_line(line):
+    """A corpus line back to its document (conversations get their line breaks back)."""
+    return line.rstrip("\n").replace(LINE_BREAK, "\n")
+
+
+def read_corpus(path):
+    with open(path, encoding="utf-8") as f:
+        return [from_line(l) for l in f if l.strip()]
 
 
 def main():
@@ -187,12 +280,16 @@ def main():
     ap.add_argument("--weather", type=int, default=24000)
     ap.add_argument("--taglines", type=int, default=4000)
     ap.add_argument("--stories", type=int, default=10000)
+    ap.add_argument("--conversations", type=int, default=0)
     ap.add_argument("out")
+    ap.add_argument("out_tok", nargs="?", help="also write the tokenizer's documents here")
     a = ap.parse_args()
-    docs = corpus(a.seed, a.weather, a.taglines, a.stories)
-    with open(a.out, "w", encoding="utf-8") as f:
-        for d in docs:
-            f.write(d + "\n")
+    docs, base = corpus(a.seed, a.weather, a.taglines, a.stories, a.conversations)
+    for path, ds in ((a.out, docs), (a.out_tok, base)):
+        if path:
+            with open(path, "w", encoding="utf-8") as f:
+                for d in ds:
+                    f.write(to_line(d) + "\n")
     # Report the realised rates next to the grammar's.
     counts = {w: 0 for w, _ in WEATHER}
     tags = {t: 0 for t, _ in TAGLINES}

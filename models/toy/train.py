@@ -10,7 +10,9 @@ interleaved pairs (2i, 2i+1) of each head) and grouped-query attention ->
 residual -> RMSNorm -> SwiGLU FFN w2(silu(w1 x) * w3 x) -> residual; final
 RMSNorm; classifier tied to the embedding.  No biases.
 
-Every document is [BOS] + sp.encode(text) + [EOS]; the documents are
+Every document is [BOS] + sp.encode(text) + [EOS] (a conversation's text with
+its real line breaks, which encode as the byte token <0x0A>, as glassbox's
+encoder does); the documents are
 concatenated in corpus order and each training row is the seq_len+1 tokens
 starting at a randomly chosen document start (so BOS sits at position 0 of
 every row, and later documents in the row see earlier ones as context).
@@ -25,6 +27,8 @@ import sentencepiece as spm
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import grammar
 
 
 class RMSNorm(nn.Module):
@@ -200,8 +204,7 @@ def export_legacy(model, path):
 
 def load_stream(corpus, sp_model):
     sp = spm.SentencePieceProcessor(model_file=sp_model)
-    with open(corpus, encoding="utf-8") as f:
-        docs = [line.rstrip("\n") for line in f if line.strip()]
+    docs = grammar.read_corpus(corpus)  # conversations get their line breaks back
     ids = sp.encode(docs)
     starts, stream = [], []
     for d in ids:

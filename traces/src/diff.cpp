@@ -13,8 +13,6 @@
 
 namespace glassbox::traces {
 
-using nlohmann::json;
-
 namespace {
 
 constexpr double kTinyLogprob = -103.28;  // log of the smallest float > 0: stands in for log(0)
@@ -46,15 +44,14 @@ struct Dist {
 };
 
 // The raw model distribution: from every logit when `use_logits`, else from the top-K list.
-Dist raw_dist(const json& step, int k, bool use_logits) {
+Dist raw_dist(const TraceStep& step, int k, bool use_logits) {
   Dist d;
-  const json& top = step["top"];
+  const auto& top = step.top;
   const int n = std::min<int>(k, static_cast<int>(top.size()));
   if (use_logits) {
-    const json& l = step["logits"];
-    std::vector<double> x(l.size());
+    const std::vector<double>& x = step.logits;
     double mx = -HUGE_VAL;
-    for (std::size_t i = 0; i < l.size(); ++i) mx = std::max(mx, x[i] = l[i].get<double>());
+    for (double v : x) mx = std::max(mx, v);
     double s = 0;
     for (double v : x) s += std::exp(v - mx);
     const double lse = mx + std::log(s);
@@ -63,15 +60,15 @@ Dist raw_dist(const json& step, int k, bool use_logits) {
       d.logit[static_cast<std::int32_t>(i)] = x[i];
     }
     d.everything = true;
-    for (int i = 0; i < n; ++i) d.order.push_back(top[i]["id"].get<std::int32_t>());
+    for (int i = 0; i < n; ++i) d.order.push_back(top[i].id);
     return d;
   }
   if (n == 0) return d;
-  const double p0 = top[0]["prob"].get<double>();
-  const double lse = top[0]["logit"].get<double>() - std::log(std::max(p0, 1e-45));
+  const double p0 = top[0].prob;
+  const double lse = top[0].logit.value_or(0) - std::log(std::max(p0, 1e-45));
   for (int i = 0; i < n; ++i) {
-    const auto id = top[i]["id"].get<std::int32_t>();
-    const double l = top[i]["logit"].get<double>();
+    const auto id = top[i].id;
+    const double l = top[i].logit.value_or(0);  // the schema requires it on the raw distribution
     d.lp[id] = l - lse;
     d.logit[id] = l;
     d.order.push_back(id);
@@ -81,18 +78,18 @@ Dist raw_dist(const json& step, int k, bool use_logits) {
 }
 
 // The distribution after one sampler stage (probabilities only). `kept` tells whether the list is complete.
-Dist stage_dist(const json& stage, int k) {
+Dist stage_dist(const TraceStage& stage, int k) {
   Dist d;
-  const json& top = stage["top"];
+  const auto& top = stage.top;
   const int n = std::min<int>(k, static_cast<int>(top.size()));
   for (int i = 0; i < n; ++i) {
-    const auto id = top[i]["id"].get<std::int32_t>();
-    const double lp = std::log(std::max(top[i]["prob"].get<double>(), 1e-45));
+    const auto id = top[i].id;
+    const double lp = std::log(std::max(top[i].prob, 1e-45));
     d.lp[id] = lp;
     d.order.push_back(id);
     d.floor = lp;
   }
-  d.everything = n == static_cast<int>(top.size()) && stage["kept"].get<int>() == n;
+  d.everything = n == static_cast<int>(top.size()) && stage.kept == n;
   return d;
 }
 
@@ -192,34 +189,24 @@ double kl_divergence(const Dist& g, const Dist& n, bool& exact) {
 }
 
 // A token as `"text" (id)`, its text found in the step's lists (or the other side's step), else "id N".
-std::string token_desc(const json& step, std::int32_t id, const json* other = nullptr) {
-  for (const json* s : {&step, other}) {
+std::string token_desc(const TraceStep& step, std::int32_t id, const TraceStep* other = nullptr) {
+  for (const TraceStep* s : {&step, other}) {
     if (!s) continue;
-    for (const auto& t : (*s)["top"])
-      if (t["id"] == id) return show_text(t["text"].get<std::string>()) + " (" + std::to_string(id) + ")";
-    if ((*s)["token"]["id"] == id) return show_text((*s)["token"]["text"].get<std::string>()) + " (" + std::to_string(id) + ")";
+    for (const auto& t : s->top)
+      if (t.id == id) return show_text(t.text) + " (" + std::to_string(id) + ")";
+    if (s->token == id) return show_text(s->token_text) + " (" + std::to_string(id) + ")";
   }
   return "id " + std::to_string(id);
 }
 
-std::string plugin_desc(const json& p) {
-  std::string s = p["name"].get<std::string>();
-  std::string ps;
-  for (const auto& [k, v] : p["params"].items()) ps += (ps.empty() ? "" : ", ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
-  return ps.empty() ? s : s + "(" + ps + ")";
-}
-
-std::string chain_desc(const json& header) {
-  std::string s;
-  for (const auto& p : header["plugins"]["sampler"]) s += (s.empty() ? "" : " -> ") + plugin_desc(p);
-  return s;
-}
-
 int max_top(const Trace& t) {
   std::size_t k = 0;
-  for (const auto& s : t.steps) k = std::max(k, s["top"].size());
+  for (const auto& s : t.steps) k = std::max(k, s.top.size());
   return static_cast<int>(k);
 }
+
+// How a run ended, for the length comparison ("cut short" for a trace read without its summary).
+std::string stop_reason(const Trace& t) { return t.summary ? t.summary->stop_reason : std::string("cut short"); }
 
 }  // namespace
 
@@ -256,8 +243,8 @@ int DiffResult::first_divergent_step() const {
 DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions& opt) {
   if (opt.atol < 0 || opt.rtol < 0 || opt.kl < 0) throw ConfigError("diff tolerances must be >= 0");
   if (opt.top_k < 0) throw ConfigError("--top must be >= 0");
-  const json& gh = golden.header;
-  const json& nh = next.header;
+  const TraceHeader& gh = golden.header;
+  const TraceHeader& nh = next.header;
   if (golden.vocab_size() != next.vocab_size())
     throw TraceError(next.path + ": vocabulary of " + std::to_string(next.vocab_size()) + " tokens, but " + golden.path +
                      " has " + std::to_string(golden.vocab_size()) + ": the traces are not comparable");
@@ -272,49 +259,48 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
   r.full_logits = golden.full() && next.full();
 
   // ---- header: what makes the runs differ ----
-  const json& gm = gh["model"];
-  const json& nm = nh["model"];
-  if (gm["sha256"] != nm["sha256"])
-    r.notes.push_back("model files differ: golden " + gm["sha256"].get<std::string>().substr(0, 12) + "… (" +
-                      gm["path"].get<std::string>() + "), new " + nm["sha256"].get<std::string>().substr(0, 12) + "… (" +
-                      nm["path"].get<std::string>() + ")");
-  if (gm["config"] != nm["config"]) r.notes.push_back("model configs differ: " + gm["config"].dump() + " vs " + nm["config"].dump());
-  if (gh["plugins"]["attention"] != nh["plugins"]["attention"])
-    r.notes.push_back("attention differs: golden " + plugin_desc(gh["plugins"]["attention"]) + ", new " +
-                      plugin_desc(nh["plugins"]["attention"]));
-  if (gh["plugins"]["tokenizer"]["name"] != nh["plugins"]["tokenizer"]["name"])
-    r.notes.push_back("tokenizer plugins differ: golden " + plugin_desc(gh["plugins"]["tokenizer"]) + ", new " +
-                      plugin_desc(nh["plugins"]["tokenizer"]));
+  const TraceModel& gm = gh.model;
+  const TraceModel& nm = nh.model;
+  if (gm.sha256 != nm.sha256)
+    r.notes.push_back("model files differ: golden " + gm.sha256.substr(0, 12) + "… (" + gm.path + "), new " +
+                      nm.sha256.substr(0, 12) + "… (" + nm.path + ")");
+  if (gm.config != nm.config)
+    r.notes.push_back("model configs differ: " + dump(to_json(gm.config)) + " vs " + dump(to_json(nm.config)));
+  if (gh.attention != nh.attention)
+    r.notes.push_back("attention differs: golden " + plugin_text(gh.attention) + ", new " + plugin_text(nh.attention));
+  if (gh.tokenizer.name != nh.tokenizer.name)
+    r.notes.push_back("tokenizer plugins differ: golden " + plugin_text(gh.tokenizer) + ", new " + plugin_text(nh.tokenizer));
   // A seed matters only to a chain that draws: two argmax runs with different seeds are the same computation.
   auto draws = [](const Trace& t) {
     for (const auto& s : t.steps)
-      if (!s["draw"]["u"].is_null()) return true;
+      if (s.draw.u) return true;
     return false;
   };
-  if (gh["seed"] != nh["seed"] && (draws(golden) || draws(next))) r.notes.push_back("seeds differ: golden " + gh["seed"].dump() + ", new " + nh["seed"].dump());
-  if (gh["rng"] != nh["rng"]) r.notes.push_back("generators differ: golden " + gh["rng"].dump() + ", new " + nh["rng"].dump());
-  if (gh["plugins"]["sampler"] != nh["plugins"]["sampler"])
-    r.regressions.push_back("sampler chain differs: golden " + chain_desc(gh) + ", new " + chain_desc(nh));
+  if (gh.seed != nh.seed && (draws(golden) || draws(next)))
+    r.notes.push_back("seeds differ: golden " + std::to_string(gh.seed) + ", new " + std::to_string(nh.seed));
+  if (gh.rng != nh.rng) r.notes.push_back("generators differ: golden \"" + gh.rng + "\", new \"" + nh.rng + "\"");
+  if (gh.samplers != nh.samplers)
+    r.regressions.push_back("sampler chain differs: golden " + golden.sampler_chain() + ", new " + next.sampler_chain());
   if (golden.full() != next.full())
     r.notes.push_back("only one trace has every logit: comparing the top-" + std::to_string(r.top_k) + " lists");
-  const bool same_prompt = gh["prompt_ids"] == nh["prompt_ids"];
+  const bool same_prompt = gh.prompt_ids == nh.prompt_ids;
   if (!same_prompt) {
-    r.regressions.push_back("prompt encodes differently: golden " + gh["prompt_ids"].dump() + ", new " +
-                            nh["prompt_ids"].dump() + " (no step is comparable)");
+    r.regressions.push_back("prompt encodes differently: golden " + ids_text(gh.prompt_ids) + ", new " +
+                            ids_text(nh.prompt_ids) + " (no step is comparable)");
     r.context_divergence = 0;
-  } else if (gh["prompt"] != nh["prompt"]) {
+  } else if (gh.prompt != nh.prompt) {
     r.notes.push_back("prompt texts differ but encode the same");
   }
 
   // ---- steps, while both sides saw the same context ----
   const int n = same_prompt ? std::min(r.golden_steps, r.new_steps) : 0;
   for (int k = 0; k < n; ++k) {
-    const json& g = golden.steps[k];
-    const json& x = next.steps[k];
+    const TraceStep& g = golden.steps[k];
+    const TraceStep& x = next.steps[k];
     StepDiff d;
     d.step = k;
-    const auto g_tok = g["token"]["id"].get<std::int32_t>(), x_tok = x["token"]["id"].get<std::int32_t>();
-    const auto g_pick = g["draw"]["selected"].get<std::int32_t>(), x_pick = x["draw"]["selected"].get<std::int32_t>();
+    const std::int32_t g_tok = g.token, x_tok = x.token;
+    const std::int32_t g_pick = g.draw.selected, x_pick = x.draw.selected;
     d.tokens_agree = g_tok == x_tok && g_pick == x_pick;
     if (d.tokens_agree) ++r.token_agree;
     else if (r.first_token_divergence < 0) r.first_token_divergence = k;
@@ -333,18 +319,17 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
     if (d.kl > opt.kl) d.failures.push_back("KL " + num(d.kl) + " > " + num(opt.kl));
 
     d.raw_within = d.failures.empty();
-    const json& gs = g["stages"];
-    const json& xs = x["stages"];
+    const std::vector<TraceStage>& gs = g.stages;
+    const std::vector<TraceStage>& xs = x.stages;
     if (gs.size() != xs.size()) {
       d.failures.push_back("sampler stages ran: golden " + std::to_string(gs.size()) + ", new " + std::to_string(xs.size()));
     } else {
       for (std::size_t i = 0; i < gs.size(); ++i) {
-        if (gs[i]["name"] != xs[i]["name"]) {
-          d.failures.push_back("stage " + std::to_string(i + 1) + " is " + xs[i]["name"].get<std::string>() + ", golden " +
-                               gs[i]["name"].get<std::string>());
+        if (gs[i].name != xs[i].name) {
+          d.failures.push_back("stage " + std::to_string(i + 1) + " is " + xs[i].name + ", golden " + gs[i].name);
           continue;
         }
-        const std::string name = gs[i]["name"].get<std::string>();
+        const std::string& name = gs[i].name;
         const Dist ga = stage_dist(gs[i], r.top_k), xa = stage_dist(xs[i], r.top_k);
         const auto cuts = find_cuts(ga, xa);
         std::vector<std::int32_t> cut_ids;
@@ -354,9 +339,9 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
           d.failures.push_back("stage " + name + " cut " + token_desc(g, c.id, &x) + " in " + (c.in_golden ? "new" : "golden") +
                                " but kept it in " + (c.in_golden ? "golden" : "new") + " (p " + num(c.p) + " there)");
         }
-        if (gs[i]["kept"] != xs[i]["kept"])
-          d.failures.push_back("stage " + name + " kept " + xs[i]["kept"].dump() + " candidates in new, " + gs[i]["kept"].dump() +
-                               " in golden");
+        if (gs[i].kept != xs[i].kept)
+          d.failures.push_back("stage " + name + " kept " + std::to_string(xs[i].kept) + " candidates in new, " +
+                               std::to_string(gs[i].kept) + " in golden");
         const Delta sd = delta_logprob(ga, xa, opt, cut_ids);
         if (sd.max > d.dstage) d.dstage = sd.max, d.dstage_name = name;
         if (sd.worst_ratio > 1)
@@ -375,7 +360,7 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
       // An argmax between candidates whose logprobs are equal within tolerance may fall either way after a
       // rebuild: with the distributions within tolerance, that is a near-tie, not a regression.
       const auto lg_pick = xd.logprob(g_pick), lx_pick = xd.logprob(x_pick);
-      const bool argmax = g["draw"]["u"].is_null() && x["draw"]["u"].is_null();
+      const bool argmax = !g.draw.u && !x.draw.u;
       const bool tie = argmax && d.failures.empty() && g_tok == g_pick && x_tok == x_pick && lg_pick && lx_pick &&
                        std::abs(*lg_pick - *lx_pick) <= opt.atol + opt.rtol * std::abs(*lx_pick);
       if (tie) {
@@ -408,10 +393,9 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
   // ---- lengths ----
   if (same_prompt && r.context_divergence < 0 && r.golden_steps != r.new_steps) {
     const Trace& shorter = r.new_steps < r.golden_steps ? next : golden;
-    const bool limit = shorter.summary["stop_reason"] == "max_tokens" && gh["max_tokens"] != nh["max_tokens"];
-    const std::string msg = "golden has " + std::to_string(r.golden_steps) + " steps (stop: " +
-                            golden.summary["stop_reason"].get<std::string>() + "), new has " +
-                            std::to_string(r.new_steps) + " (stop: " + next.summary["stop_reason"].get<std::string>() + ")";
+    const bool limit = stop_reason(shorter) == "max_tokens" && gh.max_tokens != nh.max_tokens;
+    const std::string msg = "golden has " + std::to_string(r.golden_steps) + " steps (stop: " + stop_reason(golden) +
+                            "), new has " + std::to_string(r.new_steps) + " (stop: " + stop_reason(next) + ")";
     if (limit) r.notes.push_back(msg + ": max_tokens differ; compared the common steps");
     else r.regressions.push_back(msg);
   }
@@ -421,12 +405,11 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
 void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next, const DiffResult& r,
                        const DiffOptions& opt) {
   auto describe = [](const Trace& t) {
-    const json& h = t.header;
+    const TraceHeader& h = t.header;
     int forced = 0;
-    for (const auto& s : t.steps) forced += s.contains("forced");
-    std::string s = h["model"]["sha256"].get<std::string>().substr(0, 12) + "…, " + chain_desc(h) + ", seed " +
-                    h["seed"].dump() + ", " + std::to_string(t.steps.size()) + " steps, " +
-                    h["trace_level"].get<std::string>();
+    for (const auto& s : t.steps) forced += s.forced;
+    std::string s = h.model.sha256.substr(0, 12) + "…, " + t.sampler_chain() + ", seed " + std::to_string(h.seed) + ", " +
+                    std::to_string(t.steps.size()) + " steps, " + level_name(h.level);
     if (forced) s += ", replay (" + std::to_string(forced) + " forced)";
     return s;
   };
@@ -438,32 +421,33 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
 
   // One step side by side: both top-K lists, and where each side's choice ranks in the other's.
   auto show_step = [&](int k, const char* title) {
-    const json& g = golden.steps[k];
-    const json& x = next.steps[k];
+    const TraceStep& g = golden.steps[k];
+    const TraceStep& x = next.steps[k];
     const StepDiff* d = nullptr;
     for (const auto& s : r.steps)
       if (s.step == k) d = &s;
-    out << "\n" << title << ": step " << k << " (" << g["phase"].get<std::string>() << ", pos " << g["pos"] << ")\n";
+    out << "\n" << title << ": step " << k << " (" << phase_name(g.phase) << ", pos " << g.pos << ")\n";
     for (const auto& f : d->failures) out << "  " << f << "\n";
     const Dist gd = raw_dist(g, r.top_k, r.full_logits), xd = raw_dist(x, r.top_k, r.full_logits);
     // The model's distribution, or, when it agrees and a sampler stage is where the runs part, that stage's.
-    const bool stage_view = d->raw_within && d->stage_index >= 0 && d->stage_index < static_cast<int>(g["stages"].size());
-    const json& glist = stage_view ? g["stages"][d->stage_index]["top"] : g["top"];
-    const json& xlist = stage_view ? x["stages"][d->stage_index]["top"] : x["top"];
+    const bool stage_view = d->raw_within && d->stage_index >= 0 && d->stage_index < static_cast<int>(g.stages.size()) &&
+                            d->stage_index < static_cast<int>(x.stages.size());
+    const std::vector<TraceCandidate>& glist = stage_view ? g.stages[d->stage_index].top : g.top;
+    const std::vector<TraceCandidate>& xlist = stage_view ? x.stages[d->stage_index].top : x.top;
     if (stage_view)
       out << "  the model's distributions agree; they part after sampler stage " << d->stage_index + 1 << ", "
-          << g["stages"][d->stage_index]["name"].get<std::string>() << " (kept: golden " << g["stages"][d->stage_index]["kept"]
-          << ", new " << x["stages"][d->stage_index]["kept"] << "):\n";
-    auto row = [&](const json& s, const json& list, int i) {
+          << g.stages[d->stage_index].name << " (kept: golden " << g.stages[d->stage_index].kept << ", new "
+          << x.stages[d->stage_index].kept << "):\n";
+    auto row = [&](const TraceStep& s, const std::vector<TraceCandidate>& list, int i) {
       std::ostringstream o;
-      const json& t = list[i];
-      const auto id = t["id"].get<std::int32_t>();
-      const char mark = id == s["token"]["id"] ? '*' : id == s["draw"]["selected"] ? '>' : ' ';
-      o << mark << std::setw(2) << i + 1 << " " << std::left << std::setw(18) << show_text(t["text"].get<std::string>(), 14)
-        << std::right << std::setw(6) << id << std::fixed << std::setprecision(4);
-      if (t.contains("logit")) o << std::setw(10) << t["logit"].get<double>();
+      const TraceCandidate& t = list[i];
+      const std::int32_t id = t.id;
+      const char mark = id == s.token ? '*' : id == s.draw.selected ? '>' : ' ';
+      o << mark << std::setw(2) << i + 1 << " " << std::left << std::setw(18) << show_text(t.text, 14) << std::right
+        << std::setw(6) << id << std::fixed << std::setprecision(4);
+      if (t.logit) o << std::setw(10) << *t.logit;
       else o << std::setw(10) << "";
-      o << std::setw(8) << t["prob"].get<double>();
+      o << std::setw(8) << t.prob;
       return o.str();
     };
     const int gn = std::min<int>(r.top_k, glist.size()), xn = std::min<int>(r.top_k, xlist.size());
@@ -477,7 +461,7 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
       out << "  " << a << std::string(a.size() < 53 ? 53 - a.size() : 1, ' ') << b << "\n";
     }
     out << "  (* appended token, > the sampler's own pick where it differs)\n";
-    auto where_in = [&](const json& s, std::int32_t id, const Dist& od, const char* other) {
+    auto where_in = [&](const TraceStep& s, std::int32_t id, const Dist& od, const char* other) {
       std::ostringstream o;
       o << token_desc(s, id);
       const int rk = od.rank(id);
@@ -486,10 +470,10 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
       if (auto lp = od.logprob(id)) o << " (p " << std::setprecision(4) << std::exp(*lp) << " there)";
       return o.str();
     };
-    out << "  golden's choice " << where_in(g, g["draw"]["selected"].get<std::int32_t>(), xd, "new") << "\n";
-    out << "  new's choice    " << where_in(x, x["draw"]["selected"].get<std::int32_t>(), gd, "golden") << "\n";
-    if (x.contains("forced") && x["token"]["id"] != x["draw"]["selected"])
-      out << "  (new was teacher-forced to " << token_desc(x, x["token"]["id"].get<std::int32_t>()) << ")\n";
+    out << "  golden's choice " << where_in(g, g.draw.selected, xd, "new") << "\n";
+    out << "  new's choice    " << where_in(x, x.draw.selected, gd, "golden") << "\n";
+    if (x.forced && x.token != x.draw.selected)
+      out << "  (new was teacher-forced to " << token_desc(x, x.token) << ")\n";
   };
   const int k = r.first_divergent_step();
   if (k >= 0) show_step(k, "first divergent step");

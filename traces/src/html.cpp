@@ -3,7 +3,7 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/traces/viewer_html.hpp"
-#include "glassbox/traces/writer.hpp"
+#include "glassbox/traces/schema.hpp"
 
 namespace glassbox::traces {
 
@@ -16,19 +16,18 @@ constexpr std::string_view kPlaceholder = "@GLASSBOX_TRACE_JSON@";
 std::string viewer_html() { return kViewerHtml; }
 
 std::string trace_html(const Trace& t) {
+  // The page's data is the trace's lines as the schema writes them (fields it does not know are not carried).
   json lines = json::array();
-  lines.push_back(t.header);
+  lines.push_back(to_json(t.header));
   // Every logit lets the page re-apply another sampler chain exactly ("what this step would have looked
   // like"); past a few million numbers the page would be too heavy, and it falls back to the top candidates.
   constexpr std::size_t kMaxLogits = 4'000'000;
   const bool keep_logits = t.full() && t.steps.size() * static_cast<std::size_t>(t.vocab_size()) <= kMaxLogits;
   for (const auto& s : t.steps) {
-    json step = s;
-    if (!keep_logits) step.erase("logits");
-    lines.push_back(std::move(step));
+    lines.push_back(to_json(s, keep_logits));
   }
-  for (const auto& c : t.context) lines.push_back(c);  // context-policy firings (the viewer matches them by step)
-  if (t.complete()) lines.push_back(t.summary);
+  for (const auto& c : t.context) lines.push_back(to_json(c));  // context-policy firings (the viewer matches them by step)
+  if (t.summary) lines.push_back(to_json(*t.summary));
   // Inside <script type="application/json"> only "</script" or "<!--" could end or confuse the element;
   // '<' never occurs in JSON outside strings, so writing it as \u003c inside them removes both.
   std::string data;

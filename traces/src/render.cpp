@@ -17,7 +17,6 @@
 
 namespace glassbox::traces {
 
-using nlohmann::json;
 
 namespace {
 
@@ -190,20 +189,20 @@ void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
                "8");
 
   // The root: the text the first drawn step continues (prompt, plus any earlier steps' tokens).
-  std::string context = t.header["prompt"].get<std::string>();
-  for (int k = 0; k < first; ++k) context += t.steps[k]["token"]["text"].get<std::string>();
+  std::string context = t.header.prompt;
+  for (int k = 0; k < first; ++k) context += t.steps[k].token_text;
   Agnode_t* prev = G.node("root", {{"label", (first == 0 ? "prompt\\n" : "text so far\\n") + tail_text(context, 40)},
                                    {"style", "filled,rounded"}, {"fillcolor", "#f2f2f2"}, {"class", "root"},
                                    {"group", "main"}});
-  const bool stopped = t.complete() && t.summary["stop_reason"] == "stop_token";
+  const bool stopped = t.complete() && t.summary->stop_reason == "stop_token";
   for (int k = first; k < last; ++k) {
-    const json& s = t.steps[k];
-    const auto chosen = s["token"]["id"].get<std::int32_t>();
-    const double p = s["prob"].get<double>();
-    const json& kv = s["kv"];
-    std::string label = label_text(s["token"]["text"].get<std::string>()) + "\\np " + fmt_prob(p) + " · step " +
-                        std::to_string(k) + (s.contains("forced") ? " (forced)" : "") + "\\nKV " + kv["tokens"].dump() +
-                        "/" + kv["capacity"].dump() + " · " + fmt_bytes(kv["bytes"].get<double>());
+    const TraceStep& s = t.steps[k];
+    const std::int32_t chosen = s.token;
+    const double p = s.prob;
+    const TraceKv& kv = s.kv;
+    std::string label = label_text(s.token_text) + "\\np " + fmt_prob(p) + " · step " + std::to_string(k) +
+                        (s.forced ? " (forced)" : "") + "\\nKV " + std::to_string(kv.tokens) + "/" +
+                        std::to_string(kv.capacity) + " · " + fmt_bytes(static_cast<double>(kv.bytes));
     if (stopped && k == static_cast<int>(t.steps.size()) - 1) label += "\\n(stop)";
     const std::string id = "s" + std::to_string(k);
     Agnode_t* node = G.node(id, {{"label", label}, {"style", "filled,bold"}, {"fillcolor", prob_colour(p)},
@@ -211,13 +210,13 @@ void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
                                  {"tooltip", "step " + std::to_string(k) + ", id " + std::to_string(chosen)}});
     // Alternatives first so that they sit beside the main path, not across it.
     int drawn = 0;
-    for (const auto& c : s["top"]) {
+    for (const auto& c : s.top) {
       if (drawn >= opt.top_k) break;
-      const auto cid = c["id"].get<std::int32_t>();
+      const std::int32_t cid = c.id;
       if (cid == chosen) continue;
-      const double cp = c["prob"].get<double>();
+      const double cp = c.prob;
       Agnode_t* alt = G.node(id + "a" + std::to_string(cid),
-                             {{"label", label_text(c["text"].get<std::string>()) + "\\np " + fmt_prob(cp)},
+                             {{"label", label_text(c.text) + "\\np " + fmt_prob(cp)},
                               {"style", "rounded,dashed"}, {"color", prob_colour(cp)}, {"fontcolor", "#555555"},
                               {"class", "alternative"}, {"tooltip", "id " + std::to_string(cid)}});
       G.edge(prev, alt, {{"label", fmt_prob(cp)}, {"penwidth", penwidth(cp)}, {"color", prob_colour(cp)},

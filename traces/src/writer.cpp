@@ -28,139 +28,117 @@ double json_float(float f) {
   return d;
 }
 
-std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
-
 namespace {
-json params_json(const Params& p) {
-  json o = json::object();
-  for (const auto& kv : p.values()) {
-    // (not a structured binding: clang 14, which builds the fuzzers, cannot capture one)
-    const std::string& k = kv.first;
-    std::visit([&](const auto& x) {
-      using T = std::decay_t<decltype(x)>;
-      o[k] = T(x);
-    }, kv.second);
-  }
-  return o;
+TracePlugin plugin_record(const PluginRecord& r) { return {r.name, r.params}; }
+std::vector<double> floats(std::span<const float> xs) {
+  std::vector<double> out;
+  out.reserve(xs.size());
+  for (float x : xs) out.push_back(json_float(x));
+  return out;
 }
-json plugin_json(const PluginRecord& r) { return {{"name", r.name}, {"params", params_json(r.params)}}; }
 }  // namespace
 
-json header_json(const RunHeader& h) {
+TraceHeader header_record(const RunHeader& h) {
   const Config& c = h.config;
-  json plugins = json::object();
-  json samplers = json::array();
+  TraceHeader r;
+  r.model.path = h.model_path;
+  r.model.sha256 = h.model_sha256;
+  r.model.format = c.format;
+  r.model.architecture = c.architecture;
+  r.model.weight_types = h.weight_types;
+  // (rope_theta and norm_eps widen as they always have: the float's exact value, not its shortest text)
+  r.model.config = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len,
+                    c.shared_classifier, c.format_version, static_cast<double>(c.rope_theta),
+                    static_cast<double>(c.norm_eps)};
+  r.tokenizer_path = h.tokenizer_path;
   for (const auto& p : h.plugins) {
-    if (p.kind == "sampler") samplers.push_back(plugin_json(p));
-    else plugins[p.kind] = plugin_json(p);
+    if (p.kind == "sampler") r.samplers.push_back(plugin_record(p));
+    else if (p.kind == "tokenizer") r.tokenizer = plugin_record(p);
+    else if (p.kind == "attention") r.attention = plugin_record(p);
   }
-  plugins["sampler"] = samplers;
-  json j = {{"type", "header"},
-          {"schema", kSchema},
-          {"model", {{"path", h.model_path},
-                     {"sha256", h.model_sha256},
-                     {"format", c.format},
-                     {"architecture", c.architecture},
-                     {"weight_types", h.weight_types},
-                     {"config", {{"dim", c.dim}, {"hidden_dim", c.hidden_dim}, {"n_layers", c.n_layers},
-                                 {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size},
-                                 {"seq_len", c.seq_len}, {"shared_classifier", c.shared_classifier},
-                                 {"format_version", c.format_version}, {"rope_theta", c.rope_theta},
-                                 {"norm_eps", c.norm_eps}}}}},
-          {"tokenizer", {{"path", h.tokenizer_path}}},
-          {"plugins", plugins},
-          {"seed", h.seed},
-          {"rng", h.rng},
-          {"prompt", h.prompt},
-          {"prompt_ids", h.prompt_ids},
-          {"max_tokens", h.max_tokens},
-          {"trace_level", h.level == TraceLevel::Full ? "full" : "basic"}};
+  r.seed = h.seed;
+  r.rng = h.rng;
+  r.prompt = h.prompt;
+  r.prompt_ids = h.prompt_ids;
+  r.max_tokens = h.max_tokens;
+  r.level = h.level;
   // Where the numbers came from: the summation order (last bits of the logits) depends on the kernel set.
-  if (!h.kernels.empty()) j["kernels"] = h.kernels;
-  if (h.threads > 0) j["threads"] = h.threads;
-  return j;
+  if (!h.kernels.empty()) r.kernels = h.kernels;
+  if (h.threads > 0) r.threads = h.threads;
+  return r;
 }
 
-json step_json(const StepEvent& e, const Tokenizer& tok) {
+TraceStep step_record(const StepEvent& e, const Tokenizer& tok) {
   const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
-  json top = json::array();
+  TraceStep r;
+  r.phase = std::string_view(e.phase) == "prefill" ? TracePhase::Prefill : TracePhase::Decode;
+  r.step = e.step;
+  r.pos = e.pos;
+  r.input_ids.assign(e.input_ids.begin(), e.input_ids.end());
+  r.token = e.token;
+  r.token_text = std::string(e.token_text);
+  r.prob = json_float(e.prob);
+  r.logprob = json_float(e.logprob);
+  r.entropy = json_float(e.entropy);
+  r.top.reserve(e.top.size());
   for (const auto& t : e.top)
-    top.push_back({{"id", t.id}, {"text", std::string(tok.decode(prev, t.id))}, {"logit", json_float(t.logit)}, {"prob", json_float(t.prob)}});
-  json stages = json::array();
+    r.top.push_back({t.id, std::string(tok.decode(prev, t.id)), json_float(t.logit), json_float(t.prob)});
+  r.stages.reserve(e.stages.size());
   for (const auto& s : e.stages) {
-    json st = json::array();
-    for (const auto& t : s.top) st.push_back({{"id", t.id}, {"text", std::string(tok.decode(prev, t.id))}, {"prob", json_float(t.prob)}});
-    stages.push_back({{"name", s.name}, {"params", s.params ? params_json(*s.params) : json::object()},
-                      {"kept", s.kept}, {"mass", json_float(s.mass)}, {"entropy", json_float(s.entropy)}, {"top", st}});
+    TraceStage st{s.name, s.params ? *s.params : Params{}, s.kept, json_float(s.mass), json_float(s.entropy), {}};
+    st.top.reserve(s.top.size());
+    for (const auto& t : s.top) st.top.push_back({t.id, std::string(tok.decode(prev, t.id)), std::nullopt, json_float(t.prob)});
+    r.stages.push_back(std::move(st));
   }
-  json j = {{"type", "step"},
-            {"phase", e.phase},
-            {"step", e.step},
-            {"pos", e.pos},
-            {"input_ids", std::vector<std::int32_t>(e.input_ids.begin(), e.input_ids.end())},
-            {"token", {{"id", e.token}, {"text", std::string(e.token_text)}}},
-            {"prob", json_float(e.prob)},
-            {"logprob", json_float(e.logprob)},
-            {"entropy", json_float(e.entropy)},
-            {"top", top},
-            {"stages", stages},
-            {"draw", {{"u", e.draw_u < 0 ? json(nullptr) : json(json_float(e.draw_u))},
-                      {"selected", e.sampled >= 0 ? e.sampled : e.token},
-                      {"prob", json_float(e.chain_prob)}}},
-            {"kv", e.kv ? kv_json(*e.kv) : json{{"tokens", 0}, {"capacity", 0}, {"bytes", 0}}},
-            {"attention_dots", e.attention_dots},
-            {"ms", e.ms}};
+  if (e.draw_u >= 0) r.draw.u = json_float(e.draw_u);
+  r.draw.selected = e.sampled >= 0 ? e.sampled : e.token;
+  r.draw.prob = json_float(e.chain_prob);
+  if (e.kv) r.kv = kv_record(*e.kv);
+  r.attention_dots = e.attention_dots;
   if (!e.attention.empty()) {
-    json rows = json::array();
-    for (const auto& r : e.attention) {
-      json w = json::array();
-      for (float x : r.weights) w.push_back(json_float(x));
-      rows.push_back({{"layer", r.layer}, {"head", r.head}, {"pos", r.pos}, {"first_pos", r.first_pos}, {"weights", std::move(w)}});
-    }
-    j["attention"] = std::move(rows);
+    r.attention.emplace();
+    for (const auto& a : e.attention) r.attention->push_back({a.layer, a.head, a.pos, a.first_pos, floats(a.weights)});
   }
-  if (e.forced) j["forced"] = true;  // replay: token is the golden's, draw.selected the chain's own pick
-  if (!e.logits.empty()) {
-    json l = json::array();
-    for (float x : e.logits) l.push_back(json_float(x));
-    j["logits"] = std::move(l);
-  }
-  return j;
+  r.ms = e.ms;
+  r.logits = floats(e.logits);
+  r.forced = e.forced;  // replay: token is the golden's, draw.selected the chain's own pick
+  return r;
 }
 
-json kv_json(const KvState& kv) {
-  json j = {{"tokens", kv.tokens}, {"capacity", kv.capacity}, {"bytes", kv.bytes}};
-  if (!kv.module.empty()) j["module"] = kv.module;
-  j["params"] = params_json(kv.params);
-  j["first_pos"] = kv.first_pos;
-  j["evicted"] = kv.evicted;
-  if (kv.block_size > 0) {
-    j["block_size"] = kv.block_size;
-    j["blocks_used"] = kv.blocks_used;
-    j["blocks_free"] = kv.blocks_free;
-    j["last_block_unused"] = kv.last_block_unused;
-    j["block_table"] = kv.block_table;
-  }
-  return j;
+TraceKv kv_record(const KvState& kv) {
+  TraceKv r;
+  r.tokens = kv.tokens;
+  r.capacity = kv.capacity;
+  r.bytes = kv.bytes;
+  if (!kv.module.empty()) r.module = kv.module;
+  r.params = kv.params;
+  r.first_pos = kv.first_pos;
+  r.evicted = kv.evicted;
+  if (kv.block_size > 0)
+    r.blocks = TraceKv::Blocks{kv.block_size, kv.blocks_used, kv.blocks_free, kv.last_block_unused,
+                               std::vector<std::int64_t>(kv.block_table.begin(), kv.block_table.end())};
+  return r;
 }
 
-json context_json(const PolicyEvent& e, const Tokenizer& tok) {
+TraceContext context_record(const PolicyEvent& e, const Tokenizer& tok) {
   std::string text;
   std::int32_t prev = -1;
   for (auto id : e.dropped_ids) {
     text += tok.decode(prev, id);
     prev = id;
   }
-  return {{"type", "context"}, {"policy", e.policy}, {"step", e.step}, {"limit", e.limit},
-          {"dropped", {{"from", e.dropped_from}, {"to", e.dropped_to}, {"ids", e.dropped_ids}, {"text", text}}},
-          {"kept", e.kept}, {"detail", e.detail}};
+  return {e.policy, e.step, e.limit, e.dropped_from, e.dropped_to, e.dropped_ids, std::move(text), e.kept, e.detail};
 }
 
-json summary_json(const Summary& s) {
-  return {{"type", "summary"}, {"generated", s.generated}, {"stop_reason", s.stop_reason},
-          {"ttft_ms", s.ttft_ms}, {"prefill_tok_s", s.prefill_tok_s}, {"decode_tok_s", s.decode_tok_s},
-          {"policy_firings", s.policy_firings}};
+TraceSummary summary_record(const Summary& s) {
+  return {s.generated, s.stop_reason, s.ttft_ms, s.prefill_tok_s, s.decode_tok_s, s.policy_firings};
 }
+
+json header_json(const RunHeader& h) { return to_json(header_record(h)); }
+json step_json(const StepEvent& e, const Tokenizer& tok) { return to_json(step_record(e, tok)); }
+json kv_json(const KvState& kv) { return to_json(kv_record(kv)); }
+json context_json(const PolicyEvent& e, const Tokenizer& tok) { return to_json(context_record(e, tok)); }
+json summary_json(const Summary& s) { return to_json(summary_record(s)); }
 
 
 namespace {
@@ -618,12 +596,12 @@ std::string JsonlWriter::finish_cut_short() {
 }
 
 std::string JsonlWriter::error(const std::string& message) {
-  write({{"type", "error"}, {"message", message}});
+  write(to_json(TraceEnd{"error", message, std::nullopt}));
   return finish_cut_short();
 }
 
 std::string JsonlWriter::interrupted(const std::string& signal) {
-  write({{"type", "interrupted"}, {"signal", signal}, {"message", "interrupted by " + signal}});
+  write(to_json(TraceEnd{"interrupted", "interrupted by " + signal, signal}));
   return finish_cut_short();
 }
 

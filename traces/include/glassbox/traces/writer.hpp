@@ -7,13 +7,12 @@
 
 #include "glassbox/file_io.hpp"
 #include "glassbox/tokenizer.hpp"
+#include "glassbox/traces/schema.hpp"
 #include "glassbox/trace_events.hpp"
 
 namespace glassbox::traces {
 
 struct StepLine;  // a step line being built (writer.cpp)
-
-inline constexpr const char* kSchema = "glassbox.trace/1";
 
 // float -> JSON number with the float's shortest round-trip text (0.45, not 0.449999988), for building
 // nlohmann::json values (whose printer then occasionally adds a digit: 0.9687944000000001).
@@ -23,9 +22,15 @@ double json_float(float f);
 // "100.0", "1.5e-05", "-0.0"; "null" for NaN and infinities (as nlohmann-json writes them).
 void append_json_float(std::string& out, float f);
 
-// JSON dump that never throws on invalid UTF-8 (a byte-fallback piece may be half a character).
-std::string dump(const nlohmann::json& j);
+// The engine's events as schema records (schema.hpp): exactly what the writer writes, so that a reader
+// gets these values back. Texts are the tokenizer's pieces, numbers the floats' shortest decimal forms.
+TraceHeader header_record(const RunHeader& h);
+TraceStep step_record(const StepEvent& e, const Tokenizer& tok);
+TraceKv kv_record(const KvState& kv);
+TraceContext context_record(const PolicyEvent& e, const Tokenizer& tok);
+TraceSummary summary_record(const Summary& s);
 
+// The same as JSON lines (to_json of the records).
 nlohmann::json header_json(const RunHeader& h);
 nlohmann::json step_json(const StepEvent& e, const Tokenizer& tok);
 // The same step as one line of text (no newline), written without building a json value: what JsonlWriter

@@ -1,0 +1,201 @@
+// The glassbox.trace/1 schema as C++ types: one struct per line kind, converted to and from JSON in one
+// place (traces/src/schema.cpp) that validates as it converts. The writer serializes these types and every
+// reader (validate, diff, render, html, replay) uses them; no other code reads a trace line by string key.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "glassbox/params.hpp"
+#include "glassbox/trace_events.hpp"
+
+namespace glassbox::traces {
+
+inline constexpr const char* kSchema = "glassbox.trace/1";
+
+// header.model.config: the checkpoint's shape as the run saw it.
+struct TraceModelConfig {
+  int dim = 0, hidden_dim = 0, n_layers = 0, n_heads = 0, n_kv_heads = 0, vocab_size = 0, seq_len = 0;
+  bool shared_classifier = true;
+  int format_version = 0;
+  double rope_theta = 0;
+  std::optional<double> norm_eps;  // written since GGUF support; older traces lack it
+  bool operator==(const TraceModelConfig&) const = default;
+};
+
+struct TraceModel {
+  std::string path, sha256;
+  std::optional<std::string> format, architecture, weight_types;  // newer writers only
+  TraceModelConfig config;
+  bool operator==(const TraceModel&) const = default;
+};
+
+// A plugin as configured: name and resolved parameters.
+struct TracePlugin {
+  std::string name;
+  Params params;
+  bool operator==(const TracePlugin& o) const { return name == o.name && params.values() == o.params.values(); }
+};
+
+struct TraceHeader {
+  TraceModel model;
+  std::string tokenizer_path;
+  TracePlugin tokenizer, attention;   // header.plugins.tokenizer / .attention
+  std::vector<TracePlugin> samplers;  // header.plugins.sampler, in chain order (never empty)
+  std::uint64_t seed = 0;
+  std::string rng, prompt;
+  std::vector<std::int32_t> prompt_ids;  // never empty (starts with BOS)
+  int max_tokens = 0;
+  TraceLevel level = TraceLevel::Basic;
+  std::optional<std::string> kernels;
+  std::optional<int> threads;
+  bool operator==(const TraceHeader&) const = default;
+};
+
+// One candidate of a distribution. The raw distribution's candidates have a logit; a stage's do not.
+struct TraceCandidate {
+  std::int32_t id = 0;
+  std::string text;
+  std::optional<double> logit;
+  double prob = 0;
+  bool operator==(const TraceCandidate&) const = default;
+};
+
+// The distribution after one sampler stage.
+struct TraceStage {
+  std::string name;
+  Params params;
+  int kept = 0;
+  double mass = 0, entropy = 0;
+  std::vector<TraceCandidate> top;
+  bool operator==(const TraceStage& o) const {
+    return name == o.name && params.values() == o.params.values() && kept == o.kept && mass == o.mass &&
+           entropy == o.entropy && top == o.top;
+  }
+};
+
+struct TraceDraw {
+  std::optional<double> u;  // none: an argmax, nothing drawn
+  std::int32_t selected = 0;  // the chain's own pick
+  double prob = 0;            // of the pick after the whole chain
+  bool operator==(const TraceDraw&) const = default;
+};
+
+// The attention module's state after a step. Older traces have only tokens, capacity and bytes.
+struct TraceKv {
+  std::int64_t tokens = 0, capacity = 0, bytes = 0;
+  std::optional<std::string> module;
+  std::optional<Params> params;
+  std::optional<std::int64_t> first_pos, evicted;
+  struct Blocks {  // a paged module's
+    std::int64_t block_size = 0, blocks_used = 0, blocks_free = 0, last_block_unused = 0;
+    std::vector<std::int64_t> block_table;
+    bool operator==(const Blocks&) const = default;
+  };
+  std::optional<Blocks> blocks;
+  bool operator==(const TraceKv& o) const {
+    return tokens == o.tokens && capacity == o.capacity && bytes == o.bytes && module == o.module &&
+           params.has_value() == o.params.has_value() && (!params || params->values() == o.params->values()) &&
+           first_pos == o.first_pos && evicted == o.evicted && blocks == o.blocks;
+  }
+};
+
+struct TraceAttentionRow {
+  int layer = 0, head = 0, pos = 0, first_pos = 0;
+  std::vector<double> weights;  // weights[i] belongs to position first_pos + i
+  bool operator==(const TraceAttentionRow&) const = default;
+};
+
+enum class TracePhase { Prefill, Decode };
+
+struct TraceStep {
+  TracePhase phase = TracePhase::Decode;
+  int step = 0, pos = 0;
+  std::vector<std::int32_t> input_ids;
+  std::int32_t token = 0;  // the appended token ...
+  std::string token_text;  // ... and its text
+  double prob = 0, logprob = 0, entropy = 0;
+  std::vector<TraceCandidate> top;  // raw distribution, sorted by logit (each has one)
+  std::vector<TraceStage> stages;
+  TraceDraw draw;
+  TraceKv kv;
+  std::optional<std::int64_t> attention_dots;
+  std::optional<std::vector<TraceAttentionRow>> attention;
+  double ms = 0;
+  std::vector<double> logits;  // every logit (vocab_size of them) at trace level full; empty at basic
+  bool forced = false;         // teacher-forced (a replay): token is the golden's, draw.selected the chain's
+  bool operator==(const TraceStep&) const = default;
+};
+
+// A context policy dropped tokens before step `step`.
+struct TraceContext {
+  std::string policy;  // "truncate-left" | "shift" | "prune-turns"
+  int step = 0, limit = 0;
+  int dropped_from = 0, dropped_to = 0;
+  std::vector<std::int32_t> dropped_ids;
+  std::optional<std::string> dropped_text;
+  int kept = 0;
+  std::optional<std::string> detail;
+  bool operator==(const TraceContext&) const = default;
+};
+
+struct TraceSummary {
+  int generated = 0;
+  std::string stop_reason;  // "stop_token" | "max_tokens" | "context_full"
+  double ttft_ms = 0, prefill_tok_s = 0, decode_tok_s = 0;
+  std::optional<int> policy_firings;
+  bool operator==(const TraceSummary&) const = default;
+};
+
+// The last line of a run cut short: type "error" or "interrupted".
+struct TraceEnd {
+  std::string type, message;
+  std::optional<std::string> signal;  // interrupted only
+  bool operator==(const TraceEnd&) const = default;
+};
+
+// Limits on what a trace file may ask of the reader (docs/reliability.md): a longer line or deeper
+// nesting is a TraceError naming the line, before anything is allocated for it.
+inline constexpr std::size_t kMaxTraceLineBytes = std::size_t{64} << 20;  // a full step of a 1M-token vocabulary fits
+inline constexpr int kMaxTraceJsonDepth = 64;                                // the schema itself needs 5
+
+// One line's text -> JSON object with a string "type" (checks length-independent limits: nesting depth,
+// number range). Throws TraceError "WHERE: what is wrong".
+nlohmann::json parse_trace_line(const std::string& text, const std::string& where);
+std::string line_type(const nlohmann::json& line);  // its "type" (parse_trace_line checked it is a string)
+
+// JSON -> typed, validating every field as docs/trace.schema.json says. `where` prefixes messages
+// ("t.jsonl:3"). A step needs the header's vocab_size and trace level. Unknown fields are ignored.
+TraceHeader parse_header(const nlohmann::json& j, const std::string& where);
+TraceStep parse_step(const nlohmann::json& j, const std::string& where, int vocab_size, bool full);
+TraceContext parse_context(const nlohmann::json& j, const std::string& where);
+TraceSummary parse_summary(const nlohmann::json& j, const std::string& where);
+TraceEnd parse_end(const nlohmann::json& j);  // tolerant: a missing message reads "(no message)"
+
+// typed -> JSON, as the writer writes it (keys sorted; a trace read and written back is byte-identical).
+nlohmann::json to_json(const TraceHeader& h);
+nlohmann::json to_json(const TraceModelConfig& c);
+nlohmann::json to_json(const TracePlugin& p);
+nlohmann::json to_json(const TraceStep& s, bool with_logits = true);
+nlohmann::json to_json(const TraceKv& kv);
+nlohmann::json to_json(const TraceContext& c);
+nlohmann::json to_json(const TraceSummary& s);
+nlohmann::json to_json(const TraceEnd& e);
+nlohmann::json to_json(const Params& p);
+
+// JSON dump that never throws on invalid UTF-8 (a byte-fallback piece may be half a character).
+std::string dump(const nlohmann::json& j);
+
+// A parameter value as the user would type it (strings bare, numbers as JSON writes them).
+std::string param_text(const ParamValue& v);
+// "top-k(k=40)", "greedy": a plugin for messages.
+std::string plugin_text(const TracePlugin& p);
+// "[1,403,407]": ids for messages.
+std::string ids_text(const std::vector<std::int32_t>& ids);
+const char* level_name(TraceLevel level);  // "basic" | "full"
+const char* phase_name(TracePhase phase);  // "prefill" | "decode"
+
+}  // namespace glassbox::traces

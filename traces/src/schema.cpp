@@ -1,0 +1,608 @@
+// glassbox.trace/1 lines <-> typed structs: the checks of docs/trace.schema.json, by hand, as each field converts.
+#include "glassbox/traces/schema.hpp"
+
+#include <cmath>
+#include <sstream>
+
+#include "glassbox/error.hpp"
+
+namespace glassbox::traces {
+
+using nlohmann::json;
+
+namespace {
+
+// Field checks that name where they failed: "t.jsonl:3: step.top[2].prob: expected a number, got string".
+class Check {
+ public:
+  explicit Check(const std::string& where) : where_(where) {}
+
+  [[noreturn]] void fail(const std::string& msg) const { throw TraceError(where_ + ": " + msg); }
+
+  const json& field(const json& obj, const char* key, const std::string& path) const {
+    if (!obj.is_object()) fail("missing field " + join(path, key));
+    auto it = obj.find(key);
+    if (it == obj.end()) fail("missing field " + join(path, key));
+    return *it;
+  }
+  const json* optional(const json& obj, const char* key) const {
+    if (!obj.is_object()) return nullptr;
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+  const json& object(const json& obj, const char* key, const std::string& path) const {
+    const json& v = field(obj, key, path);
+    if (!v.is_object()) fail(join(path, key) + ": expected an object, got " + v.type_name());
+    return v;
+  }
+  const json& array(const json& obj, const char* key, const std::string& path) const {
+    const json& v = field(obj, key, path);
+    if (!v.is_array()) fail(join(path, key) + ": expected an array, got " + v.type_name());
+    return v;
+  }
+  std::string string(const json& v, const std::string& name) const {
+    if (!v.is_string()) fail(name + ": expected a string, got " + v.type_name());
+    return v.get<std::string>();
+  }
+  std::string string(const json& obj, const char* key, const std::string& path) const {
+    return string(field(obj, key, path), join(path, key));
+  }
+  std::optional<std::string> opt_string(const json& obj, const char* key, const std::string& path) const {
+    if (const json* v = optional(obj, key)) return string(*v, join(path, key));
+    return std::nullopt;
+  }
+  bool boolean(const json& obj, const char* key, const std::string& path) const {
+    const json& v = field(obj, key, path);
+    if (!v.is_boolean()) fail(join(path, key) + ": expected true or false, got " + v.type_name());
+    return v.get<bool>();
+  }
+  std::int64_t integer(const json& v, const std::string& name, std::int64_t min, std::int64_t max) const {
+    if (!v.is_number_integer()) fail(name + ": expected an integer, got " + v.type_name());
+    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX))
+      fail(name + ": " + v.dump() + " is too large");
+    const auto x = v.get<std::int64_t>();
+    if (x < min || x > max)
+      fail(name + ": " + std::to_string(x) + " is outside [" + std::to_string(min) + ", " + std::to_string(max) + "]");
+    return x;
+  }
+  std::int64_t integer(const json& obj, const char* key, const std::string& path, std::int64_t min = 0,
+                       std::int64_t max = INT64_MAX) const {
+    return integer(field(obj, key, path), join(path, key), min, max);
+  }
+  int int32(const json& obj, const char* key, const std::string& path, std::int64_t min = 0) const {
+    return static_cast<int>(integer(obj, key, path, min, INT32_MAX));
+  }
+  std::optional<std::int64_t> opt_integer(const json& obj, const char* key, const std::string& path,
+                                          std::int64_t min = 0, std::int64_t max = INT64_MAX) const {
+    if (const json* v = optional(obj, key)) return integer(*v, join(path, key), min, max);
+    return std::nullopt;
+  }
+  double number(const json& v, const std::string& name, double min = -HUGE_VAL, double max = HUGE_VAL) const {
+    if (!v.is_number()) fail(name + ": expected a number, got " + v.type_name());
+    const double x = v.get<double>();
+    if (!(x >= min && x <= max))
+      fail(name + ": " + v.dump() + " is outside [" + fmt(min) + ", " + fmt(max) + "]");
+    return x;
+  }
+  double number(const json& obj, const char* key, const std::string& path, double min = -HUGE_VAL,
+                double max = HUGE_VAL) const {
+    return number(field(obj, key, path), join(path, key), min, max);
+  }
+  double prob(const json& obj, const char* key, const std::string& path) const {
+    return number(obj, key, path, 0.0, kProbMax);
+  }
+  // A token id in [0, vocab): ids index the vocabulary (int32, as the engine holds them).
+  std::int32_t id(const json& v, const std::string& name, int vocab) const {
+    return static_cast<std::int32_t>(integer(v, name, 0, vocab - 1));
+  }
+  std::vector<std::int32_t> ids(const json& a, const std::string& name, int vocab) const {
+    std::vector<std::int32_t> out;
+    out.reserve(a.size());
+    for (std::size_t i = 0; i < a.size(); ++i) out.push_back(id(a[i], name + "[" + std::to_string(i) + "]", vocab));
+    return out;
+  }
+  Params param_object(const json& p, const std::string& name) const {
+    if (!p.is_object()) fail(name + ": expected an object, got " + p.type_name());
+    Params out;
+    for (const auto& kv : p.items()) {
+      const json& v = kv.value();
+      const std::string n = name + "." + kv.key();
+      if (v.is_boolean()) out.set(kv.key(), ParamValue(std::in_place_type<bool>, v.get<bool>()));
+      else if (v.is_string()) out.set(kv.key(), ParamValue(std::in_place_type<std::string>, v.get<std::string>()));
+      else if (v.is_number_integer()) out.set(kv.key(), ParamValue(std::in_place_type<std::int64_t>, integer(v, n, INT64_MIN, INT64_MAX)));
+      else if (v.is_number()) out.set(kv.key(), ParamValue(std::in_place_type<double>, v.get<double>()));
+      else fail(n + ": expected a number, string or bool, got " + v.type_name());
+    }
+    return out;
+  }
+  Params params(const json& obj, const std::string& path) const {
+    return param_object(field(obj, "params", path), join(path, "params"));
+  }
+  TracePlugin plugin(const json& p, const std::string& path) const {
+    if (!p.is_object()) fail(path + ": expected an object {name, params}, got " + p.type_name());
+    TracePlugin out;
+    out.name = string(p, "name", path);
+    if (out.name.empty()) fail(path + ".name: empty");
+    out.params = params(p, path);
+    return out;
+  }
+
+  static std::string join(const std::string& path, const char* key) {
+    return path.empty() ? std::string(key) : path + "." + key;
+  }
+  static std::string fmt(double x) {
+    if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
+    std::ostringstream s;
+    s << x;
+    return s.str();
+  }
+  static constexpr double kProbMax = 1.000001;  // float rounding may put a probability a hair above 1
+
+ private:
+  const std::string& where_;
+};
+
+// Nesting deeper than kMaxTraceJsonDepth is refused before parsing: nlohmann's parser recurses once per level.
+void check_depth(const std::string& text, const std::string& w) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (const char ch : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') in_string = false;
+    } else if (ch == '"') {
+      in_string = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxTraceJsonDepth)
+        throw TraceError(w + ": JSON nested deeper than " + std::to_string(kMaxTraceJsonDepth) + " levels");
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+}
+
+std::vector<json> float_list(const std::vector<double>& xs) {
+  std::vector<json> out;
+  out.reserve(xs.size());
+  for (double x : xs) out.emplace_back(x);
+  return out;
+}
+
+// Times vary from run to run and nothing compares them; goldens store them zeroed, as the integer 0. A whole
+// number of milliseconds is written as an integer so that such a trace reads and writes back unchanged.
+json time_json(double x) {
+  if (x == std::floor(x) && std::abs(x) < 1e15) return static_cast<std::int64_t>(x);
+  return x;
+}
+
+json candidates_json(const std::vector<TraceCandidate>& top) {
+  json a = json::array();
+  for (const auto& c : top) {
+    json o = {{"id", c.id}, {"text", c.text}, {"prob", c.prob}};
+    if (c.logit) o["logit"] = *c.logit;
+    a.push_back(std::move(o));
+  }
+  return a;
+}
+
+}  // namespace
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json parse_trace_line(const std::string& text, const std::string& w) {
+  check_depth(text, w);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    std::string msg = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: ..." -> keep the useful part
+    if (auto p = msg.find("column"); p != std::string::npos) msg = msg.substr(p);
+    throw TraceError(w + ": not valid JSON (" + msg + ")");
+  } catch (const json::exception& e) {
+    // e.g. a number beyond double range: "[json.exception.out_of_range.406] number overflow parsing '1e999'"
+    std::string msg = e.what();
+    if (auto p = msg.find("] "); p != std::string::npos) msg = msg.substr(p + 2);
+    throw TraceError(w + ": not usable JSON (" + msg + ")");
+  }
+  if (!j.is_object()) throw TraceError(w + ": expected a JSON object, got " + std::string(j.type_name()));
+  auto t = j.find("type");
+  if (t == j.end()) {
+    // Most often another engine's output (a llama2.c / llama.cpp golden): say so, and how to convert it.
+    std::string keys;
+    for (const auto& kv : j.items()) keys += (keys.empty() ? "" : ", ") + kv.key();
+    throw TraceError(w + ": not a glassbox trace (no field type; its fields: " + (keys.empty() ? "none" : keys) +
+                     "); `glassbox trace import` converts other engines' logits into one");
+  }
+  if (!t->is_string()) throw TraceError(w + ": type: expected a string, got " + std::string(t->type_name()));
+  return j;
+}
+
+std::string line_type(const json& line) { return line.at("type").get<std::string>(); }
+
+TraceHeader parse_header(const json& j, const std::string& w) {
+  Check c(w);
+  TraceHeader h;
+  if (!j.is_object()) c.fail("expected a JSON object, got " + std::string(j.type_name()));
+  const std::string schema = c.string(j, "schema", "header");
+  if (schema != kSchema)
+    c.fail("unknown schema '" + schema + "' (this glassbox reads " + kSchema + ")");
+  if (c.string(j, "type", "header") != "header") c.fail("header.type: expected \"header\"");
+  const json& model = c.object(j, "model", "header");
+  h.model.path = c.string(model, "path", "header.model");
+  h.model.sha256 = c.string(model, "sha256", "header.model");
+  const std::string& sha = h.model.sha256;
+  if (sha.size() != 64 || sha.find_first_not_of("0123456789abcdef") != std::string::npos)
+    c.fail("header.model.sha256: expected 64 lowercase hex digits, got '" + sha + "'");
+  const json& cfg = c.object(model, "config", "header.model");
+  const std::string cp = "header.model.config";
+  TraceModelConfig& m = h.model.config;
+  m.dim = c.int32(cfg, "dim", cp, 1);
+  m.hidden_dim = c.int32(cfg, "hidden_dim", cp, 1);
+  m.n_layers = c.int32(cfg, "n_layers", cp, 1);
+  m.n_heads = c.int32(cfg, "n_heads", cp, 1);
+  m.n_kv_heads = c.int32(cfg, "n_kv_heads", cp, 1);
+  m.vocab_size = c.int32(cfg, "vocab_size", cp, 1);
+  m.seq_len = c.int32(cfg, "seq_len", cp, 1);
+  m.shared_classifier = c.boolean(cfg, "shared_classifier", cp);
+  m.format_version = c.int32(cfg, "format_version", cp, 0);
+  m.rope_theta = c.number(cfg, "rope_theta", cp);
+  if (m.rope_theta <= 0) c.fail("header.model.config.rope_theta: must be > 0");
+  h.tokenizer_path = c.string(c.object(j, "tokenizer", "header"), "path", "header.tokenizer");
+  const json& plugins = c.object(j, "plugins", "header");
+  h.tokenizer = c.plugin(c.field(plugins, "tokenizer", "header.plugins"), "header.plugins.tokenizer");
+  h.attention = c.plugin(c.field(plugins, "attention", "header.plugins"), "header.plugins.attention");
+  const json& samplers = c.array(plugins, "sampler", "header.plugins");
+  if (samplers.empty()) c.fail("header.plugins.sampler: empty chain");
+  for (std::size_t i = 0; i < samplers.size(); ++i)
+    h.samplers.push_back(c.plugin(samplers[i], "header.plugins.sampler[" + std::to_string(i) + "]"));
+  const json& seed = c.field(j, "seed", "header");
+  if (!seed.is_number_integer() || (!seed.is_number_unsigned() && seed.get<std::int64_t>() < 0))
+    c.fail("header.seed: expected an unsigned integer, got " + seed.dump());
+  h.seed = seed.get<std::uint64_t>();
+  h.rng = c.string(j, "rng", "header");
+  h.prompt = c.string(j, "prompt", "header");
+  const json& ids = c.array(j, "prompt_ids", "header");
+  if (ids.empty()) c.fail("header.prompt_ids: empty (the encoding starts with BOS)");
+  h.prompt_ids = c.ids(ids, "header.prompt_ids", m.vocab_size);
+  h.max_tokens = c.int32(j, "max_tokens", "header");
+  const std::string level = c.string(j, "trace_level", "header");
+  if (level != "basic" && level != "full") c.fail("header.trace_level: '" + level + "' (expected basic or full)");
+  h.level = level == "full" ? TraceLevel::Full : TraceLevel::Basic;
+  // Fields newer writers add (checked last: the required ones above are what a bad header most often lacks).
+  h.model.format = c.opt_string(model, "format", "header.model");
+  h.model.architecture = c.opt_string(model, "architecture", "header.model");
+  h.model.weight_types = c.opt_string(model, "weight_types", "header.model");
+  if (h.model.format && *h.model.format != "llama2c" && *h.model.format != "gguf")
+    c.fail("header.model.format: '" + *h.model.format + "' (expected llama2c or gguf)");
+  if (const json* e = c.optional(cfg, "norm_eps")) {
+    m.norm_eps = c.number(*e, cp + ".norm_eps");
+    if (*m.norm_eps <= 0) c.fail("header.model.config.norm_eps: must be > 0");
+  }
+  h.kernels = c.opt_string(j, "kernels", "header");
+  if (auto t = c.opt_integer(j, "threads", "header", 1, INT32_MAX)) h.threads = static_cast<int>(*t);
+  return h;
+}
+
+TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) {
+  Check c(w);
+  TraceStep s;
+  if (!j.is_object()) c.fail("expected a JSON object, got " + std::string(j.type_name()));
+  const std::string phase = c.string(j, "phase", "step");
+  if (phase != "prefill" && phase != "decode") c.fail("step.phase: '" + phase + "' (expected prefill or decode)");
+  s.phase = phase == "prefill" ? TracePhase::Prefill : TracePhase::Decode;
+  s.step = c.int32(j, "step", "step");
+  s.pos = c.int32(j, "pos", "step");
+  const json& in = c.array(j, "input_ids", "step");
+  if (in.empty()) c.fail("step.input_ids: empty");
+  s.input_ids = c.ids(in, "step.input_ids", vocab);
+  const json& tok = c.object(j, "token", "step");
+  s.token = c.id(c.field(tok, "id", "step.token"), "step.token.id", vocab);
+  s.token_text = c.string(tok, "text", "step.token");
+  s.prob = c.prob(j, "prob", "step");
+  s.logprob = c.number(j, "logprob", "step", -HUGE_VAL, 0.0);
+  s.entropy = c.number(j, "entropy", "step", 0.0);
+  const json& top = c.array(j, "top", "step");
+  s.top.reserve(top.size());
+  for (std::size_t i = 0; i < top.size(); ++i) {
+    const std::string p = "step.top[" + std::to_string(i) + "]";
+    if (!top[i].is_object()) c.fail(p + ": expected an object, got " + top[i].type_name());
+    TraceCandidate t;
+    t.id = c.id(c.field(top[i], "id", p), p + ".id", vocab);
+    t.text = c.string(top[i], "text", p);
+    t.logit = c.number(top[i], "logit", p);
+    t.prob = c.prob(top[i], "prob", p);
+    if (i > 0 && *t.logit > *s.top.back().logit)
+      c.fail(p + ".logit: " + top[i]["logit"].dump() + " is above the previous candidate's (top is sorted by logit)");
+    s.top.push_back(std::move(t));
+  }
+  const json& stages = c.array(j, "stages", "step");
+  s.stages.reserve(stages.size());
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const std::string p = "step.stages[" + std::to_string(i) + "]";
+    const json& sj = stages[i];
+    if (!sj.is_object()) c.fail(p + ": expected an object, got " + sj.type_name());
+    TraceStage st;
+    st.name = c.string(sj, "name", p);
+    if (st.name.empty()) c.fail(p + ".name: empty");
+    st.params = c.params(sj, p);
+    st.kept = static_cast<int>(c.integer(sj, "kept", p, 1, vocab));
+    st.mass = c.number(sj, "mass", p, 0.0, Check::kProbMax);
+    st.entropy = c.number(sj, "entropy", p, 0.0);
+    const json& tj = c.array(sj, "top", p);
+    st.top.reserve(tj.size());
+    for (std::size_t k = 0; k < tj.size(); ++k) {
+      const std::string q = p + ".top[" + std::to_string(k) + "]";
+      if (!tj[k].is_object()) c.fail(q + ": expected an object, got " + tj[k].type_name());
+      TraceCandidate t;
+      t.id = c.id(c.field(tj[k], "id", q), q + ".id", vocab);
+      t.text = c.string(tj[k], "text", q);
+      t.prob = c.prob(tj[k], "prob", q);
+      st.top.push_back(std::move(t));
+    }
+    s.stages.push_back(std::move(st));
+  }
+  const json& draw = c.object(j, "draw", "step");
+  const json& u = c.field(draw, "u", "step.draw");
+  if (!u.is_null()) s.draw.u = c.number(u, "step.draw.u", 0.0, 1.0);
+  s.draw.selected = c.id(c.field(draw, "selected", "step.draw"), "step.draw.selected", vocab);
+  s.draw.prob = c.prob(draw, "prob", "step.draw");
+  const json& kv = c.object(j, "kv", "step");
+  s.kv.tokens = c.integer(kv, "tokens", "step.kv");
+  s.kv.capacity = c.integer(kv, "capacity", "step.kv");
+  s.kv.bytes = c.integer(kv, "bytes", "step.kv");
+  s.kv.module = c.opt_string(kv, "module", "step.kv");
+  if (const json* p = c.optional(kv, "params")) s.kv.params = c.param_object(*p, "step.kv.params");
+  s.kv.first_pos = c.opt_integer(kv, "first_pos", "step.kv");
+  s.kv.evicted = c.opt_integer(kv, "evicted", "step.kv");
+  if (kv.contains("block_size")) {  // a paged module's blocks
+    TraceKv::Blocks b;
+    b.block_size = c.integer(kv, "block_size", "step.kv");
+    b.blocks_used = c.integer(kv, "blocks_used", "step.kv");
+    b.blocks_free = c.integer(kv, "blocks_free", "step.kv");
+    b.last_block_unused = c.integer(kv, "last_block_unused", "step.kv");
+    const json& bt = c.array(kv, "block_table", "step.kv");
+    b.block_table.reserve(bt.size());
+    for (std::size_t i = 0; i < bt.size(); ++i)
+      b.block_table.push_back(c.integer(bt[i], "step.kv.block_table[" + std::to_string(i) + "]", 0, INT32_MAX));
+    s.kv.blocks = std::move(b);
+  }
+  s.attention_dots = c.opt_integer(j, "attention_dots", "step");
+  if (j.contains("attention")) {
+    const json& rows = c.array(j, "attention", "step");
+    s.attention.emplace();
+    s.attention->reserve(rows.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const std::string p = "step.attention[" + std::to_string(i) + "]";
+      TraceAttentionRow r;
+      r.layer = c.int32(rows[i], "layer", p);
+      r.head = c.int32(rows[i], "head", p);
+      r.pos = c.int32(rows[i], "pos", p);
+      r.first_pos = c.int32(rows[i], "first_pos", p);
+      const json& wj = c.array(rows[i], "weights", p);
+      r.weights.reserve(wj.size());
+      for (std::size_t x = 0; x < wj.size(); ++x)
+        r.weights.push_back(c.number(wj[x], p + ".weights[" + std::to_string(x) + "]", 0.0, 1.000001));
+      s.attention->push_back(std::move(r));
+    }
+  }
+  s.ms = c.number(j, "ms", "step", 0.0);
+  auto logits = j.find("logits");
+  if (full) {
+    if (logits == j.end()) c.fail("missing field step.logits (the header says trace_level full)");
+  } else if (logits != j.end()) {
+    c.fail("step.logits present but the header says trace_level basic");
+  }
+  if (logits != j.end()) {
+    if (!logits->is_array()) c.fail("step.logits: expected an array, got " + std::string(logits->type_name()));
+    if (static_cast<int>(logits->size()) != vocab)
+      c.fail("step.logits: " + std::to_string(logits->size()) + " values, expected vocab_size = " + std::to_string(vocab));
+    s.logits.reserve(logits->size());
+    for (std::size_t i = 0; i < logits->size(); ++i) {
+      const json& x = (*logits)[i];
+      if (!x.is_number()) c.fail("step.logits[" + std::to_string(i) + "]: expected a number, got " + x.type_name());
+      s.logits.push_back(x.get<double>());
+    }
+  }
+  auto forced = j.find("forced");
+  if (forced != j.end() && *forced != true) c.fail("step.forced: expected true (or no field), got " + forced->dump());
+  s.forced = forced != j.end();
+  if (!s.forced && s.draw.selected != s.token)
+    c.fail("step.draw.selected " + std::to_string(s.draw.selected) + " differs from step.token.id " + std::to_string(s.token) +
+           " on a step that was not forced");
+  return s;
+}
+
+TraceContext parse_context(const json& j, const std::string& w) {
+  Check c{w};
+  TraceContext x;
+  x.policy = c.string(j, "policy", "context");
+  if (x.policy != "truncate-left" && x.policy != "shift" && x.policy != "prune-turns")
+    c.fail("context.policy: '" + x.policy + "' (expected truncate-left, shift or prune-turns)");
+  x.step = c.int32(j, "step", "context");
+  x.limit = c.int32(j, "limit", "context", 1);
+  const json& d = c.object(j, "dropped", "context");
+  x.dropped_from = c.int32(d, "from", "context.dropped");
+  x.dropped_to = c.int32(d, "to", "context.dropped");
+  if (x.dropped_to < x.dropped_from)
+    c.fail("context.dropped: to " + std::to_string(x.dropped_to) + " before from " + std::to_string(x.dropped_from));
+  const json& ids = c.array(d, "ids", "context.dropped");
+  if (static_cast<std::int64_t>(ids.size()) != x.dropped_to - x.dropped_from)
+    c.fail("context.dropped.ids: " + std::to_string(ids.size()) + " ids for positions " + std::to_string(x.dropped_from) +
+           ".." + std::to_string(x.dropped_to));
+  // The ids are not bounded by the vocabulary here: a context line may come before any step names it.
+  x.dropped_ids.reserve(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    x.dropped_ids.push_back(static_cast<std::int32_t>(c.integer(ids[i], "context.dropped.ids[" + std::to_string(i) + "]", 0, INT32_MAX)));
+  x.dropped_text = c.opt_string(d, "text", "context.dropped");
+  x.kept = c.int32(j, "kept", "context");
+  x.detail = c.opt_string(j, "detail", "context");
+  return x;
+}
+
+TraceSummary parse_summary(const json& j, const std::string& w) {
+  Check c(w);
+  TraceSummary s;
+  if (!j.is_object()) c.fail("expected a JSON object, got " + std::string(j.type_name()));
+  s.generated = c.int32(j, "generated", "summary");
+  s.stop_reason = c.string(j, "stop_reason", "summary");
+  const std::string& r = s.stop_reason;
+  if (r != "stop_token" && r != "max_tokens" && r != "context_full")
+    c.fail("summary.stop_reason: '" + r + "' (expected stop_token, max_tokens or context_full)");
+  s.ttft_ms = c.number(j, "ttft_ms", "summary", 0.0);
+  s.prefill_tok_s = c.number(j, "prefill_tok_s", "summary", 0.0);
+  s.decode_tok_s = c.number(j, "decode_tok_s", "summary", 0.0);
+  if (auto f = c.opt_integer(j, "policy_firings", "summary", 0, INT32_MAX)) s.policy_firings = static_cast<int>(*f);
+  return s;
+}
+
+TraceEnd parse_end(const json& j) {
+  TraceEnd e;
+  e.type = line_type(j);
+  auto m = j.find("message");
+  e.message = m != j.end() && m->is_string() ? m->get<std::string>() : std::string("(no message)");
+  if (auto s = j.find("signal"); s != j.end() && s->is_string()) e.signal = s->get<std::string>();
+  return e;
+}
+
+// ---- typed -> JSON ----
+
+json to_json(const Params& p) {
+  json o = json::object();
+  for (const auto& kv : p.values()) {
+    // (not a structured binding: clang 14, which builds the fuzzers, cannot capture one)
+    const std::string& k = kv.first;
+    std::visit([&](const auto& x) {
+      using T = std::decay_t<decltype(x)>;
+      o[k] = T(x);
+    }, kv.second);
+  }
+  return o;
+}
+
+json to_json(const TracePlugin& p) { return {{"name", p.name}, {"params", to_json(p.params)}}; }
+
+json to_json(const TraceModelConfig& c) {
+  json j = {{"dim", c.dim}, {"hidden_dim", c.hidden_dim}, {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
+            {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size}, {"seq_len", c.seq_len},
+            {"shared_classifier", c.shared_classifier}, {"format_version", c.format_version},
+            {"rope_theta", c.rope_theta}};
+  if (c.norm_eps) j["norm_eps"] = *c.norm_eps;
+  return j;
+}
+
+json to_json(const TraceHeader& h) {
+  json model = {{"path", h.model.path}, {"sha256", h.model.sha256}, {"config", to_json(h.model.config)}};
+  if (h.model.format) model["format"] = *h.model.format;
+  if (h.model.architecture) model["architecture"] = *h.model.architecture;
+  if (h.model.weight_types) model["weight_types"] = *h.model.weight_types;
+  json samplers = json::array();
+  for (const auto& p : h.samplers) samplers.push_back(to_json(p));
+  json j = {{"type", "header"},
+            {"schema", kSchema},
+            {"model", std::move(model)},
+            {"tokenizer", {{"path", h.tokenizer_path}}},
+            {"plugins", {{"tokenizer", to_json(h.tokenizer)}, {"attention", to_json(h.attention)}, {"sampler", std::move(samplers)}}},
+            {"seed", h.seed},
+            {"rng", h.rng},
+            {"prompt", h.prompt},
+            {"prompt_ids", h.prompt_ids},
+            {"max_tokens", h.max_tokens},
+            {"trace_level", level_name(h.level)}};
+  // Where the numbers came from: the summation order (last bits of the logits) depends on the kernel set.
+  if (h.kernels) j["kernels"] = *h.kernels;
+  if (h.threads) j["threads"] = *h.threads;
+  return j;
+}
+
+json to_json(const TraceKv& kv) {
+  json j = {{"tokens", kv.tokens}, {"capacity", kv.capacity}, {"bytes", kv.bytes}};
+  if (kv.module) j["module"] = *kv.module;
+  if (kv.params) j["params"] = to_json(*kv.params);
+  if (kv.first_pos) j["first_pos"] = *kv.first_pos;
+  if (kv.evicted) j["evicted"] = *kv.evicted;
+  if (kv.blocks) {
+    j["block_size"] = kv.blocks->block_size;
+    j["blocks_used"] = kv.blocks->blocks_used;
+    j["blocks_free"] = kv.blocks->blocks_free;
+    j["last_block_unused"] = kv.blocks->last_block_unused;
+    j["block_table"] = kv.blocks->block_table;
+  }
+  return j;
+}
+
+json to_json(const TraceStep& s, bool with_logits) {
+  json stages = json::array();
+  for (const auto& st : s.stages)
+    stages.push_back({{"name", st.name}, {"params", to_json(st.params)}, {"kept", st.kept}, {"mass", st.mass},
+                      {"entropy", st.entropy}, {"top", candidates_json(st.top)}});
+  json j = {{"type", "step"},
+            {"phase", phase_name(s.phase)},
+            {"step", s.step},
+            {"pos", s.pos},
+            {"input_ids", s.input_ids},
+            {"token", {{"id", s.token}, {"text", s.token_text}}},
+            {"prob", s.prob},
+            {"logprob", s.logprob},
+            {"entropy", s.entropy},
+            {"top", candidates_json(s.top)},
+            {"stages", std::move(stages)},
+            {"draw", {{"u", s.draw.u ? json(*s.draw.u) : json(nullptr)}, {"selected", s.draw.selected}, {"prob", s.draw.prob}}},
+            {"kv", to_json(s.kv)},
+            {"ms", time_json(s.ms)}};
+  if (s.attention_dots) j["attention_dots"] = *s.attention_dots;
+  if (s.attention) {
+    json rows = json::array();
+    for (const auto& r : *s.attention)
+      rows.push_back({{"layer", r.layer}, {"head", r.head}, {"pos", r.pos}, {"first_pos", r.first_pos},
+                      {"weights", float_list(r.weights)}});
+    j["attention"] = std::move(rows);
+  }
+  if (s.forced) j["forced"] = true;  // replay: token is the golden's, draw.selected the chain's own pick
+  if (with_logits && !s.logits.empty()) j["logits"] = float_list(s.logits);
+  return j;
+}
+
+json to_json(const TraceContext& c) {
+  json dropped = {{"from", c.dropped_from}, {"to", c.dropped_to}, {"ids", c.dropped_ids}};
+  if (c.dropped_text) dropped["text"] = *c.dropped_text;
+  json j = {{"type", "context"}, {"policy", c.policy}, {"step", c.step}, {"limit", c.limit},
+            {"dropped", std::move(dropped)}, {"kept", c.kept}};
+  if (c.detail) j["detail"] = *c.detail;
+  return j;
+}
+
+json to_json(const TraceSummary& s) {
+  json j = {{"type", "summary"}, {"generated", s.generated}, {"stop_reason", s.stop_reason},
+            {"ttft_ms", time_json(s.ttft_ms)}, {"prefill_tok_s", time_json(s.prefill_tok_s)},
+            {"decode_tok_s", time_json(s.decode_tok_s)}};
+  if (s.policy_firings) j["policy_firings"] = *s.policy_firings;
+  return j;
+}
+
+json to_json(const TraceEnd& e) {
+  json j = {{"type", e.type}, {"message", e.message}};
+  if (e.signal) j["signal"] = *e.signal;
+  return j;
+}
+
+// ---- text for messages ----
+
+std::string param_text(const ParamValue& v) {
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  return std::visit([](const auto& x) { return json(x).dump(); }, v);
+}
+
+std::string plugin_text(const TracePlugin& p) {
+  std::string ps;
+  for (const auto& kv : p.params.values()) ps += (ps.empty() ? "" : ", ") + kv.first + "=" + param_text(kv.second);
+  return ps.empty() ? p.name : p.name + "(" + ps + ")";
+}
+
+std::string ids_text(const std::vector<std::int32_t>& ids) { return json(ids).dump(); }
+
+const char* level_name(TraceLevel level) { return level == TraceLevel::Full ? "full" : "basic"; }
+const char* phase_name(TracePhase phase) { return phase == TracePhase::Prefill ? "prefill" : "decode"; }
+
+}  // namespace glassbox::traces
