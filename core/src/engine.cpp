@@ -187,22 +187,41 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
                     std::span<const float> logits, std::int32_t token, std::int32_t prev, double ms) {
     StepEvent e;
     if (opt.report_distribution) {
-      // p_i = exp(l_i - m) / S with m = max logit, S = Σ exp(l_j - m): one exp per logit.
-      std::iota(order_.begin(), order_.end(), 0);
-      std::partial_sort(order_.begin(), order_.begin() + std::max(top_k, 1), order_.end(), [&](std::int32_t a, std::int32_t b) {
-        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-      });
-      const float m = logits[order_[0]];
+      // top-k in one pass: a sorted run of the best k so far in order_[0..n); most logits lose a single
+      // comparison with its last entry. Order: higher logit first, then lower id (ids arrive in order, so
+      // an equal logit never displaces an earlier one). order_[0] is the max logit m.
+      const int kk = std::max(top_k, 1);
+      std::int32_t* best = order_.data();
+      int n = 0;
+      for (std::int32_t i = 0; i < static_cast<std::int32_t>(logits.size()); ++i) {
+        const float l = logits[i];
+        if (n == kk) {
+          if (!(l > logits[best[kk - 1]])) continue;
+          --n;
+        }
+        int j = n++;
+        for (; j > 0 && l > logits[best[j - 1]]; --j) best[j] = best[j - 1];
+        best[j] = i;
+      }
+      const float m = logits[best[0]];
+      // p_i = exp(l_i - m) / S with S = Σ exp(l_j - m): one exp per logit. The sampler chain computed
+      // exactly this (same order, same rounding) when it recorded its stages; reuse it then.
+      const auto raw = sampler_.raw_probs();
+      std::span<const float> probs;
       double sum = 0;
-      for (std::size_t i = 0; i < logits.size(); ++i) sum += probs_[i] = std::exp(logits[i] - m);
+      if (raw.size() == logits.size()) {
+        probs = raw;
+        sum = sampler_.raw_sum();
+      } else {
+        for (std::size_t i = 0; i < logits.size(); ++i) sum += probs_[i] = std::exp(logits[i] - m);
+        for (std::size_t i = 0; i < logits.size(); ++i) probs_[i] = static_cast<float>(probs_[i] / sum);
+        probs = probs_;
+      }
       const double log_sum = std::log(sum);
       double mean_shifted = 0;  // Σ p_i (l_i - m)
-      for (std::size_t i = 0; i < logits.size(); ++i) {
-        probs_[i] = static_cast<float>(probs_[i] / sum);
-        mean_shifted += static_cast<double>(probs_[i]) * (logits[i] - m);
-      }
-      for (int i = 0; i < top_k; ++i) top_[i] = {order_[i], logits[order_[i]], probs_[order_[i]]};
-      e.prob = probs_[token];
+      for (std::size_t i = 0; i < logits.size(); ++i) mean_shifted += static_cast<double>(probs[i]) * (logits[i] - m);
+      for (int i = 0; i < top_k; ++i) top_[i] = {best[i], logits[best[i]], probs[best[i]]};
+      e.prob = probs[token];
       e.logprob = static_cast<float>(logits[token] - m - log_sum);  // exact even where prob underflows
       e.entropy = static_cast<float>(log_sum - mean_shifted);      // H = -Σ p log p
       e.top = top_;
@@ -272,9 +291,10 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
   std::span<const float> logits = run_blocks(0);
   int pos = n_prompt - 1;  // position of the last token fed
   std::int32_t next = choose(logits, 0);
+  report("prefill", 0, pos, ids, logits, next, ids.back(), ms_since(t_start));
+  // The rates count whole steps: the model, the sampler and the step's record for the trace.
   prefill_ms = ms_since(t_start);
   sum.ttft_ms = prefill_ms;
-  report("prefill", 0, pos, ids, logits, next, ids.back(), prefill_ms);
 
   // ---- DECODE: stream the chosen token, feed it back, get the next distribution ----
   std::int32_t token = ids.back();
@@ -339,11 +359,14 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
       logits = run_blocks(pos);
     }
     next = choose(logits, step);
-    const double ms = ms_since(t0);
-    decode_ms += ms;
+    report("decode", step, pos, std::span(&token, 1), logits, next, token, ms_since(t0));
+    decode_ms += ms_since(t0);
     ++decode_steps;
-    report("decode", step, pos, std::span(&token, 1), logits, next, token, ms);
   }
+  // A sink that writes on another thread finishes the steps' records here: their time counts too.
+  const auto t_flush = Clock::now();
+  sink.flush();
+  (decode_steps > 0 ? decode_ms : prefill_ms) += ms_since(t_flush);
 
   sum.prefill_tok_s = prefill_ms > 0 ? n_prompt / (prefill_ms / 1000.0) : 0;
   sum.decode_tok_s = decode_ms > 0 ? decode_steps / (decode_ms / 1000.0) : 0;

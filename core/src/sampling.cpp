@@ -170,6 +170,7 @@ std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_sta
     double sum = 0;
     for (std::size_t i = 0; i < logits.size(); ++i) sum += raw_prob_[i] = std::exp(logits[i] - mx);
     for (auto& p : raw_prob_) p = static_cast<float>(p / sum);
+    raw_sum_ = sum;
   }
   std::size_t n_run = 0;
   for (std::size_t i = 0; i < stages_.size(); ++i) {

@@ -32,6 +32,11 @@ class SamplerChain {
   // (NaN unless the last sample() recorded stages).
   float chosen_prob() const { return chosen_prob_; }
   float draw_u() const { return draw_u_; }            // uniform of the draw, -1 for argmax
+  // The raw model distribution p = softmax(logits) of the last sample() that recorded stages (empty
+  // otherwise), and S = Σ exp(l_i - max l) in the order p was computed: the engine's step record reuses
+  // them instead of a second exp() per vocabulary entry.
+  std::span<const float> raw_probs() const { return n_recorded_ ? std::span<const float>(raw_prob_) : std::span<const float>(); }
+  double raw_sum() const { return raw_sum_; }
 
  private:
   void record(std::size_t stage, int top_k);
@@ -44,6 +49,7 @@ class SamplerChain {
   int step_ = -1;                     // sample() calls since reset(): the engine's step, for messages
   std::size_t n_recorded_ = 0;       // stages that ran (and were recorded) last step
   float chosen_prob_ = 0, draw_u_ = -1;
+  double raw_sum_ = 0;
 };
 
 }  // namespace glassbox

@@ -110,6 +110,9 @@ class TraceSink {
   virtual void header(const RunHeader& h) = 0;
   virtual void step(const StepEvent& e) = 0;
   virtual void policy(const PolicyEvent&) {}
+  // Called after the last step, before the run's rates are computed: a sink that finishes its records
+  // elsewhere (a writer thread) completes them here, so that the printed tok/s counts that work too.
+  virtual void flush() {}
   // Only called when the run completed; a trace without it was cut short.
   virtual void summary(const Summary& s) = 0;
 };
@@ -121,6 +124,7 @@ class TeeSink : public TraceSink {
   void header(const RunHeader& h) override { for (auto* s : sinks_) s->header(h); }
   void step(const StepEvent& e) override { for (auto* s : sinks_) s->step(e); }
   void policy(const PolicyEvent& e) override { for (auto* s : sinks_) s->policy(e); }
+  void flush() override { for (auto* s : sinks_) s->flush(); }
   void summary(const Summary& x) override { for (auto* s : sinks_) s->summary(x); }
  private:
   std::vector<TraceSink*> sinks_;

@@ -12,8 +12,15 @@
 
 namespace glassbox::traces {
 
-// float -> JSON number with the float's shortest round-trip text (0.45, not 0.449999988).
+struct StepLine;  // a step line being built (writer.cpp)
+
+// float -> JSON number with the float's shortest round-trip text (0.45, not 0.449999988), for building
+// nlohmann::json values (whose printer then occasionally adds a digit: 0.9687944000000001).
 double json_float(float f);
+
+// Appends the float's shortest round-trip text (std::to_chars) in nlohmann-json's layout: "0.45",
+// "100.0", "1.5e-05", "-0.0"; "null" for NaN and infinities (as nlohmann-json writes them).
+void append_json_float(std::string& out, float f);
 
 // The engine's events as schema records (schema.hpp): exactly what the writer writes, so that a reader
 // gets these values back. Texts are the tokenizer's pieces, numbers the floats' shortest decimal forms.
@@ -26,6 +33,9 @@ TraceSummary summary_record(const Summary& s);
 // The same as JSON lines (to_json of the records).
 nlohmann::json header_json(const RunHeader& h);
 nlohmann::json step_json(const StepEvent& e, const Tokenizer& tok);
+// The same step as one line of text (no newline), written without building a json value: what JsonlWriter
+// writes. Equal to dump(step_json(e, tok)) except that every float has its shortest text (append_json_float).
+std::string step_line(const StepEvent& e, const Tokenizer& tok);
 nlohmann::json summary_json(const Summary& s);
 nlohmann::json kv_json(const KvState& kv);
 nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
@@ -34,12 +44,21 @@ nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
 // it over `path`. A run cut short ends it with an error or interrupted line (so it stays valid and says
 // so) and, when `path` already holds a file, puts it beside it as PATH.partial instead of replacing it,
 // unless `keep_partial`. Destroyed before either, the temporary file is removed and `path` is untouched.
+//
+// With `background` (the default) step lines are finished and written by a writer thread: step() copies
+// the event's numbers and texts into a recycled buffer and returns; the thread formats the floats (the
+// costly part of a full-logit trace) and writes the line. Lines keep their order; at most a few steps
+// wait (step() blocks when the writer falls behind). Every other call first waits for the queued steps,
+// so the file is the same as without the thread. An error of the writer thread (disk full, ...) is
+// thrown, unchanged, by the next step(), flush(), summary(), error() or interrupted().
 class JsonlWriter final : public TraceSink {
  public:
   // Throws OutputError when `path` cannot be written.
-  JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial = false);
+  JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial = false, bool background = true);
+  ~JsonlWriter() override;
   void header(const RunHeader& h) override;
   void step(const StepEvent& e) override;
+  void flush() override;                    // returns when every step so far is in the file
   void summary(const Summary& s) override;  // writes the last line and renames the file into place
   void policy(const PolicyEvent& e) override;
   // Records why a run stopped early: the trace then ends with an error line, never a summary.
@@ -49,12 +68,16 @@ class JsonlWriter final : public TraceSink {
   std::string interrupted(const std::string& signal);
 
  private:
+  struct Pipe;
   void write(const nlohmann::json& j);
   std::string finish_cut_short();
   std::string path_;
   OutputFile out_;
   const Tokenizer& tok_;
   bool keep_partial_ = false;
+  std::unique_ptr<StepLine> line_;  // without the thread: the one line being built
+  std::string text_;            // without the thread: its finished text
+  std::unique_ptr<Pipe> pipe_;  // with it
 };
 
 }  // namespace glassbox::traces

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""What tracing costs: decode throughput of `glassbox run` with no trace, --trace-level basic and full.
+
+    bench/trace_cost.py [--glassbox BIN]... [--model M --tokenizer T --tokens N --seed S]... [--reps R]
+                        [--threads T] [--prompt P]
+
+Each model is run with -n N (the measured run) and -n 1 (start-up, prompt and first step only) at
+each level; the decode time of a level is the difference, so start-up and prefill cancel out and
+the figure counts whole decode steps, the trace's formatting and writing included. Runs are
+interleaved (none, basic, full, none, ...) so that a neighbour's load hits every level alike; the
+median of R rounds is reported, by wall-clock time and by CPU time (all threads of the process,
+from wait4's rusage). The overhead is 1 - (level's tok/s) / (untraced tok/s). Several --glassbox binaries
+(e.g. before and after a change) are interleaved within each round too.
+
+Without --model it measures the two models of docs/performance.md: stories260K
+(/work/shared/models or $GLASSBOX_SHARED) and a synthetic stories15M
+(`glassbox synth --preset stories15M`, written to a temporary folder).
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+LEVELS = ["none", "basic", "full"]
+
+
+def run_once(cmd):
+    """(wall s, cpu s, printed decode tok/s, generated) of one glassbox run."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = p.stderr.read().decode("utf-8", "replace")
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.exit("trace_cost: " + " ".join(cmd) + " failed:\n" + err)
+    m = re.search(r"\[glassbox\] (\d+) tokens, stop: (\w+).*decode ([0-9.e+]+) tok/s", err)
+    if not m:
+        sys.exit("trace_cost: no summary line from " + " ".join(cmd) + ":\n" + err)
+    return wall, ru.ru_utime + ru.ru_stime, float(m.group(3)), int(m.group(1)), m.group(2)
+
+
+def command(args, glassbox, model, tokenizer, seed):
+    base = [glassbox, "run", "-m", model, "-t", tokenizer, "--seed", str(seed), "-p", args.prompt]
+    if args.threads:
+        base += ["--threads", str(args.threads)]
+    return base
+
+
+def measure_all(args, model, tokenizer, n, seed, out_dir):
+    bases = [command(args, g, model, tokenizer, seed) for g in args.glassbox]
+    samples = {(b, lv): [] for b in range(len(bases)) for lv in LEVELS}
+    for r in range(args.reps):
+        for (b, lv) in samples:
+            base = bases[b]
+            trace = [] if lv == "none" else ["--trace", os.path.join(out_dir, lv + ".jsonl"), "--trace-level", lv]
+            w1, c1, _, _, _ = run_once(base + ["-n", "1"] + trace)
+            wn, cn, printed, gen, stop = run_once(base + ["-n", str(n)] + trace)
+            if gen != n:
+                sys.exit(f"trace_cost: {model} seed {seed} stopped after {gen} tokens ({stop}), not {n}: "
+                         "choose another --seed or fewer --tokens")
+            steps = n - 1  # decode steps: the first token comes from the prefill
+            samples[(b, lv)].append((steps / max(wn - w1, 1e-9), steps / max(cn - c1, 1e-9), printed))
+    rows = []
+    for (b, lv), s in samples.items():
+        rows.append((b, lv, statistics.median(x[0] for x in s), statistics.median(x[1] for x in s),
+                     statistics.median(x[2] for x in s)))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--glassbox", action="append", default=[])
+    ap.add_argument("--model", action="append", default=[])
+    ap.add_argument("--tokenizer", action="append", default=[])
+    ap.add_argument("--tokens", action="append", type=int, default=[])
+    ap.add_argument("--seed", action="append", type=int, default=[])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--prompt", default="Once upon a time")
+    args = ap.parse_args()
+    if not args.glassbox:
+        args.glassbox = [os.path.join(here, "..", "build", "bin", "glassbox")]
+
+    with tempfile.TemporaryDirectory(prefix="glassbox-trace-cost-") as tmp:
+        if args.model:
+            cases = [(m, args.tokenizer[i], args.tokens[i] if i < len(args.tokens) else 200,
+                      args.seed[i] if i < len(args.seed) else 1) for i, m in enumerate(args.model)]
+        else:
+            shared = os.environ.get("GLASSBOX_SHARED", "/work/shared")
+            s15 = os.path.join(tmp, "stories15M.bin")
+            subprocess.run([args.glassbox[0], "synth", "--preset", "stories15M", "-o", s15], check=True,
+                           stdout=subprocess.DEVNULL)
+            # seed 2 runs stories260K to 500 tokens without a stop token; the synthetic 15M's context is 256
+            cases = [(os.path.join(shared, "models/stories260K.bin"), os.path.join(shared, "models/tok512.bin"), 500, 2),
+                     (s15, os.path.join(shared, "models/tokenizer.bin"), 240, 1)]
+        print(f"load average {os.getloadavg()[0]:.1f}; median of {args.reps} interleaved rounds; "
+              "tok/s = decode steps / (time of -n N - time of -n 1)")
+        print(f"{'binary':<6} {'model':<16} {'trace':<6} {'wall tok/s':>10} {'cost':>6} {'cpu tok/s':>10} {'cost':>6} {'printed tok/s':>13}")
+        for model, tok, n, seed in cases:
+            rows = measure_all(args, model, tok, n, seed, tmp)
+            for b, lv, w, c, printed in rows:
+                w0, c0 = next((r[2], r[3]) for r in rows if r[0] == b and r[1] == "none")
+                cw = "" if lv == "none" else f"{100 * (1 - w / w0):5.1f}%"
+                cc = "" if lv == "none" else f"{100 * (1 - c / c0):5.1f}%"
+                print(f"{'#' + str(b + 1):<6} {os.path.basename(model):<16} {lv:<6} {w:10.1f} {cw:>6} {c:10.1f} {cc:>6} {printed:13.1f}")
+        print(f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

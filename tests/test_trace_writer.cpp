@@ -1,0 +1,252 @@
+// The trace writer's fast path: float text, step lines written without nlohmann::json values (checked
+// against step_json, the plain version), and the writer thread (same file as without it, errors surface).
+#define BOOST_TEST_MODULE trace_writer
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <random>
+#include <sstream>
+
+#include "alloc_counter.hpp"
+#include "glassbox/error.hpp"
+#include "glassbox/traces/writer.hpp"
+#include "support.hpp"
+#include "trace_fixtures.hpp"
+
+using namespace gbtest;
+using glassbox::traces::append_json_float;
+namespace bdata = boost::unit_test::data;
+
+namespace {
+
+// Pieces that exercise the escaping: plain, a quote and a backslash, a control byte, UTF-8, half a character.
+class FakeTokenizer final : public glassbox::Tokenizer {
+ public:
+  std::vector<std::int32_t> encode(std::string_view, bool, bool) const override { return {0}; }
+  std::string_view decode(std::int32_t, std::int32_t id) const override { return kPieces[id % 6]; }
+  std::string_view piece(std::int32_t id) const override { return kPieces[id % 6]; }
+  std::int32_t vocab_size() const override { return 6; }
+  std::int32_t bos_id() const override { return 0; }
+  std::int32_t eos_id() const override { return 5; }
+
+ private:
+  static constexpr const char* kPieces[] = {" once", "say \"hi\\\"", "tab\there\n", "caf\xc3\xa9 \xe2\x96\x81", "\xe2\x96", "~\x7f"};
+};
+
+std::string fmt(float f) {
+  std::string s;
+  append_json_float(s, f);
+  return s;
+}
+
+// nlohmann-json's text of the float as the trace wrote it before (json_float, then its printer).
+std::string nlohmann_text(float f) { return glassbox::traces::dump(nlohmann::json(glassbox::traces::json_float(f))); }
+
+}  // namespace
+
+// Written out by hand (nlohmann-json's layout: ".0" on integers, two-digit exponents, fixed from 1e-4 to 1e15).
+BOOST_DATA_TEST_CASE(float_text_has_nlohmann_json_layout,
+                     bdata::make({0.45f, 100.0f, 1e-5f, 1.5e-5f, -0.0f, 0.0f, 1e-4f, 0.00012345f, 1e14f, 1e15f, 1e16f,
+                                  -2.5f, 3.4028235e38f, 1e-45f, 0.9687944f, 17.799397f}) ^
+                         bdata::make({"0.45", "100.0", "1e-05", "1.5e-05", "-0.0", "0.0", "0.0001", "0.00012345",
+                                      "100000000000000.0", "1e+15", "1e+16", "-2.5", "3.4028235e+38", "1e-45",
+                                      "0.9687944", "17.799397"}),
+                     f, text) {
+  BOOST_TEST(fmt(f) == std::string(text));
+}
+
+BOOST_AUTO_TEST_CASE(non_finite_floats_are_null_as_nlohmann_json_writes_them) {
+  BOOST_TEST(fmt(std::numeric_limits<float>::quiet_NaN()) == "null");
+  BOOST_TEST(fmt(std::numeric_limits<float>::infinity()) == "null");
+  BOOST_TEST(fmt(-std::numeric_limits<float>::infinity()) == "null");
+}
+
+// Over random bit patterns: the text reads back as the same float, is never longer than nlohmann-json's,
+// and is the same text whenever that one is as short (its printer sometimes adds digits: 0.9687944000000001).
+BOOST_AUTO_TEST_CASE(float_text_round_trips_and_is_never_longer_than_nlohmann_json) {
+  std::mt19937 g(12345);
+  int same = 0, checked = 0;
+  for (int i = 0; i < 300000; ++i) {
+    const std::uint32_t bits = g();
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    if (!std::isfinite(f)) continue;
+    ++checked;
+    const std::string a = fmt(f), b = nlohmann_text(f);
+    double d = 0;
+    const auto r = std::from_chars(a.data(), a.data() + a.size(), d);
+    BOOST_TEST_REQUIRE((r.ec == std::errc() && r.ptr == a.data() + a.size()), "unparsable: " << a);
+    if (static_cast<float>(d) != f || std::signbit(static_cast<float>(d)) != std::signbit(f))
+      BOOST_FAIL("bits " << bits << ": " << a << " reads back as another float");
+    if (a.size() > b.size()) BOOST_FAIL("bits " << bits << ": " << a << " is longer than nlohmann-json's " << b);
+    if (a.size() == b.size() && a != b) BOOST_FAIL("bits " << bits << ": " << a << " differs from nlohmann-json's " << b);
+    same += a == b;
+  }
+  BOOST_TEST(same > checked * 9 / 10, same << " of " << checked << " the same text as nlohmann-json's");
+}
+
+namespace {
+
+// A float whose nlohmann-json text is already the shortest, so that the two step texts are byte-equal.
+float nice(std::mt19937& g, float scale) {
+  std::normal_distribution<float> d(0.0f, scale);
+  for (;;) {
+    const float f = d(g);
+    if (fmt(f) == nlohmann_text(f)) return f;
+  }
+}
+
+struct EventData {
+  std::vector<std::int32_t> input;
+  std::vector<glassbox::TokenProb> top;
+  std::vector<float> logits;
+  std::vector<glassbox::StageRecord> stages;
+  glassbox::Params params;
+  glassbox::KvState kv;
+  std::vector<glassbox::AttentionRow> attention;
+  glassbox::StepEvent e;
+};
+
+// Variant v switches the optional parts on and off: logits, attention, forced, paged KV, no KV, no draw.
+void make_event(EventData& d, int v) {
+  std::mt19937 g(v + 1);
+  d.input = v % 2 ? std::vector<std::int32_t>{0, 1, 2} : std::vector<std::int32_t>{3};
+  for (int i = 0; i < 6; ++i) d.top.push_back({(i + v) % 6, nice(g, 5), std::abs(nice(g, 0.3f))});
+  if (v % 3 == 0)
+    for (int i = 0; i < 50; ++i) d.logits.push_back(nice(g, 8));
+  d.params.set("k", std::int64_t{40});
+  d.params.set("temp", 0.8);
+  d.params.set("name", std::string("a \"b\""));
+  d.params.set("on", v % 2 == 0);
+  d.stages.resize(2);
+  d.stages[0] = {"top-k", &d.params, 40, std::abs(nice(g, 1)), std::abs(nice(g, 2)), {d.top[0], d.top[1]}};
+  d.stages[1] = {"dist", nullptr, 2, 1.0f, 0.0f, {d.top[1]}};
+  d.kv.module = v % 4 == 1 ? "" : "paged";
+  d.kv.params.set("block_size", std::int64_t{16});
+  d.kv.tokens = 17 + v;
+  d.kv.capacity = 512;
+  d.kv.bytes = 1 << 20;
+  d.kv.first_pos = v;
+  d.kv.evicted = 2;
+  if (v % 2) {
+    d.kv.block_size = 16;
+    d.kv.blocks_used = 2;
+    d.kv.blocks_free = 30;
+    d.kv.last_block_unused = 15;
+    d.kv.block_table = {3, 7};
+  }
+  if (v % 4 == 2) d.attention = {{0, 1, 5, 0, {nice(g, 1), nice(g, 1), nice(g, 1)}}, {1, 0, 5, 2, {}}};
+  auto& e = d.e;
+  e.phase = v == 0 ? "prefill" : "decode";
+  e.step = v;
+  e.pos = 4 + v;
+  e.input_ids = d.input;
+  e.token = d.top[0].id;
+  e.token_text = FakeTokenizer().decode(0, e.token);
+  e.prob = d.top[0].prob;
+  e.logprob = nice(g, 1);
+  e.chain_prob = v == 5 ? std::numeric_limits<float>::quiet_NaN() : std::abs(nice(g, 1));
+  e.entropy = std::abs(nice(g, 2));
+  e.top = d.top;
+  e.logits = d.logits;
+  e.stages = d.stages;
+  e.draw_u = v % 3 == 1 ? -1.0f : std::abs(nice(g, 0.5f));
+  e.sampled = v % 2 ? -1 : d.top[1].id;
+  e.forced = v % 2 == 0 && v > 0;
+  e.kv = v == 3 ? nullptr : &d.kv;
+  e.attention_dots = 1234 * v;
+  e.attention = d.attention;
+  e.ms = 0.25 + v;
+}
+
+}  // namespace
+
+BOOST_DATA_TEST_CASE(step_line_is_step_json_as_nlohmann_json_prints_it, bdata::xrange(8), v) {
+  FakeTokenizer tok;
+  EventData d;
+  make_event(d, v);
+  BOOST_TEST(glassbox::traces::step_line(d.e, tok) == glassbox::traces::dump(glassbox::traces::step_json(d.e, tok)));
+}
+
+namespace {
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_run(const std::filesystem::path& path, bool background, int steps) {
+  FakeTokenizer tok;
+  glassbox::traces::JsonlWriter w(path.string(), tok, false, background);
+  w.header({});
+  for (int i = 0; i < steps; ++i) {
+    EventData d;
+    make_event(d, i % 8);
+    d.e.step = i;
+    w.step(d.e);  // d (and the spans the event points into) dies right after: the writer must have copied
+  }
+  w.flush();
+  w.summary({});
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_writer_thread_writes_the_same_file_as_the_calling_thread) {
+  const auto dir = temp_dir("writer");
+  write_run(dir / "sync.jsonl", false, 200);
+  write_run(dir / "thread.jsonl", true, 200);
+  const std::string a = slurp(dir / "sync.jsonl"), b = slurp(dir / "thread.jsonl");
+  BOOST_TEST(std::count(a.begin(), a.end(), '\n') == 202);
+  BOOST_TEST((a == b));
+}
+
+namespace {
+class PlainTokenizer final : public glassbox::Tokenizer {
+ public:
+  std::vector<std::int32_t> encode(std::string_view, bool, bool) const override { return {0}; }
+  std::string_view decode(std::int32_t, std::int32_t) const override { return " once"; }
+  std::string_view piece(std::int32_t) const override { return " once"; }
+  std::int32_t vocab_size() const override { return 6; }
+  std::int32_t bos_id() const override { return 0; }
+  std::int32_t eos_id() const override { return 5; }
+};
+}  // namespace
+
+// Tracing keeps the decode loop's promise: once the recycled lines have grown, a step allocates nothing
+// (neither on the calling thread nor on the writer thread), full-logit steps included.
+BOOST_DATA_TEST_CASE(a_traced_step_allocates_nothing_after_warm_up, bdata::make({false, true}), background) {
+  PlainTokenizer tok;
+  EventData d;
+  make_event(d, 0);  // with logits
+  d.e.token_text = " once";
+  d.stages[0].params = nullptr;  // (a string parameter with quotes takes nlohmann-json's escaping)
+  const auto dir = temp_dir("alloc");
+  glassbox::traces::JsonlWriter w((dir / "t.jsonl").string(), tok, false, background);
+  for (int i = 0; i < 20; ++i) w.step(d.e);
+  w.flush();
+  const long before = g_allocs.load();
+  for (int i = 0; i < 100; ++i) w.step(d.e);
+  w.flush();
+  BOOST_TEST(g_allocs.load() - before == 0, "allocations in 100 traced steps: " << g_allocs.load() - before);
+}
+
+BOOST_AUTO_TEST_CASE(a_write_error_on_the_writer_thread_is_thrown_by_the_next_call) {
+  if (!std::filesystem::exists("/dev/full")) {
+    BOOST_TEST_MESSAGE("skipped: no /dev/full");
+    return;
+  }
+  FakeTokenizer tok;
+  glassbox::traces::JsonlWriter w("/dev/full", tok);
+  EventData d;
+  make_event(d, 1);
+  w.step(d.e);  // queued: the thread's write fails
+  BOOST_CHECK_EXCEPTION(w.flush(), glassbox::OutputError,
+                        [](const glassbox::OutputError& e) { return std::string(e.what()).find("/dev/full") != std::string::npos; });
+  BOOST_CHECK_THROW(w.step(d.e), glassbox::OutputError);
+  BOOST_CHECK_THROW(w.error("stopped"), glassbox::OutputError);
+}
