@@ -22,7 +22,7 @@ namespace {
 // Five pieces: "<s>", " a", " b", " c", "</s>".
 class FakeTokenizer final : public Tokenizer {
  public:
-  std::vector<std::int32_t> encode(std::string_view, bool, bool) const override { return {0}; }
+  std::vector<std::int32_t> encode(std::string_view, const EncodeOptions&) const override { return {0}; }
   std::string_view decode(std::int32_t, std::int32_t id) const override { return kPieces[id]; }
   std::string_view piece(std::int32_t id) const override { return kPieces[id]; }
   std::int32_t vocab_size() const override { return 5; }

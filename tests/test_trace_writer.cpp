@@ -27,7 +27,7 @@ namespace {
 // Pieces that exercise the escaping: plain, a quote and a backslash, a control byte, UTF-8, half a character.
 class FakeTokenizer final : public glassbox::Tokenizer {
  public:
-  std::vector<std::int32_t> encode(std::string_view, bool, bool) const override { return {0}; }
+  std::vector<std::int32_t> encode(std::string_view, const glassbox::EncodeOptions&) const override { return {0}; }
   std::string_view decode(std::int32_t, std::int32_t id) const override { return kPieces[id % 6]; }
   std::string_view piece(std::int32_t id) const override { return kPieces[id % 6]; }
   std::int32_t vocab_size() const override { return 6; }
@@ -208,7 +208,7 @@ BOOST_AUTO_TEST_CASE(the_writer_thread_writes_the_same_file_as_the_calling_threa
 namespace {
 class PlainTokenizer final : public glassbox::Tokenizer {
  public:
-  std::vector<std::int32_t> encode(std::string_view, bool, bool) const override { return {0}; }
+  std::vector<std::int32_t> encode(std::string_view, const glassbox::EncodeOptions&) const override { return {0}; }
   std::string_view decode(std::int32_t, std::int32_t) const override { return " once"; }
   std::string_view piece(std::int32_t) const override { return " once"; }
   std::int32_t vocab_size() const override { return 6; }
