@@ -28,6 +28,26 @@ class InterruptSink final : public TraceSink {
   void summary(const Summary&) override {}
 };
 
+// One line on stderr each time the context policy drops tokens, so the amnesia is seen, not only traced.
+class PolicyNotice final : public TraceSink {
+ public:
+  explicit PolicyNotice(const Tokenizer& tok) : tok_(tok) {}
+  void header(const RunHeader&) override {}
+  void step(const StepEvent&) override {}
+  void summary(const Summary&) override {}
+  void policy(const PolicyEvent& e) override {
+    std::string text;
+    std::int32_t prev = -1;
+    for (auto id : e.dropped_ids) text += tok_.decode(prev, id), prev = id;
+    std::fflush(stdout);
+    std::fprintf(stderr, "\n[glassbox] context full at %d positions (%s): %s: \"%s\"\n", e.limit, e.policy.c_str(),
+                 e.detail.c_str(), text.c_str());
+  }
+
+ private:
+  const Tokenizer& tok_;
+};
+
 // --json: one JSON object per chosen token on stdout, shaped like OpenAI's `logprobs.content[]` entries
 // (token, bytes, logprob, top_logprobs) plus the token id, so tools that already parse those read these.
 // Logprobs are the raw model distribution's, as in the trace's `logprob` and `top`.
@@ -153,6 +173,8 @@ void add_run_command(CLI::App& app) {
     DrawWatch draws;
     sinks.add(&draws);
     InterruptSink interrupt;
+    PolicyNotice notice(*s->tokenizer);
+    sinks.add(&notice);
     if (!opt.trace.empty()) {
       writer = std::make_unique<traces::JsonlWriter>(opt.trace, *s->tokenizer, opt.trace_keep_partial);
       sinks.add(writer.get());
