@@ -159,6 +159,7 @@ void add_bench_command(CLI::App& app) {
     for (int t : thread_list)
       if (t > 1024) throw ConfigError("--threads: " + std::to_string(t) + " (expected 1..1024)");
     opt.model_hash = false;  // no trace: start-up is not spent hashing the model
+    opt.need_vocabulary = false;  // token ids only: a llama2.c checkpoint needs no tokenizer file here
     auto s = open_session(opt);
     const Config& c = s->config;
     // Defaults that do not fit a small model's context shrink to it; given lengths must fit.
@@ -176,7 +177,8 @@ void add_bench_command(CLI::App& app) {
 
     // A fixed, reproducible prompt: BOS then ids spread over the vocabulary.
     const int longest = *std::max_element(prompts.begin(), prompts.end());
-    std::vector<std::int32_t> prompt{s->tokenizer->bos_id()};
+    // Without a vocabulary (a llama2.c checkpoint and no --tokenizer), BOS is llama2.c's id 1.
+    std::vector<std::int32_t> prompt{s->tokenizer ? s->tokenizer->bos_id() : 1};
     for (int i = 1; i < longest; ++i) prompt.push_back(3 + (i * 7919) % (c.vocab_size - 3));
     const int block = s->model->max_block();
     std::unique_ptr<Transformer> single;

@@ -50,6 +50,9 @@ struct RunOptions {
   // SHA-256 of the model file for the run header (0.3 s for a 438 MB model). Commands that write no
   // trace and check no golden turn it off; header.model_sha256 is then empty. (Not an option.)
   bool model_hash = true;
+  // A llama2.c checkpoint without --tokenizer is an error unless the command uses no vocabulary (bench
+  // feeds token ids): the session then has no tokenizer. (Not an option.)
+  bool need_vocabulary = true;
   std::vector<std::filesystem::path> plugin_path;
   ContextPolicy context_policy;            // when prompt + generation outgrow the context (default: stop)
   AttentionTrace trace_attention;          // --trace-attention LAYER:HEAD | all

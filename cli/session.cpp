@@ -184,8 +184,9 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
     else throw ConfigError(model_path.string() + ": tokenizer.ggml.model = '" + *family + "' is not supported (supported: llama, gpt2)");
     s->registry.resolve(PluginKind::Tokenizer, tok_spec);
   }
-  if (!tok_spec.params.empty() || s->source->gguf()) {
-    // A file named, or the model's own vocabulary.
+  const bool no_vocabulary = tok_spec.params.empty() && !s->source->gguf();
+  if (!no_vocabulary || !opt.need_vocabulary) {
+    // A file named, the model's own vocabulary, or none needed.
   } else {
     throw ConfigError("--model " + model_path.string() + " is a llama2.c checkpoint, which holds no vocabulary: name its tokenizer file with --tokenizer");
   }
@@ -203,11 +204,11 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
          std::to_string(cfg.seq_len) + " (set --context to change)");
     cfg.seq_len = kDefaultContextCap;
   }
-  s->tokenizer = s->registry.make_tokenizer(tok_spec, meta);
+  if (!no_vocabulary) s->tokenizer = s->registry.make_tokenizer(tok_spec, meta);
   std::string tok_path;
   for (const auto& [k, v] : tok_spec.params)
     if (k == "path" || k.empty()) tok_path = v;
-  if (s->tokenizer->vocab_size() != cfg.vocab_size)
+  if (s->tokenizer && s->tokenizer->vocab_size() != cfg.vocab_size)
     throw ConfigError("tokenizer " + (tok_path.empty() ? model_path.string() : tok_path) + " has " +
                       std::to_string(s->tokenizer->vocab_size()) + " tokens but model " + model_path.string() +
                       " has a vocabulary of " + std::to_string(cfg.vocab_size) + ": they do not belong together");
@@ -240,7 +241,7 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   h.weight_types = s->source->weights().type_summary();
   h.tokenizer_path = tok_path;
   // Every plugin describes itself (name + resolved parameters) the same way.
-  h.plugins.push_back({"tokenizer", s->tokenizer->name(), s->tokenizer->params()});
+  if (s->tokenizer) h.plugins.push_back({"tokenizer", s->tokenizer->name(), s->tokenizer->params()});
   h.plugins.push_back({"attention", s->attention->name(), s->attention->params()});
   for (const auto& st : s->sampler->stages()) h.plugins.push_back({"sampler", st->name(), st->params()});
   h.seed = s->seed;
