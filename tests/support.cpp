@@ -47,6 +47,21 @@ void write_file(const fs::path& p, const std::string& data) {
   f << data;
 }
 
+std::string check_doc_block(const fs::path& doc, const std::string& begin, const std::string& end, const std::string& now,
+                            const std::string& how_to_update) {
+  std::string text = read_file(doc);
+  const auto b = text.find(begin), e = text.find(end);
+  if (b == std::string::npos || e == std::string::npos || e < b) return "markers missing in " + doc.string();
+  const std::size_t at = b + begin.size();
+  if (std::getenv("GLASSBOX_UPDATE_DOCS")) {
+    text.replace(at, e - at, now);
+    write_file(doc, text);
+    return "";
+  }
+  if (text.compare(at, e - at, now) == 0) return "";
+  return doc.string() + " is stale; " + how_to_update + " rewrites it. Now:\n" + now;
+}
+
 std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
   std::vector<nlohmann::json> out;
   std::ifstream f(p);

@@ -46,6 +46,10 @@ CliResult run_cli(const std::vector<std::string>& args, const std::string& env =
 
 std::string read_file(const std::filesystem::path& p);
 void write_file(const std::filesystem::path& p, const std::string& data);
+// Figures a test measured, shown in a doc between two marker lines: "" when the doc holds `now`; with
+// GLASSBOX_UPDATE_DOCS set the block is rewritten (and "" returned); else what is wrong, for the test to report.
+std::string check_doc_block(const std::filesystem::path& doc, const std::string& begin, const std::string& end,
+                            const std::string& now, const std::string& how_to_update);
 std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& p);
 // A fresh temporary folder for one test.
 std::filesystem::path temp_dir(const std::string& tag);

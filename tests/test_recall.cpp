@@ -145,18 +145,8 @@ BOOST_AUTO_TEST_CASE(recall_is_right_in_the_window_and_chance_once_pruned) {
 // docs/attention.md shows the figures chat gives now; regenerate them with GLASSBOX_UPDATE_DOCS=1
 // (tools/update-toy-figures.sh).
 BOOST_AUTO_TEST_CASE(doc_figures_are_current) {
-  std::string doc = gbtest::read_file(kDoc);
-  const auto b = doc.find(kBegin), e = doc.find(kEnd);
-  BOOST_TEST_REQUIRE((b != std::string::npos && e != std::string::npos && b < e), "markers missing in " << kDoc);
-  const std::string now = figures();
-  const std::string written = doc.substr(b + kBegin.size(), e - b - kBegin.size());
-  if (std::getenv("GLASSBOX_UPDATE_DOCS")) {
-    doc.replace(b + kBegin.size(), e - b - kBegin.size(), now);
-    gbtest::write_file(kDoc, doc);
-    BOOST_TEST_MESSAGE("rewrote the recall figures in " << kDoc);
-    return;
-  }
-  BOOST_TEST(written == now, kDoc << " is stale; GLASSBOX_UPDATE_DOCS=1 ctest -R test_recall rewrites it. Now:\n" << now);
+  const std::string wrong = gbtest::check_doc_block(kDoc, kBegin, kEnd, figures(), "GLASSBOX_UPDATE_DOCS=1 ctest -R test_recall");
+  BOOST_TEST(wrong.empty(), wrong);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

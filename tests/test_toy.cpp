@@ -146,18 +146,8 @@ BOOST_AUTO_TEST_CASE(greedy_writes_a_tagline_of_the_grammar) {
 
 // docs/toy-world.md shows the figures the binary prints; regenerate them with GLASSBOX_UPDATE_DOCS=1.
 BOOST_AUTO_TEST_CASE(doc_figures_are_current) {
-  std::string doc = gbtest::read_file(kDoc);
-  const auto b = doc.find(kBegin), e = doc.find(kEnd);
-  BOOST_TEST_REQUIRE((b != std::string::npos && e != std::string::npos && b < e), "markers missing in " << kDoc);
-  const std::string now = figures();
-  const std::string written = doc.substr(b + kBegin.size(), e - b - kBegin.size());
-  if (std::getenv("GLASSBOX_UPDATE_DOCS")) {
-    doc.replace(b + kBegin.size(), e - b - kBegin.size(), now);
-    gbtest::write_file(kDoc, doc);
-    BOOST_TEST_MESSAGE("rewrote the figures in " << kDoc);
-    return;
-  }
-  BOOST_TEST(written == now, kDoc << " is stale; GLASSBOX_UPDATE_DOCS=1 ctest -R test_toy rewrites it. Now:\n" << now);
+  const std::string wrong = gbtest::check_doc_block(kDoc, kBegin, kEnd, figures(), "GLASSBOX_UPDATE_DOCS=1 ctest -R test_toy");
+  BOOST_TEST(wrong.empty(), wrong);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
