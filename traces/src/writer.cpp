@@ -257,6 +257,15 @@ struct StepLine {
     const auto r = std::to_chars(buf, buf + sizeof buf, v);
     text.append(buf, r.ptr);
   }
+  template <class Ints>
+  void integers(const Ints& v) {
+    text += '[';
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) text += ',';
+      integer(v[i]);
+    }
+    text += ']';
+  }
   void boolean(bool b) { text += b ? "true" : "false"; }
   void number(double d) {  // a double (times, parameters): nlohmann-json's own printer, so the same text
     if (!std::isfinite(d)) {
@@ -357,12 +366,7 @@ void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok) {
   L.raw("}");
   L.key("entropy"), L.real(e.entropy);
   if (e.forced) L.key("forced"), L.raw("true");
-  L.key("input_ids"), L.raw("[");
-  for (std::size_t i = 0; i < e.input_ids.size(); ++i) {
-    if (i) L.raw(",");
-    L.integer(e.input_ids[i]);
-  }
-  L.raw("]");
+  L.key("input_ids"), L.integers(e.input_ids);
   L.key("kv"), L.raw("{");
   if (!e.kv) {
     L.raw("\"bytes\":0,\"capacity\":0,\"tokens\":0");
@@ -370,12 +374,7 @@ void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok) {
     const KvState& kv = *e.kv;
     if (kv.block_size > 0) {
       L.key("block_size"), L.integer(kv.block_size);
-      L.key("block_table"), L.raw("[");
-      for (std::size_t i = 0; i < kv.block_table.size(); ++i) {
-        if (i) L.raw(",");
-        L.integer(kv.block_table[i]);
-      }
-      L.raw("]");
+      L.key("block_table"), L.integers(kv.block_table);
       L.key("blocks_free"), L.integer(kv.blocks_free);
       L.key("blocks_used"), L.integer(kv.blocks_used);
     }
