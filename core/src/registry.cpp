@@ -272,6 +272,11 @@ bool Registry::load_module(const fs::path& file) {
     if (const char* e = dlerror()) why = e;
     return reject("cannot load module: " + why);
   }
+#ifdef GLASSBOX_KEEP_MODULES_MAPPED
+  // Sanitizer builds: the module (and what it pulled in, such as ICU) stays mapped after it is unloaded,
+  // so LeakSanitizer still sees the caches its globals hold as reachable instead of reporting them.
+  dlopen(canon.c_str(), RTLD_LAZY | RTLD_LOCAL | RTLD_NODELETE | RTLD_NOLOAD);
+#endif
   if (!lib->has(GLASSBOX_ENTRY_SYMBOL))
     return reject(std::string("missing entry point '") + GLASSBOX_ENTRY_SYMBOL + "' (not a glassbox module)");
   const glassbox_module_info* info = nullptr;
