@@ -332,7 +332,7 @@ float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
 // gather and one conversion. Lane for lane it is q_rows<block_q8_0, 8, 2>: the same products,
 // scales and sums in the same order, so the same bits (tests/test_kernels.cpp).
 void q8_0_rows8_512(float* out, const std::byte* w, std::size_t wrb, const block_q8_0* y, std::size_t nb,
-                    std::size_t ahead) {
+                    const std::byte* pf) {
   constexpr int P = 4;  // pairs of rows
   __m512 acc[P][2];
   GB_UNROLL for (int p = 0; p < P; ++p) acc[p][0] = acc[p][1] = _mm512_setzero_ps();
@@ -343,17 +343,23 @@ void q8_0_rows8_512(float* out, const std::byte* w, std::size_t wrb, const block
     pick[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
   auto step = [&](std::size_t b, int slot) {
     const __m512i yv = _mm512_broadcast_i64x4(load32(y[b].qs));
-    const __m512i yo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, yv);
+    // −128·Σy seeds each product's accumulator, so dpbusd leaves Σ (w+128)·y − 128·Σy = Σ w·y
+    // without a subtraction per row pair (integers, so the same exact sums).
+    const __m512i nyo = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, yv));
     // The 8 rows' fp16 scales of block b (the 4 bytes read at each block's start lie inside it).
     const __m256i dw = _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + b * sizeof(block_q8_0)), rows, 1);
     const __m512 sc = _mm512_zextps256_ps512(_mm256_mul_ps(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(dw)), _mm256_set1_ps(fp16(y[b].d))));
     GB_UNROLL for (int p = 0; p < P; ++p) {
       const auto* x0 = reinterpret_cast<const block_q8_0*>(w + (2 * p) * wrb) + b;
       const auto* x1 = reinterpret_cast<const block_q8_0*>(w + (2 * p + 1) * wrb) + b;
-      _mm_prefetch(reinterpret_cast<const char*>(x0) + ahead, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(x1) + ahead, _MM_HINT_T0);
+      // Each row prefetches its block b of the next pass (`pf`: that pass's rows; null when this pass
+      // is its chunk's last, whose next rows another thread may be reading).
+      if (pf) {
+        _mm_prefetch(reinterpret_cast<const char*>(pf + (2 * p) * wrb + b * sizeof(block_q8_0)), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(pf + (2 * p + 1) * wrb + b * sizeof(block_q8_0)), _MM_HINT_T0);
+      }
       const __m512i xv = _mm512_inserti64x4(_mm512_zextsi256_si512(load32(x0->qs)), load32(x1->qs), 1);
-      const __m512i pr = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_xor_si512(xv, off), yv), yo);
+      const __m512i pr = _mm512_dpbusd_epi32(nyo, _mm512_xor_si512(xv, off), yv);
       acc[p][slot] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[p], sc), _mm512_cvtepi32_ps(pr), acc[p][slot]);
     }
   };
@@ -392,7 +398,8 @@ void q_matmul(float* out, const std::byte* w, std::size_t wrb, const std::byte* 
     for (std::size_t t = 0; t < n; ++t)
 #if defined(GB_HAVE_Q8_0_512)
       if constexpr (std::is_same_v<Blk, block_q8_0> && R == 8)
-        q8_0_rows8_512(out + t * d + i, w + i * wrb, wrb, reinterpret_cast<const block_q8_0*>(xq + t * xrb), nb, R * wrb);
+        q8_0_rows8_512(out + t * d + i, w + i * wrb, wrb, reinterpret_cast<const block_q8_0*>(xq + t * xrb), nb,
+                       i + 2 * R <= i1 ? w + (i + R) * wrb : nullptr);
       else
 #endif
       q_rows<Blk, R, Acc, Prod>(out + t * d + i, w + i * wrb, wrb, reinterpret_cast<const block_q8_0*>(xq + t * xrb), nb, offset, R * wrb);
