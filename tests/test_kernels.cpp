@@ -206,11 +206,15 @@ BOOST_DATA_TEST_CASE(kquant_matmul_matches_scalar, bdata::make({"q6_k", "q5_k_m"
 
 // The quantized product streams several weight rows per pass and splits rows across threads; each
 // output must still be the kernel set's own vec_dot of that row, bit for bit, whatever the number
-// of activation rows (decode 1, prefill blocks) or threads. d = 29 leaves rows outside every group.
-BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row, bdata::make({"Q8_0", "Q4_0"}) * bdata::make({std::size_t{29}, std::size_t{64}}),
-                     type_name, d) {
+// of activation rows (decode 1, prefill blocks) or threads. d = 29 leaves rows outside every group;
+// d = 64 gives passes that prefetch the next pass and passes 4 on; rows of 8..11 blocks leave 0..3
+// blocks after the 512-bit Q8_0 kernel's 4-block steps.
+BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
+                     bdata::make({"Q8_0", "Q4_0"}) * bdata::make({std::size_t{29}, std::size_t{64}}) *
+                         bdata::make({std::size_t{256}, std::size_t{288}, std::size_t{320}, std::size_t{352}}),
+                     type_name, d, kdim) {
   const auto type = std::string(type_name) == "Q8_0" ? glassbox::DType::Q8_0 : glassbox::DType::Q4_0;
-  const std::size_t kdim = 256, n = 5;
+  const std::size_t n = 5;
   auto wf = randv(d * kdim, 21), x = randv(n * kdim, 22);
   const std::size_t wrb = glassbox::row_bytes(type, kdim);
   std::vector<std::byte> bytes(d * wrb);
