@@ -416,8 +416,8 @@ constexpr int kQuantRows = 8;
 #else
 constexpr int kQuantRows = 4;
 #endif
-// How many 8-row passes ahead q8_0_rows8_512 prefetches into the outer caches (4 or 8 measured
-// the same; 2 less good).
+// How many 8-row passes ahead q8_0_rows8_512 prefetches into the outer caches (2, 4 and 8
+// measured within noise of each other).
 constexpr std::size_t kFarPasses = 4;
 // Rows i0..i1 of a Q8_0/Q4_0 matrix against n activation rows: kQuantRows rows at a time, each group of
 // rows read from memory once and kept in cache while the n activation rows pass; each row
