@@ -224,6 +224,26 @@ void check_finite(const Candidates& c, int step, Who who) {
   if (!any_finite) throw ConfigError("step " + std::to_string(step) + ": " + who() + " left no candidate with a finite logit (every token banned)");
 }
 
+// True when no logit is NaN or +inf and some logit is finite (what check_finite accepts).
+bool usable_logits(std::span<const float> l) {
+  using batch = xsimd::batch<float>;
+  constexpr std::size_t B = batch::size;
+  const batch inf(std::numeric_limits<float>::infinity());
+  auto bad = xsimd::batch_bool<float>(false), finite = bad;
+  std::size_t i = 0;
+  for (; i + B <= l.size(); i += B) {
+    const batch x = batch::load_unaligned(l.data() + i);
+    bad = bad || (x != x) || (x == inf);
+    finite = finite || (xsimd::abs(x) < inf);
+  }
+  bool any_bad = xsimd::any(bad), any_finite = xsimd::any(finite);
+  for (; i < l.size(); ++i) {
+    any_bad = any_bad || std::isnan(l[i]) || l[i] == INFINITY;
+    any_finite = any_finite || std::isfinite(l[i]);
+  }
+  return !any_bad && any_finite;
+}
+
 }  // namespace
 
 std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_stages, int top_k) {
@@ -234,7 +254,9 @@ std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_sta
   cand_.sorted = false;
   cand_.selected = -1;
   cand_.u = -1.0f;
-  check_finite(cand_, step_, [] { return std::string("the model"); });
+  // The model's logits are checked in vectors; the candidate-by-candidate check, which names the
+  // token, runs only when they fail.
+  if (!usable_logits(logits)) check_finite(cand_, step_, [] { return std::string("the model"); });
   chosen_prob_ = std::numeric_limits<float>::quiet_NaN();
   // p_raw = softmax(logits): the reference for each stage's kept mass
   if (record_stages) raw_stats_ = softmax_weights(logits, std::span(raw_w_).first(logits.size()));
