@@ -204,26 +204,20 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
         best[j] = i;
       }
       const float m = logits[best[0]];
-      // p_i = exp(l_i - m) / S with S = Σ exp(l_j - m): one exp per logit. The sampler chain computed
-      // exactly this (same order, same rounding) when it recorded its stages; reuse it then.
-      const auto raw = sampler_.raw_probs();
-      std::span<const float> probs;
-      double sum = 0;
-      if (raw.size() == logits.size()) {
-        probs = raw;
-        sum = sampler_.raw_sum();
+      // p_i = w_i / S with w_i = exp(l_i - m): one exp per logit. The sampler chain computed exactly
+      // this when it recorded its stages; reuse it then.
+      std::span<const float> w = sampler_.raw_weights();
+      SoftmaxStats st;
+      if (w.size() == logits.size()) {
+        st = sampler_.raw_stats();
       } else {
-        for (std::size_t i = 0; i < logits.size(); ++i) sum += probs_[i] = std::exp(logits[i] - m);
-        for (std::size_t i = 0; i < logits.size(); ++i) probs_[i] = static_cast<float>(probs_[i] / sum);
-        probs = probs_;
+        st = softmax_weights(logits, std::span(probs_).first(logits.size()));
+        w = std::span(probs_).first(logits.size());
       }
-      const double log_sum = std::log(sum);
-      double mean_shifted = 0;  // Σ p_i (l_i - m)
-      for (std::size_t i = 0; i < logits.size(); ++i) mean_shifted += static_cast<double>(probs[i]) * (logits[i] - m);
-      for (int i = 0; i < top_k; ++i) top_[i] = {best[i], logits[best[i]], probs[best[i]]};
-      e.prob = probs[token];
-      e.logprob = static_cast<float>(logits[token] - m - log_sum);  // exact even where prob underflows
-      e.entropy = static_cast<float>(log_sum - mean_shifted);      // H = -Σ p log p
+      for (int i = 0; i < top_k; ++i) top_[i] = {best[i], logits[best[i]], st.prob(w[best[i]])};
+      e.prob = st.prob(w[token]);
+      e.logprob = static_cast<float>(logits[token] - m - std::log(st.sum));  // exact even where prob underflows
+      e.entropy = static_cast<float>(st.entropy());                       // H = -Σ p log p
       e.top = top_;
     }
     e.phase = phase;

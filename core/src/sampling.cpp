@@ -5,9 +5,75 @@
 #include <cmath>
 #include <limits>
 
+#include <xsimd/xsimd.hpp>
+
 #include "glassbox/error.hpp"
 
 namespace glassbox {
+
+SoftmaxStats softmax_weights(std::span<const float> l, std::span<float> w) {
+  // Compiled for the baseline instruction set like the rest of core, so this is the same code,
+  // and the same numbers, on every machine the binary runs on.
+  using batch = xsimd::batch<float>;
+  constexpr std::size_t B = batch::size;
+  const std::size_t n = l.size();
+  SoftmaxStats s;
+  // The max in vectors, four of them: a single maxss chain waits on its latency at every entry.
+  std::size_t i = 0;
+  if (n >= 4 * B) {
+    batch m0 = batch::load_unaligned(l.data()), m1 = m0, m2 = m0, m3 = m0;
+    for (; i + 4 * B <= n; i += 4 * B) {
+      m0 = xsimd::max(m0, batch::load_unaligned(l.data() + i));
+      m1 = xsimd::max(m1, batch::load_unaligned(l.data() + i + B));
+      m2 = xsimd::max(m2, batch::load_unaligned(l.data() + i + 2 * B));
+      m3 = xsimd::max(m3, batch::load_unaligned(l.data() + i + 3 * B));
+    }
+    float lanes[B];
+    xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3)).store_unaligned(lanes);
+    s.max = *std::max_element(lanes, lanes + B);
+  } else {
+    s.max = l[0];
+  }
+  for (; i < n; ++i) s.max = std::max(s.max, l[i]);
+  // w = exp(l - m) in vectors; S and Σ w (l - m) summed in float lanes over 64 entries at a time,
+  // each such partial then added in double (a float sum over all of a 128k vocabulary would lose
+  // digits; a double per entry costs more than the exp). The order is fixed, so are the sums.
+  const batch m(s.max), zero(0.0f);
+  double sum = 0, wl = 0;
+  auto flush = [&](batch& sv, batch& wv) {
+    float a[B], b[B];
+    sv.store_unaligned(a);
+    wv.store_unaligned(b);
+    for (std::size_t j = 0; j < B; ++j) sum += a[j], wl += b[j];
+    sv = wv = zero;
+  };
+  batch sv = zero, wv = zero;
+  auto step = [&](const float* src, float* dst) {
+    const batch d = batch::load_unaligned(src) - m;
+    const batch e = xsimd::exp(d);
+    e.store_unaligned(dst);
+    sv += e;
+    wv += xsimd::select(e > zero, e * d, zero);  // 0·(-inf) is no term
+  };
+  constexpr std::size_t kSpan = 64;  // entries per float partial sum (a multiple of every B)
+  i = 0;
+  for (; i + kSpan <= n; i += kSpan) {
+    for (std::size_t j = 0; j < kSpan; j += B) step(l.data() + i + j, w.data() + i + j);
+    flush(sv, wv);
+  }
+  for (; i + B <= n; i += B) step(l.data() + i, w.data() + i);
+  if (i < n) {  // the tail through the same vector exp, padded with -inf (weight 0)
+    float t[B], o[B];
+    std::fill(t, t + B, -std::numeric_limits<float>::infinity());
+    std::copy(l.begin() + i, l.end(), t);
+    step(t, o);
+    std::copy(o, o + (n - i), w.begin() + i);
+  }
+  flush(sv, wv);
+  s.sum = sum;
+  s.weighted = wl;
+  return s;
+}
 
 void Candidates::sort() {
   if (sorted) return;
@@ -86,8 +152,9 @@ SamplerChain::SamplerChain(std::vector<std::unique_ptr<Sampler>> stages, int voc
   if (std::none_of(stages_.begin(), stages_.end(), [](const auto& st) { return st->selects(); }))
     throw ConfigError("sampler chain has no selecting stage (end it with greedy or dist)");
   cand_.data.reserve(vocab_size);
-  scratch_.reserve(vocab_size);
-  raw_prob_.resize(vocab_size);
+  raw_w_.resize(vocab_size);
+  rec_l_.resize(vocab_size);
+  rec_w_.resize(vocab_size);
   records_.resize(stages_.size());
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     records_[i].name = stages_[i]->name();
@@ -106,34 +173,38 @@ void SamplerChain::accept(std::int32_t token) {
 }
 
 void SamplerChain::record(std::size_t stage, int top_k) {
-  // Works on a copy, so that recording never changes what the next stage sees, and sorts
-  // only the top_k entries it lists. One exp per candidate: with w_i = exp(l_i - max) and
-  // S = sum w_i, p_i = w_i / S and the entropy is H = ln S - sum(w_i (l_i - max)) / S.
-  scratch_.assign(cand_.data.begin(), cand_.data.end());
-  Candidates view;
-  view.data.swap(scratch_);
-  view.sorted = cand_.sorted;
-  float mx = view.data.front().logit;
-  for (const auto& c : view.data) mx = std::max(mx, c.logit);
-  double sum = 0, wl = 0, mass = 0;
-  for (auto& c : view.data) {
-    const float w = std::isinf(c.logit) && c.logit < 0 ? 0.0f : std::exp(c.logit - mx);
-    c.prob = static_cast<float>(w);
-    sum += w;
-    if (w > 0) wl += static_cast<double>(w) * (c.logit - mx);
-    mass += raw_prob_[c.id];
-  }
-  const double inv = 1.0 / sum;
-  for (auto& c : view.data) c.prob = static_cast<float>(c.prob * inv);
+  // Reads cand_ without changing it, so recording never changes what the next stage sees: one exp
+  // per kept candidate (softmax_weights), the raw mass from the weights sample() kept, and the
+  // top entries in one pass (a sorted run of the best so far; most candidates lose one comparison).
+  const auto& d = cand_.data;
+  const std::size_t n = d.size();
+  for (std::size_t i = 0; i < n; ++i) rec_l_[i] = d[i].logit;
+  const SoftmaxStats st = softmax_weights({rec_l_.data(), n}, {rec_w_.data(), n});
+  double mass = 0;
+  for (const auto& c : d) mass += raw_w_[c.id];
   StageRecord& r = records_[stage];
-  r.kept = static_cast<int>(view.data.size());
-  r.mass = static_cast<float>(mass);
-  r.entropy = static_cast<float>(std::max(0.0, std::log(sum) - wl * inv));
-  const std::size_t n_top = std::min<std::size_t>(std::max(top_k, 0), view.data.size());
-  view.sort_prefix(n_top);
+  r.kept = static_cast<int>(n);
+  r.mass = static_cast<float>(mass / raw_stats_.sum);
+  r.entropy = static_cast<float>(st.entropy());
+  const std::size_t kk = std::min<std::size_t>(std::max(top_k, 0), n);
+  if (rec_top_.size() < kk) rec_top_.resize(kk);  // grows once, on the first step
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < n && kk > 0; ++i) {
+    if (m == kk) {
+      if (!Candidates::before(d[i], d[rec_top_[kk - 1]])) continue;
+      --m;
+    }
+    std::size_t j = m++;
+    for (; j > 0 && Candidates::before(d[i], d[rec_top_[j - 1]]); --j) rec_top_[j] = rec_top_[j - 1];
+    rec_top_[j] = static_cast<int>(i);
+  }
   r.top.clear();
-  for (std::size_t i = 0; i < n_top; ++i) r.top.push_back({view.data[i].id, view.data[i].logit, view.data[i].prob});
-  view.data.swap(scratch_);
+  for (std::size_t j = 0; j < m; ++j) {
+    const Candidate& c = d[rec_top_[j]];
+    r.top.push_back({c.id, c.logit, st.prob(rec_w_[rec_top_[j]])});
+  }
+  // The chosen token's probability under the distribution the selecting stage chose from.
+  if (cand_.selected >= 0 && cand_.selected < static_cast<int>(n)) chosen_prob_ = st.prob(rec_w_[cand_.selected]);
 }
 
 namespace {
@@ -153,6 +224,26 @@ void check_finite(const Candidates& c, int step, Who who) {
   if (!any_finite) throw ConfigError("step " + std::to_string(step) + ": " + who() + " left no candidate with a finite logit (every token banned)");
 }
 
+// True when no logit is NaN or +inf and some logit is finite (what check_finite accepts).
+bool usable_logits(std::span<const float> l) {
+  using batch = xsimd::batch<float>;
+  constexpr std::size_t B = batch::size;
+  const batch inf(std::numeric_limits<float>::infinity());
+  auto bad = xsimd::batch_bool<float>(false), finite = bad;
+  std::size_t i = 0;
+  for (; i + B <= l.size(); i += B) {
+    const batch x = batch::load_unaligned(l.data() + i);
+    bad = bad || (x != x) || (x == inf);
+    finite = finite || (xsimd::abs(x) < inf);
+  }
+  bool any_bad = xsimd::any(bad), any_finite = xsimd::any(finite);
+  for (; i < l.size(); ++i) {
+    any_bad = any_bad || std::isnan(l[i]) || l[i] == INFINITY;
+    any_finite = any_finite || std::isfinite(l[i]);
+  }
+  return !any_bad && any_finite;
+}
+
 }  // namespace
 
 std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_stages, int top_k) {
@@ -163,15 +254,12 @@ std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_sta
   cand_.sorted = false;
   cand_.selected = -1;
   cand_.u = -1.0f;
-  check_finite(cand_, step_, [] { return std::string("the model"); });
-  if (record_stages) {
-    // p_raw = softmax(logits): the reference for each stage's kept mass
-    const float mx = *std::max_element(logits.begin(), logits.end());
-    double sum = 0;
-    for (std::size_t i = 0; i < logits.size(); ++i) sum += raw_prob_[i] = std::exp(logits[i] - mx);
-    for (auto& p : raw_prob_) p = static_cast<float>(p / sum);
-    raw_sum_ = sum;
-  }
+  // The model's logits are checked in vectors; the candidate-by-candidate check, which names the
+  // token, runs only when they fail.
+  if (!usable_logits(logits)) check_finite(cand_, step_, [] { return std::string("the model"); });
+  chosen_prob_ = std::numeric_limits<float>::quiet_NaN();
+  // p_raw = softmax(logits): the reference for each stage's kept mass
+  if (record_stages) raw_stats_ = softmax_weights(logits, std::span(raw_w_).first(logits.size()));
   std::size_t n_run = 0;
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     stages_[i]->apply(cand_, rng_);
@@ -185,16 +273,6 @@ std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_sta
   if (cand_.selected < 0 || cand_.selected >= static_cast<int>(cand_.data.size()))
     throw PluginError("sampler chain ended without selecting a token");
   const std::int32_t id = cand_.data[cand_.selected].id;
-  chosen_prob_ = std::numeric_limits<float>::quiet_NaN();
-  if (record_stages) {
-    // The chosen token's probability under the distribution the selecting stage chose from:
-    // that stage's record, whose normalised copy is still in scratch_.
-    for (const auto& c : scratch_)
-      if (c.id == id) {
-        chosen_prob_ = c.prob;
-        break;
-      }
-  }
   n_recorded_ = record_stages ? n_run : 0;
   draw_u_ = cand_.u;
   return id;

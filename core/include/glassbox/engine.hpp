@@ -83,7 +83,7 @@ class Engine {
   const Tokenizer& tok_;
   KvStore& attn_;
   SamplerChain& sampler_;
-  std::vector<float> probs_;       // (vocab_size) raw softmax of the current logits
+  std::vector<float> probs_;       // (vocab_size) exp(l_i - max l), when the sampler chain kept none
   std::vector<std::int32_t> order_;  // (vocab_size) scratch for top-k selection
   std::vector<TokenProb> top_;     // (trace_top_k)
   KvState kv_;                     // the module's state record, refilled each step

@@ -1,5 +1,7 @@
 // The sampler chain: turns a step's logits into one token through the user's ordered stages.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -11,6 +13,22 @@
 #include "glassbox/trace_events.hpp"
 
 namespace glassbox {
+
+// The statistics of p = softmax(l) that a trace records, from one exp per entry:
+// w_i = exp(l_i - m) with m = max l, S = Σ w_i and Σ w_i (l_i - m), so that p_i = w_i / S and the
+// entropy is H = ln S - Σ w_i (l_i - m) / S. -inf logits get w = 0.
+struct SoftmaxStats {
+  float max = 0;
+  double sum = 0;       // S
+  double weighted = 0;  // Σ w_i (l_i - m)
+  double entropy() const { return std::max(0.0, std::log(sum) - weighted / sum); }
+  float prob(float w) const { return static_cast<float>(w / sum); }
+};
+// Writes w (same length as logits; at least one finite logit). exp is xsimd's, in vectors of the
+// baseline instruction set, and the sums go in a fixed order (float lanes over 64 entries, then
+// double): the same numbers on every machine the binary runs on, several times cheaper than a
+// libm exp and a double add per entry.
+SoftmaxStats softmax_weights(std::span<const float> logits, std::span<float> w);
 
 class SamplerChain {
  public:
@@ -32,11 +50,11 @@ class SamplerChain {
   // (NaN unless the last sample() recorded stages).
   float chosen_prob() const { return chosen_prob_; }
   float draw_u() const { return draw_u_; }            // uniform of the draw, -1 for argmax
-  // The raw model distribution p = softmax(logits) of the last sample() that recorded stages (empty
-  // otherwise), and S = Σ exp(l_i - max l) in the order p was computed: the engine's step record reuses
-  // them instead of a second exp() per vocabulary entry.
-  std::span<const float> raw_probs() const { return n_recorded_ ? std::span<const float>(raw_prob_) : std::span<const float>(); }
-  double raw_sum() const { return raw_sum_; }
+  // The raw model distribution of the last sample() that recorded stages, as weights
+  // w_i = exp(l_i - max l) (empty otherwise) and their statistics (p_i = raw_stats().prob(w_i)): the
+  // engine's step record reuses them instead of a second exp() per vocabulary entry.
+  std::span<const float> raw_weights() const { return n_recorded_ ? std::span<const float>(raw_w_) : std::span<const float>(); }
+  const SoftmaxStats& raw_stats() const { return raw_stats_; }
 
  private:
   void record(std::size_t stage, int top_k);
@@ -44,12 +62,13 @@ class SamplerChain {
   Candidates cand_;
   Rng rng_;
   std::vector<StageRecord> records_;  // one per stage, reused every step
-  std::vector<float> raw_prob_;       // (vocab_size) model distribution, for "mass"
-  std::vector<Candidate> scratch_;    // (vocab_size) for recording without disturbing cand_
+  std::vector<float> raw_w_;         // (vocab_size) exp(l_i - max l) of the model's logits, for "mass"
+  std::vector<float> rec_l_, rec_w_;  // (vocab_size) a stage's kept logits and their weights, for its record
+  std::vector<int> rec_top_;          // (top_k) indices into cand_.data of a record's top entries
   int step_ = -1;                     // sample() calls since reset(): the engine's step, for messages
   std::size_t n_recorded_ = 0;       // stages that ran (and were recorded) last step
   float chosen_prob_ = 0, draw_u_ = -1;
-  double raw_sum_ = 0;
+  SoftmaxStats raw_stats_;
 };
 
 }  // namespace glassbox
