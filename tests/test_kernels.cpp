@@ -58,6 +58,20 @@ BOOST_DATA_TEST_CASE(matmul_matches_scalar, kSizes ^ bdata::make({1, 3, 2, 5, 1,
   });
 }
 
+// Attention's runs of dots and axpys are bit for bit the single calls, for every row length's tails.
+BOOST_DATA_TEST_CASE(dots_and_axpys_are_the_single_calls, kSizes, n) {
+  const std::size_t count = 37, stride = n + 3;
+  auto q = randv(n, 21), rows = randv(count * stride, 22), a = randv(count, 23), y0 = randv(n, 24);
+  for_each_kernel_set([&] {
+    std::vector<float> got(count), y = y0, want_y = y0;
+    k::dots(got.data(), q.data(), rows.data(), stride, count, n, 0.125f);
+    for (std::size_t s = 0; s < count; ++s) BOOST_TEST_REQUIRE(got[s] == k::dot(q.data(), rows.data() + s * stride, n) * 0.125f);
+    k::axpys(y.data(), a.data(), rows.data(), stride, count, n);
+    for (std::size_t s = 0; s < count; ++s) k::axpy(want_y.data(), a[s], rows.data() + s * stride, n);
+    BOOST_TEST((y == want_y));
+  });
+}
+
 BOOST_DATA_TEST_CASE(rmsnorm_matches_scalar, kSizes, n) {
   auto x = randv(n, 5), w = randv(n, 6);
   std::vector<float> a(n), b(n);

@@ -21,6 +21,10 @@ struct KernelSet {
                       std::size_t i0, std::size_t i1, const Blocking& b);
   void (*rmsnorm)(float* out, const float* x, const float* weight, std::size_t n, float eps);
   void (*axpy)(float* y, float a, const float* x, std::size_t n);
+  // kernels::dots and kernels::axpys: runs of dot and axpy with the same bits.
+  void (*dots)(float* out, const float* q, const float* rows, std::size_t stride, std::size_t count, std::size_t n,
+               float scale);
+  void (*axpys)(float* y, const float* a, const float* rows, std::size_t stride, std::size_t count, std::size_t n);
   // quant::vec_dot for a supported type; n already checked against the block size.
   float (*vec_dot)(DType w, std::size_t n, const void* w_row, const void* x_row);
   // quant::quantize_activation(Q8_0, x, dst, n), the same bytes for finite x; n a multiple of 32.

@@ -292,6 +292,14 @@ void axpy_scalar(float* y, float a, const float* x, std::size_t n) {
 
 void axpy(float* y, float a, const float* x, std::size_t n) { active_set().axpy(y, a, x, n); }
 
+void dots(float* out, const float* q, const float* rows, std::size_t stride, std::size_t count, std::size_t n, float scale) {
+  active_set().dots(out, q, rows, stride, count, n, scale);
+}
+
+void axpys(float* y, const float* a, const float* rows, std::size_t stride, std::size_t count, std::size_t n) {
+  active_set().axpys(y, a, rows, stride, count, n);
+}
+
 void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size) {
   for (std::size_t i = 0; i < n; i += 2) {
     const std::size_t j = i % head_size;  // pair index within the head, times 2

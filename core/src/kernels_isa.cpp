@@ -31,10 +31,11 @@ constexpr std::size_t W = batch::size;
 
 // ---- float32 -------------------------------------------------------------------------------------
 
-// Four independent accumulators hide the FMA latency; the tail is scalar.
-float dot(const float* a, const float* b, std::size_t n) {
+// Four independent accumulators hide the FMA latency; the tail is scalar. dot_lanes returns the
+// lanes before their sum (and sets i to where the scalar tail starts), shared with dots.
+[[gnu::always_inline]] inline batch dot_lanes(const float* a, const float* b, std::size_t n, std::size_t& i) {
   batch s0(0.0f), s1(0.0f), s2(0.0f), s3(0.0f);
-  std::size_t i = 0;
+  i = 0;
   for (; i + 4 * W <= n; i += 4 * W) {
     s0 = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), s0);
     s1 = xsimd::fma(batch::load_unaligned(a + i + W), batch::load_unaligned(b + i + W), s1);
@@ -42,7 +43,12 @@ float dot(const float* a, const float* b, std::size_t n) {
     s3 = xsimd::fma(batch::load_unaligned(a + i + 3 * W), batch::load_unaligned(b + i + 3 * W), s3);
   }
   for (; i + W <= n; i += W) s0 = xsimd::fma(batch::load_unaligned(a + i), batch::load_unaligned(b + i), s0);
-  float s = xsimd::hadd((s0 + s1) + (s2 + s3));
+  return (s0 + s1) + (s2 + s3);
+}
+
+float dot(const float* a, const float* b, std::size_t n) {
+  std::size_t i;
+  float s = xsimd::hadd(dot_lanes(a, b, n, i));
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
@@ -316,6 +322,52 @@ void axpy(float* y, float a, const float* x, std::size_t n) {
   for (; i + W <= n; i += W)
     xsimd::fma(av, batch::load_unaligned(x + i), batch::load_unaligned(y + i)).store_unaligned(y + i);
   for (; i < n; ++i) y[i] += a * x[i];
+}
+
+void dots(float* out, const float* q, const float* rows, std::size_t stride, std::size_t count, std::size_t n,
+          float scale) {
+  std::size_t s = 0;
+#if defined(__AVX512F__)
+  // 16 rows at a time: their lane vectors transposed, then summed vertically in hadd's tree.
+  for (; s + 16 <= count; s += 16) {
+    __m512 v[16];
+    std::size_t i = 0;
+    for (std::size_t r = 0; r < 16; ++r) v[r] = dot_lanes(q, rows + (s + r) * stride, n, i);
+    alignas(64) float lanes[16][16], sum[16];
+    transpose16(v, &lanes[0][0], 16);
+    lanes_sum(&lanes[0][0], 16).store_aligned(sum);
+    for (std::size_t r = 0; r < 16; ++r) {
+      float e = sum[r];
+      const float* b = rows + (s + r) * stride;
+      for (std::size_t j = i; j < n; ++j) e += q[j] * b[j];
+      out[s + r] = e * scale;
+    }
+  }
+#endif
+  for (; s < count; ++s) out[s] = dot(q, rows + s * stride, n) * scale;
+}
+
+// axpy's arithmetic element by element (lane-wise FMAs, then the scalar tail), rows in order.
+void axpys(float* y, const float* a, const float* rows, std::size_t stride, std::size_t count, std::size_t n) {
+  constexpr std::size_t B = 4;  // vectors of y kept in registers (a 64-value attention head with AVX-512)
+  std::size_t i = 0;
+  for (; i + B * W <= n; i += B * W) {
+    batch acc[B];
+    GB_UNROLL for (std::size_t b = 0; b < B; ++b) acc[b] = batch::load_unaligned(y + i + b * W);
+    for (std::size_t s = 0; s < count; ++s) {
+      const batch av(a[s]);
+      GB_UNROLL for (std::size_t b = 0; b < B; ++b)
+        acc[b] = xsimd::fma(av, batch::load_unaligned(rows + s * stride + i + b * W), acc[b]);
+    }
+    GB_UNROLL for (std::size_t b = 0; b < B; ++b) acc[b].store_unaligned(y + i + b * W);
+  }
+  for (; i + W <= n; i += W) {
+    batch acc = batch::load_unaligned(y + i);
+    for (std::size_t s = 0; s < count; ++s) acc = xsimd::fma(batch(a[s]), batch::load_unaligned(rows + s * stride + i), acc);
+    acc.store_unaligned(y + i);
+  }
+  for (; i < n; ++i)
+    for (std::size_t s = 0; s < count; ++s) y[i] += a[s] * rows[s * stride + i];
 }
 
 // ---- quantized dot products (quant::vec_dot) -------------------------------------------------------
@@ -788,6 +840,6 @@ std::size_t fma_probe(std::size_t iters, float* sink) {
 
 }  // namespace
 
-extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, vec_dot, quantize_q8_0, qmatmul_rows, fma_probe};
+extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, dots, axpys, vec_dot, quantize_q8_0, qmatmul_rows, fma_probe};
 
 }  // namespace glassbox::kernels
