@@ -83,7 +83,7 @@ void tile(float* out, const float* x, const float* w, std::size_t k, std::size_t
 }
 
 // Tile shape: RT·RI accumulators + RT x vectors + 1 w vector must fit the register file
-// (32 vector registers with AVX-512, 16 below it).
+// (32 vector registers with AVX-512, 16 below it; a 6x4 tile measured no faster).
 #if defined(__AVX512F__)
 constexpr int kRT = 4, kRI = 4, kDecodeRI = 8;
 #else
