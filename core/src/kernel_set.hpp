@@ -9,7 +9,7 @@ namespace glassbox::kernels {
 
 // How prefill's matrix product tiles its loops, chosen from the cache sizes (kernels.cpp).
 struct Blocking {
-  std::size_t weight_rows = 64;  // rows of w per thread's chunk at most (a multiple of 32, the widest panel)
+  std::size_t weight_rows = 64;  // rows of w per block, and per thread's chunk at most (a multiple of 32, the widest panel)
 };
 
 struct KernelSet {

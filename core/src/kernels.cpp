@@ -141,8 +141,8 @@ std::size_t l2_bytes() {
   return l2;
 }
 
-// Prefill's loop blocking: a thread's chunk of weight rows, packed (kernels_isa.cpp), fills at most
-// half of L2, so it stays there while every row of x passes over it.
+// Prefill's loop blocking: a block of weight rows, packed (kernels_isa.cpp), fills at most half of
+// L2, so it stays there while every row of x passes over it.
 Blocking blocking_for(std::size_t k) {
   const std::size_t l2 = l2_bytes();
   const std::size_t row = std::max<std::size_t>(1, k * sizeof(float));
