@@ -58,6 +58,20 @@ BOOST_DATA_TEST_CASE(matmul_matches_scalar, kSizes ^ bdata::make({1, 3, 2, 5, 1,
   });
 }
 
+// Attention's runs of dots and axpys are bit for bit the single calls, for every row length's tails.
+BOOST_DATA_TEST_CASE(dots_and_axpys_are_the_single_calls, kSizes, n) {
+  const std::size_t count = 37, stride = n + 3;
+  auto q = randv(n, 21), rows = randv(count * stride, 22), a = randv(count, 23), y0 = randv(n, 24);
+  for_each_kernel_set([&] {
+    std::vector<float> got(count), y = y0, want_y = y0;
+    k::dots(got.data(), q.data(), rows.data(), stride, count, n, 0.125f);
+    for (std::size_t s = 0; s < count; ++s) BOOST_TEST_REQUIRE(got[s] == k::dot(q.data(), rows.data() + s * stride, n) * 0.125f);
+    k::axpys(y.data(), a.data(), rows.data(), stride, count, n);
+    for (std::size_t s = 0; s < count; ++s) k::axpy(want_y.data(), a[s], rows.data() + s * stride, n);
+    BOOST_TEST((y == want_y));
+  });
+}
+
 BOOST_DATA_TEST_CASE(rmsnorm_matches_scalar, kSizes, n) {
   auto x = randv(n, 5), w = randv(n, 6);
   std::vector<float> a(n), b(n);
@@ -112,10 +126,13 @@ BOOST_AUTO_TEST_CASE(rope_rotates_pairs_by_the_given_angle) {
   BOOST_TEST(x[6] * x[6] + x[7] * x[7] == 41.0f, boost::test_tools::tolerance(1e-5f));
 }
 
-// Prefill (n rows at once, register-tiled) and decode (one row) give bit-identical outputs, and so
+// Prefill (n rows at once, register-tiled or as lane products) and decode (one row) give bit-identical outputs, and so
 // do 1, 2 and 3 threads: each output's summation order depends on k alone.
-BOOST_DATA_TEST_CASE(matmul_is_independent_of_block_and_threads, bdata::make({16, 100, 768}) ^ bdata::make({70, 301, 96}), kdim, d) {
-  const std::size_t n = 11;
+// 11 rows take the dot-product tiles only; 47 rows the lane products (groups of 14 or 6 rows, then
+// 4, then 1); the d values leave panels of 32, 16 and fewer rows.
+BOOST_DATA_TEST_CASE(matmul_is_independent_of_block_and_threads,
+                     (bdata::make({16, 100, 768, 33}) ^ bdata::make({70, 301, 96, 72})) * bdata::make({11, 47}), kdim, d, rows) {
+  const std::size_t n = rows;
   auto x = randv(n * kdim, 11), w = randv(d * kdim, 12);
   const int threads = k::threads();
   for_each_kernel_set([&] {

@@ -33,7 +33,9 @@ std::int64_t attend(const AttentionShape& sh, std::span<const KvSpan> spans, int
     int i = 0;
     for (const auto& sp : spans) {
       const int a = std::max(sp.first, lo), b = std::min(sp.first + sp.count, pos + 1);
-      for (int s = a; s < b; ++s) scores[i++] = k::dot(qh, sp.k + static_cast<std::size_t>(s - sp.first) * kvd + kvo, hs) * inv_sqrt;
+      if (a >= b) continue;
+      k::dots(scores + i, qh, sp.k + static_cast<std::size_t>(a - sp.first) * kvd + kvo, kvd, b - a, hs, inv_sqrt);
+      i += b - a;
     }
     // a = softmax(a)
     k::softmax(scores, n);
@@ -44,7 +46,9 @@ std::int64_t attend(const AttentionShape& sh, std::span<const KvSpan> spans, int
     i = 0;
     for (const auto& sp : spans) {
       const int a = std::max(sp.first, lo), b = std::min(sp.first + sp.count, pos + 1);
-      for (int s = a; s < b; ++s) k::axpy(oh, scores[i++], sp.v + static_cast<std::size_t>(s - sp.first) * kvd + kvo, hs);
+      if (a >= b) continue;
+      k::axpys(oh, scores + i, sp.v + static_cast<std::size_t>(a - sp.first) * kvd + kvo, kvd, b - a, hs);
+      i += b - a;
     }
   }
   return static_cast<std::int64_t>(n) * sh.n_heads;

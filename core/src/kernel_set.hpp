@@ -9,8 +9,7 @@ namespace glassbox::kernels {
 
 // How prefill's matrix product tiles its loops, chosen from the cache sizes (kernels.cpp).
 struct Blocking {
-  std::size_t weight_rows = 64;  // rows of w per block: a block stays in L2 while every x row passes it
-  std::size_t x_rows = 64;       // rows of x per block
+  std::size_t weight_rows = 64;  // rows of w per block, and per thread's chunk at most (a multiple of 32, the widest panel)
 };
 
 struct KernelSet {
@@ -22,6 +21,10 @@ struct KernelSet {
                       std::size_t i0, std::size_t i1, const Blocking& b);
   void (*rmsnorm)(float* out, const float* x, const float* weight, std::size_t n, float eps);
   void (*axpy)(float* y, float a, const float* x, std::size_t n);
+  // kernels::dots and kernels::axpys: runs of dot and axpy with the same bits.
+  void (*dots)(float* out, const float* q, const float* rows, std::size_t stride, std::size_t count, std::size_t n,
+               float scale);
+  void (*axpys)(float* y, const float* a, const float* rows, std::size_t stride, std::size_t count, std::size_t n);
   // quant::vec_dot for a supported type; n already checked against the block size.
   float (*vec_dot)(DType w, std::size_t n, const void* w_row, const void* x_row);
   // quant::quantize_activation(Q8_0, x, dst, n), the same bytes for finite x; n a multiple of 32.

@@ -127,10 +127,10 @@ void parallel_rows(std::size_t rows, std::size_t chunk_rows, std::size_t macs, c
   }, &ctx);
 }
 
-// Chunks of whole 8-row groups, about 8 per thread so a late or slow thread is caught up by the others.
-std::size_t chunk_rows_for(std::size_t rows, std::size_t at_most) {
+// Chunks of whole `group`-row groups, about 8 per thread so a late or slow thread is caught up by the others.
+std::size_t chunk_rows_for(std::size_t rows, std::size_t at_most, std::size_t group = 8) {
   const std::size_t per = (rows + 8 * threads() - 1) / (8 * threads());
-  return std::clamp<std::size_t>((per + 7) / 8 * 8, 8, std::max<std::size_t>(8, at_most));
+  return std::clamp<std::size_t>((per + group - 1) / group * group, group, std::max<std::size_t>(group, at_most));
 }
 
 std::size_t l2_bytes() {
@@ -141,13 +141,13 @@ std::size_t l2_bytes() {
   return l2;
 }
 
-// Prefill's loop blocking: a block of weight rows and a block of x rows each fill about a quarter of
-// L2, so both stay there while the register tiles sweep them.
+// Prefill's loop blocking: a block of weight rows, packed (kernels_isa.cpp), fills at most half of
+// L2, so it stays there while every row of x passes over it.
 Blocking blocking_for(std::size_t k) {
-  const std::size_t row = std::max<std::size_t>(1, k * sizeof(float)), quarter = l2_bytes() / 4;
+  const std::size_t l2 = l2_bytes();
+  const std::size_t row = std::max<std::size_t>(1, k * sizeof(float));
   Blocking b;
-  b.weight_rows = std::max<std::size_t>(8, quarter / row / 8 * 8);
-  b.x_rows = std::max<std::size_t>(4, quarter / row / 4 * 4);
+  b.weight_rows = std::max<std::size_t>(32, l2 / 2 / row / 32 * 32);
   return b;
 }
 
@@ -208,7 +208,8 @@ void matmul(float* out, const float* x, const float* w, std::size_t n, std::size
   // by k alone, so the result does not depend on the thread count.
   const KernelSet& ks = active_set();
   const Blocking blk = blocking_for(k);
-  const std::size_t chunk = n == 1 ? chunk_rows_for(d, d) : chunk_rows_for(d, blk.weight_rows);
+  // Prefill's chunks are whole panels of 32 rows, the widest micro-kernel's (kernels_isa.cpp).
+  const std::size_t chunk = n == 1 ? chunk_rows_for(d, d) : chunk_rows_for(d, blk.weight_rows, 32);
   parallel_rows(d, chunk, n * k * d, [&](std::size_t i0, std::size_t i1) { ks.matmul_rows(out, x, w, n, k, d, i0, i1, blk); });
 }
 
@@ -290,6 +291,14 @@ void axpy_scalar(float* y, float a, const float* x, std::size_t n) {
 }
 
 void axpy(float* y, float a, const float* x, std::size_t n) { active_set().axpy(y, a, x, n); }
+
+void dots(float* out, const float* q, const float* rows, std::size_t stride, std::size_t count, std::size_t n, float scale) {
+  active_set().dots(out, q, rows, stride, count, n, scale);
+}
+
+void axpys(float* y, const float* a, const float* rows, std::size_t stride, std::size_t count, std::size_t n) {
+  active_set().axpys(y, a, rows, stride, count, n);
+}
 
 void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size) {
   for (std::size_t i = 0; i < n; i += 2) {

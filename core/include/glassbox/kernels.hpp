@@ -26,6 +26,9 @@ double fma_probe(std::size_t iters);
 // Σ a[i]·b[i]
 float dot(const float* a, const float* b, std::size_t n);
 float dot_scalar(const float* a, const float* b, std::size_t n);
+// out[s] = dot(q, rows + s·stride, n) · scale for s < count: bit for bit `count` calls of dot, for
+// attention's scores over a run of cached keys without a dispatch per key.
+void dots(float* out, const float* q, const float* rows, std::size_t stride, std::size_t count, std::size_t n, float scale);
 
 // out[t, i] = Σ_j x[t, j] · w[i, j]   x: (n, k), w: (d, k) row-major, out: (n, d).
 // The weight matrix is streamed once for all n rows of x (prefill reuses it n times).
@@ -54,6 +57,9 @@ void softmax_scalar(float* x, std::size_t n);
 // y += a · x
 void axpy(float* y, float a, const float* x, std::size_t n);
 void axpy_scalar(float* y, float a, const float* x, std::size_t n);
+// y += a[s] · (rows + s·stride) for s = 0 .. count−1 in turn: bit for bit `count` calls of axpy
+// (each element's chain of FMAs is the same), with y held in registers across the rows.
+void axpys(float* y, const float* a, const float* rows, std::size_t stride, std::size_t count, std::size_t n);
 
 // RoPE on one position: rotates each pair (x[2i], x[2i+1]) of every head by the angle whose
 // cos/sin are cos_sin[2·(i mod head_size/2)], [.. + 1]. `n` is the vector length (heads·head_size).
