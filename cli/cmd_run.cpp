@@ -129,6 +129,7 @@ void add_run_command(CLI::App& app) {
     const RunOptions opt = [&] {
       RunOptions o = binder->finish();
       o.model_hash = !o.trace.empty() || !o.replay.empty();  // only a trace and a golden check use the digest
+      o.defer_model_hash = o.replay.empty();  // a trace alone can wait for it: the run starts meanwhile
       return o;
     }();
     install_interrupt_handlers();

@@ -50,6 +50,9 @@ struct RunOptions {
   // SHA-256 of the model file for the run header (0.3 s for a 438 MB model). Commands that write no
   // trace and check no golden turn it off; header.model_sha256 is then empty. (Not an option.)
   bool model_hash = true;
+  // With model_hash: leave the digest to header.model_sha256_pending, for the trace writer to wait for
+  // once the run has started (run --trace). (Not an option.)
+  bool defer_model_hash = false;
   // A llama2.c checkpoint without --tokenizer is an error unless the command uses no vocabulary (bench
   // feeds token ids): the session then has no tokenizer. (Not an option.)
   bool need_vocabulary = true;

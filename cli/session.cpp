@@ -236,7 +236,10 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
 
   RunHeader& h = s->header;
   h.model_path = model_path.string();
-  if (model_sha256.valid()) h.model_sha256 = model_sha256.get();
+  if (model_sha256.valid()) {
+    if (opt.defer_model_hash) h.model_sha256_pending = [f = model_sha256.share()] { return f.get(); };
+    else h.model_sha256 = model_sha256.get();
+  }
   h.config = cfg;
   h.weight_types = s->source->weights().type_summary();
   h.tokenizer_path = tok_path;

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <future>
+#include <thread>
 #include <limits>
 #include <random>
 #include <sstream>
@@ -249,4 +251,38 @@ BOOST_AUTO_TEST_CASE(a_write_error_on_the_writer_thread_is_thrown_by_the_next_ca
                         [](const glassbox::OutputError& e) { return std::string(e.what()).find("/dev/full") != std::string::npos; });
   BOOST_CHECK_THROW(w.step(d.e), glassbox::OutputError);
   BOOST_CHECK_THROW(w.error("stopped"), glassbox::OutputError);
+}
+
+// A digest still being computed (run --trace hashes the model while it runs): the header waits for it and
+// is still the first line, with the digest, whether steps follow or the run is cut short before any step;
+// steps handed over before the digest is ready stay queued behind the header.
+BOOST_DATA_TEST_CASE(a_pending_model_digest_is_written_in_the_header_first,
+                     bdata::make({false, true}) * bdata::make({0, 3}), background, steps) {
+  FakeTokenizer tok;
+  const auto dir = temp_dir("digest");
+  const auto path = dir / "t.jsonl";
+  std::promise<std::string> digest;
+  std::shared_future<std::string> ready = digest.get_future().share();
+  std::thread hasher;
+  {
+    glassbox::traces::JsonlWriter w(path.string(), tok, false, background);
+    glassbox::RunHeader h;
+    h.model_sha256_pending = [ready] { return ready.get(); };
+    w.header(h);
+    hasher = std::thread([&digest] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      digest.set_value("0123abcd");
+    });
+    EventData d;
+    make_event(d, 1);
+    for (int i = 0; i < steps; ++i) w.step(d.e);
+    if (steps == 0) w.error("stopped before the first step");
+    else w.summary({});
+  }
+  hasher.join();
+  const auto lines = read_jsonl(std::filesystem::exists(path) ? path : std::filesystem::path(path.string() + ".partial"));
+  BOOST_TEST_REQUIRE(lines.size() == static_cast<std::size_t>(steps + 2));
+  BOOST_TEST(lines[0]["model"]["sha256"] == "0123abcd");
+  BOOST_TEST((lines[0].contains("max_tokens") && !lines[0].contains("step")));  // the header, not a step
+  for (int i = 1; i <= steps; ++i) BOOST_TEST(lines[i].contains("step"));
 }

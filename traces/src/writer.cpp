@@ -503,6 +503,7 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
       }
       std::exception_ptr err;
       try {
+        write_pending_header();
         out_.write(line->finish(text));
       } catch (...) {
         err = std::current_exception();
@@ -541,14 +542,33 @@ void JsonlWriter::flush() {
 void JsonlWriter::write(const json& j) {
   // After the queued steps; one write per line, unbuffered: every finished line is in the (temporary) file.
   flush();
+  write_pending_header();
   out_.write(dump(j) + '\n');
 }
 
-void JsonlWriter::header(const RunHeader& h) { write(header_json(h)); }
+void JsonlWriter::header(const RunHeader& h) {
+  if (h.model_sha256.empty() && h.model_sha256_pending) {
+    pending_header_ = std::make_unique<TraceHeader>(header_record(h));
+    pending_digest_ = h.model_sha256_pending;
+    return;
+  }
+  write(header_json(h));
+}
+
+void JsonlWriter::write_pending_header() {
+  // Called by the writer thread before a step line, or by the caller's thread once that one is idle
+  // (after flush()), so never by both at once.
+  if (!pending_header_) return;
+  pending_header_->model.sha256 = pending_digest_();
+  out_.write(dump(to_json(*pending_header_)) + '\n');
+  pending_header_.reset();
+  pending_digest_ = nullptr;
+}
 
 void JsonlWriter::step(const StepEvent& e) {
   if (!pipe_) {
     fill_step(*line_, e, tok_);
+    write_pending_header();
     out_.write(line_->finish(text_));
     return;
   }
@@ -586,6 +606,7 @@ void JsonlWriter::policy(const PolicyEvent& e) { write(context_json(e, tok_)); }
 
 std::string JsonlWriter::finish_cut_short() {
   flush();
+  if (out_.open()) write_pending_header();
   if (!out_.open()) return path_;
   if (!out_.in_place() && !keep_partial_ && regular_file_exists(path_)) {
     const std::string partial = path_ + ".partial";

@@ -1,6 +1,7 @@
 // What the engine reports while it runs: a header, one event per step, a summary. Sinks format them.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,10 @@ struct PluginRecord {
 struct RunHeader {
   std::string model_path;
   std::string model_sha256;
+  // Set (with model_sha256 empty) while the digest is still being computed on another thread: a sink
+  // that records it calls this, which waits for it, as late as it can (the trace writer: before its
+  // first line after the header), so hashing the model overlaps the run instead of delaying it.
+  std::function<std::string()> model_sha256_pending;
   Config config;
   std::string weight_types;           // e.g. "Q8_0:32, F16:5, F32:11"
   std::string tokenizer_path;

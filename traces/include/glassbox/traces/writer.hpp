@@ -1,5 +1,6 @@
 // Writes a run's trace as JSON Lines in the glassbox.trace/1 schema (docs/trace-format.md).
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -70,6 +71,7 @@ class JsonlWriter final : public TraceSink {
  private:
   struct Pipe;
   void write(const nlohmann::json& j);
+  void write_pending_header();
   std::string finish_cut_short();
   std::string path_;
   OutputFile out_;
@@ -78,6 +80,10 @@ class JsonlWriter final : public TraceSink {
   std::unique_ptr<StepLine> line_;  // without the thread: the one line being built
   std::string text_;            // without the thread: its finished text
   std::unique_ptr<Pipe> pipe_;  // with it
+  // A header whose model digest was still being computed: written, digest included, before the next
+  // line (by whichever thread writes it).
+  std::unique_ptr<TraceHeader> pending_header_;
+  std::function<std::string()> pending_digest_;
 };
 
 }  // namespace glassbox::traces
