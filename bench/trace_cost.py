@@ -9,7 +9,8 @@ each level; the decode time of a level is the difference, so start-up and prefil
 the figure counts whole decode steps, the trace's formatting and writing included. Runs are
 interleaved (none, basic, full, none, ...) so that a neighbour's load hits every level alike; the
 median of R rounds is reported, by wall-clock time and by CPU time (all threads of the process,
-from wait4's rusage). The overhead is 1 - (level's tok/s) / (untraced tok/s). Several --glassbox binaries
+from wait4's rusage). The overhead is 1 - (level's tok/s) / (untraced tok/s) within each round, the
+median over rounds reported. Several --glassbox binaries
 (e.g. before and after a change) are interleaved within each round too.
 
 Without --model it measures the two models of docs/performance.md: stories260K
@@ -67,8 +68,14 @@ def measure_all(args, model, tokenizer, n, seed, out_dir):
             samples[(b, lv)].append((steps / max(wn - w1, 1e-9), steps / max(cn - c1, 1e-9), printed))
     rows = []
     for (b, lv), s in samples.items():
+        # The cost is taken round by round (each level against the untraced run of the same round,
+        # measured minutes apart at most), then the median over rounds: a machine whose speed drifts
+        # between rounds moves both sides of each ratio.
+        base = samples[(b, "none")]
+        cost_w = statistics.median(1 - x[0] / y[0] for x, y in zip(s, base))
+        cost_c = statistics.median(1 - x[1] / y[1] for x, y in zip(s, base))
         rows.append((b, lv, statistics.median(x[0] for x in s), statistics.median(x[1] for x in s),
-                     statistics.median(x[2] for x in s)))
+                     statistics.median(x[2] for x in s), cost_w, cost_c))
     return rows
 
 
@@ -100,14 +107,13 @@ def main():
             cases = [(os.path.join(shared, "models/stories260K.bin"), os.path.join(shared, "models/tok512.bin"), 500, 2),
                      (s15, os.path.join(shared, "models/tokenizer.bin"), 240, 1)]
         print(f"load average {os.getloadavg()[0]:.1f}; median of {args.reps} interleaved rounds; "
-              "tok/s = decode steps / (time of -n N - time of -n 1)")
+              "tok/s = decode steps / (time of -n N - time of -n 1); cost = median over rounds of 1 - tok/s / untraced tok/s")
         print(f"{'binary':<6} {'model':<16} {'trace':<6} {'wall tok/s':>10} {'cost':>6} {'cpu tok/s':>10} {'cost':>6} {'printed tok/s':>13}")
         for model, tok, n, seed in cases:
             rows = measure_all(args, model, tok, n, seed, tmp)
-            for b, lv, w, c, printed in rows:
-                w0, c0 = next((r[2], r[3]) for r in rows if r[0] == b and r[1] == "none")
-                cw = "" if lv == "none" else f"{100 * (1 - w / w0):5.1f}%"
-                cc = "" if lv == "none" else f"{100 * (1 - c / c0):5.1f}%"
+            for b, lv, w, c, printed, cost_w, cost_c in rows:
+                cw = "" if lv == "none" else f"{100 * cost_w:5.1f}%"
+                cc = "" if lv == "none" else f"{100 * cost_c:5.1f}%"
                 print(f"{'#' + str(b + 1):<6} {os.path.basename(model):<16} {lv:<6} {w:10.1f} {cw:>6} {c:10.1f} {cc:>6} {printed:13.1f}")
         print(f"load average {os.getloadavg()[0]:.1f}")
 
