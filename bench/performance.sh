@@ -40,6 +40,6 @@ for i in 1 2 3; do
 done
 for th in 1 2; do
   echo "== cost of tracing, --threads $th"; load
-  python3 "$here/bench/trace_cost.py" --glassbox "$gb" --threads "$th" --reps 5
+  python3 "$here/bench/trace_cost.py" --glassbox "$gb" --threads "$th" --reps 9
 done
 load

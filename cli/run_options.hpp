@@ -51,7 +51,7 @@ struct RunOptions {
   // trace and check no golden turn it off; header.model_sha256 is then empty. (Not an option.)
   bool model_hash = true;
   // With model_hash: leave the digest to header.model_sha256_pending, for the trace writer to wait for
-  // once the run has started (run --trace). (Not an option.)
+  // once the run has started (run --trace), when the matrix products leave a core free. (Not an option.)
   bool defer_model_hash = false;
   // A llama2.c checkpoint without --tokenizer is an error unless the command uses no vocabulary (bench
   // feeds token ids): the session then has no tokenizer. (Not an option.)

@@ -166,6 +166,11 @@ std::string_view kernel_set() { return active_set().name; }
 
 void use_kernel_set(std::string_view name) { active_ptr().store(find_supported(name)); }
 
+int cores() {
+  static const int n = physical_cores();
+  return n;
+}
+
 int threads() {
   int t = g_threads.load(std::memory_order_relaxed);
   if (t == 0) {

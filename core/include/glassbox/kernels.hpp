@@ -19,6 +19,7 @@ void use_kernel_set(std::string_view name);  // ConfigError if unknown or not su
 // Threads the matrix products may use (default: $OMP_NUM_THREADS if set, else one per physical core).
 int threads();
 void set_threads(int n);  // 1..1024, else ConfigError
+int cores();              // physical cores this process may run on
 // The compute roofline's probe: `iters` rounds of 12 independent vector FMAs with the kernel set
 // in use, on the calling thread. Returns the floating-point operations done (2 per lane per FMA).
 double fma_probe(std::size_t iters);
