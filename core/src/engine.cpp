@@ -187,22 +187,10 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
                     std::span<const float> logits, std::int32_t token, std::int32_t prev, double ms) {
     StepEvent e;
     if (opt.report_distribution) {
-      // top-k in one pass: a sorted run of the best k so far in order_[0..n); most logits lose a single
-      // comparison with its last entry. Order: higher logit first, then lower id (ids arrive in order, so
-      // an equal logit never displaces an earlier one). order_[0] is the max logit m.
-      const int kk = std::max(top_k, 1);
-      std::int32_t* best = order_.data();
-      int n = 0;
-      for (std::int32_t i = 0; i < static_cast<std::int32_t>(logits.size()); ++i) {
-        const float l = logits[i];
-        if (n == kk) {
-          if (!(l > logits[best[kk - 1]])) continue;
-          --n;
-        }
-        int j = n++;
-        for (; j > 0 && l > logits[best[j - 1]]; --j) best[j] = best[j - 1];
-        best[j] = i;
-      }
+      // top-k in one pass, higher logit first, then lower id; best[0] is the max logit m.
+      const std::int32_t* best = order_.data();
+      top_run(logits.size(), static_cast<std::size_t>(std::max(top_k, 1)),
+              [&](std::int32_t a, std::int32_t b) { return logits[a] > logits[b]; }, order_.data());
       const float m = logits[best[0]];
       // p_i = w_i / S with w_i = exp(l_i - m): one exp per logit. The sampler chain computed exactly
       // this when it recorded its stages; reuse it then.

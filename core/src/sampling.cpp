@@ -188,16 +188,8 @@ void SamplerChain::record(std::size_t stage, int top_k) {
   r.entropy = static_cast<float>(st.entropy());
   const std::size_t kk = std::min<std::size_t>(std::max(top_k, 0), n);
   if (rec_top_.size() < kk) rec_top_.resize(kk);  // grows once, on the first step
-  std::size_t m = 0;
-  for (std::size_t i = 0; i < n && kk > 0; ++i) {
-    if (m == kk) {
-      if (!Candidates::before(d[i], d[rec_top_[kk - 1]])) continue;
-      --m;
-    }
-    std::size_t j = m++;
-    for (; j > 0 && Candidates::before(d[i], d[rec_top_[j - 1]]); --j) rec_top_[j] = rec_top_[j - 1];
-    rec_top_[j] = static_cast<int>(i);
-  }
+  const std::size_t m = top_run(n, kk, [&](std::int32_t a, std::int32_t b) { return Candidates::before(d[a], d[b]); },
+                                rec_top_.data());
   r.top.clear();
   for (std::size_t j = 0; j < m; ++j) {
     const Candidate& c = d[rec_top_[j]];

@@ -30,6 +30,25 @@ struct SoftmaxStats {
 // libm exp and a double add per entry.
 SoftmaxStats softmax_weights(std::span<const float> logits, std::span<float> w);
 
+// The first min(k, n) of items 0..n-1 in the order `better` (a strict order; items it leaves equal keep
+// their index order) written to best[0..), in order, in one pass: a sorted run of the best so far,
+// which most items leave after one comparison with its last entry. Returns how many were written.
+template <class Better>
+std::size_t top_run(std::size_t n, std::size_t k, Better better, std::int32_t* best) {
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < n && k > 0; ++i) {
+    const auto item = static_cast<std::int32_t>(i);
+    if (m == k) {
+      if (!better(item, best[k - 1])) continue;
+      --m;
+    }
+    std::size_t j = m++;
+    for (; j > 0 && better(item, best[j - 1]); --j) best[j] = best[j - 1];
+    best[j] = item;
+  }
+  return m;
+}
+
 class SamplerChain {
  public:
   // `stages` run in order; the last one must select (see build_sampler_chain).
@@ -64,7 +83,7 @@ class SamplerChain {
   std::vector<StageRecord> records_;  // one per stage, reused every step
   std::vector<float> raw_w_;         // (vocab_size) exp(l_i - max l) of the model's logits, for "mass"
   std::vector<float> rec_l_, rec_w_;  // (vocab_size) a stage's kept logits and their weights, for its record
-  std::vector<int> rec_top_;          // (top_k) indices into cand_.data of a record's top entries
+  std::vector<std::int32_t> rec_top_;  // (top_k) indices into cand_.data of a record's top entries
   int step_ = -1;                     // sample() calls since reset(): the engine's step, for messages
   std::size_t n_recorded_ = 0;       // stages that ran (and were recorded) last step
   float chosen_prob_ = 0, draw_u_ = -1;
