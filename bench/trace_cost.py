@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """What tracing costs: decode throughput of `glassbox run` with no trace, --trace-level basic and full.
 
+(full twice: its logits as base64, the default, and as decimal numbers with --trace-logits decimal)
+
     bench/trace_cost.py [--glassbox BIN]... [--model M --tokenizer T --tokens N --seed S]... [--reps R]
                         [--threads T] [--prompt P]
 
@@ -26,7 +28,10 @@ import sys
 import tempfile
 import time
 
-LEVELS = ["none", "basic", "full"]
+# "full" writes the logits as base64 (the default); "full-dec" as decimal numbers (--trace-logits decimal)
+LEVELS = ["none", "basic", "full", "full-dec"]
+TRACE_ARGS = {"none": [], "basic": ["--trace-level", "basic"], "full": ["--trace-level", "full"],
+              "full-dec": ["--trace-level", "full", "--trace-logits", "decimal"]}
 
 
 def run_once(cmd):
@@ -58,7 +63,7 @@ def measure_all(args, model, tokenizer, n, seed, out_dir):
     for r in range(args.reps):
         for (b, lv) in samples:
             base = bases[b]
-            trace = [] if lv == "none" else ["--trace", os.path.join(out_dir, lv + ".jsonl"), "--trace-level", lv]
+            trace = [] if lv == "none" else ["--trace", os.path.join(out_dir, lv + ".jsonl")] + TRACE_ARGS[lv]
             w1, c1, _, _, _ = run_once(base + ["-n", "1"] + trace)
             wn, cn, printed, gen, stop = run_once(base + ["-n", str(n)] + trace)
             if gen != n:
@@ -108,13 +113,13 @@ def main():
                      (s15, os.path.join(shared, "models/tokenizer.bin"), 240, 1)]
         print(f"load average {os.getloadavg()[0]:.1f}; median of {args.reps} interleaved rounds; "
               "tok/s = decode steps / (time of -n N - time of -n 1); cost = median over rounds of 1 - tok/s / untraced tok/s")
-        print(f"{'binary':<6} {'model':<16} {'trace':<6} {'wall tok/s':>10} {'cost':>6} {'cpu tok/s':>10} {'cost':>6} {'printed tok/s':>13}")
+        print(f"{'binary':<6} {'model':<16} {'trace':<8} {'wall tok/s':>10} {'cost':>6} {'cpu tok/s':>10} {'cost':>6} {'printed tok/s':>13}")
         for model, tok, n, seed in cases:
             rows = measure_all(args, model, tok, n, seed, tmp)
             for b, lv, w, c, printed, cost_w, cost_c in rows:
                 cw = "" if lv == "none" else f"{100 * cost_w:5.1f}%"
                 cc = "" if lv == "none" else f"{100 * cost_c:5.1f}%"
-                print(f"{'#' + str(b + 1):<6} {os.path.basename(model):<16} {lv:<6} {w:10.1f} {cw:>6} {c:10.1f} {cc:>6} {printed:13.1f}")
+                print(f"{'#' + str(b + 1):<6} {os.path.basename(model):<16} {lv:<8} {w:10.1f} {cw:>6} {c:10.1f} {cc:>6} {printed:13.1f}")
         print(f"load average {os.getloadavg()[0]:.1f}")
 
 

@@ -252,6 +252,12 @@ std::vector<RunOption> make_table() {
                     {K::Value, "",
                      [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.trace_level = named(where, [&] { return parse_level(scalar(v, where)); }); },
                      [](const RunOptions& o) { return std::string(o.trace_level == TraceLevel::Full ? "full" : "basic"); }}));
+  t.push_back(entry({.key = "trace_logits", .flags = "--trace-logits", .value_name = "ENCODING",
+                     .help = "how a full trace writes every logit: base64 of the float32 bytes (exact, cheap) or decimal numbers",
+                     .values = "base64 | decimal", .default_text = "base64", .example = "decimal", .commands = kGenerate},
+                    {K::Value, "",
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.trace_logits = named(where, [&] { return parse_logits_encoding(scalar(v, where)); }); },
+                     [](const RunOptions& o) { return std::string(o.trace_logits == traces::LogitsEncoding::Base64 ? "base64" : "decimal"); }}));
   t.push_back(entry({.key = "trace_top", .flags = "--trace-top", .value_name = "N",
                      .help = "candidates listed per step and per sampler stage", .default_text = "10", .example = "3", .commands = kGenerate},
                     integer(&RunOptions::trace_top, 1, 1000)));
@@ -314,6 +320,12 @@ TraceLevel parse_level(const std::string& s) {
   if (s == "basic") return TraceLevel::Basic;
   if (s == "full") return TraceLevel::Full;
   throw ConfigError("trace level '" + s + "' (expected basic or full)");
+}
+
+traces::LogitsEncoding parse_logits_encoding(const std::string& s) {
+  if (s == "base64") return traces::LogitsEncoding::Base64;
+  if (s == "decimal") return traces::LogitsEncoding::Decimal;
+  throw ConfigError("logits encoding '" + s + "' (expected base64 or decimal)");
 }
 
 std::string RunOption::long_flag() const {

@@ -16,6 +16,7 @@
 #include "glassbox/engine.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/trace_events.hpp"
+#include "glassbox/traces/schema.hpp"
 
 namespace YAML {
 class Node;
@@ -39,6 +40,7 @@ struct RunOptions {
   bool trace_keep_partial = false;         // a cut-short trace may replace an existing file (else: TRACE.partial)
   std::string config;                      // the --config file, if any (an input --trace must not overwrite)
   TraceLevel trace_level = TraceLevel::Basic;
+  traces::LogitsEncoding trace_logits = traces::LogitsEncoding::Base64;  // how a full trace writes its logits
   int trace_top = 10;                      // candidates listed per step and per stage
   bool echo = false;
   bool show_probs = false;
@@ -101,6 +103,7 @@ void load_run_config(const std::string& path, RunOptions& o, std::set<std::strin
 
 // "basic" | "full".
 TraceLevel parse_level(const std::string& text);
+traces::LogitsEncoding parse_logits_encoding(const std::string& text);
 
 // Registers one table entry on a command whose own struct holds it as text (compare's experiment):
 // same flags, value name and help as `run`.

@@ -1,6 +1,8 @@
 // Shared test helpers: reference-data lookup, running the CLI, file utilities.
 #include "support.hpp"
 
+#include "glassbox/traces/writer.hpp"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,6 +70,21 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
   std::string line;
   while (std::getline(f, line))
     if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+std::vector<double> step_logits(const nlohmann::json& step) {
+  const auto& l = step.at("logits");
+  std::vector<double> out;
+  if (l.is_string()) {
+    const std::string& text = l.get_ref<const std::string&>();
+    std::vector<float> f;
+    const std::size_t n = text.size() / 4 * 3 / 4;  // (the padding's bytes are under one float)
+    if (!glassbox::traces::read_float32_base64(text, n, f)) throw std::runtime_error("step.logits: not base64 float32s");
+    for (float x : f) out.push_back(glassbox::traces::json_float(x));
+  } else {
+    for (const auto& x : l) out.push_back(x.get<double>());
+  }
   return out;
 }
 

@@ -51,6 +51,9 @@ void write_file(const std::filesystem::path& p, const std::string& data);
 std::string check_doc_block(const std::filesystem::path& doc, const std::string& begin, const std::string& end,
                             const std::string& now, const std::string& how_to_update);
 std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& p);
+// A step line's every logit, whichever way the trace wrote them (numbers, or base64 of float32s), as the
+// typed reader gives them.
+std::vector<double> step_logits(const nlohmann::json& step);
 // A fresh temporary folder for one test.
 std::filesystem::path temp_dir(const std::string& tag);
 

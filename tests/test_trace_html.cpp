@@ -72,7 +72,8 @@ BOOST_AUTO_TEST_CASE(logits_of_a_small_full_trace_are_kept) {
   const std::string page = read_file(page_for(greedy_full_trace(), "logits"));
   const auto lines = read_jsonl(greedy_full_trace());
   const json data = embedded(page);
-  BOOST_TEST(data[1]["logits"] == lines[1]["logits"]);
+  BOOST_TEST(data[1]["logits"].is_array());  // numbers for the page's script, whatever the trace wrote
+  BOOST_TEST(step_logits(data[1]) == step_logits(lines[1]));
 }
 
 BOOST_AUTO_TEST_CASE(text_cannot_break_out_of_the_data_element) {

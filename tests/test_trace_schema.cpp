@@ -1,6 +1,7 @@
 // The typed trace schema: what the writer writes reads back as the same typed values, and a trace read and
 // written again is the same bytes (the committed goldens, and a run that uses every optional field).
 #define BOOST_TEST_MODULE trace_schema
+#include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
@@ -49,7 +50,9 @@ std::vector<std::string> reserialized(const traces::Trace& t) {
 }  // namespace
 
 // Every kind of line with every optional field, written by JsonlWriter and read back by read_trace.
-BOOST_AUTO_TEST_CASE(written_events_read_back_as_the_same_typed_values) {
+// Both ways of writing the logits (decimal numbers, base64 of float32s) read back as the same values.
+BOOST_DATA_TEST_CASE(written_events_read_back_as_the_same_typed_values, boost::unit_test::data::xrange(2), base64) {
+  const auto encoding = base64 ? traces::LogitsEncoding::Base64 : traces::LogitsEncoding::Decimal;
   FakeTokenizer tok;
   RunHeader h;
   h.model_path = "m.bin";
@@ -101,9 +104,9 @@ BOOST_AUTO_TEST_CASE(written_events_read_back_as_the_same_typed_values) {
   sum.generated = 2, sum.stop_reason = "max_tokens", sum.policy_firings = 1, sum.ttft_ms = 2.5;
   sum.prefill_tok_s = 800, sum.decode_tok_s = 1.0 / 3;
 
-  const fs::path path = temp_dir("schema-roundtrip") / "t.jsonl";
+  const fs::path path = temp_dir("schema-roundtrip" + std::to_string(base64)) / "t.jsonl";
   {
-    traces::JsonlWriter w(path.string(), tok);
+    traces::JsonlWriter w(path.string(), tok, false, true, encoding);
     w.header(h);
     w.step(s0);
     w.policy(p);
@@ -136,6 +139,10 @@ BOOST_AUTO_TEST_CASE(written_events_read_back_as_the_same_typed_values) {
   BOOST_TEST(!t.steps[1].attention.has_value());
   BOOST_TEST(t.context[0].dropped_text.value() == "<s>");
   BOOST_TEST(t.steps[0].logits.size() == 5u);
+  BOOST_TEST(t.steps[0].logits[4] == 0.1);  // 0.1f's shortest text, either way
+  BOOST_TEST((t.steps[0].written.logits == encoding));
+  BOOST_TEST(read_lines(path)[1].find(base64 ? "\"logits\":\"AACAwAAAIEAAAFBAq6qqvs3MzD0=\"" : "\"logits\":[-4.0,2.5,3.25,-0.33333334,0.1]") !=
+             std::string::npos);
 
   // And the file is what the records serialize to, byte for byte.
   BOOST_TEST(reserialized(t) == read_lines(path), boost::test_tools::per_element());

@@ -4,10 +4,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "glassbox/error.hpp"
 #include "glassbox/traces/reader.hpp"
+#include "glassbox/traces/schema.hpp"
 #include "support.hpp"
 #include "trace_fixtures.hpp"
 
@@ -64,7 +66,21 @@ const Breakage kBreakages[] = {
     {"token_outside_vocab", 4, "step.token.id: 512 is outside",
      [](auto& l) { auto s = at(l, 4); s["token"]["id"] = 512; put(l, 4, s); }},
     {"logits_wrong_length", 4, "step.logits: 511 values",
-     [](auto& l) { auto s = at(l, 4); s["logits"].erase(s["logits"].size() - 1); put(l, 4, s); }},
+     [](auto& l) { auto s = at(l, 4); auto x = step_logits(s); x.pop_back(); s["logits"] = x; put(l, 4, s); }},
+    {"logits_base64_wrong_length", 4, "step.logits: a string of 2728 characters, expected the base64 of vocab_size = 512 float32 values (2732 characters)",
+     [](auto& l) { json s = at(l, 4); s["logits"] = s["logits"].get<std::string>().substr(4); put(l, 4, s); }},
+    {"logits_not_base64", 4, "expected the base64 of vocab_size = 512 float32 values",
+     [](auto& l) { json s = at(l, 4); auto t = s["logits"].get<std::string>(); t[100] = '!'; s["logits"] = t; put(l, 4, s); }},
+    {"logits_base64_infinite", 4, "step.logits[3]: expected a finite number",
+     [](auto& l) {
+       auto s = at(l, 4);
+       std::vector<float> f(512, 1.0f);
+       f[3] = std::numeric_limits<float>::infinity();
+       std::string t(glassbox::traces::float32_base64_size(f.size()), '\0');
+       glassbox::traces::write_float32_base64(t.data(), f);
+       s["logits"] = t;
+       put(l, 4, s);
+     }},
     {"wrong_pos", 4, "expected pos 6", [](auto& l) { auto s = at(l, 4); s["pos"] = 99; put(l, 4, s); }},
     {"input_not_previous_token", 4, "input_ids",
      [](auto& l) { auto s = at(l, 4); s["input_ids"] = json::array({7}); put(l, 4, s); }},

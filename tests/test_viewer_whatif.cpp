@@ -92,10 +92,12 @@ void check(bool full, const Chain& c) {
   const int step = widest_step(lines);
   const json& st = lines[1 + step];
   std::vector<std::pair<int, double>> logits;
-  if (full)
-    for (std::size_t i = 0; i < st["logits"].size(); ++i) logits.emplace_back(static_cast<int>(i), st["logits"][i].get<double>());
-  else
+  if (full) {
+    const auto all = gbtest::step_logits(st);
+    for (std::size_t i = 0; i < all.size(); ++i) logits.emplace_back(static_cast<int>(i), all[i]);
+  } else {
     for (const auto& t : st["top"]) logits.emplace_back(t["id"].get<int>(), t["logit"].get<double>());
+  }
   const fs::path page = trace.parent_path() / "viewer.html";
   const auto r = run_cli({"trace", "html", trace.string(), "-o", page.string()});
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);

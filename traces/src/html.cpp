@@ -24,7 +24,7 @@ std::string trace_html(const Trace& t) {
   constexpr std::size_t kMaxLogits = 4'000'000;
   const bool keep_logits = t.full() && t.steps.size() * static_cast<std::size_t>(t.vocab_size()) <= kMaxLogits;
   for (const auto& s : t.steps) {
-    lines.push_back(to_json(s, keep_logits));
+    lines.push_back(to_json(s, keep_logits, /*decimal_logits=*/true));  // the page reads numbers
   }
   for (const auto& c : t.context) lines.push_back(to_json(c));  // context-policy firings (the viewer matches them by step)
   if (t.summary) lines.push_back(to_json(*t.summary));

@@ -1,10 +1,16 @@
 // glassbox.trace/1 lines <-> typed structs: the checks of docs/trace.schema.json, by hand, as each field converts.
 #include "glassbox/traces/schema.hpp"
 
+#include <openssl/evp.h>
+
+#include <bit>
+#include <climits>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "glassbox/error.hpp"
+#include "glassbox/traces/writer.hpp"
 
 namespace glassbox::traces {
 
@@ -158,6 +164,18 @@ void check_depth(const std::string& text, const std::string& w) {
         throw TraceError(w + ": JSON nested deeper than " + std::to_string(kMaxTraceJsonDepth) + " levels");
     } else if (ch == ']' || ch == '}') {
       --depth;
+    }
+  }
+}
+
+// float32 bytes in little-endian order whatever the host's (memcpy where that is already the order).
+void float32_le_bytes(std::span<const float> v, unsigned char* out) {
+  if constexpr (std::endian::native == std::endian::little) {
+    std::memcpy(out, v.data(), v.size() * 4);
+  } else {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const auto u = std::bit_cast<std::uint32_t>(v[i]);
+      for (int b = 0; b < 4; ++b) out[4 * i + b] = static_cast<unsigned char>(u >> (8 * b));
     }
   }
 }
@@ -394,8 +412,22 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
   } else if (logits != j.end()) {
     c.fail("step.logits present but the header says trace_level basic");
   }
-  if (logits != j.end()) {
-    if (!logits->is_array()) c.fail("step.logits: expected an array, got " + std::string(logits->type_name()));
+  if (logits != j.end() && logits->is_string()) {
+    // base64 of vocab_size little-endian float32s; read as the decimal form would give them (json_float),
+    // so that a trace means the same numbers whichever way it was written
+    std::vector<float> f;
+    const std::string& text = logits->get_ref<const std::string&>();
+    if (!read_float32_base64(text, static_cast<std::size_t>(vocab), f))
+      c.fail("step.logits: a string of " + std::to_string(text.size()) + " characters, expected the base64 of vocab_size = " +
+             std::to_string(vocab) + " float32 values (" + std::to_string(float32_base64_size(vocab)) + " characters)");
+    s.logits.reserve(f.size());
+    for (std::size_t i = 0; i < f.size(); ++i) {
+      if (!std::isfinite(f[i])) c.fail("step.logits[" + std::to_string(i) + "]: expected a finite number, got " + std::to_string(f[i]));
+      s.logits.push_back(json_float(f[i]));
+    }
+    s.written.logits = LogitsEncoding::Base64;
+  } else if (logits != j.end()) {
+    if (!logits->is_array()) c.fail("step.logits: expected an array or a base64 string, got " + std::string(logits->type_name()));
     if (static_cast<int>(logits->size()) != vocab)
       c.fail("step.logits: " + std::to_string(logits->size()) + " values, expected vocab_size = " + std::to_string(vocab));
     s.logits.reserve(logits->size());
@@ -536,7 +568,7 @@ json to_json(const TraceKv& kv) {
   return j;
 }
 
-json to_json(const TraceStep& s, bool with_logits) {
+json to_json(const TraceStep& s, bool with_logits, bool decimal_logits) {
   json stages = json::array();
   for (const auto& st : s.stages)
     stages.push_back({{"name", st.name}, {"params", to_json(st.params)}, {"kept", st.kept}, {"mass", st.mass},
@@ -564,7 +596,16 @@ json to_json(const TraceStep& s, bool with_logits) {
     j["attention"] = std::move(rows);
   }
   if (s.forced) j["forced"] = true;  // replay: token is the golden's, draw.selected the chain's own pick
-  if (with_logits && !s.logits.empty()) j["logits"] = float_list(s.logits);
+  if (with_logits && !s.logits.empty()) {
+    if (s.written.logits == LogitsEncoding::Base64 && !decimal_logits) {
+      std::vector<float> f(s.logits.begin(), s.logits.end());  // each the float it was read from
+      std::string text(float32_base64_size(f.size()), '\0');
+      write_float32_base64(text.data(), f);
+      j["logits"] = std::move(text);
+    } else {
+      j["logits"] = float_list(s.logits);
+    }
+  }
   return j;
 }
 
@@ -609,5 +650,43 @@ std::string ids_text(const std::vector<std::int32_t>& ids) { return json(ids).du
 
 const char* level_name(TraceLevel level) { return level == TraceLevel::Full ? "full" : "basic"; }
 const char* phase_name(TracePhase phase) { return phase == TracePhase::Prefill ? "prefill" : "decode"; }
+
+std::size_t float32_base64_size(std::size_t n) { return (4 * n + 2) / 3 * 4; }
+
+char* write_float32_base64(char* out, std::span<const float> v) {
+  // OpenSSL's encoder (EVP_EncodeBlock: no line breaks, padded), in pieces of 3·4096 bytes so that the
+  // little-endian copy stays on the stack and every piece but the last needs no padding.
+  constexpr std::size_t kFloats = 3 * 1024;
+  unsigned char bytes[4 * kFloats];
+  char* p = out;
+  for (std::size_t i = 0; i < v.size(); i += kFloats) {
+    const std::size_t n = std::min(kFloats, v.size() - i);
+    float32_le_bytes(v.subspan(i, n), bytes);
+    p += EVP_EncodeBlock(reinterpret_cast<unsigned char*>(p), bytes, static_cast<int>(4 * n));
+  }
+  return p;
+}
+
+bool read_float32_base64(std::string_view text, std::size_t n, std::vector<float>& out) {
+  if (text.size() != float32_base64_size(n) || text.size() > static_cast<std::size_t>(INT_MAX)) return false;
+  // EVP_DecodeBlock skips surrounding blanks and decodes padding as zero bytes: neither is canonical.
+  std::size_t pad = 0;
+  for (char ch : text) {
+    const bool b64 = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '+' || ch == '/';
+    if (ch == '=') ++pad;
+    else if (!b64 || pad) return false;  // only '=' after the first '='
+  }
+  if (pad != (3 - (4 * n) % 3) % 3) return false;
+  std::vector<unsigned char> bytes(text.size() / 4 * 3);
+  if (EVP_DecodeBlock(bytes.data(), reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size())) < 0)
+    return false;
+  out.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t u = 0;
+    for (int b = 0; b < 4; ++b) u |= static_cast<std::uint32_t>(bytes[4 * i + b]) << (8 * b);
+    out[i] = std::bit_cast<float>(u);
+  }
+  return true;
+}
 
 }  // namespace glassbox::traces

@@ -232,8 +232,9 @@ void append_json_float(std::string& out, float f) {
 // for a full-logit trace is most of the work, on whichever thread runs it.
 struct StepLine {
   struct Gap {
-    std::size_t at;     // offset in text
-    std::size_t count;  // floats written there, comma-separated
+    std::size_t at;       // offset in text
+    std::size_t count;    // floats written there, comma-separated ...
+    bool base64 = false;  // ... or as one base64 string of their float32 bytes
   };
   std::string text;
   std::vector<float> floats;
@@ -285,6 +286,10 @@ struct StepLine {
     floats.insert(floats.end(), v.begin(), v.end());
     text += ']';
   }
+  void reals_base64(std::span<const float> v) {
+    gaps.push_back({text.size(), v.size(), true});
+    floats.insert(floats.end(), v.begin(), v.end());
+  }
   void string(std::string_view s) {
     // Printable ASCII without quote or backslash is its own JSON text; anything else (controls, UTF-8,
     // half a character) goes through nlohmann-json's escaping so the text is the same as dump()'s.
@@ -315,7 +320,7 @@ struct StepLine {
 
   // The finished line (with its newline), in `buf` (grown, never shrunk: no allocation once large enough).
   std::string_view finish(std::string& buf) const {
-    const std::size_t need = text.size() + floats.size() * (kMaxFloatText + 1) + 1;
+    const std::size_t need = text.size() + floats.size() * (kMaxFloatText + 1) + 2 * gaps.size() + 1;
     if (buf.size() < need) buf.resize(need);
     char* p = buf.data();
     std::size_t pos = 0, fi = 0;
@@ -323,6 +328,13 @@ struct StepLine {
       std::memcpy(p, text.data() + pos, g.at - pos);
       p += g.at - pos;
       pos = g.at;
+      if (g.base64) {  // 16/3 characters a float: within the kMaxFloatText + 1 reserved for it
+        *p++ = '"';
+        p = write_float32_base64(p, {floats.data() + fi, g.count});
+        *p++ = '"';
+        fi += g.count;
+        continue;
+      }
       for (std::size_t i = 0; i < g.count; ++i) {
         if (i) *p++ = ',';
         p = write_json_float(p, floats[fi++]);
@@ -337,7 +349,7 @@ struct StepLine {
 
 namespace {
 // Keys in the order nlohmann::json's std::map writes them (sorted), so that the text matches step_json's.
-void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok) {
+void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok, LogitsEncoding logits) {
   const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
   L.clear();
   L.raw("{");
@@ -388,7 +400,11 @@ void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok) {
     L.key("tokens"), L.integer(kv.tokens);
   }
   L.raw("}");
-  if (!e.logits.empty()) L.key("logits"), L.reals(e.logits);
+  if (!e.logits.empty()) {
+    L.key("logits");
+    if (logits == LogitsEncoding::Base64) L.reals_base64(e.logits);
+    else L.reals(e.logits);
+  }
   L.key("logprob"), L.real(e.logprob);
   L.key("ms"), L.number(e.ms);
   L.key("phase"), L.string(e.phase);
@@ -437,9 +453,9 @@ void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok) {
 }
 }  // namespace
 
-std::string step_line(const StepEvent& e, const Tokenizer& tok) {
+std::string step_line(const StepEvent& e, const Tokenizer& tok, LogitsEncoding logits) {
   StepLine L;
-  fill_step(L, e, tok);
+  fill_step(L, e, tok, logits);
   std::string buf;
   const std::string_view line = L.finish(buf);
   return std::string(line.substr(0, line.size() - 1));  // without the newline
@@ -469,8 +485,9 @@ struct JsonlWriter::Pipe {
 };
 
 
-JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial, bool background)
-    : path_(path), out_(path), tok_(tok), keep_partial_(keep_partial) {
+JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial, bool background,
+                         LogitsEncoding logits)
+    : path_(path), out_(path), tok_(tok), keep_partial_(keep_partial), logits_(logits) {
   if (!background) {
     line_ = std::make_unique<StepLine>();
     return;
@@ -567,7 +584,7 @@ void JsonlWriter::write_pending_header() {
 
 void JsonlWriter::step(const StepEvent& e) {
   if (!pipe_) {
-    fill_step(*line_, e, tok_);
+    fill_step(*line_, e, tok_, logits_);
     write_pending_header();
     out_.write(line_->finish(text_));
     return;
@@ -583,7 +600,7 @@ void JsonlWriter::step(const StepEvent& e) {
   }
   // Filled here, while the event's spans are valid: texts, integers and copies of the floats.
   try {
-    fill_step(*line, e, tok_);
+    fill_step(*line, e, tok_, logits_);
   } catch (...) {
     std::lock_guard lk(p.m);
     p.free.push_back(line);

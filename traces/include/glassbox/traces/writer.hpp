@@ -36,7 +36,8 @@ nlohmann::json header_json(const RunHeader& h);
 nlohmann::json step_json(const StepEvent& e, const Tokenizer& tok);
 // The same step as one line of text (no newline), written without building a json value: what JsonlWriter
 // writes. Equal to dump(step_json(e, tok)) except that every float has its shortest text (append_json_float).
-std::string step_line(const StepEvent& e, const Tokenizer& tok);
+// With LogitsEncoding::Base64 a full step's logits are one base64 string instead (docs/trace-format.md).
+std::string step_line(const StepEvent& e, const Tokenizer& tok, LogitsEncoding logits = LogitsEncoding::Decimal);
 nlohmann::json summary_json(const Summary& s);
 nlohmann::json kv_json(const KvState& kv);
 nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
@@ -55,7 +56,10 @@ nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
 class JsonlWriter final : public TraceSink {
  public:
   // Throws OutputError when `path` cannot be written.
-  JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial = false, bool background = true);
+  // `logits`: how a full trace writes every logit (the default, base64 of the float32 bytes, is exact and
+  // costs ~1/15 of the decimal text to write).
+  JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial = false, bool background = true,
+              LogitsEncoding logits = LogitsEncoding::Base64);
   ~JsonlWriter() override;
   void header(const RunHeader& h) override;
   void step(const StepEvent& e) override;
@@ -77,6 +81,7 @@ class JsonlWriter final : public TraceSink {
   OutputFile out_;
   const Tokenizer& tok_;
   bool keep_partial_ = false;
+  LogitsEncoding logits_ = LogitsEncoding::Base64;
   std::unique_ptr<StepLine> line_;  // without the thread: the one line being built
   std::string text_;            // without the thread: its finished text
   std::unique_ptr<Pipe> pipe_;  // with it
