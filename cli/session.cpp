@@ -63,7 +63,7 @@ void apply_replay_defaults(RunOptions& o, const std::function<bool(const std::st
     // Not found from here (a trace's paths are as given where it was recorded). The embedded default
     // model may be that very file (same SHA-256); any other model would replay another computation.
     const auto def = default_model();
-    if (def && sha256_file(def->first) == h.model.sha256) return;
+    if (def && sha256_file_cached(def->first) == h.model.sha256) return;
     const std::string missing = fs::exists(model, ec) ? tok : model;
     throw ConfigError("--replay " + o.replay + ": its model file " + missing + " is not found from " +
                       fs::current_path(ec).string() + " (paths in a trace are as given when it was recorded): "
@@ -173,7 +173,7 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   // The digest is computed on another thread while this one maps and validates the model: a streamed
   // read (no second mapping, whose pages would count twice in the resident set).
   std::future<std::string> model_sha256;
-  if (opt.model_hash) model_sha256 = std::async(std::launch::async, [model_path] { return sha256_file(model_path); });
+  if (opt.model_hash) model_sha256 = std::async(std::launch::async, [model_path] { return sha256_file_cached(model_path); });
   s->source = ModelSource::open(model_path);
   const Metadata& meta = s->source->metadata();
   if (tok_spec.name.empty()) {

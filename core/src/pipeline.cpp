@@ -1,8 +1,16 @@
 // Building sampler chains from user specs, and file digests for the trace header.
 #include "glassbox/pipeline.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <sstream>
+#include <thread>
 #include <vector>
 
 #include <openssl/evp.h>
@@ -81,6 +89,87 @@ std::string sha256_file(const std::filesystem::path& path) {
   unsigned int len = 0;
   if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) throw Error(path.string() + ": SHA-256 failed");
   return hex(md, len);
+}
+
+namespace {
+// What identifies a file and says it has not changed: device, inode, size, and the modification and
+// status-change times in nanoseconds (a write, truncate, chmod or rename moves ctime; nothing a user can
+// do sets it back).
+struct FileStamp {
+  std::uint64_t dev = 0, ino = 0, size = 0;
+  std::int64_t mtime_ns = 0, ctime_ns = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+bool stamp_of(const std::filesystem::path& path, FileStamp& out) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  out = {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino), static_cast<std::uint64_t>(st.st_size),
+         st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec};
+  return true;
+}
+
+constexpr const char* kDigestEntry = "glassbox.digest/1";
+
+std::filesystem::path entry_path(const std::filesystem::path& dir, const FileStamp& s) {
+  return dir / "digests" / (std::to_string(s.dev) + "-" + std::to_string(s.ino));
+}
+
+bool lower_hex64(const std::string& s) {
+  if (s.size() != 64) return false;
+  for (char c : s)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+}  // namespace
+
+std::filesystem::path digest_cache_dir() {
+  const char* own = std::getenv("GLASSBOX_CACHE_DIR");
+  if (own && std::string(own) == "off") return {};
+  if (own && *own) return own;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') return std::filesystem::path(xdg) / "glassbox";
+  if (const char* home = std::getenv("HOME"); home && *home == '/') return std::filesystem::path(home) / ".cache" / "glassbox";
+  return {};
+}
+
+std::string sha256_file_cached(const std::filesystem::path& path) {
+  const std::filesystem::path dir = digest_cache_dir();
+  FileStamp before;
+  if (dir.empty() || !stamp_of(path, before)) return sha256_file(path);
+  const std::filesystem::path entry = entry_path(dir, before);
+  {
+    // "glassbox.digest/1 SIZE MTIME_NS CTIME_NS SHA256": anything else is no entry
+    std::ifstream in(entry);
+    std::string tag, digest, rest;
+    FileStamp had = before;
+    if (in >> tag >> had.size >> had.mtime_ns >> had.ctime_ns >> digest && !(in >> rest) && tag == kDigestEntry &&
+        had == before && lower_hex64(digest))
+      return digest;
+  }
+  const auto began_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+  std::string digest = sha256_file(path);
+  FileStamp after;
+  constexpr std::int64_t kTick = 2'000'000'000;  // well above any file system's timestamp granularity
+  if (!stamp_of(path, after) || !(after == before) || std::max(before.mtime_ns, before.ctime_ns) > began_ns - kTick)
+    return digest;
+  // Written beside, then renamed over the entry: a reader never sees half an entry.
+  std::error_code ec;
+  std::filesystem::create_directories(entry.parent_path(), ec);
+  if (ec) return digest;
+  const std::filesystem::path tmp = entry.string() + ".tmp" + std::to_string(::getpid()) + "-" +
+                                    std::to_string(std::hash<std::thread::id>{}(std::this_thread::get_id()));
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kDigestEntry << ' ' << before.size << ' ' << before.mtime_ns << ' ' << before.ctime_ns << ' ' << digest << '\n';
+    if (!out.flush()) {
+      std::filesystem::remove(tmp, ec);
+      return digest;
+    }
+  }
+  std::filesystem::rename(tmp, entry, ec);
+  if (ec) std::filesystem::remove(tmp, ec);
+  return digest;
 }
 
 }  // namespace glassbox

@@ -21,6 +21,17 @@ std::vector<std::unique_ptr<Sampler>> build_sampler_stages(const Registry& reg, 
 
 // Hex SHA-256 of a file's bytes.
 std::string sha256_file(const std::filesystem::path& path);
+// The same, remembered between runs (a model's digest is 0.3 s for 438 MB, 3 s for a 4 GB GGUF): the
+// digest cache (digest_cache_dir()) keeps one entry per file, keyed by its device and inode and valid while
+// its size, modification time and status-change time are what they were when it was hashed; any other
+// file, or a changed one, is hashed again. An entry is written only for a file last changed more than
+// 2 s before its hashing began (a change within the same timestamp tick would otherwise go unseen), and
+// only when the file did not change while being hashed. A cache that cannot be read or written is
+// passed over: the file is hashed.
+std::string sha256_file_cached(const std::filesystem::path& path);
+// $GLASSBOX_CACHE_DIR, else $XDG_CACHE_HOME/glassbox, else $HOME/.cache/glassbox; empty (no cache) when
+// GLASSBOX_CACHE_DIR is set to "off" or no folder can be named.
+std::filesystem::path digest_cache_dir();
 // SHA-256 of bytes already in memory (e.g. a model's own mapping), lowercase hex.
 std::string sha256_bytes(const void* data, std::size_t size);
 
