@@ -232,4 +232,19 @@ BOOST_AUTO_TEST_CASE(a_run_using_every_optional_field_reserializes) {
   BOOST_TEST((u.summary == t.summary));
 }
 
+// The base64 form as another program writes it: tests/fuzz/regressions/trace/tr_base64_logits.jsonl is the
+// stories260K greedy golden with each step's logits re-encoded by Python (base64.b64encode(struct.pack("<512f",
+// *logits)), keys sorted); read back, every step equals the golden's, logits included, exactly.
+BOOST_AUTO_TEST_CASE(base64_logits_written_elsewhere_read_as_the_decimal_golden) {
+  const fs::path dir = fs::path(GLASSBOX_SOURCE_DIR) / "tests";
+  const auto golden = traces::read_trace((dir / "golden" / "stories260K-greedy.jsonl").string());
+  const auto b64 = traces::read_trace((dir / "fuzz" / "regressions" / "trace" / "tr_base64_logits.jsonl").string());
+  BOOST_TEST_REQUIRE(b64.steps.size() == golden.steps.size());
+  for (std::size_t i = 0; i < golden.steps.size(); ++i) {
+    BOOST_TEST((b64.steps[i].written.logits == traces::LogitsEncoding::Base64));
+    BOOST_TEST((b64.steps[i] == golden.steps[i]), "step " << i);
+    BOOST_TEST(b64.steps[i].logits == golden.steps[i].logits, boost::test_tools::per_element());
+  }
+}
+
 BOOST_AUTO_TEST_SUITE_END()
