@@ -1,9 +1,11 @@
 // The attention arithmetic, in core so every K/V storage module computes exactly the same thing:
 // scores q·k/√d over the positions a store holds, softmax, weighted sum of values, per head (GQA).
+#include <atomic>
 #include <cmath>
 
 #include "glassbox/attention.hpp"
 #include "glassbox/kernels.hpp"
+#include "thread_pool.hpp"
 
 namespace glassbox {
 
@@ -52,6 +54,40 @@ std::int64_t attend(const AttentionShape& sh, std::span<const KvSpan> spans, int
     }
   }
   return static_cast<std::int64_t>(n) * sh.n_heads;
+}
+
+std::int64_t attend_block(const AttentionShape& sh, std::span<const KvSpan> spans, int layer, int pos, int n,
+                          const float* q, float* out, float* scores, std::size_t stride, int slots,
+                          AttentionObserver* observer) {
+  struct Ctx {
+    const AttentionShape* sh;
+    std::span<const KvSpan> spans;
+    int layer, pos, n;
+    const float* q;
+    float* out;
+    float* scores;
+    std::size_t stride;
+    AttentionObserver* observer;
+    mutable std::atomic<std::int64_t> dots{0};
+  } ctx{&sh, spans, layer, pos, n, q, out, scores, stride, observer};
+  // Chunk c is position n − 1 − c: the longest rows are handed out first, so the short ones left at
+  // the end even out the threads.
+  auto one = [](const void* p, std::size_t c, int slot) {
+    const auto& x = *static_cast<const Ctx*>(p);
+    const int t = x.n - 1 - static_cast<int>(c);
+    const std::size_t qd = x.sh->q_dim();
+    x.dots.fetch_add(attend(*x.sh, x.spans, x.layer, x.pos + t, x.q + t * qd, x.out + t * qd, x.scores + slot * x.stride,
+                            t == x.n - 1 ? x.observer : nullptr),
+                     std::memory_order_relaxed);
+  };
+  // About pos + n/2 keys per query: below kernels' threshold for a product, one thread.
+  const std::int64_t macs = static_cast<std::int64_t>(n) * (pos + n / 2 + 1) * sh.q_dim();
+  if (n < 2 || macs < (1 << 14) || k::threads() < 2 || slots < k::threads()) {
+    for (int c = 0; c < n; ++c) one(&ctx, static_cast<std::size_t>(c), 0);
+  } else {
+    k::pool().run(static_cast<std::size_t>(n), one, &ctx);
+  }
+  return ctx.dots.load(std::memory_order_relaxed);
 }
 
 }  // namespace glassbox

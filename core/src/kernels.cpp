@@ -96,13 +96,6 @@ std::atomic<int> g_threads{0};  // 0: not yet chosen
 std::mutex g_pool_mutex;
 std::unique_ptr<ThreadPool> g_pool;
 
-// The pool, (re)built for the current thread count. set_threads must not race a running product.
-ThreadPool& pool() {
-  std::lock_guard lock(g_pool_mutex);
-  if (!g_pool || g_pool->threads() != threads()) g_pool = std::make_unique<ThreadPool>(threads());
-  return *g_pool;
-}
-
 // Below this many multiply-adds a product runs on the calling thread: handing out chunks costs
 // more than it saves (measured: docs/performance.md).
 constexpr std::size_t kMinParallelMacs = 1u << 14;
@@ -120,7 +113,7 @@ void parallel_rows(std::size_t rows, std::size_t chunk_rows, std::size_t macs, c
     const F* fn;
     std::size_t rows, chunk_rows;
   } ctx{&fn, rows, chunk_rows};
-  pool().run(chunks, [](const void* p, std::size_t c) {
+  pool().run(chunks, [](const void* p, std::size_t c, int) {
     const auto& x = *static_cast<const Ctx*>(p);
     const std::size_t i0 = c * x.chunk_rows;
     (*x.fn)(i0, std::min(x.rows, i0 + x.chunk_rows));
@@ -154,6 +147,13 @@ Blocking blocking_for(std::size_t k) {
 }  // namespace
 
 const KernelSet& active_set() { return *active_ptr().load(std::memory_order_relaxed); }
+
+// set_threads must not race a running product.
+ThreadPool& pool() {
+  std::lock_guard lock(g_pool_mutex);
+  if (!g_pool || g_pool->threads() != threads()) g_pool = std::make_unique<ThreadPool>(threads());
+  return *g_pool;
+}
 
 std::vector<std::string> kernel_sets() {
   std::vector<std::string> out;

@@ -31,7 +31,7 @@ Transformer::Transformer(const Config& cfg, const Weights& w, int max_block)
   for (const auto& lw : w_.layers)
     for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3}) xq_row = std::max(xq_row, k::xq_row_bytes(*t));
   s_.xq.assign(B * xq_row, std::byte{0});
-  s_.scores.assign(static_cast<std::size_t>(cfg_.seq_len), 0.0f);
+  s_.scores.assign(static_cast<std::size_t>(cfg_.seq_len) * k::threads(), 0.0f);
   set_rope_theta(cfg_.rope_theta);
 }
 
@@ -63,6 +63,10 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
   const std::size_t dim = cfg_.dim, hs = cfg_.head_size(), qd = cfg_.n_heads * hs, kvd = cfg_.kv_dim(), N = n;
   const float eps = cfg_.norm_eps;
   const AttentionShape shape = cfg_.attention_shape();
+  const std::size_t seq = cfg_.seq_len;
+  // A row of attention scores per thread; more only after set_threads raised the count.
+  if (s_.scores.size() < seq * k::threads()) s_.scores.assign(seq * k::threads(), 0.0f);
+  const int slots = static_cast<int>(s_.scores.size() / seq);
   dots_ = 0;
 
   // x_t = E[token_t]
@@ -90,12 +94,22 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     }
     // att_t = softmax(q_t·Kᵀ/√head_size)·V per head over the positions held once k_t, v_t are stored
     // (query heads share kv heads in groups); the weights of the block's last position are observed
-    for (int t = 0; t < n; ++t) {
-      kv.write(l, pos + t, 1, &s_.k(t, 0), &s_.v(t, 0));
+    if (kv.evicts()) {
+      // A window: storing a later position may evict one an earlier position attends to.
+      for (int t = 0; t < n; ++t) {
+        kv.write(l, pos + t, 1, &s_.k(t, 0), &s_.v(t, 0));
+        s_.spans.clear();
+        kv.view(l, s_.spans);
+        dots_ += attend(shape, s_.spans, l, pos + t, &s_.q(t, 0), &s_.att(t, 0), s_.scores.data(),
+                        t == n - 1 ? observer : nullptr);
+      }
+    } else {
+      // Nothing is evicted: the whole block is stored, then its positions attend at once (causally,
+      // each to the positions up to its own), spread over the threads.
+      for (int t = 0; t < n; ++t) kv.write(l, pos + t, 1, &s_.k(t, 0), &s_.v(t, 0));
       s_.spans.clear();
       kv.view(l, s_.spans);
-      dots_ += attend(shape, s_.spans, l, pos + t, &s_.q(t, 0), &s_.att(t, 0), s_.scores.data(),
-                      t == n - 1 ? observer : nullptr);
+      dots_ += attend_block(shape, s_.spans, l, pos, n, s_.q.data(), s_.att.data(), s_.scores.data(), seq, slots, observer);
     }
     // x = x + att·Woᵀ
     k::matmul(s_.xb.data(), s_.att.data(), lw.wo, N, xq);
