@@ -328,4 +328,51 @@ void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size) 
   }
 }
 
+namespace {
+// Elementwise steps cost a few nanoseconds per value: below this many values (a decode step's
+// rows) handing out chunks costs more than it saves.
+constexpr std::size_t kMinParallelValues = 1u << 15;
+
+// fn(i0, i1) over [0, items) on the threads, in chunks of about 8 per thread, when `values` is worth it.
+template <class F>
+void parallel_items(std::size_t items, std::size_t values, const F& fn) {
+  if (values < kMinParallelValues) return fn(std::size_t{0}, items);
+  parallel_rows(items, chunk_rows_for(items, items, 1), kMinParallelMacs, fn);
+}
+}  // namespace
+
+void rmsnorm_rows(float* out, const float* x, const float* weight, std::size_t rows, std::size_t n, float eps) {
+  const KernelSet& ks = active_set();
+  parallel_items(rows, rows * n, [&](std::size_t t0, std::size_t t1) {
+    for (std::size_t t = t0; t < t1; ++t) ks.rmsnorm(out + t * n, x + t * n, weight, n, eps);
+  });
+}
+
+void rope_rows(float* q, std::size_t q_n, float* k, std::size_t k_n, const float* cos_sin, std::size_t rows, std::size_t head_size) {
+  parallel_items(rows, rows * (q_n + k_n), [&](std::size_t t0, std::size_t t1) {
+    for (std::size_t t = t0; t < t1; ++t) {
+      rope(q + t * q_n, cos_sin + t * head_size, q_n, head_size);
+      rope(k + t * k_n, cos_sin + t * head_size, k_n, head_size);
+    }
+  });
+}
+
+void swiglu(float* gate, const float* up, std::size_t n) {
+  // In 64-value pieces, so chunks never split a cache line between threads.
+  constexpr std::size_t piece = 64;
+  parallel_items((n + piece - 1) / piece, n, [&](std::size_t p0, std::size_t p1) {
+    for (std::size_t i = p0 * piece, e = std::min(n, p1 * piece); i < e; ++i) {
+      const float g = gate[i];
+      gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  });
+}
+
+void add(float* y, const float* x, std::size_t n) {
+  constexpr std::size_t piece = 64;
+  parallel_items((n + piece - 1) / piece, n, [&](std::size_t p0, std::size_t p1) {
+    for (std::size_t i = p0 * piece, e = std::min(n, p1 * piece); i < e; ++i) y[i] += x[i];
+  });
+}
+
 }  // namespace glassbox::kernels
