@@ -62,19 +62,19 @@ std::int64_t attend_block(const AttentionShape& sh, std::span<const KvSpan> span
   struct Ctx {
     const AttentionShape* sh;
     std::span<const KvSpan> spans;
-    int layer, pos, n;
+    int layer, pos, n, skip;
     const float* q;
     float* out;
     float* scores;
     std::size_t stride;
     AttentionObserver* observer;
     mutable std::atomic<std::int64_t> dots{0};
-  } ctx{&sh, spans, layer, pos, n, q, out, scores, stride, observer};
-  // Chunk c is position n − 1 − c: the longest rows are handed out first, so the short ones left at
-  // the end even out the threads.
+  } ctx{&sh, spans, layer, pos, n, 0, q, out, scores, stride, observer};
+  // Chunk c is position n − 1 − skip − c: the longest rows are handed out first, so the short ones
+  // left at the end even out the threads.
   auto one = [](const void* p, std::size_t c, int slot) {
     const auto& x = *static_cast<const Ctx*>(p);
-    const int t = x.n - 1 - static_cast<int>(c);
+    const int t = x.n - 1 - x.skip - static_cast<int>(c);
     const std::size_t qd = x.sh->q_dim();
     x.dots.fetch_add(attend(*x.sh, x.spans, x.layer, x.pos + t, x.q + t * qd, x.out + t * qd, x.scores + slot * x.stride,
                             t == x.n - 1 ? x.observer : nullptr),
@@ -85,7 +85,11 @@ std::int64_t attend_block(const AttentionShape& sh, std::span<const KvSpan> span
   if (n < 2 || macs < (1 << 14) || k::threads() < 2 || slots < k::threads()) {
     for (int c = 0; c < n; ++c) one(&ctx, static_cast<std::size_t>(c), 0);
   } else {
-    k::pool().run(static_cast<std::size_t>(n), one, &ctx);
+    // The observed (last) position runs here first, so the observer is called on the caller's
+    // thread as before, and what it throws reaches the caller; the others go to the threads.
+    one(&ctx, 0, 0);
+    ctx.skip = 1;
+    k::pool().run(static_cast<std::size_t>(n - 1), one, &ctx);
   }
   return ctx.dots.load(std::memory_order_relaxed);
 }
