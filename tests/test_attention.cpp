@@ -9,6 +9,7 @@
 
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/kernels.hpp"
 #include "glassbox/model.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
@@ -130,6 +131,82 @@ BOOST_DATA_TEST_CASE(modules_match_llama2c_logits, bdata::make(kEquivalent) * bd
   }
   BOOST_TEST_MESSAGE(module << " prompt " << prompt << " block " << block << ": max |Δlogit| = " << worst);
   BOOST_TEST(worst <= 1e-4);
+}
+
+// Every weight the observer is handed, as it was handed.
+struct Rows final : glassbox::AttentionObserver {
+  std::vector<glassbox::AttentionRow> rows;
+  bool wants(int, int) const override { return true; }
+  void weights(int layer, int head, int pos, int first_pos, std::span<const float> w) override {
+    rows.push_back({layer, head, pos, first_pos, std::vector<float>(w.begin(), w.end())});
+  }
+};
+
+// A prompt fed in blocks of `block` positions with `threads` threads: the last logits, the stored
+// keys and values of every layer (with their positions), the last block's observed weights, and
+// every call's dot products summed.
+struct Prefill {
+  std::vector<float> logits, kv;
+  std::vector<glassbox::AttentionRow> observed;
+  std::int64_t dots = 0;
+};
+Prefill prefill(const std::string& module, int block, int threads) {
+  const auto& s = stories();
+  const auto& cfg = s.ckpt->config();
+  const int before = glassbox::kernels::threads();
+  glassbox::kernels::set_threads(threads);
+  glassbox::Transformer model(cfg, s.ckpt->weights(), block);
+  auto kv = s.module(module);
+  std::vector<std::int32_t> tokens(200);
+  for (std::size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<std::int32_t>((i * 37 + 1) % cfg.vocab_size);
+  Prefill r;
+  Rows obs;
+  for (std::size_t p = 0; p < tokens.size(); p += block) {
+    const std::size_t n = std::min<std::size_t>(block, tokens.size() - p);
+    obs.rows.clear();
+    auto logits = model.forward(std::span(tokens).subspan(p, n), static_cast<int>(p), *kv, &obs);
+    r.dots += model.attention_dots();
+    if (p + n == tokens.size()) r.logits.assign(logits.begin(), logits.end());
+  }
+  r.observed = obs.rows;
+  const std::size_t kvd = cfg.kv_dim();
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    std::vector<glassbox::KvSpan> spans;
+    kv->view(l, spans);
+    for (const auto& sp : spans) {
+      r.kv.push_back(static_cast<float>(sp.first));
+      r.kv.insert(r.kv.end(), sp.k, sp.k + sp.count * kvd);
+      r.kv.insert(r.kv.end(), sp.v, sp.v + sp.count * kvd);
+    }
+  }
+  glassbox::kernels::set_threads(before);
+  return r;
+}
+
+// Prefill's block attends all its positions at once on the threads (stores that do not evict) or
+// one position at a time (a sliding window): either way the logits, the stored K/V, the observed
+// weights and the work are bit for bit those of one position per forward on one thread, for 1, 2
+// and 3 threads. Blocks of 64 start on the threads at once; blocks of 7 once the context is long.
+BOOST_DATA_TEST_CASE(prefill_is_bit_identical_for_any_block_and_thread_count,
+                     bdata::make({"kv-cache", "paged:16", "recompute", "sliding-window:512", "sliding-window:80"}), module_name) {
+  const std::string module = module_name;
+  const Prefill ref = prefill(module, 1, 1);
+  BOOST_TEST_REQUIRE(!ref.observed.empty());
+  for (int block : {1, 7, 64})
+    for (int threads : {1, 2, 3}) {
+      const Prefill got = prefill(module, block, threads);
+      BOOST_TEST_CONTEXT(module << ", blocks of " << block << ", " << threads << " threads") {
+        BOOST_TEST((got.logits == ref.logits));
+        BOOST_TEST((got.kv == ref.kv));
+        BOOST_TEST(got.dots == ref.dots);
+        BOOST_TEST_REQUIRE(got.observed.size() == ref.observed.size());
+        for (std::size_t i = 0; i < ref.observed.size(); ++i) {
+          const auto &a = got.observed[i], &b = ref.observed[i];
+          BOOST_TEST((a.layer == b.layer && a.head == b.head && a.pos == b.pos && a.first_pos == b.first_pos));
+          BOOST_TEST((a.weights == b.weights));
+        }
+      }
+    }
 }
 
 // Through the engine (recompute re-runs the whole sequence every step): llama2.c's greedy tokens.

@@ -152,6 +152,42 @@ BOOST_DATA_TEST_CASE(matmul_is_independent_of_block_and_threads,
   k::set_threads(threads);
 }
 
+// A block's per-row steps (RMSNorm, RoPE, SwiGLU, residual add) spread over 1, 2 or 3 threads
+// give the bits of the one-row kernels applied row by row. 256 rows of 320 values are past the
+// size where they go to the threads; 3 rows stay on the calling thread.
+BOOST_DATA_TEST_CASE(block_rows_are_the_one_row_kernels_on_any_thread_count, bdata::make({3, 256}), rows) {
+  const std::size_t n = 320, hs = 64, kn = 128, R = rows;
+  auto x = randv(R * n, 21), w = randv(n, 22), up = randv(R * n, 23), kx = randv(R * kn, 24), cs = randv(R * hs, 25);
+  for (auto& v : x) v *= 4.0f;  // SiLU over a few units either side of 0
+  std::vector<float> norm_ref(R * n), q_ref = x, k_ref = kx, gate_ref = x, sum_ref = x;
+  for (std::size_t t = 0; t < R; ++t) {
+    k::rmsnorm(&norm_ref[t * n], &x[t * n], w.data(), n, 1e-5f);
+    k::rope(&q_ref[t * n], &cs[t * hs], n, hs);
+    k::rope(&k_ref[t * kn], &cs[t * hs], kn, hs);
+  }
+  for (std::size_t i = 0; i < R * n; ++i) {
+    gate_ref[i] = x[i] / (1.0f + std::exp(-x[i])) * up[i];
+    sum_ref[i] += up[i];
+  }
+  const int threads = k::threads();
+  for (int th : {1, 2, 3}) {
+    k::set_threads(th);
+    std::vector<float> norm(R * n), q = x, kk = kx, gate = x, sum = x;
+    k::rmsnorm_rows(norm.data(), x.data(), w.data(), R, n, 1e-5f);
+    k::rope_rows(q.data(), n, kk.data(), kn, cs.data(), R, hs);
+    k::swiglu(gate.data(), up.data(), R * n);
+    k::add(sum.data(), up.data(), R * n);
+    BOOST_TEST_CONTEXT(th << " threads") {
+      BOOST_TEST((norm == norm_ref));
+      BOOST_TEST((q == q_ref));
+      BOOST_TEST((kk == k_ref));
+      BOOST_TEST((gate == gate_ref));
+      BOOST_TEST((sum == sum_ref));
+    }
+  }
+  k::set_threads(threads);
+}
+
 BOOST_AUTO_TEST_CASE(kernel_sets_are_named_and_checked) {
   const auto sets = k::kernel_sets();
   BOOST_TEST_REQUIRE(!sets.empty());

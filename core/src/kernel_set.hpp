@@ -10,6 +10,7 @@ namespace glassbox::kernels {
 // How prefill's matrix product tiles its loops, chosen from the cache sizes (kernels.cpp).
 struct Blocking {
   std::size_t weight_rows = 64;  // rows of w per block, and per thread's chunk at most (a multiple of 32, the widest panel)
+  const float* xp = nullptr;     // x packed once for every chunk (KernelSet::pack_x_groups), or null
 };
 
 struct KernelSet {
@@ -36,6 +37,11 @@ struct KernelSet {
   // The roofline's compute peak: `iters` rounds of 12 independent vector FMAs; returns the lanes
   // per vector (so a caller can count 2·12·lanes·iters floating-point operations).
   std::size_t (*fma_probe)(std::size_t iters, float* sink);
+  // Prefill's x packed once for all chunks of weight rows (matmul_rows reads it through Blocking::xp
+  // instead of packing it in every chunk): the floats the packing of n rows of k takes (64-byte
+  // aligned) and its row groups, 0 where matmul_rows packs nothing; and the packing of groups [g0, g1).
+  std::size_t (*packed_x_floats)(std::size_t n, std::size_t k, std::size_t* groups);
+  void (*pack_x_groups)(float* xp, const float* x, std::size_t n, std::size_t k, std::size_t g0, std::size_t g1);
 };
 
 // The variants compiled in (x86-64): each is defined by one build of kernels_isa.cpp.

@@ -15,6 +15,9 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include <xsimd/memory/xsimd_aligned_allocator.hpp>
 
 #include "glassbox/error.hpp"
 #include "glassbox/quant.hpp"
@@ -96,13 +99,6 @@ std::atomic<int> g_threads{0};  // 0: not yet chosen
 std::mutex g_pool_mutex;
 std::unique_ptr<ThreadPool> g_pool;
 
-// The pool, (re)built for the current thread count. set_threads must not race a running product.
-ThreadPool& pool() {
-  std::lock_guard lock(g_pool_mutex);
-  if (!g_pool || g_pool->threads() != threads()) g_pool = std::make_unique<ThreadPool>(threads());
-  return *g_pool;
-}
-
 // Below this many multiply-adds a product runs on the calling thread: handing out chunks costs
 // more than it saves (measured: docs/performance.md).
 constexpr std::size_t kMinParallelMacs = 1u << 14;
@@ -120,7 +116,7 @@ void parallel_rows(std::size_t rows, std::size_t chunk_rows, std::size_t macs, c
     const F* fn;
     std::size_t rows, chunk_rows;
   } ctx{&fn, rows, chunk_rows};
-  pool().run(chunks, [](const void* p, std::size_t c) {
+  pool().run(chunks, [](const void* p, std::size_t c, int) {
     const auto& x = *static_cast<const Ctx*>(p);
     const std::size_t i0 = c * x.chunk_rows;
     (*x.fn)(i0, std::min(x.rows, i0 + x.chunk_rows));
@@ -154,6 +150,13 @@ Blocking blocking_for(std::size_t k) {
 }  // namespace
 
 const KernelSet& active_set() { return *active_ptr().load(std::memory_order_relaxed); }
+
+// set_threads must not race a running product.
+ThreadPool& pool() {
+  std::lock_guard lock(g_pool_mutex);
+  if (!g_pool || g_pool->threads() != threads()) g_pool = std::make_unique<ThreadPool>(threads());
+  return *g_pool;
+}
 
 std::vector<std::string> kernel_sets() {
   std::vector<std::string> out;
@@ -212,7 +215,17 @@ void matmul(float* out, const float* x, const float* w, std::size_t n, std::size
   // Weight rows are split across threads; each output is computed by one thread in an order fixed
   // by k alone, so the result does not depend on the thread count.
   const KernelSet& ks = active_set();
-  const Blocking blk = blocking_for(k);
+  Blocking blk = blocking_for(k);
+  // Prefill's lane products take x packed: once here, on the threads, rather than by every chunk
+  // (measured at 2 threads: ~10% of prefill's time went into packing x again chunk after chunk).
+  std::size_t groups = 0;
+  if (const std::size_t floats = ks.packed_x_floats(n, k, &groups)) {
+    static thread_local std::vector<float, xsimd::aligned_allocator<float, 64>> xp;
+    if (xp.size() < floats) xp.resize(floats);
+    float* const to = xp.data();  // the caller's buffer (inside the lambda, `xp` would be each worker's own)
+    parallel_rows(groups, 1, n * k * d, [&](std::size_t g0, std::size_t g1) { ks.pack_x_groups(to, x, n, k, g0, g1); });
+    blk.xp = to;
+  }
   // Prefill's chunks are whole panels of 32 rows, the widest micro-kernel's (kernels_isa.cpp).
   const std::size_t chunk = n == 1 ? chunk_rows_for(d, d) : chunk_rows_for(d, blk.weight_rows, 32);
   parallel_rows(d, chunk, n * k * d, [&](std::size_t i0, std::size_t i1) { ks.matmul_rows(out, x, w, n, k, d, i0, i1, blk); });
@@ -313,6 +326,53 @@ void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size) 
     x[i] = x0 * c - x1 * s;
     x[i + 1] = x0 * s + x1 * c;
   }
+}
+
+namespace {
+// Elementwise steps cost a few nanoseconds per value: below this many values (a decode step's
+// rows) handing out chunks costs more than it saves.
+constexpr std::size_t kMinParallelValues = 1u << 15;
+
+// fn(i0, i1) over [0, items) on the threads, in chunks of about 8 per thread, when `values` is worth it.
+template <class F>
+void parallel_items(std::size_t items, std::size_t values, const F& fn) {
+  if (values < kMinParallelValues) return fn(std::size_t{0}, items);
+  parallel_rows(items, chunk_rows_for(items, items, 1), kMinParallelMacs, fn);
+}
+}  // namespace
+
+void rmsnorm_rows(float* out, const float* x, const float* weight, std::size_t rows, std::size_t n, float eps) {
+  const KernelSet& ks = active_set();
+  parallel_items(rows, rows * n, [&](std::size_t t0, std::size_t t1) {
+    for (std::size_t t = t0; t < t1; ++t) ks.rmsnorm(out + t * n, x + t * n, weight, n, eps);
+  });
+}
+
+void rope_rows(float* q, std::size_t q_n, float* k, std::size_t k_n, const float* cos_sin, std::size_t rows, std::size_t head_size) {
+  parallel_items(rows, rows * (q_n + k_n), [&](std::size_t t0, std::size_t t1) {
+    for (std::size_t t = t0; t < t1; ++t) {
+      rope(q + t * q_n, cos_sin + t * head_size, q_n, head_size);
+      rope(k + t * k_n, cos_sin + t * head_size, k_n, head_size);
+    }
+  });
+}
+
+void swiglu(float* gate, const float* up, std::size_t n) {
+  // In 64-value pieces, so chunks never split a cache line between threads.
+  constexpr std::size_t piece = 64;
+  parallel_items((n + piece - 1) / piece, n, [&](std::size_t p0, std::size_t p1) {
+    for (std::size_t i = p0 * piece, e = std::min(n, p1 * piece); i < e; ++i) {
+      const float g = gate[i];
+      gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  });
+}
+
+void add(float* y, const float* x, std::size_t n) {
+  constexpr std::size_t piece = 64;
+  parallel_items((n + piece - 1) / piece, n, [&](std::size_t p0, std::size_t p1) {
+    for (std::size_t i = p0 * piece, e = std::min(n, p1 * piece); i < e; ++i) y[i] += x[i];
+  });
 }
 
 }  // namespace glassbox::kernels

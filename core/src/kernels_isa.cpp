@@ -250,30 +250,64 @@ void lane_block(float* out, const float* x, const float* xp, const float* w, con
     }
 }
 
+// The groups of x rows the lane products take in turn: kMR rows at a time, then 4, then 1. Group g's
+// first row and size; its packing (pack_x) lies at g·kXS·k floats of a packed x.
+struct RowGroup {
+  std::size_t t, rows;
+};
+std::size_t row_groups(std::size_t n) { return n / kMR + n % kMR / 4 + n % kMR % 4; }
+RowGroup row_group(std::size_t n, std::size_t g) {
+  const std::size_t full = n / kMR, fours = n % kMR / 4;
+  if (g < full) return {g * kMR, kMR};
+  if (g < full + fours) return {full * kMR + (g - full) * 4, 4};
+  return {full * kMR + fours * 4 + (g - full - fours), 1};
+}
+bool lane_products(std::size_t n, std::size_t k) { return kHaveFma && n >= kLaneMinRows && k >= W; }
+
+// The floats a packed x of n rows of k takes, and its row groups: 0 where the lane products are
+// not used (the dot-product tiles read x as it is).
+std::size_t packed_x_floats(std::size_t n, std::size_t k, std::size_t* groups) {
+  *groups = lane_products(n, k) ? row_groups(n) : 0;
+  return *groups * kXS * k;
+}
+
+void pack_x_groups(float* xp, const float* x, std::size_t n, std::size_t k, std::size_t g0, std::size_t g1) {
+  for (std::size_t g = g0; g < g1; ++g) {
+    const RowGroup rg = row_group(n, g);
+    pack_x(xp + g * kXS * k, x + rg.t * k, rg.rows, k);
+  }
+}
+
 // Prefill for weight rows [i, i1) and all n rows of x: the rows' panels are packed once (the chunk
 // fits L2, kernels.cpp's blocking), then each group of kMR x rows passes over all of them, so x is
-// read from memory once per chunk. Returns the first row left to the dot-product tiles.
+// read from memory once per chunk. x comes packed (xp, packed_x_floats' layout: packed once for all
+// the chunks) or, without xp, is packed here group by group. Returns the first row left to the
+// dot-product tiles.
 std::size_t lane_rows(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d,
-                      std::size_t i, std::size_t i1) {
+                      std::size_t i, std::size_t i1, const float* xp) {
   const std::size_t wide = (i1 - i) / kNR, narrow = (i1 - i - wide * kNR) / W, panels = wide + narrow;
-  static thread_local std::vector<float, xsimd::aligned_allocator<float, 64>> packed, xp;
+  static thread_local std::vector<float, xsimd::aligned_allocator<float, 64>> packed, own;
   if (packed.size() < panels * kNR * k) packed.resize(panels * kNR * k);
-  if (xp.size() < kXS * k) xp.resize(kXS * k);
+  if (!xp && own.size() < kXS * k) own.resize(kXS * k);
   for (std::size_t p = 0; p < panels; ++p)
     if (p < wide) pack_panel<kNV>(packed.data() + p * kNR * k, w + (i + p * kNR) * k, k);
     else pack_panel<1>(packed.data() + p * kNR * k, w + (i + p * kNR) * k, k);
-  auto pass = [&]<int MR>(std::size_t t) {
-    pack_x(xp.data(), x + t * k, MR, k);
-    for (std::size_t p = 0; p < panels; ++p) {
-      const std::size_t ip = i + p * kNR;
-      if (p < wide) lane_block<MR, kNV>(out + t * d + ip, x + t * k, xp.data(), w + ip * k, packed.data() + p * kNR * k, k, d);
-      else lane_block<MR, 1>(out + t * d + ip, x + t * k, xp.data(), w + ip * k, packed.data() + p * kNR * k, k, d);
-    }
-  };
-  std::size_t t = 0;
-  for (; t + kMR <= n; t += kMR) pass.template operator()<kMR>(t);
-  for (; t + 4 <= n; t += 4) pass.template operator()<4>(t);
-  for (; t < n; ++t) pass.template operator()<1>(t);
+  const std::size_t groups = row_groups(n);
+  for (std::size_t g = 0; g < groups; ++g) {
+    const RowGroup rg = row_group(n, g);
+    const float* xg = xp ? xp + g * kXS * k : own.data();
+    if (!xp) pack_x(own.data(), x + rg.t * k, rg.rows, k);
+    auto pass = [&]<int MR>() {
+      for (std::size_t p = 0; p < panels; ++p) {
+        const std::size_t ip = i + p * kNR;
+        if (p < wide) lane_block<MR, kNV>(out + rg.t * d + ip, x + rg.t * k, xg, w + ip * k, packed.data() + p * kNR * k, k, d);
+        else lane_block<MR, 1>(out + rg.t * d + ip, x + rg.t * k, xg, w + ip * k, packed.data() + p * kNR * k, k, d);
+      }
+    };
+    if (rg.rows == kMR) pass.template operator()<kMR>();
+    else if (rg.rows == 4) pass.template operator()<4>();
+    else pass.template operator()<1>();
+  }
   return i + wide * kNR + narrow * W;
 }
 
@@ -293,7 +327,7 @@ void matmul_rows(float* out, const float* x, const float* w, std::size_t n, std:
     std::size_t ib = jb;
     // Without FMA (the SSE4.2 build) the lane products' separate multiplies and adds, their
     // broadcasts and their packing cost more than they save (measured ~20% slower): tiles only.
-    if (kHaveFma && n >= kLaneMinRows && k >= W) ib = lane_rows(out, x, w, n, k, d, jb, je);
+    if (lane_products(n, k)) ib = lane_rows(out, x, w, n, k, d, jb, je, blk.xp);
     // The rest (fewer than W weight rows, few rows of x, or no FMA): dot-product tiles, over blocks
     // of x rows of about a quarter of L2.
     const std::size_t x_rows = std::max<std::size_t>(kRT, blk.weight_rows / 2 / kRT * kRT);
@@ -888,6 +922,7 @@ std::size_t fma_probe(std::size_t iters, float* sink) {
 
 }  // namespace
 
-extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, dots, axpys, vec_dot, quantize_q8_0, qmatmul_rows, fma_probe};
+extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, dots, axpys, vec_dot, quantize_q8_0, qmatmul_rows, fma_probe,
+                                    packed_x_floats, pack_x_groups};
 
 }  // namespace glassbox::kernels

@@ -13,7 +13,7 @@ constexpr int kSpins = 20000;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker(); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -26,7 +26,7 @@ ThreadPool::~ThreadPool() {
 // Every access below is sequentially consistent (the default): the argument that a successful claim
 // saw this generation's fn/ctx/chunks rests on one total order of these few operations, and they
 // cost nothing next to a chunk of a matrix product.
-void ThreadPool::work_on(std::uint32_t gen) {
+void ThreadPool::work_on(std::uint32_t gen, int slot) {
   const ChunkFn fn = fn_.load();
   const void* ctx = ctx_.load();
   const std::size_t chunks = chunks_.load();
@@ -38,13 +38,13 @@ void ThreadPool::work_on(std::uint32_t gen) {
     const std::size_t idx = static_cast<std::uint32_t>(c);
     if (idx >= chunks) return;
     if (!claim_.compare_exchange_weak(c, c + 1)) continue;
-    fn(ctx, idx);
+    fn(ctx, idx, slot);
     done_.fetch_add(1);
     c = claim_.load();
   }
 }
 
-void ThreadPool::worker() {
+void ThreadPool::worker(int slot) {
   std::uint32_t seen = gen_.load(std::memory_order_acquire);
   while (!stop_.load(std::memory_order_acquire)) {
     std::uint32_t g = gen_.load(std::memory_order_acquire);
@@ -57,14 +57,14 @@ void ThreadPool::worker() {
       continue;
     }
     seen = g;
-    if (!stop_.load(std::memory_order_acquire)) work_on(g);
+    if (!stop_.load(std::memory_order_acquire)) work_on(g, slot);
   }
 }
 
 void ThreadPool::run(std::size_t chunks, ChunkFn fn, const void* ctx) {
   bool expected = false;
   if (workers_.empty() || chunks < 2 || !busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
-    for (std::size_t c = 0; c < chunks; ++c) fn(ctx, c);
+    for (std::size_t c = 0; c < chunks; ++c) fn(ctx, c, 0);
     return;
   }
   const std::uint32_t gen = gen_.load() + 1;
@@ -76,7 +76,7 @@ void ThreadPool::run(std::size_t chunks, ChunkFn fn, const void* ctx) {
   claim_.store(static_cast<std::uint64_t>(gen) << 32);
   gen_.store(gen);
   gen_.notify_all();
-  work_on(gen);  // the caller works too, and alone if no worker wakes in time
+  work_on(gen, 0);  // the caller works too, and alone if no worker wakes in time
   // Wait for chunks a worker claimed and is still running; yield so a preempted worker gets the CPU.
   for (int i = 0; done_.load() < chunks; ++i) {
     if (i < 4096) _mm_pause();

@@ -1,9 +1,7 @@
 // The llama forward pass over a block of positions, top to bottom through one layer, as in the paper.
 #include <cmath>
 
-#include <xtensor/xmath.hpp>
-#include <xtensor/xnoalias.hpp>
-#include <xtensor/xview.hpp>
+#include <xtensor/xbuilder.hpp>
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
@@ -31,7 +29,7 @@ Transformer::Transformer(const Config& cfg, const Weights& w, int max_block)
   for (const auto& lw : w_.layers)
     for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3}) xq_row = std::max(xq_row, k::xq_row_bytes(*t));
   s_.xq.assign(B * xq_row, std::byte{0});
-  s_.scores.assign(static_cast<std::size_t>(cfg_.seq_len), 0.0f);
+  s_.scores.assign(static_cast<std::size_t>(cfg_.seq_len) * k::threads(), 0.0f);
   set_rope_theta(cfg_.rope_theta);
 }
 
@@ -60,9 +58,13 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
   if (pos < 0 || pos + n > cfg_.seq_len)
     throw InputError("forward: positions " + std::to_string(pos) + ".." + std::to_string(pos + n - 1) +
                      " exceed the context length " + std::to_string(cfg_.seq_len));
-  const std::size_t dim = cfg_.dim, hs = cfg_.head_size(), qd = cfg_.n_heads * hs, kvd = cfg_.kv_dim(), N = n;
+  const std::size_t dim = cfg_.dim, hs = cfg_.head_size(), qd = cfg_.n_heads * hs, kvd = cfg_.kv_dim(), hid = cfg_.hidden_dim, N = n;
   const float eps = cfg_.norm_eps;
   const AttentionShape shape = cfg_.attention_shape();
+  const std::size_t seq = cfg_.seq_len;
+  // A row of attention scores per thread; more only after set_threads raised the count.
+  if (s_.scores.size() < seq * k::threads()) s_.scores.assign(seq * k::threads(), 0.0f);
+  const int slots = static_cast<int>(s_.scores.size() / seq);
   dots_ = 0;
 
   // x_t = E[token_t]
@@ -77,43 +79,47 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     const LayerWeights& lw = w_.layers[l];
     // ---- attention block ----
     // xb = RMSNorm(x) ⊙ g_att
-    for (int t = 0; t < n; ++t) k::rmsnorm(&s_.xb(t, 0), &s_.x(t, 0), lw.rms_att.f32(), dim, eps);
+    k::rmsnorm_rows(s_.xb.data(), s_.x.data(), lw.rms_att.f32(), N, dim, eps);
     // q = xb·Wqᵀ,  k = xb·Wkᵀ,  v = xb·Wvᵀ
     k::matmul(s_.q.data(), s_.xb.data(), lw.wq, N, xq);
     k::matmul(s_.k.data(), s_.xb.data(), lw.wk, N, xq);
     k::matmul(s_.v.data(), s_.xb.data(), lw.wv, N, xq);
     // RoPE: rotate each (q, k) pair by the angle of its position
-    for (int t = 0; t < n; ++t) {
-      const float* cs = &s_.rope(pos + t, 0);
-      k::rope(&s_.q(t, 0), cs, qd, hs);
-      k::rope(&s_.k(t, 0), cs, kvd, hs);
-    }
+    k::rope_rows(s_.q.data(), qd, s_.k.data(), kvd, &s_.rope(pos, 0), N, hs);
     // att_t = softmax(q_t·Kᵀ/√head_size)·V per head over the positions held once k_t, v_t are stored
     // (query heads share kv heads in groups); the weights of the block's last position are observed
-    for (int t = 0; t < n; ++t) {
-      kv.write(l, pos + t, 1, &s_.k(t, 0), &s_.v(t, 0));
+    if (kv.evicts()) {
+      // A window: storing a later position may evict one an earlier position attends to.
+      for (int t = 0; t < n; ++t) {
+        kv.write(l, pos + t, 1, &s_.k(t, 0), &s_.v(t, 0));
+        s_.spans.clear();
+        kv.view(l, s_.spans);
+        dots_ += attend(shape, s_.spans, l, pos + t, &s_.q(t, 0), &s_.att(t, 0), s_.scores.data(),
+                        t == n - 1 ? observer : nullptr);
+      }
+    } else {
+      // Nothing is evicted: the whole block is stored, then its positions attend at once (causally,
+      // each to the positions up to its own), spread over the threads.
+      for (int t = 0; t < n; ++t) kv.write(l, pos + t, 1, &s_.k(t, 0), &s_.v(t, 0));
       s_.spans.clear();
       kv.view(l, s_.spans);
-      dots_ += attend(shape, s_.spans, l, pos + t, &s_.q(t, 0), &s_.att(t, 0), s_.scores.data(),
-                      t == n - 1 ? observer : nullptr);
+      dots_ += attend_block(shape, s_.spans, l, pos, n, s_.q.data(), s_.att.data(), s_.scores.data(), seq, slots, observer);
     }
     // x = x + att·Woᵀ
     k::matmul(s_.xb.data(), s_.att.data(), lw.wo, N, xq);
-    auto x = xt::view(s_.x, xt::range(0, n));
-    xt::noalias(x) += xt::view(s_.xb, xt::range(0, n));
+    k::add(s_.x.data(), s_.xb.data(), N * dim);
 
     // ---- feed-forward block ----
     // xb = RMSNorm(x) ⊙ g_ffn
-    for (int t = 0; t < n; ++t) k::rmsnorm(&s_.xb(t, 0), &s_.x(t, 0), lw.rms_ffn.f32(), dim, eps);
+    k::rmsnorm_rows(s_.xb.data(), s_.x.data(), lw.rms_ffn.f32(), N, dim, eps);
     // hb = xb·W1ᵀ (gate),  hb2 = xb·W3ᵀ (up)
     k::matmul(s_.hb.data(), s_.xb.data(), lw.w1, N, xq);
     k::matmul(s_.hb2.data(), s_.xb.data(), lw.w3, N, xq);
     // hb = SiLU(hb) ⊙ hb2,  SiLU(z) = z·σ(z)
-    auto gate = xt::view(s_.hb, xt::range(0, n));
-    xt::noalias(gate) = gate / (1.0f + xt::exp(-gate)) * xt::view(s_.hb2, xt::range(0, n));
+    k::swiglu(s_.hb.data(), s_.hb2.data(), N * hid);
     // x = x + hb·W2ᵀ
     k::matmul(s_.xb.data(), s_.hb.data(), lw.w2, N, xq);
-    xt::noalias(x) += xt::view(s_.xb, xt::range(0, n));
+    k::add(s_.x.data(), s_.xb.data(), N * dim);
   }
 
   // logits = RMSNorm(x_last) ⊙ g_final · Wclsᵀ  (only the last position predicts)

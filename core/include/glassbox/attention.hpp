@@ -108,4 +108,14 @@ class AttentionObserver {
 std::int64_t attend(const AttentionShape& shape, std::span<const KvSpan> spans, int layer, int pos,
                     const float* q, float* out, float* scores, AttentionObserver* observer);
 
+// attend for each query position pos + t, t < n, of a block whose keys and values are all held in
+// `spans` already (a store that does not evict): q and out are n rows of n_heads·head_size floats.
+// Positions are spread over the matrix products' threads; each row's arithmetic is attend's, so the
+// result does not depend on the thread count. `scores` holds `slots` rows of `stride` floats (stride
+// at least the positions held), one per thread: with fewer slots than threads it runs on the
+// calling thread. The observer gets the last position's weights only. Returns the dot products done.
+std::int64_t attend_block(const AttentionShape& shape, std::span<const KvSpan> spans, int layer, int pos, int n,
+                          const float* q, float* out, float* scores, std::size_t stride, int slots,
+                          AttentionObserver* observer);
+
 }  // namespace glassbox

@@ -66,4 +66,18 @@ void axpys(float* y, const float* a, const float* rows, std::size_t stride, std:
 // cos/sin are cos_sin[2·(i mod head_size/2)], [.. + 1]. `n` is the vector length (heads·head_size).
 void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size);
 
+// ---- a block's rows at once ----------------------------------------------------------------------
+// The per-row steps of a forward pass over `rows` positions, spread over the threads when the block
+// is large enough to pay for it; each row's (each element's) arithmetic is the one-row kernel's, so
+// the results do not depend on the block or the thread count.
+// out[t] = rmsnorm(x[t]) for rows of n floats.
+void rmsnorm_rows(float* out, const float* x, const float* weight, std::size_t rows, std::size_t n, float eps);
+// rope on row t of q (q_n floats a row) and of k (k_n floats) with the cos/sin row cos_sin + t·head_size
+// (the angles of the row's position).
+void rope_rows(float* q, std::size_t q_n, float* k, std::size_t k_n, const float* cos_sin, std::size_t rows, std::size_t head_size);
+// gate[i] = SiLU(gate[i])·up[i] = gate[i] / (1 + exp(−gate[i]))·up[i]   (libm's expf, as softmax)
+void swiglu(float* gate, const float* up, std::size_t n);
+// y[i] += x[i]
+void add(float* y, const float* x, std::size_t n);
+
 }  // namespace glassbox::kernels

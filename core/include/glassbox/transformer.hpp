@@ -26,7 +26,7 @@ struct RunState {
   xt::xtensor<float, 1> last;     // (dim)                    final-normed last position
   xt::xtensor<float, 1> logits;   // (vocab_size)
   xt::xtensor<float, 2> rope;     // (seq_len, head_size)     cos, sin of each pair's angle
-  std::vector<float> scores;      // (seq_len) one head's attention weights
+  std::vector<float> scores;      // (threads, seq_len) one head's attention weights per thread
   std::vector<KvSpan> spans;      // the K/V store's view of one layer
   // (max_block, widest row in the weights' activation type): a matmul's input rounded the way
   // llama.cpp rounds it before a quantized or F16 dot product (Q8_0 / Q8_K blocks, fp16).
@@ -41,7 +41,7 @@ class Transformer {
   const Config& config() const { return cfg_; }
   int max_block() const { return max_block_; }
   // Runs tokens[0..n) at positions pos..pos+n-1 (n <= max_block) through every layer, storing
-  // K/V in `kv` position by position (each position attends to what the store holds once its own
+  // K/V in `kv` position by position (each position attends to what the store holds, up to itself, once its own
   // K/V is in), and returns the logits after the last position. `observer`, when given, receives
   // the attention weights of the block's last position.
   std::span<const float> forward(std::span<const std::int32_t> tokens, int pos, KvStore& kv,
