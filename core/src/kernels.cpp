@@ -107,23 +107,29 @@ ThreadPool& pool() {
 // more than it saves (measured: docs/performance.md).
 constexpr std::size_t kMinParallelMacs = 1u << 14;
 
-// Runs fn(i0, i1) over [0, rows) in chunks of chunk_rows, on the pool when `macs` is worth it.
+// Runs fn(s, i0, i1) over rows [0, segs[s].rows) of each segment s, in chunks of chunk_rows that
+// never span two segments, all on the pool at once when `macs` is worth it: the products of one
+// input (q, k, v) take one dispatch and keep every thread busy to the end of the last one.
 // Which thread runs a chunk does not change its numbers.
 template <class F>
-void parallel_rows(std::size_t rows, std::size_t chunk_rows, std::size_t macs, const F& fn) {
-  const std::size_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+void parallel_segments(const std::size_t* seg_rows, std::size_t segs, std::size_t chunk_rows, std::size_t macs, const F& fn) {
+  std::size_t chunks = 0;
+  for (std::size_t s = 0; s < segs; ++s) chunks += (seg_rows[s] + chunk_rows - 1) / chunk_rows;
   if (chunks < 2 || macs < kMinParallelMacs || threads() < 2) {
-    fn(std::size_t{0}, rows);
+    for (std::size_t s = 0; s < segs; ++s) fn(s, std::size_t{0}, seg_rows[s]);
     return;
   }
   struct Ctx {
     const F* fn;
-    std::size_t rows, chunk_rows;
-  } ctx{&fn, rows, chunk_rows};
+    const std::size_t* seg_rows;
+    std::size_t chunk_rows;
+  } ctx{&fn, seg_rows, chunk_rows};
   pool().run(chunks, [](const void* p, std::size_t c) {
     const auto& x = *static_cast<const Ctx*>(p);
+    std::size_t s = 0;
+    for (std::size_t in_s; c >= (in_s = (x.seg_rows[s] + x.chunk_rows - 1) / x.chunk_rows); ++s) c -= in_s;
     const std::size_t i0 = c * x.chunk_rows;
-    (*x.fn)(i0, std::min(x.rows, i0 + x.chunk_rows));
+    (*x.fn)(s, i0, std::min(x.seg_rows[s], i0 + x.chunk_rows));
   }, &ctx);
 }
 
@@ -215,7 +221,7 @@ void matmul(float* out, const float* x, const float* w, std::size_t n, std::size
   const Blocking blk = blocking_for(k);
   // Prefill's chunks are whole panels of 32 rows, the widest micro-kernel's (kernels_isa.cpp).
   const std::size_t chunk = n == 1 ? chunk_rows_for(d, d) : chunk_rows_for(d, blk.weight_rows, 32);
-  parallel_rows(d, chunk, n * k * d, [&](std::size_t i0, std::size_t i1) { ks.matmul_rows(out, x, w, n, k, d, i0, i1, blk); });
+  parallel_segments(&d, 1, chunk, n * k * d, [&](std::size_t, std::size_t i0, std::size_t i1) { ks.matmul_rows(out, x, w, n, k, d, i0, i1, blk); });
 }
 
 std::size_t xq_row_bytes(const Tensor& w) {
@@ -224,38 +230,79 @@ std::size_t xq_row_bytes(const Tensor& w) {
 }
 
 namespace {
-template <bool Scalar>
-void matmul_typed(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) {
+// Rounds the n rows of x to the activation type xt (checking k against its block size once).
+void quantize_rows(DType xt, const float* x, std::byte* xq, std::size_t n, std::size_t k) {
+  const std::size_t xrb = row_bytes(xt, k);
+  if (k % dtype_info(xt).block_values != 0) quant::quantize_activation(xt, x, xq, k);  // throws, naming k
+  for (std::size_t t = 0; t < n; ++t) {
+    if (xt == DType::Q8_0) active_set().quantize_q8_0(x + t * k, xq + t * xrb, k);
+    else quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);
+  }
+}
+
+// The products of one input by `count` weight matrices that share its row length and activation
+// type: x rounded once, and every matrix's rows shared out in one dispatch. The chunk size is the
+// one a single matrix of all their rows would get; each output row is computed by the same kernel
+// call on the same rows as matmul's, so the same bits.
+void shared_input_products(const Product* ps, std::size_t count, const float* x, std::size_t n, std::byte* xq) {
+  const Tensor& w0 = *ps[0].w;
+  const std::size_t k = w0.cols();
+  std::size_t rows[kMaxProducts], total = 0;
+  for (std::size_t s = 0; s < count; ++s) total += rows[s] = ps[s].w->rows();
+  const KernelSet& ks = active_set();
+  if (w0.dtype == DType::F32) {
+    const Blocking blk = blocking_for(k);
+    const std::size_t chunk = n == 1 ? chunk_rows_for(total, total) : chunk_rows_for(total, blk.weight_rows, 32);
+    parallel_segments(rows, count, chunk, n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
+      ks.matmul_rows(ps[s].out, x, ps[s].w->f32(), n, k, rows[s], i0, i1, blk);
+    });
+    return;
+  }
+  const DType xt = quant::vec_dot_type(w0.dtype);
+  const std::size_t xrb = row_bytes(xt, k);
+  quantize_rows(xt, x, xq, n, k);
+  // The kernel set's product is called directly: the row length was checked once above, and the
+  // public quant::vec_dot would check it and look up the kernel set again for every row.
+  // As for float32: rows of w split across threads, each output summed in a fixed order (that of
+  // the kernel set's vec_dot, whichever rows share a pass).
+  parallel_segments(rows, count, chunk_rows_for(total, total), n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
+    const Tensor& w = *ps[s].w;
+    ks.qmatmul_rows(w.dtype, ps[s].out, w.data, row_bytes(w.dtype, k), xq, xrb, n, k, rows[s], i0, i1);
+  });
+}
+
+void matmul_scalar_typed(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) {
   const std::size_t k = w.cols(), d = w.rows();
   if (w.dtype == DType::F32) {
-    if constexpr (Scalar) matmul_scalar(out, x, w.f32(), n, k, d);
-    else matmul(out, x, w.f32(), n, k, d);
+    matmul_scalar(out, x, w.f32(), n, k, d);
     return;
   }
   const DType xt = quant::vec_dot_type(w.dtype);
   const std::size_t xrb = row_bytes(xt, k), wrb = row_bytes(w.dtype, k);
   if (k % dtype_info(xt).block_values != 0) quant::quantize_activation(xt, x, xq, k);  // throws, naming k
-  for (std::size_t t = 0; t < n; ++t) {
-    if (!Scalar && xt == DType::Q8_0) active_set().quantize_q8_0(x + t * k, xq + t * xrb, k);
-    else quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);
-  }
-  // The kernel set's product is called directly: the row length was checked once above, and the
-  // public quant::vec_dot would check it and look up the kernel set again for every row.
-  // As for float32: rows of w split across threads, each output summed in a fixed order (that of
-  // the kernel set's vec_dot, whichever rows share a pass).
-  if constexpr (Scalar) {
-    for (std::size_t i = 0; i < d; ++i)
-      for (std::size_t t = 0; t < n; ++t) out[t * d + i] = quant::vec_dot_scalar(w.dtype, k, w.data + i * wrb, xq + t * xrb);
-  } else {
-    const KernelSet& ks = active_set();
-    parallel_rows(d, chunk_rows_for(d, d), n * k * d,
-                  [&](std::size_t i0, std::size_t i1) { ks.qmatmul_rows(w.dtype, out, w.data, wrb, xq, xrb, n, k, d, i0, i1); });
-  }
+  for (std::size_t t = 0; t < n; ++t) quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);
+  for (std::size_t i = 0; i < d; ++i)
+    for (std::size_t t = 0; t < n; ++t) out[t * d + i] = quant::vec_dot_scalar(w.dtype, k, w.data + i * wrb, xq + t * xrb);
 }
 }  // namespace
 
-void matmul(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) { matmul_typed<false>(out, x, w, n, xq); }
-void matmul_scalar(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) { matmul_typed<true>(out, x, w, n, xq); }
+void matmul(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) {
+  const Product p{out, &w};
+  shared_input_products(&p, 1, x, n, xq);
+}
+
+void matmul_scalar(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) { matmul_scalar_typed(out, x, w, n, xq); }
+
+void matmuls(std::span<const Product> products, const float* x, std::size_t n, std::byte* xq) {
+  if (products.empty()) return;
+  const Tensor& w0 = *products[0].w;
+  bool shared = products.size() <= kMaxProducts;
+  for (const Product& p : products)
+    shared = shared && p.w->cols() == w0.cols() && quant::vec_dot_type(p.w->dtype) == quant::vec_dot_type(w0.dtype);
+  if (shared) shared_input_products(products.data(), products.size(), x, n, xq);
+  else
+    for (const Product& p : products) matmul(p.out, x, *p.w, n, xq);
+}
 
 void embedding_row(float* dst, const Tensor& e, std::int64_t r) {
   const std::size_t dim = e.cols();

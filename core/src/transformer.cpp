@@ -79,9 +79,9 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     // xb = RMSNorm(x) ⊙ g_att
     for (int t = 0; t < n; ++t) k::rmsnorm(&s_.xb(t, 0), &s_.x(t, 0), lw.rms_att.f32(), dim, eps);
     // q = xb·Wqᵀ,  k = xb·Wkᵀ,  v = xb·Wvᵀ
-    k::matmul(s_.q.data(), s_.xb.data(), lw.wq, N, xq);
-    k::matmul(s_.k.data(), s_.xb.data(), lw.wk, N, xq);
-    k::matmul(s_.v.data(), s_.xb.data(), lw.wv, N, xq);
+    // (one call: xb is rounded once and the three matrices' rows are shared out together)
+    const k::Product qkv[] = {{s_.q.data(), &lw.wq}, {s_.k.data(), &lw.wk}, {s_.v.data(), &lw.wv}};
+    k::matmuls(qkv, s_.xb.data(), N, xq);
     // RoPE: rotate each (q, k) pair by the angle of its position
     for (int t = 0; t < n; ++t) {
       const float* cs = &s_.rope(pos + t, 0);
@@ -106,8 +106,8 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     // xb = RMSNorm(x) ⊙ g_ffn
     for (int t = 0; t < n; ++t) k::rmsnorm(&s_.xb(t, 0), &s_.x(t, 0), lw.rms_ffn.f32(), dim, eps);
     // hb = xb·W1ᵀ (gate),  hb2 = xb·W3ᵀ (up)
-    k::matmul(s_.hb.data(), s_.xb.data(), lw.w1, N, xq);
-    k::matmul(s_.hb2.data(), s_.xb.data(), lw.w3, N, xq);
+    const k::Product gate_up[] = {{s_.hb.data(), &lw.w1}, {s_.hb2.data(), &lw.w3}};
+    k::matmuls(gate_up, s_.xb.data(), N, xq);
     // hb = SiLU(hb) ⊙ hb2,  SiLU(z) = z·σ(z)
     auto gate = xt::view(s_.hb, xt::range(0, n));
     xt::noalias(gate) = gate / (1.0f + xt::exp(-gate)) * xt::view(s_.hb2, xt::range(0, n));
