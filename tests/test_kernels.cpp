@@ -326,6 +326,36 @@ BOOST_DATA_TEST_CASE(fused_products_are_the_separate_products,
   k::set_threads(threads);
 }
 
+// Decode's shrinking chunks are listed on the caller's stack; with many threads and tall matrices
+// they outnumber the list and fixed chunks are used instead: the same bits either way.
+BOOST_DATA_TEST_CASE(decode_chunks_past_the_list_are_the_same, bdata::make({"F32", "Q8_0"}), type_name) {
+  const auto type = std::string(type_name) == "F32" ? glassbox::DType::F32 : glassbox::DType::Q8_0;
+  const std::size_t kdim = 64, d = 8192, wrb = glassbox::row_bytes(type, kdim);
+  auto wf = randv(d * kdim, 41), x = randv(kdim, 42);
+  std::vector<std::byte> bytes(d * wrb);
+  if (type == glassbox::DType::F32) std::memcpy(bytes.data(), wf.data(), bytes.size());
+  else
+    for (std::size_t i = 0; i < d; ++i) glassbox::quant::quantize_row(type, wf.data() + i * kdim, bytes.data() + i * wrb, kdim);
+  glassbox::Tensor w;
+  w.dtype = type;
+  w.n_dims = 2;
+  w.shape = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(kdim), 0, 0};
+  w.data = bytes.data();
+  w.bytes = bytes.size();
+  std::vector<std::byte> xq(std::max<std::size_t>(1, k::xq_row_bytes(w)));
+  const int threads = k::threads();
+  std::vector<float> ref(d), out(d);
+  k::set_threads(1);
+  k::matmul(ref.data(), x.data(), w, 1, xq.data());
+  for (int th : {2, 7, 96}) {  // 96: more than 256 chunks
+    k::set_threads(th);
+    std::fill(out.begin(), out.end(), -1.0f);
+    k::matmul(out.data(), x.data(), w, 1, xq.data());
+    BOOST_TEST((out == ref), th << " threads");
+  }
+  k::set_threads(threads);
+}
+
 // The kernel sets' Q8_0 activation rounding writes the same bytes as quant::quantize_activation:
 // blocks of ordinary values, an all-zero block, exact .5 ties after scaling, and ±amax.
 BOOST_AUTO_TEST_CASE(simd_q8_0_activation_matches_reference) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -107,36 +108,86 @@ ThreadPool& pool() {
 // more than it saves (measured: docs/performance.md).
 constexpr std::size_t kMinParallelMacs = 1u << 14;
 
-// Runs fn(s, i0, i1) over rows [0, segs[s].rows) of each segment s, in chunks of chunk_rows that
-// never span two segments, all on the pool at once when `macs` is worth it: the products of one
-// input (q, k, v) take one dispatch and keep every thread busy to the end of the last one.
+// How a dispatch cuts each segment's rows into chunks. Prefill's are of a fixed size (whole panels
+// that fit the blocking). Decode's are guided: each takes 1/(2·threads) of the rows not yet handed
+// out (whole groups of 8 rows, at least kMinGuidedRows), so they shrink towards the end and the
+// thread that finishes first waits at most for a small last chunk.
+struct Chunking {
+  std::size_t fixed_rows;  // 0: guided
+};
+constexpr std::size_t kMinGuidedRows = 16;
+constexpr std::size_t kMaxGuidedChunks = 256;  // beyond this (many threads), fixed chunks of 8 rows per group instead
+
+// Guided chunks, listed once by the caller (on its stack) so a claim finds its rows directly.
+struct ChunkList {
+  std::uint32_t seg[kMaxGuidedChunks], i0[kMaxGuidedChunks], i1[kMaxGuidedChunks];
+  std::size_t count = 0;
+  // False if the segments need more than kMaxGuidedChunks chunks.
+  bool guide(const std::size_t* seg_rows, std::size_t segs) {
+    std::size_t left = 0;
+    for (std::size_t s = 0; s < segs; ++s) left += seg_rows[s];
+    const std::size_t share = 2 * static_cast<std::size_t>(threads());
+    for (std::size_t s = 0; s < segs; ++s)
+      for (std::size_t r = 0; r < seg_rows[s]; ++count) {
+        if (count == kMaxGuidedChunks) return false;
+        const std::size_t want = std::max(kMinGuidedRows, ((left + share - 1) / share + 7) / 8 * 8);
+        const std::size_t e = std::min(seg_rows[s], r + want);
+        seg[count] = static_cast<std::uint32_t>(s);
+        i0[count] = static_cast<std::uint32_t>(r);
+        i1[count] = static_cast<std::uint32_t>(e);
+        left -= e - r;
+        r = e;
+      }
+    return true;
+  }
+};
+
+// Runs fn(s, i0, i1) over rows [0, seg_rows[s]) of each segment s, in chunks that never span two
+// segments, all on the pool at once when `macs` is worth it: the products of one input (q, k, v)
+// take one dispatch, and the threads stay busy to the end of the last one.
 // Which thread runs a chunk does not change its numbers.
 template <class F>
-void parallel_segments(const std::size_t* seg_rows, std::size_t segs, std::size_t chunk_rows, std::size_t macs, const F& fn) {
+void parallel_segments(const std::size_t* seg_rows, std::size_t segs, Chunking ch, std::size_t macs, const F& fn) {
+  if (threads() < 2 || macs < kMinParallelMacs) {
+    for (std::size_t s = 0; s < segs; ++s) fn(s, std::size_t{0}, seg_rows[s]);
+    return;
+  }
+  ChunkList list;
+  std::size_t total = 0;
+  for (std::size_t s = 0; s < segs; ++s) total += seg_rows[s];
+  if (ch.fixed_rows == 0 && !list.guide(seg_rows, segs)) ch.fixed_rows = std::max<std::size_t>(8, (total / (8 * threads()) + 7) / 8 * 8);
   std::size_t chunks = 0;
-  for (std::size_t s = 0; s < segs; ++s) chunks += (seg_rows[s] + chunk_rows - 1) / chunk_rows;
-  if (chunks < 2 || macs < kMinParallelMacs || threads() < 2) {
+  if (ch.fixed_rows)
+    for (std::size_t s = 0; s < segs; ++s) chunks += (seg_rows[s] + ch.fixed_rows - 1) / ch.fixed_rows;
+  else chunks = list.count;
+  if (chunks < 2) {
     for (std::size_t s = 0; s < segs; ++s) fn(s, std::size_t{0}, seg_rows[s]);
     return;
   }
   struct Ctx {
     const F* fn;
     const std::size_t* seg_rows;
-    std::size_t chunk_rows;
-  } ctx{&fn, seg_rows, chunk_rows};
+    std::size_t fixed_rows;
+    const ChunkList* list;
+  } ctx{&fn, seg_rows, ch.fixed_rows, &list};
   pool().run(chunks, [](const void* p, std::size_t c) {
     const auto& x = *static_cast<const Ctx*>(p);
+    if (!x.fixed_rows) {
+      (*x.fn)(x.list->seg[c], x.list->i0[c], x.list->i1[c]);
+      return;
+    }
     std::size_t s = 0;
-    for (std::size_t in_s; c >= (in_s = (x.seg_rows[s] + x.chunk_rows - 1) / x.chunk_rows); ++s) c -= in_s;
-    const std::size_t i0 = c * x.chunk_rows;
-    (*x.fn)(s, i0, std::min(x.seg_rows[s], i0 + x.chunk_rows));
+    for (std::size_t in_s; c >= (in_s = (x.seg_rows[s] + x.fixed_rows - 1) / x.fixed_rows); ++s) c -= in_s;
+    const std::size_t i0 = c * x.fixed_rows;
+    (*x.fn)(s, i0, std::min(x.seg_rows[s], i0 + x.fixed_rows));
   }, &ctx);
 }
 
-// Chunks of whole `group`-row groups, about 8 per thread so a late or slow thread is caught up by the others.
-std::size_t chunk_rows_for(std::size_t rows, std::size_t at_most, std::size_t group = 8) {
+// Prefill's fixed chunks: whole `group`-row groups, about 8 per thread so a late or slow thread is
+// caught up by the others, and at most `at_most` rows.
+Chunking fixed_chunks(std::size_t rows, std::size_t at_most, std::size_t group) {
   const std::size_t per = (rows + 8 * threads() - 1) / (8 * threads());
-  return std::clamp<std::size_t>((per + group - 1) / group * group, group, std::max<std::size_t>(group, at_most));
+  return {std::clamp<std::size_t>((per + group - 1) / group * group, group, std::max<std::size_t>(group, at_most))};
 }
 
 std::size_t l2_bytes() {
@@ -220,8 +271,8 @@ void matmul(float* out, const float* x, const float* w, std::size_t n, std::size
   const KernelSet& ks = active_set();
   const Blocking blk = blocking_for(k);
   // Prefill's chunks are whole panels of 32 rows, the widest micro-kernel's (kernels_isa.cpp).
-  const std::size_t chunk = n == 1 ? chunk_rows_for(d, d) : chunk_rows_for(d, blk.weight_rows, 32);
-  parallel_segments(&d, 1, chunk, n * k * d, [&](std::size_t, std::size_t i0, std::size_t i1) { ks.matmul_rows(out, x, w, n, k, d, i0, i1, blk); });
+  const Chunking ch = n == 1 ? Chunking{0} : fixed_chunks(d, blk.weight_rows, 32);
+  parallel_segments(&d, 1, ch, n * k * d, [&](std::size_t, std::size_t i0, std::size_t i1) { ks.matmul_rows(out, x, w, n, k, d, i0, i1, blk); });
 }
 
 std::size_t xq_row_bytes(const Tensor& w) {
@@ -241,9 +292,9 @@ void quantize_rows(DType xt, const float* x, std::byte* xq, std::size_t n, std::
 }
 
 // The products of one input by `count` weight matrices that share its row length and activation
-// type: x rounded once, and every matrix's rows shared out in one dispatch. The chunk size is the
-// one a single matrix of all their rows would get; each output row is computed by the same kernel
-// call on the same rows as matmul's, so the same bits.
+// type: x rounded once, and every matrix's rows shared out in one dispatch, chunked as one matrix
+// of all their rows would be. Each output row's sum depends on k alone (not on the chunk that
+// holds it), so the results are matmul's bit for bit.
 void shared_input_products(const Product* ps, std::size_t count, const float* x, std::size_t n, std::byte* xq) {
   const Tensor& w0 = *ps[0].w;
   const std::size_t k = w0.cols();
@@ -252,8 +303,8 @@ void shared_input_products(const Product* ps, std::size_t count, const float* x,
   const KernelSet& ks = active_set();
   if (w0.dtype == DType::F32) {
     const Blocking blk = blocking_for(k);
-    const std::size_t chunk = n == 1 ? chunk_rows_for(total, total) : chunk_rows_for(total, blk.weight_rows, 32);
-    parallel_segments(rows, count, chunk, n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
+    const Chunking ch = n == 1 ? Chunking{0} : fixed_chunks(total, blk.weight_rows, 32);
+    parallel_segments(rows, count, ch, n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
       ks.matmul_rows(ps[s].out, x, ps[s].w->f32(), n, k, rows[s], i0, i1, blk);
     });
     return;
@@ -265,7 +316,7 @@ void shared_input_products(const Product* ps, std::size_t count, const float* x,
   // public quant::vec_dot would check it and look up the kernel set again for every row.
   // As for float32: rows of w split across threads, each output summed in a fixed order (that of
   // the kernel set's vec_dot, whichever rows share a pass).
-  parallel_segments(rows, count, chunk_rows_for(total, total), n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
+  parallel_segments(rows, count, n == 1 ? Chunking{0} : fixed_chunks(total, total, 8), n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
     const Tensor& w = *ps[s].w;
     ks.qmatmul_rows(w.dtype, ps[s].out, w.data, row_bytes(w.dtype, k), xq, xrb, n, k, rows[s], i0, i1);
   });
