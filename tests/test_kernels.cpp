@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -297,6 +298,97 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
       }
     }
   });
+  k::set_threads(threads);
+}
+
+// Products of one input fused into one call (q, k, v; gate and up) are the separate products bit
+// for bit, for every kernel set, 1, 2 and 3 threads, decode and prefill blocks: each output row is
+// the same kernel call's whichever matrix's chunk precedes it. The matrices' heights (64, 29, 100)
+// put chunk boundaries inside groups of rows; a mixed list (F32 with Q8_0) runs one by one.
+BOOST_DATA_TEST_CASE(fused_products_are_the_separate_products,
+                     bdata::make({"F32", "Q8_0", "Q4_0", "Q8_0+Q4_0", "F32+Q8_0"}) * bdata::make({std::size_t{1}, std::size_t{5}, std::size_t{47}}),
+                     types, n) {
+  const std::size_t kdim = 288, heights[] = {64, 29, 100};
+  const std::string spec(types);
+  auto type_of = [&](std::size_t s) {
+    if (spec == "F32") return glassbox::DType::F32;
+    if (spec == "Q8_0") return glassbox::DType::Q8_0;
+    if (spec == "Q4_0") return glassbox::DType::Q4_0;
+    if (spec == "Q8_0+Q4_0") return s == 1 ? glassbox::DType::Q4_0 : glassbox::DType::Q8_0;
+    return s == 1 ? glassbox::DType::Q8_0 : glassbox::DType::F32;
+  };
+  std::vector<std::vector<std::byte>> bytes(3);
+  std::vector<std::vector<float>> wf(3);
+  glassbox::Tensor w[3];
+  std::size_t xrb = 0;
+  for (std::size_t s = 0; s < 3; ++s) {
+    const auto type = type_of(s);
+    const std::size_t d = heights[s], wrb = glassbox::row_bytes(type, kdim);
+    wf[s] = randv(d * kdim, 31 + unsigned(s));
+    bytes[s].resize(d * wrb);
+    if (type == glassbox::DType::F32) std::memcpy(bytes[s].data(), wf[s].data(), bytes[s].size());
+    else
+      for (std::size_t i = 0; i < d; ++i) glassbox::quant::quantize_row(type, wf[s].data() + i * kdim, bytes[s].data() + i * wrb, kdim);
+    w[s].dtype = type;
+    w[s].n_dims = 2;
+    w[s].shape = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(kdim), 0, 0};
+    w[s].data = bytes[s].data();
+    w[s].bytes = bytes[s].size();
+    xrb = std::max(xrb, k::xq_row_bytes(w[s]));
+  }
+  auto x = randv(n * kdim, 33);
+  std::vector<std::byte> xq(n * std::max<std::size_t>(1, xrb));
+  const int threads = k::threads();
+  for_each_kernel_set([&] {
+    std::vector<float> ref[3], out[3];
+    k::set_threads(1);
+    for (std::size_t s = 0; s < 3; ++s) {
+      ref[s].resize(n * heights[s]);
+      out[s].resize(n * heights[s]);
+      k::matmul(ref[s].data(), x.data(), w[s], n, xq.data());
+    }
+    for (int th : {1, 2, 3}) {
+      k::set_threads(th);
+      for (std::size_t count : {2, 3}) {
+        for (auto& o : out) std::fill(o.begin(), o.end(), -1.0f);
+        const k::Product ps[] = {{out[0].data(), &w[0]}, {out[1].data(), &w[1]}, {out[2].data(), &w[2]}};
+        k::matmuls({ps, count}, x.data(), n, xq.data());
+        BOOST_TEST_CONTEXT(th << " threads, " << count << " products") {
+          for (std::size_t s = 0; s < count; ++s) BOOST_TEST((out[s] == ref[s]));
+        }
+      }
+    }
+  });
+  k::set_threads(threads);
+}
+
+// Decode's shrinking chunks are listed on the caller's stack; with many threads and tall matrices
+// they outnumber the list and fixed chunks are used instead: the same bits either way.
+BOOST_DATA_TEST_CASE(decode_chunks_past_the_list_are_the_same, bdata::make({"F32", "Q8_0"}), type_name) {
+  const auto type = std::string(type_name) == "F32" ? glassbox::DType::F32 : glassbox::DType::Q8_0;
+  const std::size_t kdim = 64, d = 8192, wrb = glassbox::row_bytes(type, kdim);
+  auto wf = randv(d * kdim, 41), x = randv(kdim, 42);
+  std::vector<std::byte> bytes(d * wrb);
+  if (type == glassbox::DType::F32) std::memcpy(bytes.data(), wf.data(), bytes.size());
+  else
+    for (std::size_t i = 0; i < d; ++i) glassbox::quant::quantize_row(type, wf.data() + i * kdim, bytes.data() + i * wrb, kdim);
+  glassbox::Tensor w;
+  w.dtype = type;
+  w.n_dims = 2;
+  w.shape = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(kdim), 0, 0};
+  w.data = bytes.data();
+  w.bytes = bytes.size();
+  std::vector<std::byte> xq(std::max<std::size_t>(1, k::xq_row_bytes(w)));
+  const int threads = k::threads();
+  std::vector<float> ref(d), out(d);
+  k::set_threads(1);
+  k::matmul(ref.data(), x.data(), w, 1, xq.data());
+  for (int th : {2, 7, 96}) {  // 96: more than 256 chunks
+    k::set_threads(th);
+    std::fill(out.begin(), out.end(), -1.0f);
+    k::matmul(out.data(), x.data(), w, 1, xq.data());
+    BOOST_TEST((out == ref), th << " threads");
+  }
   k::set_threads(threads);
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -103,30 +104,92 @@ std::unique_ptr<ThreadPool> g_pool;
 // more than it saves (measured: docs/performance.md).
 constexpr std::size_t kMinParallelMacs = 1u << 14;
 
-// Runs fn(i0, i1) over [0, rows) in chunks of chunk_rows, on the pool when `macs` is worth it.
+// How a dispatch cuts each segment's rows into chunks. Prefill's are of a fixed size (whole panels
+// that fit the blocking). Decode's are guided: each takes 1/(2·threads) of the rows not yet handed
+// out (whole groups of 8 rows, at least kMinGuidedRows), so they shrink towards the end and the
+// thread that finishes first waits at most for a small last chunk.
+struct Chunking {
+  std::size_t fixed_rows;  // 0: guided
+};
+constexpr std::size_t kMinGuidedRows = 16;
+constexpr std::size_t kMaxGuidedChunks = 256;  // beyond this (many threads), fixed chunks of 8 rows per group instead
+
+// Guided chunks, listed once by the caller (on its stack) so a claim finds its rows directly.
+struct ChunkList {
+  std::uint32_t seg[kMaxGuidedChunks], i0[kMaxGuidedChunks], i1[kMaxGuidedChunks];
+  std::size_t count = 0;
+  // False if the segments need more than kMaxGuidedChunks chunks.
+  bool guide(const std::size_t* seg_rows, std::size_t segs) {
+    std::size_t left = 0;
+    for (std::size_t s = 0; s < segs; ++s) left += seg_rows[s];
+    const std::size_t share = 2 * static_cast<std::size_t>(threads());
+    for (std::size_t s = 0; s < segs; ++s)
+      for (std::size_t r = 0; r < seg_rows[s]; ++count) {
+        if (count == kMaxGuidedChunks) return false;
+        const std::size_t want = std::max(kMinGuidedRows, ((left + share - 1) / share + 7) / 8 * 8);
+        const std::size_t e = std::min(seg_rows[s], r + want);
+        seg[count] = static_cast<std::uint32_t>(s);
+        i0[count] = static_cast<std::uint32_t>(r);
+        i1[count] = static_cast<std::uint32_t>(e);
+        left -= e - r;
+        r = e;
+      }
+    return true;
+  }
+};
+
+// Runs fn(s, i0, i1) over rows [0, seg_rows[s]) of each segment s, in chunks that never span two
+// segments, all on the pool at once when `macs` is worth it: the products of one input (q, k, v)
+// take one dispatch, and the threads stay busy to the end of the last one.
 // Which thread runs a chunk does not change its numbers.
 template <class F>
-void parallel_rows(std::size_t rows, std::size_t chunk_rows, std::size_t macs, const F& fn) {
-  const std::size_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-  if (chunks < 2 || macs < kMinParallelMacs || threads() < 2) {
-    fn(std::size_t{0}, rows);
+void parallel_segments(const std::size_t* seg_rows, std::size_t segs, Chunking ch, std::size_t macs, const F& fn) {
+  if (threads() < 2 || macs < kMinParallelMacs) {
+    for (std::size_t s = 0; s < segs; ++s) fn(s, std::size_t{0}, seg_rows[s]);
+    return;
+  }
+  ChunkList list;
+  std::size_t total = 0;
+  for (std::size_t s = 0; s < segs; ++s) total += seg_rows[s];
+  if (ch.fixed_rows == 0 && !list.guide(seg_rows, segs)) ch.fixed_rows = std::max<std::size_t>(8, (total / (8 * threads()) + 7) / 8 * 8);
+  std::size_t chunks = 0;
+  if (ch.fixed_rows)
+    for (std::size_t s = 0; s < segs; ++s) chunks += (seg_rows[s] + ch.fixed_rows - 1) / ch.fixed_rows;
+  else chunks = list.count;
+  if (chunks < 2) {
+    for (std::size_t s = 0; s < segs; ++s) fn(s, std::size_t{0}, seg_rows[s]);
     return;
   }
   struct Ctx {
     const F* fn;
-    std::size_t rows, chunk_rows;
-  } ctx{&fn, rows, chunk_rows};
+    const std::size_t* seg_rows;
+    std::size_t fixed_rows;
+    const ChunkList* list;
+  } ctx{&fn, seg_rows, ch.fixed_rows, &list};
   pool().run(chunks, [](const void* p, std::size_t c, int) {
     const auto& x = *static_cast<const Ctx*>(p);
-    const std::size_t i0 = c * x.chunk_rows;
-    (*x.fn)(i0, std::min(x.rows, i0 + x.chunk_rows));
+    if (!x.fixed_rows) {
+      (*x.fn)(x.list->seg[c], x.list->i0[c], x.list->i1[c]);
+      return;
+    }
+    std::size_t s = 0;
+    for (std::size_t in_s; c >= (in_s = (x.seg_rows[s] + x.fixed_rows - 1) / x.fixed_rows); ++s) c -= in_s;
+    const std::size_t i0 = c * x.fixed_rows;
+    (*x.fn)(s, i0, std::min(x.seg_rows[s], i0 + x.fixed_rows));
   }, &ctx);
 }
 
-// Chunks of whole `group`-row groups, about 8 per thread so a late or slow thread is caught up by the others.
-std::size_t chunk_rows_for(std::size_t rows, std::size_t at_most, std::size_t group = 8) {
+// Prefill's fixed chunks: whole `group`-row groups, about 8 per thread so a late or slow thread is
+// caught up by the others, and at most `at_most` rows.
+Chunking fixed_chunks(std::size_t rows, std::size_t at_most, std::size_t group) {
   const std::size_t per = (rows + 8 * threads() - 1) / (8 * threads());
-  return std::clamp<std::size_t>((per + group - 1) / group * group, group, std::max<std::size_t>(group, at_most));
+  return {std::clamp<std::size_t>((per + group - 1) / group * group, group, std::max<std::size_t>(group, at_most))};
+}
+
+// One segment in fixed chunks of `chunk_rows` rows: the row steps of a prefill block and x's packing.
+template <class F>
+void parallel_rows(std::size_t rows, std::size_t chunk_rows, std::size_t macs, const F& fn) {
+  parallel_segments(&rows, 1, Chunking{chunk_rows}, macs, [&](std::size_t, std::size_t i0, std::size_t i1) { fn(i0, i1); });
 }
 
 std::size_t l2_bytes() {
@@ -227,8 +290,8 @@ void matmul(float* out, const float* x, const float* w, std::size_t n, std::size
     blk.xp = to;
   }
   // Prefill's chunks are whole panels of 32 rows, the widest micro-kernel's (kernels_isa.cpp).
-  const std::size_t chunk = n == 1 ? chunk_rows_for(d, d) : chunk_rows_for(d, blk.weight_rows, 32);
-  parallel_rows(d, chunk, n * k * d, [&](std::size_t i0, std::size_t i1) { ks.matmul_rows(out, x, w, n, k, d, i0, i1, blk); });
+  const Chunking ch = n == 1 ? Chunking{0} : fixed_chunks(d, blk.weight_rows, 32);
+  parallel_segments(&d, 1, ch, n * k * d, [&](std::size_t, std::size_t i0, std::size_t i1) { ks.matmul_rows(out, x, w, n, k, d, i0, i1, blk); });
 }
 
 std::size_t xq_row_bytes(const Tensor& w) {
@@ -237,38 +300,79 @@ std::size_t xq_row_bytes(const Tensor& w) {
 }
 
 namespace {
-template <bool Scalar>
-void matmul_typed(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) {
+// Rounds the n rows of x to the activation type xt (checking k against its block size once).
+void quantize_rows(DType xt, const float* x, std::byte* xq, std::size_t n, std::size_t k) {
+  const std::size_t xrb = row_bytes(xt, k);
+  if (k % dtype_info(xt).block_values != 0) quant::quantize_activation(xt, x, xq, k);  // throws, naming k
+  for (std::size_t t = 0; t < n; ++t) {
+    if (xt == DType::Q8_0) active_set().quantize_q8_0(x + t * k, xq + t * xrb, k);
+    else quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);
+  }
+}
+
+// The products of one input by `count` weight matrices that share its row length and activation
+// type: x rounded once, and every matrix's rows shared out in one dispatch, chunked as one matrix
+// of all their rows would be. Each output row's sum depends on k alone (not on the chunk that
+// holds it), so the results are matmul's bit for bit.
+void shared_input_products(const Product* ps, std::size_t count, const float* x, std::size_t n, std::byte* xq) {
+  const Tensor& w0 = *ps[0].w;
+  const std::size_t k = w0.cols();
+  std::size_t rows[kMaxProducts], total = 0;
+  for (std::size_t s = 0; s < count; ++s) total += rows[s] = ps[s].w->rows();
+  const KernelSet& ks = active_set();
+  if (w0.dtype == DType::F32) {
+    const Blocking blk = blocking_for(k);
+    const Chunking ch = n == 1 ? Chunking{0} : fixed_chunks(total, blk.weight_rows, 32);
+    parallel_segments(rows, count, ch, n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
+      ks.matmul_rows(ps[s].out, x, ps[s].w->f32(), n, k, rows[s], i0, i1, blk);
+    });
+    return;
+  }
+  const DType xt = quant::vec_dot_type(w0.dtype);
+  const std::size_t xrb = row_bytes(xt, k);
+  quantize_rows(xt, x, xq, n, k);
+  // The kernel set's product is called directly: the row length was checked once above, and the
+  // public quant::vec_dot would check it and look up the kernel set again for every row.
+  // As for float32: rows of w split across threads, each output summed in a fixed order (that of
+  // the kernel set's vec_dot, whichever rows share a pass).
+  parallel_segments(rows, count, n == 1 ? Chunking{0} : fixed_chunks(total, total, 8), n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
+    const Tensor& w = *ps[s].w;
+    ks.qmatmul_rows(w.dtype, ps[s].out, w.data, row_bytes(w.dtype, k), xq, xrb, n, k, rows[s], i0, i1);
+  });
+}
+
+void matmul_scalar_typed(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) {
   const std::size_t k = w.cols(), d = w.rows();
   if (w.dtype == DType::F32) {
-    if constexpr (Scalar) matmul_scalar(out, x, w.f32(), n, k, d);
-    else matmul(out, x, w.f32(), n, k, d);
+    matmul_scalar(out, x, w.f32(), n, k, d);
     return;
   }
   const DType xt = quant::vec_dot_type(w.dtype);
   const std::size_t xrb = row_bytes(xt, k), wrb = row_bytes(w.dtype, k);
   if (k % dtype_info(xt).block_values != 0) quant::quantize_activation(xt, x, xq, k);  // throws, naming k
-  for (std::size_t t = 0; t < n; ++t) {
-    if (!Scalar && xt == DType::Q8_0) active_set().quantize_q8_0(x + t * k, xq + t * xrb, k);
-    else quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);
-  }
-  // The kernel set's product is called directly: the row length was checked once above, and the
-  // public quant::vec_dot would check it and look up the kernel set again for every row.
-  // As for float32: rows of w split across threads, each output summed in a fixed order (that of
-  // the kernel set's vec_dot, whichever rows share a pass).
-  if constexpr (Scalar) {
-    for (std::size_t i = 0; i < d; ++i)
-      for (std::size_t t = 0; t < n; ++t) out[t * d + i] = quant::vec_dot_scalar(w.dtype, k, w.data + i * wrb, xq + t * xrb);
-  } else {
-    const KernelSet& ks = active_set();
-    parallel_rows(d, chunk_rows_for(d, d), n * k * d,
-                  [&](std::size_t i0, std::size_t i1) { ks.qmatmul_rows(w.dtype, out, w.data, wrb, xq, xrb, n, k, d, i0, i1); });
-  }
+  for (std::size_t t = 0; t < n; ++t) quant::quantize_activation(xt, x + t * k, xq + t * xrb, k);
+  for (std::size_t i = 0; i < d; ++i)
+    for (std::size_t t = 0; t < n; ++t) out[t * d + i] = quant::vec_dot_scalar(w.dtype, k, w.data + i * wrb, xq + t * xrb);
 }
 }  // namespace
 
-void matmul(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) { matmul_typed<false>(out, x, w, n, xq); }
-void matmul_scalar(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) { matmul_typed<true>(out, x, w, n, xq); }
+void matmul(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) {
+  const Product p{out, &w};
+  shared_input_products(&p, 1, x, n, xq);
+}
+
+void matmul_scalar(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq) { matmul_scalar_typed(out, x, w, n, xq); }
+
+void matmuls(std::span<const Product> products, const float* x, std::size_t n, std::byte* xq) {
+  if (products.empty()) return;
+  const Tensor& w0 = *products[0].w;
+  bool shared = products.size() <= kMaxProducts;
+  for (const Product& p : products)
+    shared = shared && p.w->cols() == w0.cols() && quant::vec_dot_type(p.w->dtype) == quant::vec_dot_type(w0.dtype);
+  if (shared) shared_input_products(products.data(), products.size(), x, n, xq);
+  else
+    for (const Product& p : products) matmul(p.out, x, *p.w, n, xq);
+}
 
 void embedding_row(float* dst, const Tensor& e, std::int64_t r) {
   const std::size_t dim = e.cols();
@@ -337,7 +441,7 @@ constexpr std::size_t kMinParallelValues = 1u << 15;
 template <class F>
 void parallel_items(std::size_t items, std::size_t values, const F& fn) {
   if (values < kMinParallelValues) return fn(std::size_t{0}, items);
-  parallel_rows(items, chunk_rows_for(items, items, 1), kMinParallelMacs, fn);
+  parallel_rows(items, fixed_chunks(items, items, 1).fixed_rows, kMinParallelMacs, fn);
 }
 }  // namespace
 

@@ -642,7 +642,7 @@ void q8_0_rows8_512(float* out, const std::byte* w, std::size_t wrb, const block
   };
   // Each row prefetches the same place of its row in the next pass into L1 (`pf`: that pass's
   // rows), and of its row kFarPasses passes on into the outer caches (`far`) — null when that pass
-  // lies beyond the chunk, whose next rows another thread may be reading. Once per cache line:
+  // lies beyond the matrix. Once per cache line:
   // addresses at most 64 bytes apart touch every line between them. With the L1 prefetches alone
   // the rows streamed at ~11 GB/s where a bare read of the same pattern reaches ~14; the far ones
   // close most of that gap (measured, 768-wide rows: 8.6 against 9.6 CPU ms per 117 MB).
@@ -702,7 +702,10 @@ constexpr int kQuantRows = 4;
 constexpr std::size_t kFarPasses = 4;
 // Rows i0..i1 of a Q8_0/Q4_0 matrix against n activation rows: kQuantRows rows at a time, each group of
 // rows read from memory once and kept in cache while the n activation rows pass; each row
-// prefetches the same place of the next group's row.
+// prefetches the same place of the next group's row. The prefetches run on past the chunk's end,
+// up to the matrix's: decode's last chunks are a pass or two (kernels.cpp), which would otherwise
+// start and end cold, and the rows after a chunk are the next one's, which this thread often takes
+// itself (when another thread takes them, those few rows are fetched into both cores' caches).
 template <class Blk, int Acc, __m256i (*Prod)(const Blk&, __m256i, __m256i)>
 void q_matmul(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n,
               std::size_t nb, std::size_t d, std::size_t i0, std::size_t i1, __m256i offset) {
@@ -713,8 +716,8 @@ void q_matmul(float* out, const std::byte* w, std::size_t wrb, const std::byte* 
 #if defined(GB_HAVE_Q8_0_512)
       if constexpr (std::is_same_v<Blk, block_q8_0> && R == 8)
         q8_0_rows8_512(out + t * d + i, w + i * wrb, wrb, reinterpret_cast<const block_q8_0*>(xq + t * xrb), nb,
-                       i + 2 * R <= i1 ? w + (i + R) * wrb : nullptr,
-                       i + (kFarPasses + 1) * R <= i1 ? w + (i + kFarPasses * R) * wrb : nullptr);
+                       i + 2 * R <= d ? w + (i + R) * wrb : nullptr,
+                       i + (kFarPasses + 1) * R <= d ? w + (i + kFarPasses * R) * wrb : nullptr);
       else
 #endif
       q_rows<Blk, R, Acc, Prod>(out + t * d + i, w + i * wrb, wrb, reinterpret_cast<const block_q8_0*>(xq + t * xrb), nb, offset, R * wrb);

@@ -81,9 +81,9 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     // xb = RMSNorm(x) ⊙ g_att
     k::rmsnorm_rows(s_.xb.data(), s_.x.data(), lw.rms_att.f32(), N, dim, eps);
     // q = xb·Wqᵀ,  k = xb·Wkᵀ,  v = xb·Wvᵀ
-    k::matmul(s_.q.data(), s_.xb.data(), lw.wq, N, xq);
-    k::matmul(s_.k.data(), s_.xb.data(), lw.wk, N, xq);
-    k::matmul(s_.v.data(), s_.xb.data(), lw.wv, N, xq);
+    // (one call: xb is rounded once and the three matrices' rows are shared out together)
+    const k::Product qkv[] = {{s_.q.data(), &lw.wq}, {s_.k.data(), &lw.wk}, {s_.v.data(), &lw.wv}};
+    k::matmuls(qkv, s_.xb.data(), N, xq);
     // RoPE: rotate each (q, k) pair by the angle of its position
     k::rope_rows(s_.q.data(), qd, s_.k.data(), kvd, &s_.rope(pos, 0), N, hs);
     // att_t = softmax(q_t·Kᵀ/√head_size)·V per head over the positions held once k_t, v_t are stored
@@ -113,8 +113,8 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     // xb = RMSNorm(x) ⊙ g_ffn
     k::rmsnorm_rows(s_.xb.data(), s_.x.data(), lw.rms_ffn.f32(), N, dim, eps);
     // hb = xb·W1ᵀ (gate),  hb2 = xb·W3ᵀ (up)
-    k::matmul(s_.hb.data(), s_.xb.data(), lw.w1, N, xq);
-    k::matmul(s_.hb2.data(), s_.xb.data(), lw.w3, N, xq);
+    const k::Product gate_up[] = {{s_.hb.data(), &lw.w1}, {s_.hb2.data(), &lw.w3}};
+    k::matmuls(gate_up, s_.xb.data(), N, xq);
     // hb = SiLU(hb) ⊙ hb2,  SiLU(z) = z·σ(z)
     k::swiglu(s_.hb.data(), s_.hb2.data(), N * hid);
     // x = x + hb·W2ᵀ

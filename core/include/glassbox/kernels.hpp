@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,6 +44,17 @@ void matmul_scalar(float* out, const float* x, const float* w, std::size_t n, st
 void matmul(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq);
 void matmul_scalar(float* out, const float* x, const Tensor& w, std::size_t n, std::byte* xq);
 std::size_t xq_row_bytes(const Tensor& w);  // bytes of one rounded input row for w (0 for F32)
+
+// Several products of the same input x (n, k): out_s = x · w_sᵀ for each (out_s, w_s), bit for bit
+// the separate matmul calls, but x is rounded once and all the matrices' rows are shared out among
+// the threads in one dispatch (q, k, v; gate and up). Products of different row lengths or
+// activation types, or more than kMaxProducts of them, run one by one.
+struct Product {
+  float* out;
+  const Tensor* w;
+};
+inline constexpr std::size_t kMaxProducts = 4;
+void matmuls(std::span<const Product> products, const float* x, std::size_t n, std::byte* xq);
 
 // dst = row r of e (vocab, dim) dequantized to float: the embedding lookup.
 void embedding_row(float* dst, const Tensor& e, std::int64_t r);
