@@ -38,6 +38,24 @@ void for_each_kernel_set(F&& check) {
   }
   k::use_kernel_set(initial);
 }
+
+// A (d, k) weight matrix of `type` from float rows `wf`: its bytes (in `bytes`, which the caller keeps)
+// and the Tensor over them.
+glassbox::Tensor weight_matrix(glassbox::DType type, const std::vector<float>& wf, std::size_t d, std::size_t k,
+                               std::vector<std::byte>& bytes) {
+  const std::size_t wrb = glassbox::row_bytes(type, k);
+  bytes.resize(d * wrb);
+  if (type == glassbox::DType::F32) std::memcpy(bytes.data(), wf.data(), bytes.size());
+  else
+    for (std::size_t i = 0; i < d; ++i) glassbox::quant::quantize_row(type, wf.data() + i * k, bytes.data() + i * wrb, k);
+  glassbox::Tensor w;
+  w.dtype = type;
+  w.n_dims = 2;
+  w.shape = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(k), 0, 0};
+  w.data = bytes.data();
+  w.bytes = bytes.size();
+  return w;
+}
 }  // namespace
 
 BOOST_DATA_TEST_CASE(dot_matches_scalar, kSizes, n) {
@@ -239,15 +257,8 @@ BOOST_DATA_TEST_CASE(typed_matmul_matches_scalar,
                      c, rows) {
   const std::size_t d = 29;
   auto wf = randv(d * c.k, 5);
-  std::vector<std::byte> bytes(d * glassbox::row_bytes(c.type, c.k));
-  for (std::size_t i = 0; i < d; ++i)
-    glassbox::quant::quantize_row(c.type, wf.data() + i * c.k, bytes.data() + i * glassbox::row_bytes(c.type, c.k), c.k);
-  glassbox::Tensor w;
-  w.dtype = c.type;
-  w.n_dims = 2;
-  w.shape = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(c.k), 0, 0};
-  w.data = bytes.data();
-  w.bytes = bytes.size();
+  std::vector<std::byte> bytes;
+  const glassbox::Tensor w = weight_matrix(c.type, wf, d, c.k, bytes);
   check_typed(w, rows);
 }
 
@@ -270,15 +281,8 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
   const auto type = std::string(type_name) == "Q8_0" ? glassbox::DType::Q8_0 : glassbox::DType::Q4_0;
   const std::size_t n = 5;
   auto wf = randv(d * kdim, 21), x = randv(n * kdim, 22);
-  const std::size_t wrb = glassbox::row_bytes(type, kdim);
-  std::vector<std::byte> bytes(d * wrb);
-  for (std::size_t i = 0; i < d; ++i) glassbox::quant::quantize_row(type, wf.data() + i * kdim, bytes.data() + i * wrb, kdim);
-  glassbox::Tensor w;
-  w.dtype = type;
-  w.n_dims = 2;
-  w.shape = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(kdim), 0, 0};
-  w.data = bytes.data();
-  w.bytes = bytes.size();
+  std::vector<std::byte> bytes;
+  const glassbox::Tensor w = weight_matrix(type, wf, d, kdim, bytes);
   const std::size_t xrb = k::xq_row_bytes(w);
   const int threads = k::threads();
   for_each_kernel_set([&] {
@@ -286,7 +290,7 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
     std::vector<float> ref(n * d), out(n * d), one(d);
     for (std::size_t t = 0; t < n; ++t) {
       glassbox::quant::quantize_activation(glassbox::DType::Q8_0, x.data() + t * kdim, xq.data() + t * xrb, kdim);
-      for (std::size_t i = 0; i < d; ++i) ref[t * d + i] = glassbox::quant::vec_dot(type, kdim, bytes.data() + i * wrb, xq.data() + t * xrb);
+      for (std::size_t i = 0; i < d; ++i) ref[t * d + i] = glassbox::quant::vec_dot(type, kdim, bytes.data() + i * glassbox::row_bytes(type, kdim), xq.data() + t * xrb);
     }
     for (int th : {1, 2, 3}) {
       k::set_threads(th);
@@ -323,17 +327,8 @@ BOOST_DATA_TEST_CASE(fused_products_are_the_separate_products,
   std::size_t xrb = 0;
   for (std::size_t s = 0; s < 3; ++s) {
     const auto type = type_of(s);
-    const std::size_t d = heights[s], wrb = glassbox::row_bytes(type, kdim);
-    wf[s] = randv(d * kdim, 31 + unsigned(s));
-    bytes[s].resize(d * wrb);
-    if (type == glassbox::DType::F32) std::memcpy(bytes[s].data(), wf[s].data(), bytes[s].size());
-    else
-      for (std::size_t i = 0; i < d; ++i) glassbox::quant::quantize_row(type, wf[s].data() + i * kdim, bytes[s].data() + i * wrb, kdim);
-    w[s].dtype = type;
-    w[s].n_dims = 2;
-    w[s].shape = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(kdim), 0, 0};
-    w[s].data = bytes[s].data();
-    w[s].bytes = bytes[s].size();
+    wf[s] = randv(heights[s] * kdim, 31 + unsigned(s));
+    w[s] = weight_matrix(type, wf[s], heights[s], kdim, bytes[s]);
     xrb = std::max(xrb, k::xq_row_bytes(w[s]));
   }
   auto x = randv(n * kdim, 33);
@@ -366,18 +361,10 @@ BOOST_DATA_TEST_CASE(fused_products_are_the_separate_products,
 // they outnumber the list and fixed chunks are used instead: the same bits either way.
 BOOST_DATA_TEST_CASE(decode_chunks_past_the_list_are_the_same, bdata::make({"F32", "Q8_0"}), type_name) {
   const auto type = std::string(type_name) == "F32" ? glassbox::DType::F32 : glassbox::DType::Q8_0;
-  const std::size_t kdim = 64, d = 8192, wrb = glassbox::row_bytes(type, kdim);
+  const std::size_t kdim = 64, d = 8192;
   auto wf = randv(d * kdim, 41), x = randv(kdim, 42);
-  std::vector<std::byte> bytes(d * wrb);
-  if (type == glassbox::DType::F32) std::memcpy(bytes.data(), wf.data(), bytes.size());
-  else
-    for (std::size_t i = 0; i < d; ++i) glassbox::quant::quantize_row(type, wf.data() + i * kdim, bytes.data() + i * wrb, kdim);
-  glassbox::Tensor w;
-  w.dtype = type;
-  w.n_dims = 2;
-  w.shape = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(kdim), 0, 0};
-  w.data = bytes.data();
-  w.bytes = bytes.size();
+  std::vector<std::byte> bytes;
+  const glassbox::Tensor w = weight_matrix(type, wf, d, kdim, bytes);
   std::vector<std::byte> xq(std::max<std::size_t>(1, k::xq_row_bytes(w)));
   const int threads = k::threads();
   std::vector<float> ref(d), out(d);
