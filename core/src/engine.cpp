@@ -89,7 +89,7 @@ Engine::Engine(Transformer& model, const Tokenizer& tokenizer, KvStore& attentio
   const auto V = static_cast<std::size_t>(model.config().vocab_size);
   probs_.resize(V);
   order_.resize(V);
-  top_scratch_.resize(V + V / 64);
+  top_scratch_.resize(V + V / 16);
 }
 
 int Engine::context_limit() const {

@@ -20,14 +20,17 @@ SoftmaxStats softmax_weights(std::span<const float> l, std::span<float> w) {
 }
 
 std::size_t top_logits(std::span<const float> l, std::size_t k, std::int32_t* best, std::int32_t* scratch) {
-  constexpr std::size_t kBlock = 64;
-  const std::size_t n = l.size(), nb = n / kBlock;
-  // Too few blocks for the bound to pass over anything: the plain run.
-  if (k == 0 || nb < 4 * k)
-    return top_run(n, k, [&](std::int32_t a, std::int32_t b) { return l[a] > l[b]; }, best);
   using batch = xsimd::batch<float>;
   constexpr std::size_t B = batch::size;
-  static_assert(kBlock % B == 0);
+  const std::size_t n = l.size();
+  // Blocks of 64 entries, smaller for a small vocabulary (512 entries, k = 10: blocks of 16), so that
+  // there are several blocks per wanted entry; with too few for the bound to pass over anything, the
+  // plain run.
+  std::size_t kBlock = 64;
+  while (kBlock > 16 && kBlock > B && n / kBlock < 4 * k) kBlock /= 2;
+  const std::size_t nb = n / kBlock;
+  if (k == 0 || nb < 4 * k)
+    return top_run(n, k, [&](std::int32_t a, std::int32_t b) { return l[a] > l[b]; }, best);
   // Each block's maximum, kept as the float's bits in scratch (reinterpreted; maxima are exact).
   float* bmax = reinterpret_cast<float*>(scratch);
   static_assert(sizeof(float) == sizeof(std::int32_t));

@@ -51,10 +51,10 @@ std::size_t top_run(std::size_t n, std::size_t k, Better better, std::int32_t* b
 
 // The indices of the min(k, n) highest of n logits, higher first and equal ones by lower index
 // (what top_run with `l[a] > l[b]` gives), written to best[0..); returns how many. Same result, but
-// most of a large vocabulary is passed over in vectors: the k-th highest maximum of the 64-entry
-// blocks, t, is at most the k-th highest logit (k blocks each hold an entry >= t), so only blocks whose
-// maximum reaches t are read, and only their entries >= t compete. `scratch` holds at least
-// n + n/64 ints. No logit may be NaN.
+// most of a large vocabulary is passed over in vectors: the k-th highest maximum of the blocks (of
+// 64 entries, down to 16 for a small vocabulary), t, is at most the k-th highest logit (k blocks each
+// hold an entry >= t), so only blocks whose maximum reaches t are read, and only their entries >= t
+// compete. `scratch` holds at least n + n/16 ints. No logit may be NaN.
 std::size_t top_logits(std::span<const float> l, std::size_t k, std::int32_t* best, std::int32_t* scratch);
 
 class SamplerChain {
