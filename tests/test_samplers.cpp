@@ -397,6 +397,25 @@ BOOST_DATA_TEST_CASE(top_k_top_p_and_the_draw_match_a_full_sort,
   }
 }
 
+// top-k's block bound at its edges: k where the blocks just suffice (n/64 = 4k), banned tokens, the
+// best candidates in the tail past the last whole block, and a chosen candidate carried along.
+BOOST_DATA_TEST_CASE(top_k_bound_edges, bdata::make({1000u, 32003u}) * bdata::make({1u, 3u, 15u, 125u}), n, k) {
+  auto logits = random_logits(n, n + k, 1.0f);
+  for (std::size_t i = 0; i < n; i += 5) logits[i] = -INFINITY;
+  logits[n - 1] = 9.0f, logits[n - 2] = 9.0f;  // equal: the lower id first
+  const auto ref = reference_sorted(logits);
+  Candidates c = from_logits(logits);
+  c.selected = static_cast<int>(n / 3);  // a selection made before survives the reordering
+  c.sort_prefix(k);
+  BOOST_TEST(c.data[c.selected].id == static_cast<std::int32_t>(n / 3));
+  std::vector<std::int32_t> got, want;
+  for (std::size_t i = 0; i < k; ++i) got.push_back(c.data[i].id), want.push_back(ref[i].id);
+  BOOST_TEST(got == want, boost::test_tools::per_element());
+  std::vector<std::int32_t> all = ids(c);  // still a permutation of every candidate
+  std::sort(all.begin(), all.end());
+  for (std::size_t i = 0; i < n; ++i) BOOST_TEST(all[i] == static_cast<std::int32_t>(i));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 // ---------------------------------------------------------------- validation

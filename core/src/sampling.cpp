@@ -76,7 +76,42 @@ void Candidates::sort_prefix(std::size_t n) {
   if (sorted || n == 0) return;
   if (n >= data.size()) return sort();
   const int sel_id = selected >= 0 ? data[selected].id : -1;
-  if (n <= data.size() / 16) {
+  constexpr std::size_t kBlock = 64;
+  const std::size_t nb = data.size() / kBlock;
+  if (nb >= 4 * n) {
+    // Most candidates cannot be among the first n. The n-th highest of the 64-candidate blocks'
+    // maximum logits, t, is at most the n-th highest logit (n blocks each hold one >= t), so the
+    // candidates >= t move to the front, reading only the blocks whose maximum reaches t, and the
+    // bounded heap runs over those alone. The first n come out the same: the order is total.
+    thread_local std::vector<float> bmax;  // (2 · blocks): grows on the first step, then reused
+    if (bmax.size() < 2 * nb) bmax.resize(2 * nb);
+    for (std::size_t b = 0; b < nb; ++b) {
+      const Candidate* p = data.data() + b * kBlock;
+      float m0 = p[0].logit, m1 = p[1].logit, m2 = p[2].logit, m3 = p[3].logit;  // four chains
+      for (std::size_t j = 4; j < kBlock; j += 4) {
+        m0 = std::max(m0, p[j].logit);
+        m1 = std::max(m1, p[j + 1].logit);
+        m2 = std::max(m2, p[j + 2].logit);
+        m3 = std::max(m3, p[j + 3].logit);
+      }
+      bmax[b] = std::max(std::max(m0, m1), std::max(m2, m3));
+    }
+    float* sel = bmax.data() + nb;
+    std::copy(bmax.data(), bmax.data() + nb, sel);
+    std::nth_element(sel, sel + (n - 1), sel + nb, std::greater<float>());
+    const float t = sel[n - 1];
+    // A partition over the blocks that reach t (the tail past the last whole block is read whole):
+    // what it swaps back has been read already and is below t.
+    std::size_t m = 0;
+    auto take = [&](std::size_t i0, std::size_t i1) {
+      for (std::size_t i = i0; i < i1; ++i)
+        if (data[i].logit >= t) std::swap(data[m++], data[i]);
+    };
+    for (std::size_t b = 0; b < nb; ++b)
+      if (bmax[b] >= t) take(b * kBlock, (b + 1) * kBlock);
+    take(nb * kBlock, data.size());
+    std::partial_sort(data.begin(), data.begin() + n, data.begin() + m, Before{});
+  } else if (n <= data.size() / 16) {
     // A bounded heap: after the first few, most candidates lose one comparison with its top.
     std::partial_sort(data.begin(), data.begin() + n, data.end(), Before{});
   } else {
