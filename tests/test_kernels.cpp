@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include <xsimd/memory/xsimd_aligned_allocator.hpp>
+
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
 #include "glassbox/model_source.hpp"
@@ -88,6 +90,41 @@ BOOST_DATA_TEST_CASE(dots_and_axpys_are_the_single_calls, kSizes, n) {
     k::axpys(y.data(), a.data(), rows.data(), stride, count, n);
     for (std::size_t s = 0; s < count; ++s) k::axpy(want_y.data(), a[s], rows.data() + s * stride, n);
     BOOST_TEST((y == want_y));
+  });
+}
+
+// Attention over a block of queries: dots_packed is dot·scale and axpys_rows is axpys, bit for bit,
+// for head sizes the kernel set tiles and those it does not, any number of queries per call, and
+// keys packed in pieces at offsets inside a block and at its start.
+BOOST_DATA_TEST_CASE(packed_attention_is_the_single_calls,
+                     bdata::make({4, 8, 16, 17, 24, 32, 48, 64, 80, 128}) * bdata::make({1, 2, 3, 4, 5, 9}), n, nq) {
+  const std::size_t count = 53, stride = 3 * n + 5, q_stride = n + 7, a_stride = count + 2;
+  const auto keys = randv(count * stride, 31), q = randv(nq * q_stride, 32), a = randv(nq * a_stride, 33), y0 = randv(nq * q_stride, 34);
+  for_each_kernel_set([&] {
+    BOOST_TEST_CONTEXT("head size " << n << ", " << nq << " queries, tiled " << k::attention_tiles(n)) {
+      for (std::size_t split : {0, 21, 32}) {
+        std::vector<float, xsimd::aligned_allocator<float, 64>> kt(k::packed_keys_floats(count, n));
+        k::pack_keys(kt.data(), keys.data(), stride, split, n, 0);
+        k::pack_keys(kt.data(), keys.data() + split * stride, stride, count - split, n, split);
+        const std::size_t row = k::packed_scores_floats(count, n);
+        BOOST_TEST_REQUIRE(row >= count);
+        std::vector<float> out(nq * row);
+        k::dots_packed(out.data(), row, q.data(), q_stride, nq, kt.data(), count, n, 0.125f);
+        for (std::size_t r = 0; r < std::size_t(nq); ++r)
+          for (std::size_t s = 0; s < count; ++s) {
+            const float want = k::dot(q.data() + r * q_stride, keys.data() + s * stride, n) * 0.125f;
+            BOOST_TEST_REQUIRE(out[r * row + s] == want, "query " << r << " key " << s << " split " << split);
+            // and the scalar twin, to a tolerance (another summation order)
+            BOOST_TEST_REQUIRE(std::abs(out[r * row + s] - 0.125f * k::dot_scalar(q.data() + r * q_stride, keys.data() + s * stride, n)) <=
+                               1e-5f * std::sqrt(float(n)));
+          }
+      }
+      auto y = y0, want = y0;
+      k::axpys_rows(y.data(), q_stride, a.data(), a_stride, nq, keys.data(), stride, count, n);
+      for (std::size_t r = 0; r < std::size_t(nq); ++r)
+        k::axpys(want.data() + r * q_stride, a.data() + r * a_stride, keys.data(), stride, count, n);
+      BOOST_TEST((y == want));
+    }
   });
 }
 

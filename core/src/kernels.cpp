@@ -422,6 +422,42 @@ void axpys(float* y, const float* a, const float* rows, std::size_t stride, std:
   active_set().axpys(y, a, rows, stride, count, n);
 }
 
+namespace {
+// The packed layout's keys per block for head size n: the kernel set's, or 1 (plain rows) where it
+// has none or its block does not divide n.
+std::size_t key_block(const KernelSet& ks, std::size_t n) { return ks.key_block && n % ks.key_block == 0 ? ks.key_block : 1; }
+}  // namespace
+
+bool attention_tiles(std::size_t n) { return key_block(active_set(), n) > 1; }
+
+std::size_t packed_keys_floats(std::size_t count, std::size_t n) {
+  const std::size_t b = key_block(active_set(), n);
+  return (count + b - 1) / b * b * n;
+}
+
+std::size_t packed_scores_floats(std::size_t count, std::size_t n) {
+  const std::size_t b = key_block(active_set(), n);
+  return (count + b - 1) / b * b;
+}
+
+void pack_keys(float* kt, const float* rows, std::size_t stride, std::size_t count, std::size_t n, std::size_t at) {
+  const KernelSet& ks = active_set();
+  if (key_block(ks, n) > 1) return ks.pack_keys(kt, rows, stride, count, n, at);
+  for (std::size_t s = 0; s < count; ++s) std::copy_n(rows + s * stride, n, kt + (at + s) * n);
+}
+
+void dots_packed(float* out, std::size_t out_stride, const float* q, std::size_t q_stride, std::size_t nq, const float* kt,
+                 std::size_t count, std::size_t n, float scale) {
+  const KernelSet& ks = active_set();
+  if (key_block(ks, n) > 1) return ks.dots_packed(out, out_stride, q, q_stride, nq, kt, count, n, scale);
+  for (std::size_t r = 0; r < nq; ++r) ks.dots(out + r * out_stride, q + r * q_stride, kt, n, count, n, scale);
+}
+
+void axpys_rows(float* y, std::size_t y_stride, const float* a, std::size_t a_stride, std::size_t nq, const float* rows,
+                std::size_t stride, std::size_t count, std::size_t n) {
+  active_set().axpys_rows(y, y_stride, a, a_stride, nq, rows, stride, count, n);
+}
+
 void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size) {
   for (std::size_t i = 0; i < n; i += 2) {
     const std::size_t j = i % head_size;  // pair index within the head, times 2
