@@ -151,6 +151,23 @@ BOOST_DATA_TEST_CASE(axpy_matches_scalar, kSizes, n) {
   });
 }
 
+// softmax is softmax_scalar bit for bit (its maximum and division are vectorized, exp and the sum
+// are not), with signed zeros, infinities and NaNs among the inputs too.
+BOOST_DATA_TEST_CASE(softmax_is_the_scalar_version, kSizes * bdata::xrange(4), n, special) {
+  auto x = randv(n, 19);
+  for (auto& v : x) v *= 30.0f;
+  if (special == 1) x[n / 2] = -0.0f, x[0] = 0.0f;
+  if (special == 2) x[n - 1] = -INFINITY, x[n / 3] = INFINITY;
+  if (special == 3) x[n / 2] = NAN;
+  auto want = x;
+  k::softmax_scalar(want.data(), n);
+  for_each_kernel_set([&] {
+    auto got = x;
+    k::softmax(got.data(), n);
+    BOOST_TEST(std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0);
+  });
+}
+
 BOOST_DATA_TEST_CASE(softmax_is_a_distribution, kSizes, n) {
   auto x = randv(n, 9);
   for (auto& v : x) v *= 30.0f;  // large logits: the max subtraction must keep exp finite

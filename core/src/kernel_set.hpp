@@ -50,6 +50,8 @@ struct KernelSet {
                       std::size_t count, std::size_t n, float scale);
   void (*axpys_rows)(float* y, std::size_t y_stride, const float* a, std::size_t a_stride, std::size_t nq, const float* rows,
                      std::size_t stride, std::size_t count, std::size_t n);
+  // kernels::softmax: softmax_scalar's numbers (libm's exp, the sum in order).
+  void (*softmax)(float* x, std::size_t n);
 };
 
 // The variants compiled in (x86-64): each is defined by one build of kernels_isa.cpp.

@@ -404,8 +404,9 @@ void softmax_scalar(float* x, std::size_t n) {
 
 void softmax(float* x, std::size_t n) {
   // exp() stays scalar libm: xsimd's vector exp differs in the last bits, and the logits'
-  // distribution is what learners compare across machines.
-  softmax_scalar(x, n);
+  // distribution is what learners compare across machines. The kernel set's version vectorizes
+  // only what keeps softmax_scalar's bits (the maximum, the division).
+  active_set().softmax(x, n);
 }
 
 void axpy_scalar(float* y, float a, const float* x, std::size_t n) {

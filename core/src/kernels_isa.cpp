@@ -411,6 +411,45 @@ void axpys(float* y, const float* a, const float* rows, std::size_t stride, std:
     for (std::size_t s = 0; s < count; ++s) y[i] += a[s] * rows[s * stride + i];
 }
 
+// kernels::softmax_scalar's numbers, with the maximum and the division vectorized: a maximum of
+// numbers is the same in any order (of two equal zeros either sign may win, and x − (±0) and
+// exp(±0) do not tell them apart), and a division rounds the same in a vector. Each exp stays
+// libm's expf and the sum stays one chain in order. With a NaN the maximum depends on the order:
+// then std::max_element's, as the scalar version.
+// (GCC 12 reports the _mm512_undefined_ps inside _mm512_max_ps as uninitialized, as above.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+void softmax(float* x, std::size_t n) {
+  if (n == 0) return;
+  float mx = x[0];
+  std::size_t i = 0;
+  if (n >= W) {
+    batch m = batch::load_unaligned(x);
+    xsimd::batch_bool<float> nan = xsimd::isnan(m);
+    for (i = W; i + W <= n; i += W) {
+      const batch v = batch::load_unaligned(x + i);
+      m = xsimd::max(m, v);
+      nan = nan | xsimd::isnan(v);
+    }
+    alignas(64) float lanes[W];
+    m.store_aligned(lanes);
+    for (std::size_t l = 1; l < W; ++l) mx = std::max(mx, lanes[l]);
+    mx = std::max(mx, lanes[0]);
+    if (xsimd::any(nan)) i = 0, mx = x[0];
+  }
+  for (; i < n; ++i) mx = mx < x[i] ? x[i] : mx;  // std::max_element's comparison
+  float sum = 0.0f;
+  for (i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const batch sv(sum);
+  for (i = 0; i + W <= n; i += W) (batch::load_unaligned(x + i) / sv).store_unaligned(x + i);
+  for (; i < n; ++i) x[i] /= sum;
+}
+#pragma GCC diagnostic pop
+
 // ---- attention over a block of queries (prefill) -----------------------------------------------
 // Keys packed W to a block, lane-major: key s's value j at kt[(s / W)·n·W + j·W + s % W], so one
 // vector holds value j of W keys and a query's scores against those keys come out as one vector.
@@ -1046,6 +1085,6 @@ std::size_t fma_probe(std::size_t iters, float* sink) {
 }  // namespace
 
 extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, dots, axpys, vec_dot, quantize_q8_0, qmatmul_rows, fma_probe,
-                                    packed_x_floats, pack_x_groups, kKeyBlock, pack_keys, dots_packed, axpys_rows};
+                                    packed_x_floats, pack_x_groups, kKeyBlock, pack_keys, dots_packed, axpys_rows, softmax};
 
 }  // namespace glassbox::kernels
