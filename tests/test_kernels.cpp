@@ -362,7 +362,8 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
 // Products of one input fused into one call (q, k, v; gate and up) are the separate products bit
 // for bit, for every kernel set, 1, 2 and 3 threads, decode and prefill blocks: each output row is
 // the same kernel call's whichever matrix's chunk precedes it. The matrices' heights (64, 29, 100)
-// put chunk boundaries inside groups of rows; a mixed list (F32 with Q8_0) runs one by one.
+// put chunk boundaries inside groups of rows; a mixed list (F32 with Q8_0) runs one by one. Each
+// row of a block's product is also the one-row (decode) product of that row.
 BOOST_DATA_TEST_CASE(fused_products_are_the_separate_products,
                      bdata::make({"F32", "Q8_0", "Q4_0", "Q8_0+Q4_0", "F32+Q8_0"}) * bdata::make({std::size_t{1}, std::size_t{5}, std::size_t{47}}),
                      types, n) {
@@ -395,6 +396,12 @@ BOOST_DATA_TEST_CASE(fused_products_are_the_separate_products,
       ref[s].resize(n * heights[s]);
       out[s].resize(n * heights[s]);
       k::matmul(ref[s].data(), x.data(), w[s], n, xq.data());
+      // and each row of the block is decode's product of that row alone
+      std::vector<float> one(heights[s]);
+      for (std::size_t t = 0; t < n; ++t) {
+        k::matmul(one.data(), x.data() + t * kdim, w[s], 1, xq.data());
+        BOOST_TEST_REQUIRE(std::equal(one.begin(), one.end(), ref[s].begin() + t * heights[s]), "row " << t << " of matrix " << s);
+      }
     }
     for (int th : {1, 2, 3}) {
       k::set_threads(th);

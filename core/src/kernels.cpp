@@ -274,21 +274,28 @@ void matmul_scalar(float* out, const float* x, const float* w, std::size_t n, st
     for (std::size_t i = 0; i < d; ++i) out[t * d + i] = dot_scalar(x + t * k, w + i * k, k);
 }
 
+namespace {
+// Prefill's lane products take x packed: once per product, on the threads, rather than by every
+// chunk of weight rows (measured at 2 threads: ~10% of prefill's time went into packing x again
+// chunk after chunk). Null where the kernel set packs nothing (decode, few rows).
+const float* packed_x(const KernelSet& ks, const float* x, std::size_t n, std::size_t k, std::size_t macs) {
+  std::size_t groups = 0;
+  const std::size_t floats = ks.packed_x_floats(n, k, &groups);
+  if (!floats) return nullptr;
+  static thread_local std::vector<float, xsimd::aligned_allocator<float, 64>> xp;
+  if (xp.size() < floats) xp.resize(floats);
+  float* const to = xp.data();  // the caller's buffer (inside the lambda, `xp` would be each worker's own)
+  parallel_rows(groups, 1, macs, [&](std::size_t g0, std::size_t g1) { ks.pack_x_groups(to, x, n, k, g0, g1); });
+  return to;
+}
+}  // namespace
+
 void matmul(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d) {
   // Weight rows are split across threads; each output is computed by one thread in an order fixed
   // by k alone, so the result does not depend on the thread count.
   const KernelSet& ks = active_set();
   Blocking blk = blocking_for(k);
-  // Prefill's lane products take x packed: once here, on the threads, rather than by every chunk
-  // (measured at 2 threads: ~10% of prefill's time went into packing x again chunk after chunk).
-  std::size_t groups = 0;
-  if (const std::size_t floats = ks.packed_x_floats(n, k, &groups)) {
-    static thread_local std::vector<float, xsimd::aligned_allocator<float, 64>> xp;
-    if (xp.size() < floats) xp.resize(floats);
-    float* const to = xp.data();  // the caller's buffer (inside the lambda, `xp` would be each worker's own)
-    parallel_rows(groups, 1, n * k * d, [&](std::size_t g0, std::size_t g1) { ks.pack_x_groups(to, x, n, k, g0, g1); });
-    blk.xp = to;
-  }
+  blk.xp = packed_x(ks, x, n, k, n * k * d);
   // Prefill's chunks are whole panels of 32 rows, the widest micro-kernel's (kernels_isa.cpp).
   const Chunking ch = n == 1 ? Chunking{0} : fixed_chunks(d, blk.weight_rows, 32);
   parallel_segments(&d, 1, ch, n * k * d, [&](std::size_t, std::size_t i0, std::size_t i1) { ks.matmul_rows(out, x, w, n, k, d, i0, i1, blk); });
@@ -321,7 +328,8 @@ void shared_input_products(const Product* ps, std::size_t count, const float* x,
   for (std::size_t s = 0; s < count; ++s) total += rows[s] = ps[s].w->rows();
   const KernelSet& ks = active_set();
   if (w0.dtype == DType::F32) {
-    const Blocking blk = blocking_for(k);
+    Blocking blk = blocking_for(k);
+    blk.xp = packed_x(ks, x, n, k, n * k * total);
     const Chunking ch = n == 1 ? Chunking{0} : fixed_chunks(total, blk.weight_rows, 32);
     parallel_segments(rows, count, ch, n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
       ks.matmul_rows(ps[s].out, x, ps[s].w->f32(), n, k, rows[s], i0, i1, blk);
