@@ -199,6 +199,28 @@ BOOST_AUTO_TEST_CASE(rope_rotates_pairs_by_the_given_angle) {
   BOOST_TEST(x[6] * x[6] + x[7] * x[7] == 41.0f, boost::test_tools::tolerance(1e-5f));
 }
 
+// RoPE (two pairs per vector where the head size allows) and SwiGLU (libm's exp, the rest four at a
+// time) are their scalar formulas bit for bit, tails included.
+BOOST_DATA_TEST_CASE(rope_and_swiglu_are_the_scalar_formulas, bdata::make({2, 4, 6, 8, 48, 64}) * bdata::make({1, 3}), head_size, heads) {
+  const std::size_t hs = head_size, n = hs * heads;
+  auto x = randv(n, 51), cs = randv(hs, 52), up = randv(n, 53);
+  auto want = x, got = x;
+  for (std::size_t i = 0; i < n; i += 2) {
+    const float c = cs[i % hs], s = cs[i % hs + 1], x0 = x[i], x1 = x[i + 1];
+    want[i] = x0 * c - x1 * s;
+    want[i + 1] = x0 * s + x1 * c;
+  }
+  k::rope(got.data(), cs.data(), n, hs);
+  BOOST_TEST((got == want));
+  for (std::size_t m : {n, n + 1, 4 * n + 67}) {
+    auto g = randv(m, 54), u = randv(m, 55), w = g;
+    for (auto& v : g) v *= 4.0f;
+    for (std::size_t i = 0; i < m; ++i) w[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    k::swiglu(g.data(), u.data(), m);
+    BOOST_TEST((g == w));
+  }
+}
+
 // Prefill (n rows at once, register-tiled or as lane products) and decode (one row) give bit-identical outputs, and so
 // do 1, 2 and 3 threads: each output's summation order depends on k alone.
 // 11 rows take the dot-product tiles only; 47 rows the lane products (groups of 14 or 6 rows, then

@@ -2,6 +2,7 @@
 // for this CPU, and the split of matrix products across threads.
 #include "glassbox/kernels.hpp"
 
+#include <pmmintrin.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -468,7 +469,19 @@ void axpys_rows(float* y, std::size_t y_stride, const float* a, std::size_t a_st
 }
 
 void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size) {
-  for (std::size_t i = 0; i < n; i += 2) {
+  std::size_t i = 0;
+  // Two pairs at a time (SSE3, the baseline): x·(c, c) ∓ swap(x)·(s, s) with addsub, the scalar
+  // loop's products and sums exactly (this file is built without FMA contraction into them: the
+  // x86-64-v2 baseline has none). A head's pairs never straddle a vector (head_size is even).
+  if (head_size % 4 == 0)
+    for (; i + 4 <= n; i += 4) {
+      const std::size_t j = i % head_size;
+      const __m128 v = _mm_loadu_ps(x + i), cs = _mm_loadu_ps(cos_sin + j);
+      const __m128 a = _mm_mul_ps(v, _mm_moveldup_ps(cs));
+      const __m128 b = _mm_mul_ps(_mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)), _mm_movehdup_ps(cs));
+      _mm_storeu_ps(x + i, _mm_addsub_ps(a, b));
+    }
+  for (; i < n; i += 2) {
     const std::size_t j = i % head_size;  // pair index within the head, times 2
     const float c = cos_sin[j], s = cos_sin[j + 1];
     const float x0 = x[i], x1 = x[i + 1];
@@ -507,12 +520,21 @@ void rope_rows(float* q, std::size_t q_n, float* k, std::size_t k_n, const float
 }
 
 void swiglu(float* gate, const float* up, std::size_t n) {
-  // In 64-value pieces, so chunks never split a cache line between threads.
+  // In 64-value pieces, so chunks never split a cache line between threads. Each exp is libm's
+  // (as softmax's); the division and product around it run four at a time, the same roundings.
   constexpr std::size_t piece = 64;
   parallel_items((n + piece - 1) / piece, n, [&](std::size_t p0, std::size_t p1) {
-    for (std::size_t i = p0 * piece, e = std::min(n, p1 * piece); i < e; ++i) {
-      const float g = gate[i];
-      gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    alignas(16) float ex[piece];
+    for (std::size_t i0 = p0 * piece, e = std::min(n, p1 * piece); i0 < e; i0 += piece) {
+      const std::size_t m = std::min(piece, e - i0);
+      for (std::size_t j = 0; j < m; ++j) ex[j] = std::exp(-gate[i0 + j]);
+      std::size_t j = 0;
+      const __m128 one = _mm_set1_ps(1.0f);
+      for (; j + 4 <= m; j += 4) {
+        const __m128 g = _mm_loadu_ps(gate + i0 + j);
+        _mm_storeu_ps(gate + i0 + j, _mm_mul_ps(_mm_div_ps(g, _mm_add_ps(one, _mm_load_ps(ex + j))), _mm_loadu_ps(up + i0 + j)));
+      }
+      for (; j < m; ++j) gate[i0 + j] = gate[i0 + j] / (1.0f + ex[j]) * up[i0 + j];
     }
   });
 }
