@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -182,6 +183,31 @@ BOOST_DATA_TEST_CASE(softmax_is_a_distribution, kSizes, n) {
   // Order is preserved: a larger logit never gets a smaller probability.
   for (std::size_t i = 1; i < std::size_t(n); ++i)
     if (x[i] > x[i - 1]) BOOST_TEST(y[i] >= y[i - 1]);
+}
+
+// The trace's raw distribution: every kernel set against libm's expf and double sums, with -inf
+// entries (banned tokens) and a 32,000-entry vocabulary besides the usual sizes.
+BOOST_DATA_TEST_CASE(exp_weights_match_scalar, kSizes + bdata::make({32000}), n) {
+  auto l = randv(n, 11);
+  for (auto& v : l) v *= 12.0f;
+  for (std::size_t i = 3; i < std::size_t(n); i += 7) l[i] = -std::numeric_limits<float>::infinity();
+  std::vector<float> w(n), ws(n);
+  double ss = 0, sws = 0;
+  const float ms = k::exp_weights_scalar(l.data(), ws.data(), n, &ss, &sws);
+  for_each_kernel_set([&] {
+    double s = 0, sw = 0;
+    std::fill(w.begin(), w.end(), -1.0f);
+    const float m = k::exp_weights(l.data(), w.data(), n, &s, &sw);
+    BOOST_TEST(m == ms);  // the max is exact
+    for (std::size_t i = 0; i < std::size_t(n); ++i) BOOST_TEST(w[i] == ws[i], boost::test_tools::tolerance(4e-7f));
+    BOOST_TEST(s == ss, boost::test_tools::tolerance(1e-6));
+    BOOST_TEST(sw == sws, boost::test_tools::tolerance(1e-5));
+    // the same kernel set gives the same bits again
+    double s2 = 0, sw2 = 0;
+    std::vector<float> w2(n);
+    k::exp_weights(l.data(), w2.data(), n, &s2, &sw2);
+    BOOST_TEST((s2 == s && sw2 == sw && w2 == w));
+  });
 }
 
 BOOST_AUTO_TEST_CASE(rope_rotates_pairs_by_the_given_angle) {

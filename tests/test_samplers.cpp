@@ -94,6 +94,28 @@ double round4(double x) { return std::round(x * 1e4) / 1e4; }
 
 BOOST_AUTO_TEST_SUITE(exact)
 
+// The engine's raw top-K skips blocks below a bound; it must give exactly the plain run's answer:
+// ties (coarse logits), banned tokens, the best entries in the last partial block, k near n/64.
+BOOST_DATA_TEST_CASE(top_logits_is_the_plain_run,
+                     bdata::make({1, 63, 64, 300, 512, 1000, 4096, 32000, 32003}) * bdata::make({1, 5, 10, 40}) * bdata::make({0, 1, 2}),
+                     n, kk, variant) {
+  std::mt19937 g(static_cast<unsigned>(n * 131 + kk * 7 + variant));
+  std::uniform_real_distribution<float> d(-10.0f, 10.0f);
+  std::vector<float> l(n);
+  for (auto& x : l) x = variant == 1 ? std::round(d(g)) : d(g);  // variant 1: many equal logits
+  if (variant == 2) {  // banned tokens, and the best ones at the very end
+    for (std::size_t i = 0; i < l.size(); i += 3) l[i] = -INFINITY;
+    for (int j = 1; j <= 3 && j <= n; ++j) l[n - j] = 20.0f + static_cast<float>(j % 2);
+  }
+  const std::size_t k = static_cast<std::size_t>(kk);
+  std::vector<std::int32_t> want(k), got(k, -1), scratch(l.size() + l.size() / 16);
+  const std::size_t nw = top_run(l.size(), k, [&](std::int32_t a, std::int32_t b) { return l[a] > l[b]; }, want.data());
+  const std::size_t ng = top_logits(l, k, got.data(), scratch.data());
+  BOOST_TEST(ng == nw);
+  BOOST_TEST(std::vector<std::int32_t>(got.begin(), got.begin() + ng) == std::vector<std::int32_t>(want.begin(), want.begin() + nw),
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(temperature_on_the_weather_distribution) {
   const auto t02 = run_stage("temperature:0.2", kWeather);
   const auto want02 = with_temperature(kWeather, 0.2);

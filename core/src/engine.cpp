@@ -89,6 +89,7 @@ Engine::Engine(Transformer& model, const Tokenizer& tokenizer, KvStore& attentio
   const auto V = static_cast<std::size_t>(model.config().vocab_size);
   probs_.resize(V);
   order_.resize(V);
+  top_scratch_.resize(V + V / 16);
 }
 
 int Engine::context_limit() const {
@@ -187,10 +188,9 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
                     std::span<const float> logits, std::int32_t token, std::int32_t prev, double ms) {
     StepEvent e;
     if (opt.report_distribution) {
-      // top-k in one pass, higher logit first, then lower id; best[0] is the max logit m.
+      // top-k, higher logit first, then lower id; best[0] is the max logit m.
       const std::int32_t* best = order_.data();
-      top_run(logits.size(), static_cast<std::size_t>(std::max(top_k, 1)),
-              [&](std::int32_t a, std::int32_t b) { return logits[a] > logits[b]; }, order_.data());
+      top_logits(logits, static_cast<std::size_t>(std::max(top_k, 1)), order_.data(), top_scratch_.data());
       const float m = logits[best[0]];
       // p_i = w_i / S with w_i = exp(l_i - m): one exp per logit. The sampler chain computed exactly
       // this when it recorded its stages; reuse it then.

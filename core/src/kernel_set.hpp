@@ -37,6 +37,8 @@ struct KernelSet {
   // The roofline's compute peak: `iters` rounds of 12 independent vector FMAs; returns the lanes
   // per vector (so a caller can count 2·12·lanes·iters floating-point operations).
   std::size_t (*fma_probe)(std::size_t iters, float* sink);
+  // kernels::exp_weights (n >= 1).
+  float (*exp_weights)(const float* l, float* w, std::size_t n, double* sum, double* weighted);
   // Prefill's x packed once for all chunks of weight rows (matmul_rows reads it through Blocking::xp
   // instead of packing it in every chunk): the floats the packing of n rows of k takes (64-byte
   // aligned) and its row groups, 0 where matmul_rows packs nothing; and the packing of groups [g0, g1).

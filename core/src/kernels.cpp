@@ -418,6 +418,24 @@ void softmax(float* x, std::size_t n) {
   active_set().softmax(x, n);
 }
 
+float exp_weights(const float* l, float* w, std::size_t n, double* sum, double* weighted) {
+  return active_set().exp_weights(l, w, n, sum, weighted);
+}
+
+float exp_weights_scalar(const float* l, float* w, std::size_t n, double* sum, double* weighted) {
+  const float m = *std::max_element(l, l + n);
+  double s = 0, wl = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float d = l[i] - m;
+    w[i] = std::exp(d);
+    s += w[i];
+    if (w[i] > 0) wl += static_cast<double>(w[i]) * d;
+  }
+  *sum = s;
+  *weighted = wl;
+  return m;
+}
+
 void axpy_scalar(float* y, float a, const float* x, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) y[i] += a * x[i];
 }

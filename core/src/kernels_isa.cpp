@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -1070,6 +1071,73 @@ void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, con
     for (std::size_t t = 0; t < n; ++t) out[t * d + i] = vec_dot(wt, k, w + i * wrb, xq + t * xrb);
 }
 
+// ---- the raw distribution of a trace -------------------------------------------------------------
+
+// m = max l; w = exp(l − m) with xsimd's vector exp; S = Σ w and Σ w·(l − m) in float lanes over 16
+// vectors at a time, each such partial then added in double (a float sum over all of a 128k
+// vocabulary would lose digits; a double per entry costs more than the exp). The order is fixed for
+// this kernel set, so are the sums.
+// g++ 12 warns inside its own AVX-512 max/exp intrinsics, which start from _mm512_undefined_ps()
+// (a false positive: every lane is written).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+float exp_weights(const float* l, float* w, std::size_t n, double* sum_out, double* weighted_out) {
+  // The max in four vector chains: a single maxss chain waits on its latency at every entry.
+  std::size_t i = 0;
+  float mx = l[0];
+  if (n >= 4 * W) {
+    batch m0 = batch::load_unaligned(l), m1 = m0, m2 = m0, m3 = m0;
+    for (; i + 4 * W <= n; i += 4 * W) {
+      m0 = xsimd::max(m0, batch::load_unaligned(l + i));
+      m1 = xsimd::max(m1, batch::load_unaligned(l + i + W));
+      m2 = xsimd::max(m2, batch::load_unaligned(l + i + 2 * W));
+      m3 = xsimd::max(m3, batch::load_unaligned(l + i + 3 * W));
+    }
+    alignas(64) float lanes[W];
+    xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3)).store_aligned(lanes);
+    mx = *std::max_element(lanes, lanes + W);
+  }
+  for (; i < n; ++i) mx = std::max(mx, l[i]);
+  const batch m(mx), zero(0.0f);
+  double sum = 0, wl = 0;
+  auto flush = [&](batch& sv, batch& wv) {
+    alignas(64) float a[W], b[W];
+    sv.store_aligned(a);
+    wv.store_aligned(b);
+    for (std::size_t j = 0; j < W; ++j) sum += a[j], wl += b[j];
+    sv = wv = zero;
+  };
+  batch sv = zero, wv = zero;
+  auto step = [&](const float* src, float* dst) {
+    const batch d = batch::load_unaligned(src) - m;
+    const batch e = xsimd::exp(d);
+    e.store_unaligned(dst);
+    sv += e;
+    wv += xsimd::select(e > zero, e * d, zero);  // 0·(-inf) is no term
+  };
+  // Each lane sums 16 entries in float before its partial joins the double sums: the double adds are
+  // one dependent chain, so flushing every 64 entries left 16-lane sets waiting on it.
+  constexpr std::size_t kSpan = 16 * W;
+  i = 0;
+  for (; i + kSpan <= n; i += kSpan) {
+    GB_UNROLL for (std::size_t j = 0; j < kSpan; j += W) step(l + i + j, w + i + j);
+    flush(sv, wv);
+  }
+  for (; i + W <= n; i += W) step(l + i, w + i);
+  if (i < n) {  // the tail through the same vector exp, padded with -inf (weight 0)
+    alignas(64) float t[W], o[W];
+    std::fill(t, t + W, -std::numeric_limits<float>::infinity());
+    std::copy(l + i, l + n, t);
+    step(t, o);
+    std::copy(o, o + (n - i), w + i);
+  }
+  flush(sv, wv);
+  *sum_out = sum;
+  *weighted_out = wl;
+  return mx;
+}
+#pragma GCC diagnostic pop
+
 std::size_t fma_probe(std::size_t iters, float* sink) {
   // Twelve dependency chains cover the FMA latency (4 cycles) times two FMA ports with room to spare.
   batch acc[12];
@@ -1085,6 +1153,7 @@ std::size_t fma_probe(std::size_t iters, float* sink) {
 }  // namespace
 
 extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, dots, axpys, vec_dot, quantize_q8_0, qmatmul_rows, fma_probe,
+                                    exp_weights,
                                     packed_x_floats, pack_x_groups, kKeyBlock, pack_keys, dots_packed, axpys_rows, softmax};
 
 }  // namespace glassbox::kernels

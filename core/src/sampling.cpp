@@ -3,76 +3,63 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <xsimd/xsimd.hpp>
 
 #include "glassbox/error.hpp"
+#include "glassbox/kernels.hpp"
 
 namespace glassbox {
 
 SoftmaxStats softmax_weights(std::span<const float> l, std::span<float> w) {
-  // Compiled for the baseline instruction set like the rest of core, so this is the same code,
-  // and the same numbers, on every machine the binary runs on.
+  SoftmaxStats s;
+  s.max = kernels::exp_weights(l.data(), w.data(), l.size(), &s.sum, &s.weighted);
+  return s;
+}
+
+std::size_t top_logits(std::span<const float> l, std::size_t k, std::int32_t* best, std::int32_t* scratch) {
   using batch = xsimd::batch<float>;
   constexpr std::size_t B = batch::size;
   const std::size_t n = l.size();
-  SoftmaxStats s;
-  // The max in vectors, four of them: a single maxss chain waits on its latency at every entry.
-  std::size_t i = 0;
-  if (n >= 4 * B) {
-    batch m0 = batch::load_unaligned(l.data()), m1 = m0, m2 = m0, m3 = m0;
-    for (; i + 4 * B <= n; i += 4 * B) {
-      m0 = xsimd::max(m0, batch::load_unaligned(l.data() + i));
-      m1 = xsimd::max(m1, batch::load_unaligned(l.data() + i + B));
-      m2 = xsimd::max(m2, batch::load_unaligned(l.data() + i + 2 * B));
-      m3 = xsimd::max(m3, batch::load_unaligned(l.data() + i + 3 * B));
-    }
+  // Blocks of 64 entries, smaller for a small vocabulary (512 entries, k = 10: blocks of 16), so that
+  // there are several blocks per wanted entry; with too few for the bound to pass over anything, the
+  // plain run.
+  std::size_t kBlock = 64;
+  while (kBlock > 16 && kBlock > B && n / kBlock < 4 * k) kBlock /= 2;
+  const std::size_t nb = n / kBlock;
+  if (k == 0 || nb < 4 * k)
+    return top_run(n, k, [&](std::int32_t a, std::int32_t b) { return l[a] > l[b]; }, best);
+  // Each block's maximum, kept as the float's bits in scratch (reinterpreted; maxima are exact).
+  float* bmax = reinterpret_cast<float*>(scratch);
+  static_assert(sizeof(float) == sizeof(std::int32_t));
+  for (std::size_t b = 0; b < nb; ++b) {
+    const float* p = l.data() + b * kBlock;
+    batch m = batch::load_unaligned(p);
+    for (std::size_t j = B; j < kBlock; j += B) m = xsimd::max(m, batch::load_unaligned(p + j));
     float lanes[B];
-    xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3)).store_unaligned(lanes);
-    s.max = *std::max_element(lanes, lanes + B);
-  } else {
-    s.max = l[0];
+    m.store_unaligned(lanes);
+    bmax[b] = *std::max_element(lanes, lanes + B);
   }
-  for (; i < n; ++i) s.max = std::max(s.max, l[i]);
-  // w = exp(l - m) in vectors; S and Σ w (l - m) summed in float lanes over 64 entries at a time,
-  // each such partial then added in double (a float sum over all of a 128k vocabulary would lose
-  // digits; a double per entry costs more than the exp). The order is fixed, so are the sums.
-  const batch m(s.max), zero(0.0f);
-  double sum = 0, wl = 0;
-  auto flush = [&](batch& sv, batch& wv) {
-    float a[B], b[B];
-    sv.store_unaligned(a);
-    wv.store_unaligned(b);
-    for (std::size_t j = 0; j < B; ++j) sum += a[j], wl += b[j];
-    sv = wv = zero;
+  // t = the k-th highest block maximum (a copy: nth_element reorders).
+  float* sel = bmax + nb;
+  std::copy(bmax, bmax + nb, sel);
+  std::nth_element(sel, sel + (k - 1), sel + nb, std::greater<float>());
+  const float t = sel[k - 1];
+  // The entries >= t, in index order (the last partial block is read whole).
+  std::int32_t* cand = scratch + nb;  // over the copy, which is done with
+  std::size_t m = 0;
+  auto take = [&](std::size_t i0, std::size_t i1) {
+    for (std::size_t i = i0; i < i1; ++i)
+      if (l[i] >= t) cand[m++] = static_cast<std::int32_t>(i);
   };
-  batch sv = zero, wv = zero;
-  auto step = [&](const float* src, float* dst) {
-    const batch d = batch::load_unaligned(src) - m;
-    const batch e = xsimd::exp(d);
-    e.store_unaligned(dst);
-    sv += e;
-    wv += xsimd::select(e > zero, e * d, zero);  // 0·(-inf) is no term
-  };
-  constexpr std::size_t kSpan = 64;  // entries per float partial sum (a multiple of every B)
-  i = 0;
-  for (; i + kSpan <= n; i += kSpan) {
-    for (std::size_t j = 0; j < kSpan; j += B) step(l.data() + i + j, w.data() + i + j);
-    flush(sv, wv);
-  }
-  for (; i + B <= n; i += B) step(l.data() + i, w.data() + i);
-  if (i < n) {  // the tail through the same vector exp, padded with -inf (weight 0)
-    float t[B], o[B];
-    std::fill(t, t + B, -std::numeric_limits<float>::infinity());
-    std::copy(l.begin() + i, l.end(), t);
-    step(t, o);
-    std::copy(o, o + (n - i), w.begin() + i);
-  }
-  flush(sv, wv);
-  s.sum = sum;
-  s.weighted = wl;
-  return s;
+  for (std::size_t b = 0; b < nb; ++b)
+    if (bmax[b] >= t) take(b * kBlock, (b + 1) * kBlock);
+  take(nb * kBlock, n);
+  const std::size_t got = top_run(m, k, [&](std::int32_t a, std::int32_t b) { return l[cand[a]] > l[cand[b]]; }, best);
+  for (std::size_t j = 0; j < got; ++j) best[j] = cand[best[j]];
+  return got;
 }
 
 void Candidates::sort() {

@@ -85,6 +85,7 @@ class Engine {
   SamplerChain& sampler_;
   std::vector<float> probs_;       // (vocab_size) exp(l_i - max l), when the sampler chain kept none
   std::vector<std::int32_t> order_;  // (vocab_size) scratch for top-k selection
+  std::vector<std::int32_t> top_scratch_;  // (vocab_size + vocab_size/16) top_logits' scratch
   std::vector<TokenProb> top_;     // (trace_top_k)
   KvState kv_;                     // the module's state record, refilled each step
 };

@@ -67,6 +67,14 @@ void rmsnorm_scalar(float* out, const float* x, const float* weight, std::size_t
 void softmax(float* x, std::size_t n);
 void softmax_scalar(float* x, std::size_t n);
 
+// A trace's raw distribution p = softmax(l) without dividing: returns m = max l and writes
+// w[i] = exp(l[i] − m), *sum = Σ w and *weighted = Σ w·(l − m) (terms with w = 0 left out), so that
+// p_i = w_i / S and the entropy is ln S − weighted / S. n >= 1 and some l finite; -inf gives w = 0.
+// The SIMD version uses xsimd's vector exp and sums float lanes over 16 vectors, each partial then
+// added in double: a fixed order for a kernel set (like the logits, the last bits differ between sets).
+float exp_weights(const float* l, float* w, std::size_t n, double* sum, double* weighted);
+float exp_weights_scalar(const float* l, float* w, std::size_t n, double* sum, double* weighted);
+
 // y += a · x
 void axpy(float* y, float a, const float* x, std::size_t n);
 void axpy_scalar(float* y, float a, const float* x, std::size_t n);

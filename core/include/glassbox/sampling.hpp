@@ -24,10 +24,10 @@ struct SoftmaxStats {
   double entropy() const { return std::max(0.0, std::log(sum) - weighted / sum); }
   float prob(float w) const { return static_cast<float>(w / sum); }
 };
-// Writes w (same length as logits; at least one finite logit). exp is xsimd's, in vectors of the
-// baseline instruction set, and the sums go in a fixed order (float lanes over 64 entries, then
-// double): the same numbers on every machine the binary runs on, several times cheaper than a
-// libm exp and a double add per entry.
+// Writes w (same length as logits; at least one finite logit) through kernels::exp_weights: xsimd's
+// exp in the widest vectors of the kernel set in use and sums in a fixed order (float lanes over 16
+// vectors, then double), several times cheaper than a libm exp and a double add per entry. The same
+// kernel set gives the same numbers on every machine (the set is named in the trace header).
 SoftmaxStats softmax_weights(std::span<const float> logits, std::span<float> w);
 
 // The first min(k, n) of items 0..n-1 in the order `better` (a strict order; items it leaves equal keep
@@ -48,6 +48,14 @@ std::size_t top_run(std::size_t n, std::size_t k, Better better, std::int32_t* b
   }
   return m;
 }
+
+// The indices of the min(k, n) highest of n logits, higher first and equal ones by lower index
+// (what top_run with `l[a] > l[b]` gives), written to best[0..); returns how many. Same result, but
+// most of a large vocabulary is passed over in vectors: the k-th highest maximum of the blocks (of
+// 64 entries, down to 16 for a small vocabulary), t, is at most the k-th highest logit (k blocks each
+// hold an entry >= t), so only blocks whose maximum reaches t are read, and only their entries >= t
+// compete. `scratch` holds at least n + n/16 ints. No logit may be NaN.
+std::size_t top_logits(std::span<const float> l, std::size_t k, std::int32_t* best, std::int32_t* scratch);
 
 class SamplerChain {
  public:
