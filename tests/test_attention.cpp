@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <random>
 #include <set>
 
 #include "glassbox/engine.hpp"
@@ -493,6 +494,74 @@ BOOST_AUTO_TEST_CASE(trace_records_module_state_work_weights_and_policy) {
   BOOST_TEST(r3.rc == 2);
   BOOST_TEST(r3.out.empty());
   BOOST_TEST(r3.err.find("--context-policy refuse") != std::string::npos, r3.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The arithmetic alone, on random keys, values and queries (no model): attend_block over a block
+// is attend position by position, bit for bit — outputs, observed weights and work — for head
+// sizes the kernel sets tile (16, 32, 64 with AVX-512; 8 with AVX2 too) and one none does (12),
+// grouped-query heads, keys held in several spans (as a paged store holds them), blocks shorter
+// and longer than a tile of queries, 1 to 3 threads and every kernel set this CPU runs.
+BOOST_AUTO_TEST_SUITE(attention_arithmetic)
+
+namespace {
+struct Weights final : glassbox::AttentionObserver {
+  std::vector<glassbox::AttentionRow> rows;
+  bool wants(int, int head) const override { return head != 1; }
+  void weights(int layer, int head, int pos, int first_pos, std::span<const float> w) override {
+    rows.push_back({layer, head, pos, first_pos, std::vector<float>(w.begin(), w.end())});
+  }
+};
+std::vector<float> random_floats(std::size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+}  // namespace
+
+BOOST_DATA_TEST_CASE(attend_block_is_attend_position_by_position, bdata::make({8, 12, 16, 32, 64}) * bdata::make({1, 2, 3}),
+                     head_size, threads) {
+  namespace k = glassbox::kernels;
+  glassbox::AttentionShape sh;
+  sh.n_layers = 1, sh.n_heads = 6, sh.n_kv_heads = 2, sh.head_size = head_size, sh.seq_len = 160;
+  const std::size_t qd = sh.q_dim(), kvd = sh.kv_dim(), seq = sh.seq_len;
+  // Positions 0..seq-1 in spans of 16 rows, each in its own buffer.
+  const auto keys = random_floats(seq * kvd, 41), values = random_floats(seq * kvd, 42), queries = random_floats(seq * qd, 43);
+  const int before = k::threads();
+  const std::string initial(k::kernel_set());
+  k::set_threads(threads);
+  for (const auto& set : k::kernel_sets()) {
+    k::use_kernel_set(set);
+    for (const auto& [pos, n] : std::vector<std::pair<int, int>>{{0, 2}, {0, 7}, {0, 64}, {5, 9}, {37, 30}, {40, 1}, {100, 60}}) {
+      BOOST_TEST_CONTEXT("kernel set " << set << ", positions " << pos << ".." << pos + n - 1) {
+        std::vector<glassbox::KvSpan> spans;
+        for (int p = 0; p < pos + n; p += 16) {
+          const int c = std::min(16, pos + n - p);
+          spans.push_back({const_cast<float*>(keys.data()) + p * kvd, const_cast<float*>(values.data()) + p * kvd, p, c});
+        }
+        std::vector<float> scores(seq * threads), want(n * qd), got(n * qd, -1.0f);
+        Weights wo, go;
+        std::int64_t want_dots = 0;
+        for (int t = 0; t < n; ++t)
+          want_dots += glassbox::attend(sh, spans, 0, pos + t, queries.data() + t * qd, want.data() + t * qd, scores.data(),
+                                        t == n - 1 ? &wo : nullptr);
+        const std::int64_t got_dots =
+            glassbox::attend_block(sh, spans, 0, pos, n, queries.data(), got.data(), scores.data(), seq, threads, &go);
+        BOOST_TEST(got_dots == want_dots);
+        BOOST_TEST((got == want));
+        BOOST_TEST_REQUIRE(go.rows.size() == wo.rows.size());
+        for (std::size_t i = 0; i < wo.rows.size(); ++i) {
+          BOOST_TEST((go.rows[i].head == wo.rows[i].head && go.rows[i].pos == wo.rows[i].pos && go.rows[i].first_pos == wo.rows[i].first_pos));
+          BOOST_TEST((go.rows[i].weights == wo.rows[i].weights));
+        }
+      }
+    }
+  }
+  k::use_kernel_set(initial);
+  k::set_threads(before);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

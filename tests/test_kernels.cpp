@@ -10,6 +10,8 @@
 #include <random>
 #include <vector>
 
+#include <xsimd/memory/xsimd_aligned_allocator.hpp>
+
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
 #include "glassbox/model_source.hpp"
@@ -92,6 +94,41 @@ BOOST_DATA_TEST_CASE(dots_and_axpys_are_the_single_calls, kSizes, n) {
   });
 }
 
+// Attention over a block of queries: dots_packed is dot·scale and axpys_rows is axpys, bit for bit,
+// for head sizes the kernel set tiles and those it does not, any number of queries per call, and
+// keys packed in pieces at offsets inside a block and at its start.
+BOOST_DATA_TEST_CASE(packed_attention_is_the_single_calls,
+                     bdata::make({4, 8, 16, 17, 24, 32, 48, 64, 80, 128}) * bdata::make({1, 2, 3, 4, 5, 9}), n, nq) {
+  const std::size_t count = 53, stride = 3 * n + 5, q_stride = n + 7, a_stride = count + 2;
+  const auto keys = randv(count * stride, 31), q = randv(nq * q_stride, 32), a = randv(nq * a_stride, 33), y0 = randv(nq * q_stride, 34);
+  for_each_kernel_set([&] {
+    BOOST_TEST_CONTEXT("head size " << n << ", " << nq << " queries, tiled " << k::attention_tiles(n)) {
+      for (std::size_t split : {0, 21, 32}) {
+        std::vector<float, xsimd::aligned_allocator<float, 64>> kt(k::packed_keys_floats(count, n));
+        k::pack_keys(kt.data(), keys.data(), stride, split, n, 0);
+        k::pack_keys(kt.data(), keys.data() + split * stride, stride, count - split, n, split);
+        const std::size_t row = k::packed_scores_floats(count, n);
+        BOOST_TEST_REQUIRE(row >= count);
+        std::vector<float> out(nq * row);
+        k::dots_packed(out.data(), row, q.data(), q_stride, nq, kt.data(), count, n, 0.125f);
+        for (std::size_t r = 0; r < std::size_t(nq); ++r)
+          for (std::size_t s = 0; s < count; ++s) {
+            const float want = k::dot(q.data() + r * q_stride, keys.data() + s * stride, n) * 0.125f;
+            BOOST_TEST_REQUIRE(out[r * row + s] == want, "query " << r << " key " << s << " split " << split);
+            // and the scalar twin, to a tolerance (another summation order)
+            BOOST_TEST_REQUIRE(std::abs(out[r * row + s] - 0.125f * k::dot_scalar(q.data() + r * q_stride, keys.data() + s * stride, n)) <=
+                               1e-5f * std::sqrt(float(n)));
+          }
+      }
+      auto y = y0, want = y0;
+      k::axpys_rows(y.data(), q_stride, a.data(), a_stride, nq, keys.data(), stride, count, n);
+      for (std::size_t r = 0; r < std::size_t(nq); ++r)
+        k::axpys(want.data() + r * q_stride, a.data() + r * a_stride, keys.data(), stride, count, n);
+      BOOST_TEST((y == want));
+    }
+  });
+}
+
 BOOST_DATA_TEST_CASE(rmsnorm_matches_scalar, kSizes, n) {
   auto x = randv(n, 5), w = randv(n, 6);
   std::vector<float> a(n), b(n);
@@ -112,6 +149,23 @@ BOOST_DATA_TEST_CASE(axpy_matches_scalar, kSizes, n) {
     // A fused multiply-add rounds once where the scalar version rounds twice: the error is relative
     // to the terms, not to their (possibly cancelling) sum.
     for (std::size_t i = 0; i < std::size_t(n); ++i) BOOST_TEST(std::abs(a[i] - b[i]) <= 1e-6f * (std::abs(y[i]) + std::abs(0.37f * x[i])));
+  });
+}
+
+// softmax is softmax_scalar bit for bit (its maximum and division are vectorized, exp and the sum
+// are not), with signed zeros, infinities and NaNs among the inputs too.
+BOOST_DATA_TEST_CASE(softmax_is_the_scalar_version, kSizes * bdata::xrange(4), n, special) {
+  auto x = randv(n, 19);
+  for (auto& v : x) v *= 30.0f;
+  if (special == 1) x[n / 2] = -0.0f, x[0] = 0.0f;
+  if (special == 2) x[n - 1] = -INFINITY, x[n / 3] = INFINITY;
+  if (special == 3) x[n / 2] = NAN;
+  auto want = x;
+  k::softmax_scalar(want.data(), n);
+  for_each_kernel_set([&] {
+    auto got = x;
+    k::softmax(got.data(), n);
+    BOOST_TEST(std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0);
   });
 }
 
@@ -169,6 +223,28 @@ BOOST_AUTO_TEST_CASE(rope_rotates_pairs_by_the_given_angle) {
   // Rotation keeps each pair's length.
   BOOST_TEST(x[4] * x[4] + x[5] * x[5] == 13.0f, boost::test_tools::tolerance(1e-5f));
   BOOST_TEST(x[6] * x[6] + x[7] * x[7] == 41.0f, boost::test_tools::tolerance(1e-5f));
+}
+
+// RoPE (two pairs per vector where the head size allows) and SwiGLU (libm's exp, the rest four at a
+// time) are their scalar formulas bit for bit, tails included.
+BOOST_DATA_TEST_CASE(rope_and_swiglu_are_the_scalar_formulas, bdata::make({2, 4, 6, 8, 48, 64}) * bdata::make({1, 3}), head_size, heads) {
+  const std::size_t hs = head_size, n = hs * heads;
+  auto x = randv(n, 51), cs = randv(hs, 52), up = randv(n, 53);
+  auto want = x, got = x;
+  for (std::size_t i = 0; i < n; i += 2) {
+    const float c = cs[i % hs], s = cs[i % hs + 1], x0 = x[i], x1 = x[i + 1];
+    want[i] = x0 * c - x1 * s;
+    want[i + 1] = x0 * s + x1 * c;
+  }
+  k::rope(got.data(), cs.data(), n, hs);
+  BOOST_TEST((got == want));
+  for (std::size_t m : {n, n + 1, 4 * n + 67}) {
+    auto g = randv(m, 54), u = randv(m, 55), w = g;
+    for (auto& v : g) v *= 4.0f;
+    for (std::size_t i = 0; i < m; ++i) w[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    k::swiglu(g.data(), u.data(), m);
+    BOOST_TEST((g == w));
+  }
 }
 
 // Prefill (n rows at once, register-tiled or as lane products) and decode (one row) give bit-identical outputs, and so
@@ -334,7 +410,8 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
 // Products of one input fused into one call (q, k, v; gate and up) are the separate products bit
 // for bit, for every kernel set, 1, 2 and 3 threads, decode and prefill blocks: each output row is
 // the same kernel call's whichever matrix's chunk precedes it. The matrices' heights (64, 29, 100)
-// put chunk boundaries inside groups of rows; a mixed list (F32 with Q8_0) runs one by one.
+// put chunk boundaries inside groups of rows; a mixed list (F32 with Q8_0) runs one by one. Each
+// row of a block's product is also the one-row (decode) product of that row.
 BOOST_DATA_TEST_CASE(fused_products_are_the_separate_products,
                      bdata::make({"F32", "Q8_0", "Q4_0", "Q8_0+Q4_0", "F32+Q8_0"}) * bdata::make({std::size_t{1}, std::size_t{5}, std::size_t{47}}),
                      types, n) {
@@ -367,6 +444,12 @@ BOOST_DATA_TEST_CASE(fused_products_are_the_separate_products,
       ref[s].resize(n * heights[s]);
       out[s].resize(n * heights[s]);
       k::matmul(ref[s].data(), x.data(), w[s], n, xq.data());
+      // and each row of the block is decode's product of that row alone
+      std::vector<float> one(heights[s]);
+      for (std::size_t t = 0; t < n; ++t) {
+        k::matmul(one.data(), x.data() + t * kdim, w[s], 1, xq.data());
+        BOOST_TEST_REQUIRE(std::equal(one.begin(), one.end(), ref[s].begin() + t * heights[s]), "row " << t << " of matrix " << s);
+      }
     }
     for (int th : {1, 2, 3}) {
       k::set_threads(th);

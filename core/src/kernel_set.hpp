@@ -44,6 +44,16 @@ struct KernelSet {
   // aligned) and its row groups, 0 where matmul_rows packs nothing; and the packing of groups [g0, g1).
   std::size_t (*packed_x_floats)(std::size_t n, std::size_t k, std::size_t* groups);
   void (*pack_x_groups)(float* xp, const float* x, std::size_t n, std::size_t k, std::size_t g0, std::size_t g1);
+  // Attention over a block of queries (kernels::pack_keys, dots_packed, axpys_rows): keys per block
+  // of the packed layout (0: none, kernels.cpp packs plain rows), used for head sizes it divides.
+  std::size_t key_block;
+  void (*pack_keys)(float* kt, const float* rows, std::size_t stride, std::size_t count, std::size_t n, std::size_t at);
+  void (*dots_packed)(float* out, std::size_t out_stride, const float* q, std::size_t q_stride, std::size_t nq, const float* kt,
+                      std::size_t count, std::size_t n, float scale);
+  void (*axpys_rows)(float* y, std::size_t y_stride, const float* a, std::size_t a_stride, std::size_t nq, const float* rows,
+                     std::size_t stride, std::size_t count, std::size_t n);
+  // kernels::softmax: softmax_scalar's numbers (libm's exp, the sum in order).
+  void (*softmax)(float* x, std::size_t n);
 };
 
 // The variants compiled in (x86-64): each is defined by one build of kernels_isa.cpp.

@@ -2,6 +2,7 @@
 // for this CPU, and the split of matrix products across threads.
 #include "glassbox/kernels.hpp"
 
+#include <pmmintrin.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -274,21 +275,28 @@ void matmul_scalar(float* out, const float* x, const float* w, std::size_t n, st
     for (std::size_t i = 0; i < d; ++i) out[t * d + i] = dot_scalar(x + t * k, w + i * k, k);
 }
 
+namespace {
+// Prefill's lane products take x packed: once per product, on the threads, rather than by every
+// chunk of weight rows (measured at 2 threads: ~10% of prefill's time went into packing x again
+// chunk after chunk). Null where the kernel set packs nothing (decode, few rows).
+const float* packed_x(const KernelSet& ks, const float* x, std::size_t n, std::size_t k, std::size_t macs) {
+  std::size_t groups = 0;
+  const std::size_t floats = ks.packed_x_floats(n, k, &groups);
+  if (!floats) return nullptr;
+  static thread_local std::vector<float, xsimd::aligned_allocator<float, 64>> xp;
+  if (xp.size() < floats) xp.resize(floats);
+  float* const to = xp.data();  // the caller's buffer (inside the lambda, `xp` would be each worker's own)
+  parallel_rows(groups, 1, macs, [&](std::size_t g0, std::size_t g1) { ks.pack_x_groups(to, x, n, k, g0, g1); });
+  return to;
+}
+}  // namespace
+
 void matmul(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d) {
   // Weight rows are split across threads; each output is computed by one thread in an order fixed
   // by k alone, so the result does not depend on the thread count.
   const KernelSet& ks = active_set();
   Blocking blk = blocking_for(k);
-  // Prefill's lane products take x packed: once here, on the threads, rather than by every chunk
-  // (measured at 2 threads: ~10% of prefill's time went into packing x again chunk after chunk).
-  std::size_t groups = 0;
-  if (const std::size_t floats = ks.packed_x_floats(n, k, &groups)) {
-    static thread_local std::vector<float, xsimd::aligned_allocator<float, 64>> xp;
-    if (xp.size() < floats) xp.resize(floats);
-    float* const to = xp.data();  // the caller's buffer (inside the lambda, `xp` would be each worker's own)
-    parallel_rows(groups, 1, n * k * d, [&](std::size_t g0, std::size_t g1) { ks.pack_x_groups(to, x, n, k, g0, g1); });
-    blk.xp = to;
-  }
+  blk.xp = packed_x(ks, x, n, k, n * k * d);
   // Prefill's chunks are whole panels of 32 rows, the widest micro-kernel's (kernels_isa.cpp).
   const Chunking ch = n == 1 ? Chunking{0} : fixed_chunks(d, blk.weight_rows, 32);
   parallel_segments(&d, 1, ch, n * k * d, [&](std::size_t, std::size_t i0, std::size_t i1) { ks.matmul_rows(out, x, w, n, k, d, i0, i1, blk); });
@@ -321,7 +329,8 @@ void shared_input_products(const Product* ps, std::size_t count, const float* x,
   for (std::size_t s = 0; s < count; ++s) total += rows[s] = ps[s].w->rows();
   const KernelSet& ks = active_set();
   if (w0.dtype == DType::F32) {
-    const Blocking blk = blocking_for(k);
+    Blocking blk = blocking_for(k);
+    blk.xp = packed_x(ks, x, n, k, n * k * total);
     const Chunking ch = n == 1 ? Chunking{0} : fixed_chunks(total, blk.weight_rows, 32);
     parallel_segments(rows, count, ch, n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
       ks.matmul_rows(ps[s].out, x, ps[s].w->f32(), n, k, rows[s], i0, i1, blk);
@@ -404,8 +413,9 @@ void softmax_scalar(float* x, std::size_t n) {
 
 void softmax(float* x, std::size_t n) {
   // exp() stays scalar libm: xsimd's vector exp differs in the last bits, and the logits'
-  // distribution is what learners compare across machines.
-  softmax_scalar(x, n);
+  // distribution is what learners compare across machines. The kernel set's version vectorizes
+  // only what keeps softmax_scalar's bits (the maximum, the division).
+  active_set().softmax(x, n);
 }
 
 float exp_weights(const float* l, float* w, std::size_t n, double* sum, double* weighted) {
@@ -440,8 +450,56 @@ void axpys(float* y, const float* a, const float* rows, std::size_t stride, std:
   active_set().axpys(y, a, rows, stride, count, n);
 }
 
+namespace {
+// The packed layout's keys per block for head size n: the kernel set's, or 1 (plain rows) where it
+// has none or its block does not divide n.
+std::size_t key_block(const KernelSet& ks, std::size_t n) { return ks.key_block && n % ks.key_block == 0 ? ks.key_block : 1; }
+}  // namespace
+
+bool attention_tiles(std::size_t n) { return key_block(active_set(), n) > 1; }
+
+std::size_t packed_keys_floats(std::size_t count, std::size_t n) {
+  const std::size_t b = key_block(active_set(), n);
+  return (count + b - 1) / b * b * n;
+}
+
+std::size_t packed_scores_floats(std::size_t count, std::size_t n) {
+  const std::size_t b = key_block(active_set(), n);
+  return (count + b - 1) / b * b;
+}
+
+void pack_keys(float* kt, const float* rows, std::size_t stride, std::size_t count, std::size_t n, std::size_t at) {
+  const KernelSet& ks = active_set();
+  if (key_block(ks, n) > 1) return ks.pack_keys(kt, rows, stride, count, n, at);
+  for (std::size_t s = 0; s < count; ++s) std::copy_n(rows + s * stride, n, kt + (at + s) * n);
+}
+
+void dots_packed(float* out, std::size_t out_stride, const float* q, std::size_t q_stride, std::size_t nq, const float* kt,
+                 std::size_t count, std::size_t n, float scale) {
+  const KernelSet& ks = active_set();
+  if (key_block(ks, n) > 1) return ks.dots_packed(out, out_stride, q, q_stride, nq, kt, count, n, scale);
+  for (std::size_t r = 0; r < nq; ++r) ks.dots(out + r * out_stride, q + r * q_stride, kt, n, count, n, scale);
+}
+
+void axpys_rows(float* y, std::size_t y_stride, const float* a, std::size_t a_stride, std::size_t nq, const float* rows,
+                std::size_t stride, std::size_t count, std::size_t n) {
+  active_set().axpys_rows(y, y_stride, a, a_stride, nq, rows, stride, count, n);
+}
+
 void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size) {
-  for (std::size_t i = 0; i < n; i += 2) {
+  std::size_t i = 0;
+  // Two pairs at a time (SSE3, the baseline): x·(c, c) ∓ swap(x)·(s, s) with addsub, the scalar
+  // loop's products and sums exactly (this file is built without FMA contraction into them: the
+  // x86-64-v2 baseline has none). A head's pairs never straddle a vector (head_size is even).
+  if (head_size % 4 == 0)
+    for (; i + 4 <= n; i += 4) {
+      const std::size_t j = i % head_size;
+      const __m128 v = _mm_loadu_ps(x + i), cs = _mm_loadu_ps(cos_sin + j);
+      const __m128 a = _mm_mul_ps(v, _mm_moveldup_ps(cs));
+      const __m128 b = _mm_mul_ps(_mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)), _mm_movehdup_ps(cs));
+      _mm_storeu_ps(x + i, _mm_addsub_ps(a, b));
+    }
+  for (; i < n; i += 2) {
     const std::size_t j = i % head_size;  // pair index within the head, times 2
     const float c = cos_sin[j], s = cos_sin[j + 1];
     const float x0 = x[i], x1 = x[i + 1];
@@ -480,12 +538,21 @@ void rope_rows(float* q, std::size_t q_n, float* k, std::size_t k_n, const float
 }
 
 void swiglu(float* gate, const float* up, std::size_t n) {
-  // In 64-value pieces, so chunks never split a cache line between threads.
+  // In 64-value pieces, so chunks never split a cache line between threads. Each exp is libm's
+  // (as softmax's); the division and product around it run four at a time, the same roundings.
   constexpr std::size_t piece = 64;
   parallel_items((n + piece - 1) / piece, n, [&](std::size_t p0, std::size_t p1) {
-    for (std::size_t i = p0 * piece, e = std::min(n, p1 * piece); i < e; ++i) {
-      const float g = gate[i];
-      gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    alignas(16) float ex[piece];
+    for (std::size_t i0 = p0 * piece, e = std::min(n, p1 * piece); i0 < e; i0 += piece) {
+      const std::size_t m = std::min(piece, e - i0);
+      for (std::size_t j = 0; j < m; ++j) ex[j] = std::exp(-gate[i0 + j]);
+      std::size_t j = 0;
+      const __m128 one = _mm_set1_ps(1.0f);
+      for (; j + 4 <= m; j += 4) {
+        const __m128 g = _mm_loadu_ps(gate + i0 + j);
+        _mm_storeu_ps(gate + i0 + j, _mm_mul_ps(_mm_div_ps(g, _mm_add_ps(one, _mm_load_ps(ex + j))), _mm_loadu_ps(up + i0 + j)));
+      }
+      for (; j < m; ++j) gate[i0 + j] = gate[i0 + j] / (1.0f + ex[j]) * up[i0 + j];
     }
   });
 }

@@ -412,6 +412,165 @@ void axpys(float* y, const float* a, const float* rows, std::size_t stride, std:
     for (std::size_t s = 0; s < count; ++s) y[i] += a[s] * rows[s * stride + i];
 }
 
+// kernels::softmax_scalar's numbers, with the maximum and the division vectorized: a maximum of
+// numbers is the same in any order (of two equal zeros either sign may win, and x − (±0) and
+// exp(±0) do not tell them apart), and a division rounds the same in a vector. Each exp stays
+// libm's expf and the sum stays one chain in order. With a NaN the maximum depends on the order:
+// then std::max_element's, as the scalar version.
+// (GCC 12 reports the _mm512_undefined_ps inside _mm512_max_ps as uninitialized, as above.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+void softmax(float* x, std::size_t n) {
+  if (n == 0) return;
+  float mx = x[0];
+  std::size_t i = 0;
+  if (n >= W) {
+    batch m = batch::load_unaligned(x);
+    xsimd::batch_bool<float> nan = xsimd::isnan(m);
+    for (i = W; i + W <= n; i += W) {
+      const batch v = batch::load_unaligned(x + i);
+      m = xsimd::max(m, v);
+      nan = nan | xsimd::isnan(v);
+    }
+    alignas(64) float lanes[W];
+    m.store_aligned(lanes);
+    for (std::size_t l = 1; l < W; ++l) mx = std::max(mx, lanes[l]);
+    mx = std::max(mx, lanes[0]);
+    if (xsimd::any(nan)) i = 0, mx = x[0];
+  }
+  for (; i < n; ++i) mx = mx < x[i] ? x[i] : mx;  // std::max_element's comparison
+  float sum = 0.0f;
+  for (i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - mx);
+    sum += x[i];
+  }
+  const batch sv(sum);
+  for (i = 0; i + W <= n; i += W) (batch::load_unaligned(x + i) / sv).store_unaligned(x + i);
+  for (; i < n; ++i) x[i] /= sum;
+}
+#pragma GCC diagnostic pop
+
+// ---- attention over a block of queries (prefill) -----------------------------------------------
+// Keys packed W to a block, lane-major: key s's value j at kt[(s / W)·n·W + j·W + s % W], so one
+// vector holds value j of W keys and a query's scores against those keys come out as one vector.
+// Only for n a multiple of W (no scalar tail) and with FMA: there lanes_sum is xsimd::hadd's tree,
+// which the lane products already rely on (without FMA dots sums through xsimd::hadd, not checked
+// against lanes_sum). kernels.cpp falls back to blocks of one key (plain rows) elsewhere.
+#if defined(__FMA__)
+constexpr std::size_t kKeyBlock = W;
+#else
+constexpr std::size_t kKeyBlock = 0;
+#endif
+
+void pack_keys(float* kt, const float* rows, std::size_t stride, std::size_t count, std::size_t n, std::size_t at) {
+  std::size_t s = 0;
+#if defined(__AVX512F__)
+  // Whole blocks of 16 keys: 16×16 transposes (transpose16 stores aligned; kt is 64-byte aligned).
+  if (at % W == 0)
+    for (; s + W <= count; s += W) {
+      float* blk = kt + (at + s) / W * n * W;
+      for (std::size_t c = 0; c < n / W; ++c) {
+        __m512 r[16];
+        for (std::size_t i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(rows + (s + i) * stride + c * W);
+        transpose16(r, blk + c * W * W, W);
+      }
+    }
+#endif
+  for (; s < count; ++s) {
+    float* d = kt + (at + s) / W * n * W + (at + s) % W;
+    for (std::size_t j = 0; j < n; ++j) d[j * W] = rows[s * stride + j];
+  }
+}
+
+// NQ queries' scores against one block of W packed keys: dot_lanes' sums lane by lane (lane l of a
+// key's lane vector is a chain over values j ≡ l mod W, 4 chains then (s0 + s1) + (s2 + s3)), here
+// with the W keys across the vector, then lanes_sum's tree over l and the scale: dot()·scale bit
+// for bit. One load of each key vector serves the NQ queries.
+template <int NQ>
+void dots_block(float* out, std::size_t out_stride, const float* q, std::size_t q_stride, const float* kb, std::size_t n,
+                float scale) {
+  const std::size_t chunks = n / W, full = chunks / 4 * 4;
+  batch v[NQ][W];
+  for (std::size_t l = 0; l < W; ++l) {
+    batch s[NQ][4];
+    GB_UNROLL for (int r = 0; r < NQ; ++r)
+      GB_UNROLL for (int i = 0; i < 4; ++i) s[r][i] = batch(0.0f);
+    for (std::size_t c = 0; c < full; c += 4)
+      GB_UNROLL for (std::size_t i = 0; i < 4; ++i) {
+        const batch kv = batch::load_aligned(kb + ((c + i) * W + l) * W);
+        GB_UNROLL for (int r = 0; r < NQ; ++r) s[r][i] = xsimd::fma(batch(q[r * q_stride + (c + i) * W + l]), kv, s[r][i]);
+      }
+    for (std::size_t c = full; c < chunks; ++c) {
+      const batch kv = batch::load_aligned(kb + (c * W + l) * W);
+      GB_UNROLL for (int r = 0; r < NQ; ++r) s[r][0] = xsimd::fma(batch(q[r * q_stride + c * W + l]), kv, s[r][0]);
+    }
+    GB_UNROLL for (int r = 0; r < NQ; ++r) v[r][l] = (s[r][0] + s[r][1]) + (s[r][2] + s[r][3]);
+  }
+  const batch sc(scale);
+  GB_UNROLL for (int r = 0; r < NQ; ++r) {
+    GB_UNROLL for (std::size_t h = W / 2; h >= 4; h /= 2)
+      GB_UNROLL for (std::size_t l = 0; l < h; ++l) v[r][l] = v[r][l] + v[r][l + h];
+    (((v[r][0] + v[r][1]) + (v[r][2] + v[r][3])) * sc).store_unaligned(out + r * out_stride);
+  }
+}
+
+// out[r·out_stride + s] = dot(q + r·q_stride, key s, n)·scale for r < nq, s < count (keys packed by
+// pack_keys at 0), and garbage up to the block's end (out rows hold ⌈count/W⌉·W). Key blocks outer,
+// so a block stays in L1 while every query passes it.
+void dots_packed(float* out, std::size_t out_stride, const float* q, std::size_t q_stride, std::size_t nq, const float* kt,
+                 std::size_t count, std::size_t n, float scale) {
+  for (std::size_t b = 0; b * W < count; ++b) {
+    const float* kb = kt + b * n * W;
+    std::size_t r = 0;
+    for (; r + 4 <= nq; r += 4) dots_block<4>(out + r * out_stride + b * W, out_stride, q + r * q_stride, q_stride, kb, n, scale);
+    if (nq - r == 3) dots_block<3>(out + r * out_stride + b * W, out_stride, q + r * q_stride, q_stride, kb, n, scale);
+    else if (nq - r == 2) dots_block<2>(out + r * out_stride + b * W, out_stride, q + r * q_stride, q_stride, kb, n, scale);
+    else if (nq - r == 1) dots_block<1>(out + r * out_stride + b * W, out_stride, q + r * q_stride, q_stride, kb, n, scale);
+  }
+}
+
+// axpys for NQ rows of y at once (each with its own weights a + r·a_stride) over the same rows:
+// every element's chain of FMAs is axpys', and one load of a row's vector serves the NQ outputs.
+#if defined(__AVX512F__)
+constexpr std::size_t kAxpyVecs = 4;  // 4 queries × 4 vectors of y = 16 accumulators of 32 registers
+#else
+constexpr std::size_t kAxpyVecs = 2;  // 8 of 16
+#endif
+template <int NQ>
+void axpys_q(float* y, std::size_t y_stride, const float* a, std::size_t a_stride, const float* rows, std::size_t stride,
+             std::size_t count, std::size_t n) {
+  constexpr std::size_t B = kAxpyVecs;
+  std::size_t i = 0;
+  for (; i + B * W <= n; i += B * W) {
+    batch acc[NQ][B];
+    GB_UNROLL for (int r = 0; r < NQ; ++r)
+      GB_UNROLL for (std::size_t b = 0; b < B; ++b) acc[r][b] = batch::load_unaligned(y + r * y_stride + i + b * W);
+    for (std::size_t s = 0; s < count; ++s) {
+      batch av[NQ];
+      GB_UNROLL for (int r = 0; r < NQ; ++r) av[r] = batch(a[r * a_stride + s]);
+      GB_UNROLL for (std::size_t b = 0; b < B; ++b) {
+        const batch x = batch::load_unaligned(rows + s * stride + i + b * W);
+        GB_UNROLL for (int r = 0; r < NQ; ++r) acc[r][b] = xsimd::fma(av[r], x, acc[r][b]);
+      }
+    }
+    GB_UNROLL for (int r = 0; r < NQ; ++r)
+      GB_UNROLL for (std::size_t b = 0; b < B; ++b) acc[r][b].store_unaligned(y + r * y_stride + i + b * W);
+  }
+  // The rest, query by query: axpys' own code, so its scalar tail is the same.
+  if (i < n)
+    GB_UNROLL for (int r = 0; r < NQ; ++r) axpys(y + r * y_stride + i, a + r * a_stride, rows + i, stride, count, n - i);
+}
+
+void axpys_rows(float* y, std::size_t y_stride, const float* a, std::size_t a_stride, std::size_t nq, const float* rows,
+                std::size_t stride, std::size_t count, std::size_t n) {
+  std::size_t r = 0;
+  for (; r + 4 <= nq; r += 4) axpys_q<4>(y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, count, n);
+  if (nq - r == 3) axpys_q<3>(y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, count, n);
+  else if (nq - r == 2) axpys_q<2>(y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, count, n);
+  else if (nq - r == 1) axpys_q<1>(y + r * y_stride, y_stride, a + r * a_stride, a_stride, rows, stride, count, n);
+}
+
 // ---- quantized dot products (quant::vec_dot) -------------------------------------------------------
 
 // Widens up to kChunk halves into floats (F16C when the build has it), then runs the f32 kernel:
@@ -995,6 +1154,6 @@ std::size_t fma_probe(std::size_t iters, float* sink) {
 
 extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, dots, axpys, vec_dot, quantize_q8_0, qmatmul_rows, fma_probe,
                                     exp_weights,
-                                    packed_x_floats, pack_x_groups};
+                                    packed_x_floats, pack_x_groups, kKeyBlock, pack_keys, dots_packed, axpys_rows, softmax};
 
 }  // namespace glassbox::kernels

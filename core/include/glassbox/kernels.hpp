@@ -82,6 +82,25 @@ void axpy_scalar(float* y, float a, const float* x, std::size_t n);
 // (each element's chain of FMAs is the same), with y held in registers across the rows.
 void axpys(float* y, const float* a, const float* rows, std::size_t stride, std::size_t count, std::size_t n);
 
+// Attention over a block of queries (prefill), several queries per pass over the keys, with dots'
+// and axpys' bits. Keys are first packed: pack_keys puts `count` rows of n (stride apart) at key
+// index at.. of kt, which holds packed_keys_floats(keys, n) floats (64-byte aligned) for `keys`
+// keys in all. Where attention_tiles(n) is false the packing is plain rows and the products run
+// query by query.
+bool attention_tiles(std::size_t n);
+std::size_t packed_keys_floats(std::size_t count, std::size_t n);
+// Floats a row of dots_packed's output takes for `count` keys (it writes whole blocks of keys).
+std::size_t packed_scores_floats(std::size_t count, std::size_t n);
+void pack_keys(float* kt, const float* rows, std::size_t stride, std::size_t count, std::size_t n, std::size_t at);
+// out[r·out_stride + s] = dot(q + r·q_stride, key s, n)·scale, bit for bit, for r < nq and the
+// first `count` keys of kt (what lies past them, up to packed_scores_floats, is overwritten).
+void dots_packed(float* out, std::size_t out_stride, const float* q, std::size_t q_stride, std::size_t nq, const float* kt,
+                 std::size_t count, std::size_t n, float scale);
+// axpys(y + r·y_stride, a + r·a_stride, rows, stride, count, n) for r < nq, bit for bit, each row
+// of `rows` read once for all nq.
+void axpys_rows(float* y, std::size_t y_stride, const float* a, std::size_t a_stride, std::size_t nq, const float* rows,
+                std::size_t stride, std::size_t count, std::size_t n);
+
 // RoPE on one position: rotates each pair (x[2i], x[2i+1]) of every head by the angle whose
 // cos/sin are cos_sin[2·(i mod head_size/2)], [.. + 1]. `n` is the vector length (heads·head_size).
 void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size);
