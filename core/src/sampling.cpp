@@ -24,12 +24,12 @@ std::size_t top_logits(std::span<const float> l, std::size_t k, std::int32_t* be
   constexpr std::size_t B = batch::size;
   const std::size_t n = l.size();
   // Blocks of 64 entries, smaller for a small vocabulary (512 entries, k = 10: blocks of 16), so that
-  // there are several blocks per wanted entry; with too few for the bound to pass over anything, the
-  // plain run.
+  // there are at least two blocks per wanted entry; with fewer, the bound passes over too little and
+  // the plain run is as quick.
   std::size_t kBlock = 64;
   while (kBlock > 16 && kBlock > B && n / kBlock < 4 * k) kBlock /= 2;
   const std::size_t nb = n / kBlock;
-  if (k == 0 || nb < 4 * k)
+  if (k == 0 || nb < 2 * k)
     return top_run(n, k, [&](std::int32_t a, std::int32_t b) { return l[a] > l[b]; }, best);
   // Each block's maximum, kept as the float's bits in scratch (reinterpreted; maxima are exact).
   float* bmax = reinterpret_cast<float*>(scratch);
