@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 namespace fs = std::filesystem;
@@ -71,6 +72,14 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& p) {
   while (std::getline(f, line))
     if (!line.empty()) out.push_back(nlohmann::json::parse(line));
   return out;
+}
+
+std::vector<float> uniform_floats(std::size_t n, unsigned seed, float lo, float hi) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
 }
 
 std::vector<double> step_logits(const nlohmann::json& step) {

@@ -54,6 +54,8 @@ std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& p);
 // A step line's every logit, whichever way the trace wrote them (numbers, or base64 of float32s), as the
 // typed reader gives them.
 std::vector<double> step_logits(const nlohmann::json& step);
+// n floats drawn uniformly from [lo, hi) by std::mt19937(seed): test data for the kernels.
+std::vector<float> uniform_floats(std::size_t n, unsigned seed, float lo, float hi);
 // A fresh temporary folder for one test.
 std::filesystem::path temp_dir(const std::string& tag);
 

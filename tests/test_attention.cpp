@@ -513,13 +513,7 @@ struct Weights final : glassbox::AttentionObserver {
     rows.push_back({layer, head, pos, first_pos, std::vector<float>(w.begin(), w.end())});
   }
 };
-std::vector<float> random_floats(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> d(-2.0f, 2.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+std::vector<float> random_floats(std::size_t n, unsigned seed) { return gbtest::uniform_floats(n, seed, -2.0f, 2.0f); }
 }  // namespace
 
 BOOST_DATA_TEST_CASE(attend_block_is_attend_position_by_position, bdata::make({8, 12, 16, 32, 64}) * bdata::make({1, 2, 3}),

@@ -22,13 +22,7 @@ namespace bdata = boost::unit_test::data;
 namespace k = glassbox::kernels;
 
 namespace {
-std::vector<float> randv(std::size_t n, unsigned seed) {
-  std::mt19937 g(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+std::vector<float> randv(std::size_t n, unsigned seed) { return gbtest::uniform_floats(n, seed, -1.0f, 1.0f); }
 const auto kSizes = bdata::make({1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100, 172, 512, 4099});
 
 // Runs `check` once with every instruction-set variant this CPU supports, then restores the default.
