@@ -106,7 +106,7 @@ BOOST_DATA_TEST_CASE(written_events_read_back_as_the_same_typed_values, boost::u
 
   const fs::path path = temp_dir("schema-roundtrip" + std::to_string(base64)) / "t.jsonl";
   {
-    traces::JsonlWriter w(path.string(), tok, false, true, encoding);
+    traces::JsonlWriter w(path.string(), tok, false, traces::WriterThread::EveryLine, encoding);
     w.header(h);
     w.step(s0);
     w.policy(p);

@@ -4,7 +4,9 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -183,9 +185,9 @@ std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
-void write_run(const std::filesystem::path& path, bool background, int steps) {
+void write_run(const std::filesystem::path& path, glassbox::traces::WriterThread thread, int steps) {
   FakeTokenizer tok;
-  glassbox::traces::JsonlWriter w(path.string(), tok, false, background);
+  glassbox::traces::JsonlWriter w(path.string(), tok, false, thread);
   w.header({});
   for (int i = 0; i < steps; ++i) {
     EventData d;
@@ -198,13 +200,94 @@ void write_run(const std::filesystem::path& path, bool background, int steps) {
 }
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(the_writer_thread_writes_the_same_file_as_the_calling_thread) {
+BOOST_TEST_DONT_PRINT_LOG_VALUE(glassbox::traces::WriterThread)
+
+const auto kWriterThreads = bdata::make({glassbox::traces::WriterThread::None, glassbox::traces::WriterThread::EveryLine,
+                                         glassbox::traces::WriterThread::Batched});
+
+// 200 steps: more than a batched writer's ring of lines holds, so step() also waits for the thread.
+BOOST_DATA_TEST_CASE(the_writer_thread_writes_the_same_file_as_the_calling_thread,
+                     bdata::make({glassbox::traces::WriterThread::EveryLine, glassbox::traces::WriterThread::Batched}), thread) {
   const auto dir = temp_dir("writer");
-  write_run(dir / "sync.jsonl", false, 200);
-  write_run(dir / "thread.jsonl", true, 200);
+  write_run(dir / "sync.jsonl", glassbox::traces::WriterThread::None, 200);
+  write_run(dir / "thread.jsonl", thread, 200);
   const std::string a = slurp(dir / "sync.jsonl"), b = slurp(dir / "thread.jsonl");
   BOOST_TEST(std::count(a.begin(), a.end(), '\n') == 202);
   BOOST_TEST((a == b));
+}
+
+namespace {
+// Counts decode() calls made from any thread but the one that created it.
+class CallerOnlyTokenizer final : public glassbox::Tokenizer {
+ public:
+  std::vector<std::int32_t> encode(std::string_view s, const glassbox::EncodeOptions& o) const override { return fake_.encode(s, o); }
+  std::string_view decode(std::int32_t prev, std::int32_t id) const override {
+    ++(std::this_thread::get_id() == owner_ ? calls : foreign);
+    return fake_.decode(prev, id);
+  }
+  std::string_view piece(std::int32_t id) const override { return fake_.piece(id); }
+  std::int32_t vocab_size() const override { return fake_.vocab_size(); }
+  std::int32_t bos_id() const override { return fake_.bos_id(); }
+  std::int32_t eos_id() const override { return fake_.eos_id(); }
+  mutable std::atomic<int> calls{0}, foreign{0};
+
+ private:
+  FakeTokenizer fake_;
+  std::thread::id owner_ = std::this_thread::get_id();
+};
+}  // namespace
+
+// A tokenizer module is only called from the decoding thread: step() decodes the texts a line needs
+// before it hands the step to the writer thread.
+BOOST_DATA_TEST_CASE(the_writer_thread_never_calls_the_tokenizer,
+                     bdata::make({glassbox::traces::WriterThread::EveryLine, glassbox::traces::WriterThread::Batched}), thread) {
+  const auto dir = temp_dir("caller");
+  CallerOnlyTokenizer tok;
+  {
+    glassbox::traces::JsonlWriter w((dir / "t.jsonl").string(), tok, false, thread);
+    w.header({});
+    for (int i = 0; i < 100; ++i) {
+      EventData d;
+      make_event(d, i % 8);
+      w.step(d.e);
+    }
+    w.summary({});
+  }
+  BOOST_TEST(tok.calls.load() > 0);
+  BOOST_TEST(tok.foreign.load() == 0);
+}
+
+// A batch not yet full still reaches the file: within the writer's latency (20 ms), not at the next flush;
+// also after the thread has gone to sleep for want of lines (a chat waiting for its user).
+BOOST_AUTO_TEST_CASE(a_batched_writer_writes_a_short_batch_without_being_asked) {
+  FakeTokenizer tok;
+  const auto dir = temp_dir("latency");
+  const auto path = dir / "t.jsonl";
+  glassbox::traces::JsonlWriter w(path.string(), tok, false, glassbox::traces::WriterThread::Batched);
+  // The output is a temporary file beside `path` until the summary: count the lines of every file there.
+  const auto lines_within_2s = [&](std::size_t want) {
+    std::size_t lines = 0;
+    for (int tries = 0; tries < 200 && lines < want; ++tries) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      lines = 0;
+      for (const auto& f : std::filesystem::directory_iterator(dir)) {
+        const std::string text = slurp(f.path());
+        lines += static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+      }
+    }
+    return lines;
+  };
+  w.header({});
+  EventData d;
+  make_event(d, 1);
+  for (int i = 0; i < 3; ++i) w.step(d.e);
+  std::size_t lines = lines_within_2s(4);
+  BOOST_TEST(lines == 4u, "header and 3 steps expected in the file within 2 s, found " << lines << " lines");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // (the thread now sleeps without a timeout)
+  for (int i = 0; i < 2; ++i) w.step(d.e);
+  lines = lines_within_2s(6);
+  BOOST_TEST(lines == 6u, "2 more steps expected within 2 s of an idle spell, found " << lines - 4 << " more lines");
+  w.summary({});
 }
 
 namespace {
@@ -221,15 +304,15 @@ class PlainTokenizer final : public glassbox::Tokenizer {
 
 // Tracing keeps the decode loop's promise: once the recycled lines have grown, a step allocates nothing
 // (neither on the calling thread nor on the writer thread), full-logit steps included.
-BOOST_DATA_TEST_CASE(a_traced_step_allocates_nothing_after_warm_up, bdata::make({false, true}), background) {
+BOOST_DATA_TEST_CASE(a_traced_step_allocates_nothing_after_warm_up, kWriterThreads, thread) {
   PlainTokenizer tok;
   EventData d;
   make_event(d, 0);  // with logits
   d.e.token_text = " once";
   d.stages[0].params = nullptr;  // (a string parameter with quotes takes nlohmann-json's escaping)
   const auto dir = temp_dir("alloc");
-  glassbox::traces::JsonlWriter w((dir / "t.jsonl").string(), tok, false, background);
-  for (int i = 0; i < 20; ++i) w.step(d.e);
+  glassbox::traces::JsonlWriter w((dir / "t.jsonl").string(), tok, false, thread);
+  for (int i = 0; i < 200; ++i) w.step(d.e);  // every line of the ring used, at least once
   w.flush();
   const long before = g_allocs.load();
   for (int i = 0; i < 100; ++i) w.step(d.e);
@@ -257,7 +340,7 @@ BOOST_AUTO_TEST_CASE(a_write_error_on_the_writer_thread_is_thrown_by_the_next_ca
 // is still the first line, with the digest, whether steps follow or the run is cut short before any step;
 // steps handed over before the digest is ready stay queued behind the header.
 BOOST_DATA_TEST_CASE(a_pending_model_digest_is_written_in_the_header_first,
-                     bdata::make({false, true}) * bdata::make({0, 3}), background, steps) {
+                     kWriterThreads * bdata::make({0, 3, 40}), thread, steps) {
   FakeTokenizer tok;
   const auto dir = temp_dir("digest");
   const auto path = dir / "t.jsonl";
@@ -265,7 +348,7 @@ BOOST_DATA_TEST_CASE(a_pending_model_digest_is_written_in_the_header_first,
   std::shared_future<std::string> ready = digest.get_future().share();
   std::thread hasher;
   {
-    glassbox::traces::JsonlWriter w(path.string(), tok, false, background);
+    glassbox::traces::JsonlWriter w(path.string(), tok, false, thread);
     glassbox::RunHeader h;
     h.model_sha256_pending = [ready] { return ready.get(); };
     w.header(h);

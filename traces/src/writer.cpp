@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
@@ -318,11 +319,15 @@ struct StepLine {
     text += '}';
   }
 
-  // The finished line (with its newline), in `buf` (grown, never shrunk: no allocation once large enough).
-  std::string_view finish(std::string& buf) const {
-    const std::size_t need = text.size() + floats.size() * (kMaxFloatText + 1) + 2 * gaps.size() + 1;
+  // The finished line (with its newline), written into `buf` from offset `at` (grown, never shrunk: no
+  // allocation once large enough); returns where it ends.
+  // At most the finished line's length.
+  std::size_t bound() const { return text.size() + floats.size() * (kMaxFloatText + 1) + 2 * gaps.size() + 1; }
+  std::size_t finish(std::string& buf, std::size_t at) const {
+    const std::size_t need = at + bound();
     if (buf.size() < need) buf.resize(need);
-    char* p = buf.data();
+    char* const start = buf.data();
+    char* p = start + at;
     std::size_t pos = 0, fi = 0;
     for (const auto& g : gaps) {
       std::memcpy(p, text.data() + pos, g.at - pos);
@@ -343,13 +348,29 @@ struct StepLine {
     std::memcpy(p, text.data() + pos, text.size() - pos);
     p += text.size() - pos;
     *p++ = '\n';
-    return {buf.data(), static_cast<std::size_t>(p - buf.data())};
+    return static_cast<std::size_t>(p - start);
+  }
+  std::string_view finish(std::string& buf) const {
+    const std::size_t end = finish(buf, 0);  // (may grow buf: its data() is read after)
+    return {buf.data(), end};
   }
 };
 
 namespace {
+// Calls f(prev, id) for each token a step line names with its text, in the line's order: each stage's
+// top entries, then the raw distribution's.
+template <class F>
+void named_tokens(const StepEvent& e, F&& f) {
+  const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
+  for (const auto& st : e.stages)
+    for (const auto& t : st.top) f(prev, t.id);
+  for (const auto& t : e.top) f(prev, t.id);
+}
+
 // Keys in the order nlohmann::json's std::map writes them (sorted), so that the text matches step_json's.
-void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok, LogitsEncoding logits) {
+// `text(prev, id)` gives the text of each token of named_tokens(e), asked for in that order.
+template <class Text>
+void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logits) {
   const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
   L.clear();
   L.raw("{");
@@ -427,7 +448,7 @@ void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok, LogitsEnco
       L.raw(j ? ",{" : "{");
       L.key("id"), L.integer(t.id);
       L.key("prob"), L.real(t.prob);
-      L.key("text"), L.string(tok.decode(prev, t.id));
+      L.key("text"), L.string(text(prev, t.id));
       L.raw("}");
     }
     L.raw("]}");
@@ -445,12 +466,111 @@ void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok, LogitsEnco
     L.key("id"), L.integer(t.id);
     L.key("logit"), L.real(t.logit);
     L.key("prob"), L.real(t.prob);
-    L.key("text"), L.string(tok.decode(prev, t.id));
+    L.key("text"), L.string(text(prev, t.id));
     L.raw("}");
   }
   L.raw("]");
   L.key("type"), L.raw("\"step\"}");
 }
+
+void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok, LogitsEncoding logits) {
+  fill_line(L, e, [&](std::int32_t prev, std::int32_t id) { return tok.decode(prev, id); }, logits);
+}
+
+template <class T>
+void assign(std::vector<T>& to, std::span<const T> from) {
+  to.assign(from.begin(), from.end());
+}
+
+// A step event copied with all it refers to, the texts of the tokens it names included (decoded here,
+// on the caller's thread: a tokenizer module is only ever called from there), so that the writer
+// thread can build the line after step() has returned. The copies reuse their buffers: after the first
+// steps, copying allocates nothing.
+struct StepCopy {
+  StepEvent e;  // its spans and pointers lead into the members below
+  std::string phase, token_text;
+  std::vector<std::int32_t> input_ids;
+  std::vector<TokenProb> top;
+  std::vector<float> logits;
+  std::vector<StageRecord> stages;
+  std::vector<Params> stage_params;  // (stages) what each record's params point to
+  KvState kv;
+  std::vector<AttentionRow> attention;
+  std::string texts;                 // the texts of named_tokens(e), one after another ...
+  std::vector<std::size_t> text_end; // ... each ending here
+
+  void copy(const StepEvent& from, const Tokenizer& tok) {
+    e = from;
+    phase = from.phase;
+    e.phase = phase.c_str();
+    token_text = from.token_text;
+    e.token_text = token_text;
+    assign(input_ids, from.input_ids);
+    e.input_ids = input_ids;
+    assign(top, from.top);
+    e.top = top;
+    assign(logits, from.logits);
+    e.logits = logits;
+    // Element by element, so that each record's name and top entries keep their capacity.
+    stages.resize(from.stages.size());
+    stage_params.resize(from.stages.size());
+    for (std::size_t i = 0; i < stages.size(); ++i) {
+      const StageRecord& r = from.stages[i];
+      StageRecord& c = stages[i];
+      c.name = r.name;
+      c.kept = r.kept;
+      c.mass = r.mass;
+      c.entropy = r.entropy;
+      assign(c.top, std::span<const TokenProb>(r.top));
+      c.params = nullptr;
+      if (r.params) {
+        // A stage's parameters rarely change: compared, and copied (allocating map nodes) only when they do.
+        if (stage_params[i].values() != r.params->values()) stage_params[i] = *r.params;
+        c.params = &stage_params[i];
+      }
+    }
+    e.stages = stages;
+    if (from.kv) {
+      const KvState& k = *from.kv;
+      kv.module = k.module;
+      if (kv.params.values() != k.params.values()) kv.params = k.params;
+      kv.tokens = k.tokens;
+      kv.capacity = k.capacity;
+      kv.bytes = k.bytes;
+      kv.first_pos = k.first_pos;
+      kv.evicted = k.evicted;
+      kv.block_size = k.block_size;
+      kv.blocks_used = k.blocks_used;
+      kv.blocks_free = k.blocks_free;
+      kv.last_block_unused = k.last_block_unused;
+      assign(kv.block_table, std::span<const int>(k.block_table));
+      e.kv = &kv;
+    }
+    attention.resize(from.attention.size());
+    for (std::size_t i = 0; i < attention.size(); ++i) {
+      const AttentionRow& r = from.attention[i];
+      AttentionRow& c = attention[i];
+      c.layer = r.layer, c.head = r.head, c.pos = r.pos, c.first_pos = r.first_pos;
+      assign(c.weights, std::span<const float>(r.weights));
+    }
+    e.attention = attention;
+    texts.clear();
+    text_end.clear();
+    named_tokens(from, [&](std::int32_t prev, std::int32_t id) {
+      texts += tok.decode(prev, id);
+      text_end.push_back(texts.size());
+    });
+  }
+
+  // Fills `L` from the copy (on the writer thread).
+  void fill(StepLine& L, LogitsEncoding logits) const {
+    std::size_t k = 0;
+    fill_line(L, e, [&](std::int32_t, std::int32_t) {
+      const std::size_t begin = k ? text_end[k - 1] : 0;
+      return std::string_view(texts).substr(begin, text_end[k++] - begin);
+    }, logits);
+  }
+};
 }  // namespace
 
 std::string step_line(const StepEvent& e, const Tokenizer& tok, LogitsEncoding logits) {
@@ -461,43 +581,57 @@ std::string step_line(const StepEvent& e, const Tokenizer& tok, LogitsEncoding l
   return std::string(line.substr(0, line.size() - 1));  // without the newline
 }
 
-// The writer thread and the queue of lines between it and step(). Lines are recycled, so that after the
-// first few steps nothing is allocated: a line's buffers keep their capacity.
+// The writer thread and the ring of step copies between it and step(): step n is copied into
+// copies[n % depth], so every copy is used in turn and, after the first `depth` steps, nothing is
+// allocated (a copy's buffers keep their capacity).
 struct JsonlWriter::Pipe {
-  static constexpr std::size_t kDepth = 4;  // steps that may wait for the thread (bounds the memory)
+  // Steps handed over before the thread is woken, and how long a step may wait for them. A basic line
+  // takes a few microseconds to build, less than the wake-up (a futex call on each side): woken for
+  // every line, the thread cost stories260K's decode 4.5%. A full line takes far longer, so it is worth
+  // its own wake-up.
+  static constexpr std::size_t kBatch = 16;
+  static constexpr std::chrono::milliseconds kLatency{20};
+  // The thread gathers lines into one write() up to this much text (a longer line is written alone).
+  static constexpr std::size_t kWriteBytes = 1 << 16;
+
+  explicit Pipe(std::size_t batch) : batch(batch), depth(4 * batch) {
+    for (std::size_t i = 0; i < depth; ++i) copies.push_back(std::make_unique<StepCopy>());
+  }
+  const std::size_t batch;        // wake the thread when this many steps wait
+  const std::size_t depth;        // steps handed over and not yet written, at most (bounds the memory)
+  std::vector<std::unique_ptr<StepCopy>> copies;
   std::mutex m;
   std::condition_variable work, done;
-  std::vector<std::unique_ptr<StepLine>> lines;
-  std::vector<StepLine*> free;    // ready to be filled
-  StepLine* queue[kDepth] = {};   // filled, in order: queue[head], queue[head + 1], ... (mod kDepth)
-  std::size_t head = 0, count = 0;
-  bool busy = false;              // the thread holds a line
+  // Counts of steps since the start: written <= taken <= filled. copies[taken..filled) wait for the
+  // thread, copies[written..taken) are being written by it; the others are free.
+  std::uint64_t filled = 0, taken = 0, written = 0;
+  bool draining = false;          // a caller waits for every queued line: write them now
+  bool idle = false;              // the thread sleeps without a timeout: the next step() wakes it
   bool stop = false;
   std::exception_ptr error;       // the thread's failure, thrown by the caller's next call
   std::thread thread;
 
-  // Waits until the thread has written everything queued; throws its error.
+  // Waits until the thread has written every line handed over; throws its error.
   void drain() {
     std::unique_lock lk(m);
-    done.wait(lk, [&] { return (count == 0 && !busy) || error; });
+    draining = true;
+    work.notify_one();
+    done.wait(lk, [&] { return written == filled || error; });
+    draining = false;
     if (error) std::rethrow_exception(error);
   }
 };
 
 
-JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial, bool background,
+JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial, WriterThread thread,
                          LogitsEncoding logits)
     : path_(path), out_(path), tok_(tok), keep_partial_(keep_partial), logits_(logits) {
-  if (!background) {
+  if (thread == WriterThread::None) {
     line_ = std::make_unique<StepLine>();
     return;
   }
-  pipe_ = std::make_unique<Pipe>();
+  pipe_ = std::make_unique<Pipe>(thread == WriterThread::Batched ? Pipe::kBatch : 1);
   Pipe& p = *pipe_;
-  for (std::size_t i = 0; i < Pipe::kDepth; ++i) {  // so the queue never holds more than kDepth
-    p.lines.push_back(std::make_unique<StepLine>());
-    p.free.push_back(p.lines.back().get());
-  }
   // The thread is started with SIGINT and SIGTERM blocked: they are for the decode thread, which stops
   // after the current step (cli/interrupt.hpp), while this one finishes the lines already handed over.
   sigset_t block, old;
@@ -506,35 +640,49 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
   pthread_sigmask(SIG_BLOCK, &block, &old);
   p.thread = std::thread([this] {
     Pipe& p = *pipe_;
-    std::string text;
+    StepLine line;                              // built from each copy in turn
+    std::string text(Pipe::kWriteBytes, '\0');  // the taken steps' lines
     for (;;) {
-      StepLine* line;
+      std::uint64_t from, to;
       {
         std::unique_lock lk(p.m);
-        p.work.wait(lk, [&] { return p.count > 0 || p.stop; });
-        if (p.count == 0) return;
-        line = p.queue[p.head];
-        p.head = (p.head + 1) % Pipe::kDepth;
-        --p.count;
-        p.busy = true;
+        // Woken by a full batch, a drain or the end; a batch not yet full is written once its first line
+        // has waited kLatency at most, so that a slow model's lines still reach the file at once. After
+        // kLatency with nothing handed over (a chat waiting for its user), the thread sleeps until step()
+        // wakes it.
+        while (!(p.filled - p.taken >= p.batch || (p.filled > p.taken && (p.draining || p.stop)))) {
+          if (p.stop) return;
+          if (p.idle) {
+            p.work.wait(lk);
+          } else if (p.work.wait_for(lk, Pipe::kLatency) == std::cv_status::timeout) {
+            if (p.filled > p.taken) break;
+            p.idle = true;
+          }
+        }
+        from = p.taken;
+        to = p.taken = p.filled;
       }
       std::exception_ptr err;
       try {
         write_pending_header();
-        out_.write(line->finish(text));
+        std::size_t end = 0;
+        for (std::uint64_t n = from; n < to; ++n) {
+          p.copies[n % p.depth]->fill(line, logits_);
+          if (end > 0 && end + line.bound() > text.size()) {
+            out_.write({text.data(), end});
+            end = 0;
+          }
+          end = line.finish(text, end);
+        }
+        out_.write({text.data(), end});
       } catch (...) {
         err = std::current_exception();
       }
       std::lock_guard lk(p.m);
-      p.busy = false;
-      p.free.push_back(line);
+      p.written = to;
       if (err && !p.error) {
         p.error = err;
-        while (p.count > 0) {  // the file is broken: what is still queued is dropped
-          p.free.push_back(p.queue[p.head]);
-          p.head = (p.head + 1) % Pipe::kDepth;
-          --p.count;
-        }
+        p.written = p.taken = p.filled;  // the file is broken: what is still queued is dropped
       }
       p.done.notify_all();
     }
@@ -590,28 +738,27 @@ void JsonlWriter::step(const StepEvent& e) {
     return;
   }
   Pipe& p = *pipe_;
-  StepLine* line;
+  std::uint64_t n;
   {
     std::unique_lock lk(p.m);
-    p.done.wait(lk, [&] { return !p.free.empty() || p.error; });
+    if (p.filled - p.written == p.depth) {  // the thread is behind: every line waits or is being written
+      p.draining = true;
+      p.work.notify_one();
+      p.done.wait(lk, [&] { return p.filled - p.written < p.depth || p.error; });
+      p.draining = false;
+    }
     if (p.error) std::rethrow_exception(p.error);
-    line = p.free.back();
-    p.free.pop_back();
+    n = p.filled;
   }
-  // Filled here, while the event's spans are valid: texts, integers and copies of the floats.
-  try {
-    fill_step(*line, e, tok_, logits_);
-  } catch (...) {
-    std::lock_guard lk(p.m);
-    p.free.push_back(line);
-    throw;
-  }
+  // Copied here, while the event's spans are valid. (The thread reads only copies before `filled`.)
+  p.copies[n % p.depth]->copy(e, tok_);
+  bool wake;
   {
     std::lock_guard lk(p.m);
-    p.queue[(p.head + p.count) % Pipe::kDepth] = line;
-    ++p.count;
+    wake = ++p.filled - p.taken == p.batch || p.idle;
+    p.idle = false;
   }
-  p.work.notify_one();
+  if (wake) p.work.notify_one();
 }
 
 void JsonlWriter::summary(const Summary& s) {

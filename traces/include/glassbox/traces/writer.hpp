@@ -47,19 +47,25 @@ nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
 // so) and, when `path` already holds a file, puts it beside it as PATH.partial instead of replacing it,
 // unless `keep_partial`. Destroyed before either, the temporary file is removed and `path` is untouched.
 //
-// With `background` (the default) step lines are finished and written by a writer thread: step() copies
-// the event's numbers and texts into a recycled buffer and returns; the thread formats the floats (the
-// costly part of a full-logit trace) and writes the line. Lines keep their order; at most a few steps
-// wait (step() blocks when the writer falls behind). Every other call first waits for the queued steps,
-// so the file is the same as without the thread. An error of the writer thread (disk full, ...) is
-// thrown, unchanged, by the next step(), flush(), summary(), error() or interrupted().
+// Where step lines are built and written (WriterThread): on the calling thread, or on a writer thread:
+// step() copies the event into a recycled buffer (its numbers, and the texts of the tokens it names,
+// decoded there: the tokenizer is only called from the caller's thread) and returns; the thread builds
+// the line (formatting the floats, the costly part of a full-logit trace) and writes it. `EveryLine`
+// wakes the thread for each line (a full-logit line is worth it); `Batched` once per 16 lines, or 20 ms
+// after a line was handed over, and writes them with one write() (a basic line costs less to build
+// than a wake-up). Lines keep their order; at most a few steps wait (step() blocks when the writer
+// falls behind). Every other call first waits for the queued steps, so the file is the same as without
+// the thread. An error of the writer thread (disk full, ...) is thrown, unchanged, by the next step(),
+// flush(), summary(), error() or interrupted().
+enum class WriterThread { None, EveryLine, Batched };
+
 class JsonlWriter final : public TraceSink {
  public:
   // Throws OutputError when `path` cannot be written.
   // `logits`: how a full trace writes every logit (the default, base64 of the float32 bytes, is exact and
   // costs ~1/15 of the decimal text to write).
-  JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial = false, bool background = true,
-              LogitsEncoding logits = LogitsEncoding::Base64);
+  JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial = false,
+              WriterThread thread = WriterThread::EveryLine, LogitsEncoding logits = LogitsEncoding::Base64);
   ~JsonlWriter() override;
   void header(const RunHeader& h) override;
   void step(const StepEvent& e) override;
