@@ -139,7 +139,7 @@ void add_chat_command(CLI::App& app) {
       }
       std::unique_ptr<traces::JsonlWriter> writer;
       if (!opt.trace.empty()) writer = std::make_unique<traces::JsonlWriter>(turn_trace_path(opt.trace, turn_no), tok, opt.trace_keep_partial,
-                                                                      /*background=*/true, opt.trace_logits);
+                                                                      trace_writer_thread(opt.trace_level), opt.trace_logits);
       TraceSink& sink = writer ? static_cast<TraceSink&>(*writer) : null;
       std::string reply;
       const std::string text = render_chat(fmt, messages(o->system, turns));

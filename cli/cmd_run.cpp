@@ -177,10 +177,9 @@ void add_run_command(CLI::App& app) {
     PolicyNotice notice(*s->tokenizer);
     sinks.add(&notice);
     if (!opt.trace.empty()) {
-      // A full-logit line (every logit as text) is formatted on the writer thread, beside the decoding;
-      // a basic one costs less to format here than waking a thread for it every step.
       writer = std::make_unique<traces::JsonlWriter>(opt.trace, *s->tokenizer, opt.trace_keep_partial,
-                                                     /*background=*/opt.trace_level == TraceLevel::Full, opt.trace_logits);
+                                                     trace_writer_thread(opt.trace_level),
+                                                     opt.trace_logits);
       sinks.add(writer.get());
     }
     std::unique_ptr<traces::ProbsSink> probs;  // --show-probs: bar charts on stderr, under each token

@@ -25,6 +25,10 @@ namespace fs = std::filesystem;
 
 namespace glassbox::cli {
 
+traces::WriterThread trace_writer_thread(TraceLevel level) {
+  return level == TraceLevel::Full ? traces::WriterThread::EveryLine : traces::WriterThread::Batched;
+}
+
 void warn(const std::string& message) { std::cerr << "glassbox: warning: " << message << "\n"; }
 
 namespace {
