@@ -471,7 +471,7 @@ Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::strin
   if (!traces_dir.empty()) {
     r.trace = (fs::path(traces_dir) / ("p" + std::to_string(p) + "-s" + std::to_string(s) + "-n" + std::to_string(i) +
                                        ".jsonl")).string();
-    writer = std::make_unique<traces::JsonlWriter>(r.trace, *w.session->tokenizer);
+    writer = std::make_unique<traces::JsonlWriter>(r.trace, *w.session->tokenizer, false, trace_writer_thread(g.level));
     sinks.add(writer.get());
   }
   std::string text;
