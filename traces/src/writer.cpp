@@ -511,26 +511,21 @@ struct StepCopy {
     e.top = top;
     assign(logits, from.logits);
     e.logits = logits;
-    // Element by element, so that each record's name and top entries keep their capacity.
-    stages.resize(from.stages.size());
-    stage_params.resize(from.stages.size());
+    // (Copy-assigning a vector of records copies over the existing ones: their names and top entries
+    // keep their capacity.)
+    stages.assign(from.stages.begin(), from.stages.end());
+    stage_params.resize(stages.size());
     for (std::size_t i = 0; i < stages.size(); ++i) {
-      const StageRecord& r = from.stages[i];
       StageRecord& c = stages[i];
-      c.name = r.name;
-      c.kept = r.kept;
-      c.mass = r.mass;
-      c.entropy = r.entropy;
-      assign(c.top, std::span<const TokenProb>(r.top));
-      c.params = nullptr;
-      if (r.params) {
-        // A stage's parameters rarely change: compared, and copied (allocating map nodes) only when they do.
-        if (stage_params[i].values() != r.params->values()) stage_params[i] = *r.params;
-        c.params = &stage_params[i];
-      }
+      if (!c.params) continue;
+      // A stage's parameters rarely change: compared, and copied (allocating map nodes) only when they do.
+      if (stage_params[i].values() != c.params->values()) stage_params[i] = *c.params;
+      c.params = &stage_params[i];
     }
     e.stages = stages;
     if (from.kv) {
+      // Field by field, so that the module's parameters are copied only when they change (a new field
+      // of KvState goes here too; the same-file test compares with the line built from the event).
       const KvState& k = *from.kv;
       kv.module = k.module;
       if (kv.params.values() != k.params.values()) kv.params = k.params;
@@ -546,13 +541,7 @@ struct StepCopy {
       assign(kv.block_table, std::span<const int>(k.block_table));
       e.kv = &kv;
     }
-    attention.resize(from.attention.size());
-    for (std::size_t i = 0; i < attention.size(); ++i) {
-      const AttentionRow& r = from.attention[i];
-      AttentionRow& c = attention[i];
-      c.layer = r.layer, c.head = r.head, c.pos = r.pos, c.first_pos = r.first_pos;
-      assign(c.weights, std::span<const float>(r.weights));
-    }
+    attention.assign(from.attention.begin(), from.attention.end());
     e.attention = attention;
     texts.clear();
     text_end.clear();
