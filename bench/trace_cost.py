@@ -4,7 +4,7 @@
 (full twice: its logits as base64, the default, and as decimal numbers with --trace-logits decimal)
 
     bench/trace_cost.py [--glassbox BIN]... [--model M --tokenizer T --tokens N --seed S]... [--reps R]
-                        [--threads T] [--prompt P]
+                        [--threads T] [--prompt P] [--instructions]
 
 Each model is run with -n N (the measured run) and -n 1 (start-up, prompt and first step only) at
 each level; the decode time of a level is the difference, so start-up and prefill cancel out and
@@ -15,6 +15,13 @@ from wait4's rusage). The overhead is 1 - (level's tok/s) / (untraced tok/s) wit
 median over rounds reported. Several --glassbox binaries
 (e.g. before and after a change) are interleaved within each round too.
 
+With --instructions it counts instructions instead of timing (valgrind's callgrind, each thread
+apart; slow, but the same on every run of a machine, where wall-clock costs of a few percent drown in
+a shared machine's drift): the decode thread's instructions per decode step at each level, the
+cost as its increase over the untraced run, and the other threads' (the trace writer's) per step.
+Under valgrind the kernels run their AVX2 set (valgrind has no AVX-512), so the untraced count is
+not the AVX-512 build's.
+
 Without --model it measures the two models of docs/performance.md: stories260K
 (/work/shared/models or $GLASSBOX_SHARED) and a synthetic stories15M
 (`glassbox synth --preset stories15M`, written to a temporary folder).
@@ -22,6 +29,7 @@ Without --model it measures the two models of docs/performance.md: stories260K
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -84,6 +92,54 @@ def measure_all(args, model, tokenizer, n, seed, out_dir):
     return rows
 
 
+def thread_instructions(out_prefix, out_dir):
+    """(decode thread, other threads) instructions of one callgrind run, from its per-thread files.
+
+    The main thread (file -01) runs the decode loop; a wrapper script run by --glassbox execs the
+    binary, so only the files of the glassbox process (its command line names `run`) count."""
+    main_ir, other_ir = 0, 0
+    for name in os.listdir(out_dir):
+        if not name.startswith(out_prefix):
+            continue
+        text = open(os.path.join(out_dir, name), encoding="utf-8", errors="replace").read(1 << 20)
+        cmd = re.search(r"^cmd: (.*)$", text, re.M)
+        total = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+        if not cmd or " run " not in cmd.group(1) + " " or not total:
+            continue
+        if name.endswith("-01"):
+            main_ir += int(total.group(1))
+        else:
+            other_ir += int(total.group(1))
+    return main_ir, other_ir
+
+
+def count_all(args, model, tokenizer, n, seed, out_dir):
+    """Per binary and level: (decode-thread instructions per decode step, other threads' per step)."""
+    rows = []
+    levels = ["none", "basic", "full"]
+    for b, g in enumerate(args.glassbox):
+        base = command(args, g, model, tokenizer, seed)
+        # A traced run first, outside valgrind: the model's digest (SHA-256, on a thread of its own)
+        # is then read from the digest cache by every counted run instead of computed by the first.
+        run_once(base + ["-n", "1", "--trace", os.path.join(out_dir, "warm.jsonl")])
+        counts = {}
+        for lv in levels:
+            trace = [] if lv == "none" else ["--trace", os.path.join(out_dir, lv + ".jsonl")] + TRACE_ARGS[lv]
+            got = []
+            for steps in (1, n):
+                prefix = f"cg-{b}-{lv}-{steps}."
+                cmd = ["valgrind", "--tool=callgrind", "--separate-threads=yes", "--trace-children=yes",
+                       "--callgrind-out-file=" + os.path.join(out_dir, prefix + "%p"), "-q"] + base + ["-n", str(steps)] + trace
+                p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                if p.returncode != 0:
+                    sys.exit("trace_cost: " + " ".join(cmd) + " failed:\n" + p.stderr.decode("utf-8", "replace"))
+                got.append(thread_instructions(prefix, out_dir))
+            counts[lv] = ((got[1][0] - got[0][0]) / (n - 1), (got[1][1] - got[0][1]) / (n - 1))
+        for lv in levels:
+            rows.append((b, lv, counts[lv][0], counts[lv][0] / counts["none"][0] - 1, counts[lv][1]))
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
@@ -95,7 +151,11 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--prompt", default="Once upon a time")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions per decode step with valgrind's callgrind instead of timing")
     args = ap.parse_args()
+    if args.instructions and not shutil.which("valgrind"):
+        sys.exit("trace_cost: --instructions needs valgrind (Debian package valgrind)")
     if not args.glassbox:
         args.glassbox = [os.path.join(here, "..", "build", "bin", "glassbox")]
 
@@ -109,8 +169,19 @@ def main():
             subprocess.run([args.glassbox[0], "synth", "--preset", "stories15M", "-o", s15], check=True,
                            stdout=subprocess.DEVNULL)
             # seed 2 runs stories260K to 500 tokens without a stop token; the synthetic 15M's context is 256
-            cases = [(os.path.join(shared, "models/stories260K.bin"), os.path.join(shared, "models/tok512.bin"), 500, 2),
-                     (s15, os.path.join(shared, "models/tokenizer.bin"), 240, 1)]
+            # (counting instructions runs ~50x slower: fewer tokens, the differences per step are exact)
+            cases = [(os.path.join(shared, "models/stories260K.bin"), os.path.join(shared, "models/tok512.bin"),
+                      200 if args.instructions else 500, 2),
+                     (s15, os.path.join(shared, "models/tokenizer.bin"), 21 if args.instructions else 240, 1)]
+        if args.instructions:
+            print("instructions per decode step = (count of -n N - count of -n 1) / (N - 1), by callgrind; "
+                  "cost = decode thread's increase over the untraced run")
+            print(f"{'binary':<6} {'model':<16} {'trace':<8} {'decode thread':>14} {'cost':>6} {'other threads':>14}")
+            for model, tok, n, seed in cases:
+                for b, lv, main_ir, cost, other_ir in count_all(args, model, tok, n, seed, tmp):
+                    c = "" if lv == "none" else f"{100 * cost:5.1f}%"
+                    print(f"{'#' + str(b + 1):<6} {os.path.basename(model):<16} {lv:<8} {main_ir:14,.0f} {c:>6} {other_ir:14,.0f}")
+            return
         print(f"load average {os.getloadavg()[0]:.1f}; median of {args.reps} interleaved rounds; "
               "tok/s = decode steps / (time of -n N - time of -n 1); cost = median over rounds of 1 - tok/s / untraced tok/s")
         print(f"{'binary':<6} {'model':<16} {'trace':<8} {'wall tok/s':>10} {'cost':>6} {'cpu tok/s':>10} {'cost':>6} {'printed tok/s':>13}")
