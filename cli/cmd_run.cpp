@@ -178,7 +178,7 @@ void add_run_command(CLI::App& app) {
     sinks.add(&notice);
     if (!opt.trace.empty()) {
       writer = std::make_unique<traces::JsonlWriter>(opt.trace, *s->tokenizer, opt.trace_keep_partial,
-                                                     trace_writer_thread(opt.trace_level),
+                                                     trace_writer_thread(opt.trace_level, opt.trace_attention.on),
                                                      opt.trace_logits);
       sinks.add(writer.get());
     }

@@ -25,8 +25,8 @@ namespace fs = std::filesystem;
 
 namespace glassbox::cli {
 
-traces::WriterThread trace_writer_thread(TraceLevel level) {
-  return level == TraceLevel::Full ? traces::WriterThread::EveryLine : traces::WriterThread::Batched;
+traces::WriterThread trace_writer_thread(TraceLevel level, bool attention) {
+  return level == TraceLevel::Full || attention ? traces::WriterThread::EveryLine : traces::WriterThread::Batched;
 }
 
 void warn(const std::string& message) { std::cerr << "glassbox: warning: " << message << "\n"; }

@@ -59,10 +59,11 @@ std::unique_ptr<Session> open_session(const RunOptions& opt);
 
 void warn(const std::string& message);
 
-// How a trace's writer thread is woken (traces/writer.hpp): for each full-logit line; once per batch of
-// basic lines, whose formatting costs less than a wake-up. Measured on stories260K (bench/trace_cost.py),
-// the batched thread beat formatting on the decode thread with one decoding thread and with two.
-traces::WriterThread trace_writer_thread(TraceLevel level);
+// How a trace's writer thread is woken (traces/writer.hpp): for each full-logit line, or each line with
+// attention weights (64 such lines waiting in a batch could hold tens of MB); once per batch of basic
+// lines, whose formatting costs less than a wake-up. Measured on stories260K (bench/trace_cost.py), the
+// batched thread beat formatting on the decode thread with one decoding thread and with two.
+traces::WriterThread trace_writer_thread(TraceLevel level, bool attention = false);
 
 // Throws ConfigError when a stage names a token id outside the vocabulary (logit-bias).
 void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vocab_size);
