@@ -204,6 +204,32 @@ BOOST_DATA_TEST_CASE(exp_weights_match_scalar, kSizes + bdata::make({32000}), n)
   });
 }
 
+// The loaders' check of every weight: the first ±inf or NaN, wherever it falls (first lane, a chunk's
+// last, the scalar tail), with ordinary values, zeros and denormals around it; n when there is none.
+BOOST_DATA_TEST_CASE(first_nonfinite_matches_scalar, kSizes + bdata::make({40000, 100003}), n) {
+  auto x = randv(n, 5);
+  for (std::size_t i = 0; i < std::size_t(n); i += 5) x[i] = 0.0f;
+  for (std::size_t i = 2; i < std::size_t(n); i += 11) x[i] = std::numeric_limits<float>::denorm_min();
+  for (std::size_t i = 4; i < std::size_t(n); i += 13) x[i] = std::numeric_limits<float>::max();
+  const float bad[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                       std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN()};
+  std::vector<std::size_t> where{0, std::size_t(n) - 1, std::size_t(n) / 2};
+  for (std::size_t chunk : {1024u, 2048u, 4096u, 16384u})
+    if (chunk < std::size_t(n)) where.insert(where.end(), {chunk - 1, chunk});
+  for_each_kernel_set([&] {
+    BOOST_TEST(k::first_nonfinite(x.data(), n) == std::size_t(n));
+    BOOST_TEST(k::first_nonfinite_scalar(x.data(), n) == std::size_t(n));
+    for (std::size_t at : where)
+      for (float b : bad) {
+        auto y = x;
+        y[at] = b;
+        if (at + 7 < std::size_t(n)) y[at + 7] = bad[0];  // a later one does not change the answer
+        BOOST_TEST(k::first_nonfinite(y.data(), n) == at, "at " << at << " value " << b);
+        BOOST_TEST(k::first_nonfinite_scalar(y.data(), n) == at);
+      }
+  });
+}
+
 BOOST_AUTO_TEST_CASE(rope_rotates_pairs_by_the_given_angle) {
   // One head of size 4 at angles a0 (pair 0) and a1 (pair 1): a pure 2-D rotation per pair.
   const float a0 = 0.3f, a1 = 1.1f;

@@ -54,6 +54,8 @@ struct KernelSet {
                      std::size_t stride, std::size_t count, std::size_t n);
   // kernels::softmax: softmax_scalar's numbers (libm's exp, the sum in order).
   void (*softmax)(float* x, std::size_t n);
+  // kernels::first_nonfinite.
+  std::size_t (*first_nonfinite)(const float* x, std::size_t n);
 };
 
 // The variants compiled in (x86-64): each is defined by one build of kernels_isa.cpp.

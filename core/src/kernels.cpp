@@ -418,6 +418,14 @@ void softmax(float* x, std::size_t n) {
   active_set().softmax(x, n);
 }
 
+std::size_t first_nonfinite(const float* x, std::size_t n) { return active_set().first_nonfinite(x, n); }
+
+std::size_t first_nonfinite_scalar(const float* x, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return i;
+  return n;
+}
+
 float exp_weights(const float* l, float* w, std::size_t n, double* sum, double* weighted) {
   return active_set().exp_weights(l, w, n, sum, weighted);
 }

@@ -75,6 +75,11 @@ void softmax_scalar(float* x, std::size_t n);
 float exp_weights(const float* l, float* w, std::size_t n, double* sum, double* weighted);
 float exp_weights_scalar(const float* l, float* w, std::size_t n, double* sum, double* weighted);
 
+// The index of the first x[i] that is ±inf or NaN, n when there is none (the loaders' check that
+// every weight is a number).
+std::size_t first_nonfinite(const float* x, std::size_t n);
+std::size_t first_nonfinite_scalar(const float* x, std::size_t n);
+
 // y += a · x
 void axpy(float* y, float a, const float* x, std::size_t n);
 void axpy_scalar(float* y, float a, const float* x, std::size_t n);

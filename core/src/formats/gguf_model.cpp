@@ -4,6 +4,7 @@
 #include <string>
 
 #include "glassbox/error.hpp"
+#include "glassbox/kernels.hpp"
 #include "glassbox/model_source.hpp"
 
 namespace glassbox {
@@ -88,9 +89,11 @@ void ModelSource::open_gguf() {
     }
     if (f32_only && t.dtype != DType::F32)
       throw ModelError(where + "tensor '" + name + "' is " + std::string(dtype_name(t.dtype)) + " (expected F32 for a norm weight)");
-    if (t.dtype == DType::F32)
-      for (std::int64_t j = 0; j < t.numel(); ++j)
-        if (!std::isfinite(t.f32()[j])) throw ModelError(where + "tensor '" + name + "' value #" + std::to_string(j) + " is not a finite number");
+    if (t.dtype == DType::F32) {
+      const auto n = static_cast<std::size_t>(t.numel());
+      if (const std::size_t j = kernels::first_nonfinite(t.f32(), n); j < n)
+        throw ModelError(where + "tensor '" + name + "' value #" + std::to_string(j) + " is not a finite number");
+    }
     return t;
   };
   const GgufTensorInfo* emb = gguf_->find("token_embd.weight");

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "glassbox/error.hpp"
+#include "glassbox/kernels.hpp"
 
 namespace glassbox {
 
@@ -155,20 +156,9 @@ void ModelSource::open_llama2c() {
   const auto* base = reinterpret_cast<const float*>(file_->data() + (c.format_version == 0 ? kLegacyHeader : kV1Header));
 
   // Every weight must be a finite number: a NaN here would silently poison every logit.
-  // The scan runs over the bits (exponent all ones = inf or NaN) in branch-free chunks the compiler
-  // vectorizes; only a chunk that has one is searched again for its index.
   const std::int64_t n = total_floats(s);
-  const auto* bits = reinterpret_cast<const std::uint32_t*>(base);
-  constexpr std::int64_t kChunk = 1 << 14;
-  for (std::int64_t c = 0; c < n; c += kChunk) {
-    const std::int64_t e = std::min(n, c + kChunk);
-    std::uint32_t bad = 0;
-    for (std::int64_t i = c; i < e; ++i) bad |= static_cast<std::uint32_t>((bits[i] & 0x7F800000u) == 0x7F800000u);
-    if (bad)
-      for (std::int64_t i = c; i < e; ++i)
-        if (!std::isfinite(base[i]))
-          throw ModelError(path.string() + ": weight #" + std::to_string(i) + " is not a finite number (corrupt file)");
-  }
+  if (const std::size_t i = kernels::first_nonfinite(base, static_cast<std::size_t>(n)); i < static_cast<std::size_t>(n))
+    throw ModelError(path.string() + ": weight #" + std::to_string(i) + " is not a finite number (corrupt file)");
 
   // Where each tensor starts, walking the file in its format's order.
   const float* p = base;
