@@ -41,6 +41,11 @@ for i in 1 2 3; do
   GLASSBOX_CACHE_DIR="$work/cache" /usr/bin/time -f "traced %e s wall, %U + %S s cpu, peak RSS %M KB (digest cache; computed on the first round)" "$gb" run -m "$work/s110.bin" -t "$tok" -n 1 --context 16 -p Once --trace "$work/t.jsonl" >/dev/null 2>"$work/err" || cat "$work/err"
   tail -1 "$work/err"
 done
+echo "== load + validate (inspect), then + the digest (inspect --sha256, computed)"; load
+for i in 1 2 3; do
+  /usr/bin/time -f "inspect          %e s wall, %U + %S s cpu, peak RSS %M KB" "$gb" inspect "$work/s110.bin" >/dev/null
+  GLASSBOX_CACHE_DIR=off /usr/bin/time -f "inspect --sha256 %e s wall, %U + %S s cpu, peak RSS %M KB" "$gb" inspect --sha256 "$work/s110.bin" >/dev/null
+done
 for th in 1 2; do
   echo "== cost of tracing, --threads $th"; load
   python3 "$here/bench/trace_cost.py" --glassbox "$gb" --threads "$th" --reps 9

@@ -1,6 +1,9 @@
 // `glassbox inspect`: what a model file holds (format, config, metadata, tensors, parameter counts,
 // vocabulary) as readable text or, with --json, as one JSON object for tools.
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <future>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -14,6 +17,7 @@
 #include "glassbox/gguf.hpp"
 #include "glassbox/mapped_file.hpp"
 #include "glassbox/model_source.hpp"
+#include "glassbox/pipeline.hpp"
 #include "glassbox/traces/writer.hpp"
 
 namespace glassbox::cli {
@@ -41,6 +45,7 @@ struct Report {
   std::string config_error;  // why glassbox cannot run a file it can still list
   Metadata metadata;
   std::vector<TensorRow> tensors;
+  std::string sha256;  // with --sha256
 };
 
 TensorRow row_of(const Tensor& t, std::uint64_t offset) {
@@ -88,11 +93,22 @@ json tokenizer_summary(const Metadata& m) {
   return t;
 }
 
-Report gather(const std::string& path) {
+Report gather(const std::string& path, bool digest) {
   Report r;
   r.path = path;
-  MappedFile file(path);
+  const auto mapped = std::make_shared<const MappedFile>(path);
+  const MappedFile& file = *mapped;
   r.file_bytes = file.size();
+  // The digest a trace header names, computed as a traced run does: beside the check of every
+  // weight, from the same mapping (so `time glassbox inspect --sha256` is a run's load + validate + hash).
+  std::atomic<bool> stop_hash{false};
+  std::future<std::string> sha256;
+  if (digest) sha256 = std::async(std::launch::async, [&] { return sha256_mapped_cached(file, &stop_hash); });
+  struct StopOnError {
+    std::atomic<bool>& stop;
+    int uncaught = std::uncaught_exceptions();
+    ~StopOnError() { if (std::uncaught_exceptions() > uncaught) stop = true; }
+  } stop_on_error{stop_hash};
   std::unique_ptr<ModelSource> src;
   std::unique_ptr<GgufFile> gguf;
   if (is_gguf(file.data(), file.size())) {
@@ -105,13 +121,13 @@ Report gather(const std::string& path) {
     r.architecture = gguf->metadata().get_string("general.architecture").value_or("");
     for (const auto& info : gguf->tensors()) r.tensors.push_back(row_of(gguf->tensor(info), info.offset));
     try {
-      src = ModelSource::open(path);
+      src = ModelSource::open(mapped);
       r.config = src->config();
     } catch (const Error& e) {
       r.config_error = e.what();
     }
   } else {
-    src = ModelSource::open(path);  // a bad llama2.c header is a bad file: nothing else to show
+    src = ModelSource::open(mapped);  // a bad llama2.c header is a bad file: nothing else to show
     const Config& c = src->config();
     r.format = "llama2c";
     r.version = c.format_version;
@@ -129,6 +145,7 @@ Report gather(const std::string& path) {
     for (const Tensor* t : all) r.tensors.push_back(row_of(*t, static_cast<std::uint64_t>(t->data - base)));
   }
   r.metadata = gguf ? gguf->metadata() : src->metadata();  // copies: they outlive the mapping
+  if (sha256.valid()) r.sha256 = sha256.get();
   return r;
 }
 
@@ -166,6 +183,7 @@ void print_json(const Report& r) {
   json j{{"file", r.path}, {"format", r.format}, {"version", r.version}, {"format_label", format_label(r)},
          {"file_bytes", r.file_bytes}, {"data_offset", r.data_offset}, {"architecture", r.architecture}};
   if (r.format == "gguf") j["alignment"] = r.alignment;
+  if (!r.sha256.empty()) j["sha256"] = r.sha256;
   j["config"] = r.config ? config_json(*r.config) : json(nullptr);
   if (!r.config_error.empty()) j["config_error"] = r.config_error;
   json meta = json::array();
@@ -195,6 +213,7 @@ void print_text(const Report& r) {
   std::ostringstream o;
   auto field = [&](const char* name) -> std::ostream& { return o << std::left << std::setw(14) << name; };
   field("file") << r.path << " (" << r.file_bytes << " bytes)\n";
+  if (!r.sha256.empty()) field("sha256") << r.sha256 << "\n";
   field("format") << format_label(r);
   if (r.format == "gguf") o << ", alignment " << r.alignment;
   o << ", tensor data at byte " << r.data_offset << "\n";
@@ -264,13 +283,15 @@ void add_inspect_command(CLI::App& app) {
   struct Opts {
     std::string file;
     bool json = false;
+    bool sha256 = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("inspect", "show what a model file (GGUF or llama2.c) holds: config, metadata, tensors");
   cmd->add_option("file", o->file, "the model file")->required();
   cmd->add_flag("--json", o->json, "print one JSON object instead of text");
+  cmd->add_flag("--sha256", o->sha256, "also the file's SHA-256, the digest trace headers name (from the digest cache when it holds the file)");
   cmd->callback([o] {
-    const Report r = gather(o->file);
+    const Report r = gather(o->file, o->sha256);
     if (o->json) print_json(r);
     else print_text(r);
   });

@@ -174,11 +174,23 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   auto stages = check_plugins(s->registry, tok_spec, opt, warnings);
   for (const auto& w : warnings) warn(w);
 
-  // The digest is computed on another thread while this one maps and validates the model: a streamed
-  // read (no second mapping, whose pages would count twice in the resident set).
+  // The digest is computed on another thread, from the model's own mapping, while this one checks
+  // every weight: the hash trails the check over pages already faulted in, and no page is read or
+  // counted in the resident set twice. The thread shares the mapping, so a model that fails its
+  // check is not unmapped under it.
+  auto mapped = std::make_shared<const MappedFile>(model_path);
+  auto stop_hash = std::make_shared<std::atomic<bool>>(false);
   std::future<std::string> model_sha256;
-  if (opt.model_hash) model_sha256 = std::async(std::launch::async, [model_path] { return sha256_file_cached(model_path); });
-  s->source = ModelSource::open(model_path);
+  if (opt.model_hash)
+    model_sha256 = std::async(std::launch::async, [mapped, stop_hash] { return sha256_mapped_cached(*mapped, stop_hash.get()); });
+  // A bad model, tokenizer or option stops the hash, so the error is not held back until a file
+  // that will not be used is hashed (the future's destructor waits for its thread).
+  struct StopOnError {
+    std::atomic<bool>& stop;
+    int uncaught = std::uncaught_exceptions();
+    ~StopOnError() { if (std::uncaught_exceptions() > uncaught) stop = true; }
+  } stop_on_error{*stop_hash};
+  s->source = ModelSource::open(std::move(mapped));
   const Metadata& meta = s->source->metadata();
   if (tok_spec.name.empty()) {
     // The tokenizer family a GGUF file names (tokenizer.ggml.model); llama2.c's format otherwise.

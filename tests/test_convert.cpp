@@ -13,6 +13,7 @@
 #include "glassbox/gguf.hpp"
 #include "glassbox/mapped_file.hpp"
 #include "glassbox/model_source.hpp"
+#include "glassbox/pipeline.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -204,6 +205,15 @@ BOOST_AUTO_TEST_CASE(tiny_checkpoint_with_own_classifier) {
   BOOST_TEST(j["tensors"].back()["name"] == "wcls");
   BOOST_TEST(j["tensors"].back()["offset"] == 4 * m.wcls_at);
   BOOST_TEST(j["tokenizer"].is_null());
+  BOOST_TEST(!j.contains("sha256"));
+  // --sha256: the digest a trace header names, the file's SHA-256, in JSON and in text.
+  const std::string digest = glassbox::sha256_file(m.checkpoint);
+  r = run_cli({"inspect", "--json", "--sha256", m.checkpoint.string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(json::parse(r.out)["sha256"] == digest);
+  r = run_cli({"inspect", "--sha256", m.checkpoint.string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(r.out.find("\nsha256        " + digest + "\n") != std::string::npos, r.out);
 }
 
 // Bad input exits 2 with one error line and leaves no output file behind.
@@ -212,6 +222,7 @@ BOOST_AUTO_TEST_CASE(bad_input_is_one_line) {
   TinyModel m(dir);
   const fs::path out = dir / "out.gguf";
   expect_error(run_cli({"inspect", (dir / "missing.gguf").string()}), "missing.gguf");
+  expect_error(run_cli({"inspect", "--sha256", (dir / "missing.gguf").string()}), "missing.gguf");
   expect_error(run_cli({"convert", "--model", (dir / "missing.bin").string(), "--tokenizer", m.tokenizer.string(), "-o", out.string()}),
                "missing.bin");
   expect_error(run_cli({"convert", "--model", m.checkpoint.string(), "--tokenizer", m.tokenizer.string(), "--type", "Q5_K",
@@ -230,6 +241,7 @@ BOOST_AUTO_TEST_CASE(bad_input_is_one_line) {
   fs::remove(out);
   gbtest::write_file(dir / "cut.gguf", gguf.substr(0, gguf.size() / 2));
   expect_error(run_cli({"inspect", (dir / "cut.gguf").string()}), "cut.gguf");
+  expect_error(run_cli({"inspect", "--sha256", (dir / "cut.gguf").string()}), "cut.gguf");
   expect_error(run_cli({"convert", "--model", (dir / "cut.gguf").string(), "-o", out.string()}), "cut.gguf");
   BOOST_TEST(!fs::exists(out));
 }

@@ -1,5 +1,5 @@
-// The model digest cache (sha256_file_cached): a remembered digest is used only while the file's identity
-// and stamps are unchanged; a changed, too-fresh or unreadable case is hashed again.
+// The model digest cache (sha256_file_cached, sha256_mapped_cached): a remembered digest is used only while
+// the file's identity and stamps are unchanged; a changed, too-fresh or unreadable case is hashed again.
 #define BOOST_TEST_MODULE digest_cache
 #include <boost/test/unit_test.hpp>
 
@@ -11,6 +11,7 @@
 #include <fstream>
 #include <thread>
 
+#include "glassbox/mapped_file.hpp"
 #include "glassbox/pipeline.hpp"
 #include "support.hpp"
 
@@ -116,6 +117,58 @@ BOOST_AUTO_TEST_CASE(an_unwritable_cache_is_passed_over) {
   ::setenv("GLASSBOX_CACHE_DIR", (dir / "not-a-folder" / "x").c_str(), 1);
   write_file(dir / "not-a-folder", "a file where the cache folder should be");
   BOOST_TEST(glassbox::sha256_file_cached(file) == glassbox::sha256_file(file));
+}
+
+// A mapped file is hashed from its mapping, with the same digest and the same cache entry as a path.
+BOOST_AUTO_TEST_CASE(a_mapping_hashes_like_its_file_and_shares_the_cache) {
+  const std::string want = glassbox::sha256_file(file);
+  {
+    const glassbox::MappedFile m(file);
+    BOOST_TEST(glassbox::sha256_mapped_cached(m) == want);
+  }
+  const auto e = entries();
+  BOOST_TEST_REQUIRE(e.size() == 1u);
+  replace_digest(e[0], std::string(64, 'c'));
+  const glassbox::MappedFile m(file);
+  BOOST_TEST(glassbox::sha256_mapped_cached(m) == std::string(64, 'c'));  // the entry the path's hash wrote
+  BOOST_TEST(glassbox::sha256_file_cached(file) == std::string(64, 'c'));
+  // A file larger than one 4 MiB piece of the hash, with a tail.
+  const fs::path big = dir / "big.bin";
+  std::string bytes(9 * (1 << 20) + 12345, '\0');
+  for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>((i * 2654435761u) >> 13);
+  write_file(big, bytes);
+  const glassbox::MappedFile mb(big);
+  BOOST_TEST(glassbox::sha256_mapped_cached(mb) == glassbox::sha256_file(big));
+}
+
+// The cache names a path; a mapping is of whatever file was there when it was made. Once another file
+// has taken the path, the mapping's own bytes are hashed and no entry is read or written for it.
+BOOST_AUTO_TEST_CASE(a_mapping_of_a_replaced_file_is_hashed_not_looked_up) {
+  const fs::path f = dir / "model.bin";
+  write_file(f, "the file that was mapped");
+  const glassbox::MappedFile m(f);
+  const std::string mapped_digest = glassbox::sha256_file(f);
+  write_file(dir / "new.bin", "the file that took its place");
+  fs::rename(dir / "new.bin", f);
+  struct stat st {};
+  BOOST_TEST_REQUIRE(::stat(f.c_str(), &st) == 0);
+  fs::create_directories(dir / "digests");
+  write_file(dir / "digests" / (std::to_string(st.st_dev) + "-" + std::to_string(st.st_ino)),
+             "glassbox.digest/1 " + std::to_string(st.st_size) + " " +
+                 std::to_string(st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec) + " " +
+                 std::to_string(st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec) + " " + std::string(64, 'd') + "\n");
+  BOOST_TEST(glassbox::sha256_mapped_cached(m) == mapped_digest);
+  BOOST_TEST(glassbox::sha256_file_cached(f) == std::string(64, 'd'));  // the path's entry is the new file's
+}
+
+// Told to stop (the model failed its check), the hash gives up: no digest, no entry.
+BOOST_AUTO_TEST_CASE(a_stopped_hash_returns_nothing_and_remembers_nothing) {
+  const glassbox::MappedFile m(file);
+  std::atomic<bool> stop{true};
+  BOOST_TEST(glassbox::sha256_mapped_cached(m, &stop).empty());
+  BOOST_TEST(entries().empty());
+  stop = false;
+  BOOST_TEST(glassbox::sha256_mapped_cached(m, &stop) == glassbox::sha256_file(file));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -13,7 +13,21 @@
 
 namespace glassbox {
 
-MappedFile::MappedFile(const std::filesystem::path& path) {
+namespace {
+FileStamp stamp_from(const struct stat& st) {
+  return {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino), static_cast<std::uint64_t>(st.st_size),
+          st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec};
+}
+}  // namespace
+
+bool stamp_of(const std::filesystem::path& path, FileStamp& out) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  out = stamp_from(st);
+  return true;
+}
+
+MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
   // Check the kind first: open() on a FIFO would block until a writer appears.
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) throw ModelError(path.string() + ": cannot open: " + std::strerror(errno));
@@ -25,8 +39,12 @@ MappedFile::MappedFile(const std::filesystem::path& path) {
     throw ModelError(path.string() + ": not a regular file (expected a model file)");
   }
   size_ = static_cast<std::size_t>(st.st_size);
+  stamp_ = stamp_from(st);
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    // Populated up front: every page is read at load anyway (the loaders check each weight), and
+    // the kernel fills the page tables in one pass faster than a page fault per 4 KiB does
+    // (110M, 438 MB: 0.16 s against 0.19-0.21 s on a virtual machine whose faults are costly).
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (p == MAP_FAILED) {
       ::close(fd);
       throw ModelError(path.string() + ": cannot map: " + std::strerror(errno));

@@ -8,9 +8,13 @@
 namespace glassbox {
 
 std::unique_ptr<ModelSource> ModelSource::open(const std::filesystem::path& path) {
+  return open(std::make_shared<const MappedFile>(path));
+}
+
+std::unique_ptr<ModelSource> ModelSource::open(std::shared_ptr<const MappedFile> file) {
   std::unique_ptr<ModelSource> s(new ModelSource());
-  s->path_ = path;
-  s->file_ = std::make_unique<MappedFile>(path);
+  s->path_ = file->path();
+  s->file_ = std::move(file);
   if (is_gguf(s->file_->data(), s->file_->size()))
     s->open_gguf();
   else

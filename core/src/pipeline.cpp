@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <openssl/evp.h>
 
 #include "glassbox/error.hpp"
+#include "glassbox/mapped_file.hpp"
 #include "glassbox/model.hpp"
 
 namespace glassbox {
@@ -92,23 +94,6 @@ std::string sha256_file(const std::filesystem::path& path) {
 }
 
 namespace {
-// What identifies a file and says it has not changed: device, inode, size, and the modification and
-// status-change times in nanoseconds (a write, truncate, chmod or rename moves ctime; nothing a user can
-// do sets it back).
-struct FileStamp {
-  std::uint64_t dev = 0, ino = 0, size = 0;
-  std::int64_t mtime_ns = 0, ctime_ns = 0;
-  bool operator==(const FileStamp&) const = default;
-};
-
-bool stamp_of(const std::filesystem::path& path, FileStamp& out) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  out = {static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino), static_cast<std::uint64_t>(st.st_size),
-         st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec, st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec};
-  return true;
-}
-
 constexpr const char* kDigestEntry = "glassbox.digest/1";
 
 std::filesystem::path entry_path(const std::filesystem::path& dir, const FileStamp& s) {
@@ -132,10 +117,14 @@ std::filesystem::path digest_cache_dir() {
   return {};
 }
 
-std::string sha256_file_cached(const std::filesystem::path& path) {
+namespace {
+// The digest cache around `hash` (sha256_file_cached's rules). `mapped`, when given, is the stamp of
+// the bytes `hash` reads: the file at `path` must still be that file for its entry to be used or written.
+template <class Hash>
+std::string cached_digest(const std::filesystem::path& path, const FileStamp* mapped, Hash&& hash) {
   const std::filesystem::path dir = digest_cache_dir();
   FileStamp before;
-  if (dir.empty() || !stamp_of(path, before)) return sha256_file(path);
+  if (dir.empty() || !stamp_of(path, before) || (mapped && !(*mapped == before))) return hash();
   const std::filesystem::path entry = entry_path(dir, before);
   {
     // "glassbox.digest/1 SIZE MTIME_NS CTIME_NS SHA256": anything else is no entry
@@ -148,7 +137,8 @@ std::string sha256_file_cached(const std::filesystem::path& path) {
   }
   const auto began_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::system_clock::now().time_since_epoch()).count();
-  std::string digest = sha256_file(path);
+  std::string digest = hash();
+  if (digest.empty()) return digest;  // stopped
   FileStamp after;
   constexpr std::int64_t kTick = 2'000'000'000;  // well above any file system's timestamp granularity
   if (!stamp_of(path, after) || !(after == before) || std::max(before.mtime_ns, before.ctime_ns) > began_ns - kTick)
@@ -170,6 +160,28 @@ std::string sha256_file_cached(const std::filesystem::path& path) {
   std::filesystem::rename(tmp, entry, ec);
   if (ec) std::filesystem::remove(tmp, ec);
   return digest;
+}
+}  // namespace
+
+std::string sha256_file_cached(const std::filesystem::path& path) {
+  return cached_digest(path, nullptr, [&] { return sha256_file(path); });
+}
+
+std::string sha256_mapped_cached(const MappedFile& file, const std::atomic<bool>* stop) {
+  return cached_digest(file.path(), &file.stamp(), [&]() -> std::string {
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error(file.path().string() + ": SHA-256 failed");
+    constexpr std::size_t kPiece = 4 << 20;  // how far a hash runs on after it was told to stop
+    for (std::size_t at = 0; at < file.size(); at += kPiece) {
+      if (stop && stop->load(std::memory_order_relaxed)) return {};
+      if (EVP_DigestUpdate(ctx.get(), file.data() + at, std::min(kPiece, file.size() - at)) != 1)
+        throw Error(file.path().string() + ": SHA-256 failed");
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) throw Error(file.path().string() + ": SHA-256 failed");
+    return hex(md, len);
+  });
 }
 
 }  // namespace glassbox

@@ -20,6 +20,8 @@ class ModelSource {
   // Maps the file, detects its format and validates it in full before any weight is used.
   // Throws ModelError ("PATH: what is wrong (what was expected)").
   static std::unique_ptr<ModelSource> open(const std::filesystem::path& path);
+  // The same for a file mapped already (shared: a digest of the mapping can run beside the check).
+  static std::unique_ptr<ModelSource> open(std::shared_ptr<const MappedFile> file);
 
   const std::filesystem::path& path() const { return path_; }
   const Config& config() const { return config_; }
@@ -36,7 +38,7 @@ class ModelSource {
   void open_gguf();
 
   std::filesystem::path path_;
-  std::unique_ptr<MappedFile> file_;
+  std::shared_ptr<const MappedFile> file_;
   std::unique_ptr<GgufFile> gguf_;
   Config config_;
   Weights weights_;

@@ -1,5 +1,6 @@
 // Assembling a run from names: sampler chains from specs, file digests. Used by the CLI and tests.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -10,6 +11,8 @@
 #include "glassbox/sampling.hpp"
 
 namespace glassbox {
+
+class MappedFile;
 
 // The chain `--sampler default` stands for (documented in docs/samplers.md).
 extern const char* const kDefaultSamplerChain;
@@ -29,6 +32,11 @@ std::string sha256_file(const std::filesystem::path& path);
 // only when the file did not change while being hashed. A cache that cannot be read or written is
 // passed over: the file is hashed.
 std::string sha256_file_cached(const std::filesystem::path& path);
+// The same for a file already mapped, hashed from its mapping (a model's own, so no second copy of its
+// pages is read or counted in the resident set; run beside the loader's check of every weight, the
+// hash follows it over pages already faulted in). The cache is used only while the file at its path
+// is still the one mapped. Returns "" when *stop turns true before the hash is done (checked every 4 MiB).
+std::string sha256_mapped_cached(const MappedFile& file, const std::atomic<bool>* stop = nullptr);
 // $GLASSBOX_CACHE_DIR, else $XDG_CACHE_HOME/glassbox, else $HOME/.cache/glassbox; empty (no cache) when
 // GLASSBOX_CACHE_DIR is set to "off" or no folder can be named.
 std::filesystem::path digest_cache_dir();
