@@ -8,7 +8,10 @@
 
 Each model is run with -n N (the measured run) and -n 1 (start-up, prompt and first step only) at
 each level; the decode time of a level is the difference, so start-up and prefill cancel out and
-the figure counts whole decode steps, the trace's formatting and writing included. Runs are
+the figure counts whole decode steps, the trace's formatting and writing included. The rate
+glassbox prints (its decode loop's own clock: whole steps, the trace's work on the decode thread and
+the writer thread's competition for the cores included, process start and exit left out) is compared
+the same way; on a machine whose process start-up and exit times vary, it is the steadier of the two. Runs are
 interleaved (none, basic, full, none, ...) so that a neighbour's load hits every level alike; the
 median of R rounds is reported, by wall-clock time and by CPU time (all threads of the process,
 from wait4's rusage). The overhead is 1 - (level's tok/s) / (untraced tok/s) within each round, the
@@ -67,7 +70,7 @@ def command(args, glassbox, model, tokenizer, seed):
 
 def measure_all(args, model, tokenizer, n, seed, out_dir):
     bases = [command(args, g, model, tokenizer, seed) for g in args.glassbox]
-    samples = {(b, lv): [] for b in range(len(bases)) for lv in LEVELS}
+    samples = {(b, lv): [] for b in range(len(bases)) for lv in args.levels}
     for r in range(args.reps):
         for (b, lv) in samples:
             base = bases[b]
@@ -87,8 +90,9 @@ def measure_all(args, model, tokenizer, n, seed, out_dir):
         base = samples[(b, "none")]
         cost_w = statistics.median(1 - x[0] / y[0] for x, y in zip(s, base))
         cost_c = statistics.median(1 - x[1] / y[1] for x, y in zip(s, base))
+        cost_p = statistics.median(1 - x[2] / y[2] for x, y in zip(s, base))
         rows.append((b, lv, statistics.median(x[0] for x in s), statistics.median(x[1] for x in s),
-                     statistics.median(x[2] for x in s), cost_w, cost_c))
+                     statistics.median(x[2] for x in s), cost_w, cost_c, cost_p))
     return rows
 
 
@@ -151,6 +155,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--prompt", default="Once upon a time")
+    ap.add_argument("--levels", default=",".join(LEVELS),
+                    help="comma-separated trace levels to time (none is always included): " + ", ".join(LEVELS))
     ap.add_argument("--instructions", action="store_true",
                     help="count instructions per decode step with valgrind's callgrind instead of timing")
     args = ap.parse_args()
@@ -158,6 +164,10 @@ def main():
         sys.exit("trace_cost: --instructions needs valgrind (Debian package valgrind)")
     if not args.glassbox:
         args.glassbox = [os.path.join(here, "..", "build", "bin", "glassbox")]
+    args.levels = ["none"] + [lv for lv in args.levels.split(",") if lv and lv != "none"]
+    for lv in args.levels:
+        if lv not in LEVELS:
+            sys.exit(f"trace_cost: --levels: unknown level '{lv}' (expected {', '.join(LEVELS)})")
 
     with tempfile.TemporaryDirectory(prefix="glassbox-trace-cost-") as tmp:
         if args.model:
@@ -184,13 +194,14 @@ def main():
             return
         print(f"load average {os.getloadavg()[0]:.1f}; median of {args.reps} interleaved rounds; "
               "tok/s = decode steps / (time of -n N - time of -n 1); cost = median over rounds of 1 - tok/s / untraced tok/s")
-        print(f"{'binary':<6} {'model':<16} {'trace':<8} {'wall tok/s':>10} {'cost':>6} {'cpu tok/s':>10} {'cost':>6} {'printed tok/s':>13}")
+        print(f"{'binary':<6} {'model':<16} {'trace':<8} {'wall tok/s':>10} {'cost':>6} {'cpu tok/s':>10} {'cost':>6} {'printed tok/s':>13} {'cost':>6}")
         for model, tok, n, seed in cases:
             rows = measure_all(args, model, tok, n, seed, tmp)
-            for b, lv, w, c, printed, cost_w, cost_c in rows:
+            for b, lv, w, c, printed, cost_w, cost_c, cost_p in rows:
                 cw = "" if lv == "none" else f"{100 * cost_w:5.1f}%"
                 cc = "" if lv == "none" else f"{100 * cost_c:5.1f}%"
-                print(f"{'#' + str(b + 1):<6} {os.path.basename(model):<16} {lv:<8} {w:10.1f} {cw:>6} {c:10.1f} {cc:>6} {printed:13.1f}")
+                cp = "" if lv == "none" else f"{100 * cost_p:5.1f}%"
+                print(f"{'#' + str(b + 1):<6} {os.path.basename(model):<16} {lv:<8} {w:10.1f} {cw:>6} {c:10.1f} {cc:>6} {printed:13.1f} {cp:>6}")
         print(f"load average {os.getloadavg()[0]:.1f}")
 
 
