@@ -574,20 +574,27 @@ std::string step_line(const StepEvent& e, const Tokenizer& tok, LogitsEncoding l
 // copies[n % depth], so every copy is used in turn and, after the first `depth` steps, nothing is
 // allocated (a copy's buffers keep their capacity).
 struct JsonlWriter::Pipe {
-  // Steps handed over before the thread is woken, and how long a step may wait for them. A basic line
-  // takes a few microseconds to build, less than the wake-up (a futex call on each side): woken for
-  // every line, the thread cost stories260K's decode 4.5%. A full line takes far longer, so it is worth
-  // its own wake-up.
-  static constexpr std::size_t kBatch = 16;
+  // Batched: while steps come, the thread wakes itself every kPoll and writes what has been handed
+  // over; step() wakes it only when it sleeps (idle) or half the ring waits. Waking it from step() is a
+  // futex call on the decode thread, which measured ~40 µs a wake-up on a virtual machine (2.7 µs a step
+  // of stories260K at one wake-up per 16 steps, over 1% of its decode; 0.05 µs a step polled); a basic
+  // line takes a few microseconds to build, so waking for each cost stories260K 4.5%. EveryLine: step()
+  // wakes the thread for every line (a full line takes far longer to build than the wake-up).
+  static constexpr std::size_t kDepth = 64;
+  static constexpr std::chrono::milliseconds kPoll{2};
+  // After this long with nothing handed over (a chat waiting for its user) the thread sleeps until
+  // step() wakes it; EveryLine's thread also writes a line that waited this long.
   static constexpr std::chrono::milliseconds kLatency{20};
   // The thread gathers lines into one write() up to this much text (a longer line is written alone).
   static constexpr std::size_t kWriteBytes = 1 << 16;
 
-  explicit Pipe(std::size_t batch) : batch(batch), depth(4 * batch) {
+  explicit Pipe(bool batched)
+      : batch(batched ? kDepth / 2 : 1), depth(batched ? kDepth : 4), poll(batched ? kPoll : kLatency) {
     for (std::size_t i = 0; i < depth; ++i) copies.push_back(std::make_unique<StepCopy>());
   }
-  const std::size_t batch;        // wake the thread when this many steps wait
+  const std::size_t batch;        // step() wakes the thread when this many steps wait
   const std::size_t depth;        // steps handed over and not yet written, at most (bounds the memory)
+  const std::chrono::milliseconds poll;  // the thread's own wake-up period while steps come
   std::vector<std::unique_ptr<StepCopy>> copies;
   std::mutex m;
   std::condition_variable work, done;
@@ -619,7 +626,7 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
     line_ = std::make_unique<StepLine>();
     return;
   }
-  pipe_ = std::make_unique<Pipe>(thread == WriterThread::Batched ? Pipe::kBatch : 1);
+  pipe_ = std::make_unique<Pipe>(thread == WriterThread::Batched);
   Pipe& p = *pipe_;
   // The thread is started with SIGINT and SIGTERM blocked: they are for the decode thread, which stops
   // after the current step (cli/interrupt.hpp), while this one finishes the lines already handed over.
@@ -631,23 +638,24 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
     Pipe& p = *pipe_;
     StepLine line;                              // built from each copy in turn
     std::string text(Pipe::kWriteBytes, '\0');  // the taken steps' lines
+    std::chrono::milliseconds quiet(0);         // polled with nothing handed over, since the last lines
     for (;;) {
       std::uint64_t from, to;
       {
         std::unique_lock lk(p.m);
-        // Woken by a full batch, a drain or the end; a batch not yet full is written once its first line
-        // has waited kLatency at most, so that a slow model's lines still reach the file at once. After
-        // kLatency with nothing handed over (a chat waiting for its user), the thread sleeps until step()
-        // wakes it.
+        // Woken by step() (half the ring waits), a drain or the end, or by its own poll: what was handed
+        // over in the last period is written then. After kLatency with nothing handed over, the thread
+        // sleeps until step() wakes it.
         while (!(p.filled - p.taken >= p.batch || (p.filled > p.taken && (p.draining || p.stop)))) {
           if (p.stop) return;
           if (p.idle) {
             p.work.wait(lk);
-          } else if (p.work.wait_for(lk, Pipe::kLatency) == std::cv_status::timeout) {
+          } else if (p.work.wait_for(lk, p.poll) == std::cv_status::timeout) {
             if (p.filled > p.taken) break;
-            p.idle = true;
+            if ((quiet += p.poll) >= Pipe::kLatency) p.idle = true;
           }
         }
+        quiet = std::chrono::milliseconds(0);
         from = p.taken;
         to = p.taken = p.filled;
       }
