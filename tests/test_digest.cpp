@@ -30,6 +30,16 @@ struct CacheFixture {
     const auto changed = std::chrono::system_clock::time_point(std::chrono::seconds(std::max(st.st_mtim.tv_sec, st.st_ctim.tv_sec)));
     if (std::chrono::system_clock::now() - changed < std::chrono::seconds(4)) std::this_thread::sleep_for(std::chrono::seconds(4));
   }
+  // An entry for `f` as it is now, as if it were old enough to be remembered.
+  void plant_entry(const fs::path& f, const std::string& digest) const {
+    struct stat st {};
+    BOOST_TEST_REQUIRE(::stat(f.c_str(), &st) == 0);
+    fs::create_directories(dir / "digests");
+    write_file(dir / "digests" / (std::to_string(st.st_dev) + "-" + std::to_string(st.st_ino)),
+               "glassbox.digest/1 " + std::to_string(st.st_size) + " " +
+                   std::to_string(st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec) + " " +
+                   std::to_string(st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec) + " " + digest + "\n");
+  }
   std::vector<fs::path> entries() const {
     std::vector<fs::path> out;
     if (fs::exists(dir / "digests"))
@@ -90,15 +100,7 @@ BOOST_AUTO_TEST_CASE(a_changed_file_is_hashed_again_and_a_fresh_one_is_not_remem
   BOOST_TEST(glassbox::sha256_file_cached(f) == glassbox::sha256_file(f));
   BOOST_TEST(entries().empty());
   // An entry for it as it is now (planted, as if it were old enough) ...
-  {
-    struct stat st {};
-    BOOST_TEST_REQUIRE(::stat(f.c_str(), &st) == 0);
-    fs::create_directories(dir / "digests");
-    write_file(dir / "digests" / (std::to_string(st.st_dev) + "-" + std::to_string(st.st_ino)),
-               "glassbox.digest/1 " + std::to_string(st.st_size) + " " +
-                   std::to_string(st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec) + " " +
-                   std::to_string(st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec) + " " + std::string(64, 'b') + "\n");
-  }
+  plant_entry(f, std::string(64, 'b'));
   BOOST_TEST(glassbox::sha256_file_cached(f) == std::string(64, 'b'));
   // ... is not used once the file has been written to.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -150,13 +152,7 @@ BOOST_AUTO_TEST_CASE(a_mapping_of_a_replaced_file_is_hashed_not_looked_up) {
   const std::string mapped_digest = glassbox::sha256_file(f);
   write_file(dir / "new.bin", "the file that took its place");
   fs::rename(dir / "new.bin", f);
-  struct stat st {};
-  BOOST_TEST_REQUIRE(::stat(f.c_str(), &st) == 0);
-  fs::create_directories(dir / "digests");
-  write_file(dir / "digests" / (std::to_string(st.st_dev) + "-" + std::to_string(st.st_ino)),
-             "glassbox.digest/1 " + std::to_string(st.st_size) + " " +
-                 std::to_string(st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec) + " " +
-                 std::to_string(st.st_ctim.tv_sec * 1'000'000'000LL + st.st_ctim.tv_nsec) + " " + std::string(64, 'd') + "\n");
+  plant_entry(f, std::string(64, 'd'));
   BOOST_TEST(glassbox::sha256_mapped_cached(m) == mapped_digest);
   BOOST_TEST(glassbox::sha256_file_cached(f) == std::string(64, 'd'));  // the path's entry is the new file's
 }
