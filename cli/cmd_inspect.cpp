@@ -1,9 +1,6 @@
 // `glassbox inspect`: what a model file holds (format, config, metadata, tensors, parameter counts,
 // vocabulary) as readable text or, with --json, as one JSON object for tools.
 #include <algorithm>
-#include <atomic>
-#include <exception>
-#include <future>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -101,14 +98,8 @@ Report gather(const std::string& path, bool digest) {
   r.file_bytes = file.size();
   // The digest a trace header names, computed as a traced run does: beside the check of every
   // weight, from the same mapping (so `time glassbox inspect --sha256` is a run's load + validate + hash).
-  std::atomic<bool> stop_hash{false};
-  std::future<std::string> sha256;
-  if (digest) sha256 = std::async(std::launch::async, [&] { return sha256_mapped_cached(file, &stop_hash); });
-  struct StopOnError {
-    std::atomic<bool>& stop;
-    int uncaught = std::uncaught_exceptions();
-    ~StopOnError() { if (std::uncaught_exceptions() > uncaught) stop = true; }
-  } stop_on_error{stop_hash};
+  std::optional<DigestThread> sha256;  // stopped if gathering throws
+  if (digest) sha256.emplace(mapped);
   std::unique_ptr<ModelSource> src;
   std::unique_ptr<GgufFile> gguf;
   if (is_gguf(file.data(), file.size())) {
@@ -145,7 +136,7 @@ Report gather(const std::string& path, bool digest) {
     for (const Tensor* t : all) r.tensors.push_back(row_of(*t, static_cast<std::uint64_t>(t->data - base)));
   }
   r.metadata = gguf ? gguf->metadata() : src->metadata();  // copies: they outlive the mapping
-  if (sha256.valid()) r.sha256 = sha256.get();
+  if (sha256) r.sha256 = sha256->digest().get();
   return r;
 }
 

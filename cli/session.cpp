@@ -179,17 +179,8 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   // counted in the resident set twice. The thread shares the mapping, so a model that fails its
   // check is not unmapped under it.
   auto mapped = std::make_shared<const MappedFile>(model_path);
-  auto stop_hash = std::make_shared<std::atomic<bool>>(false);
-  std::future<std::string> model_sha256;
-  if (opt.model_hash)
-    model_sha256 = std::async(std::launch::async, [mapped, stop_hash] { return sha256_mapped_cached(*mapped, stop_hash.get()); });
-  // A bad model, tokenizer or option stops the hash, so the error is not held back until a file
-  // that will not be used is hashed (the future's destructor waits for its thread).
-  struct StopOnError {
-    std::atomic<bool>& stop;
-    int uncaught = std::uncaught_exceptions();
-    ~StopOnError() { if (std::uncaught_exceptions() > uncaught) stop = true; }
-  } stop_on_error{*stop_hash};
+  std::optional<DigestThread> model_sha256;  // stopped if this function throws
+  if (opt.model_hash) model_sha256.emplace(mapped);
   s->source = ModelSource::open(std::move(mapped));
   const Metadata& meta = s->source->metadata();
   if (tok_spec.name.empty()) {
@@ -252,12 +243,12 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
 
   RunHeader& h = s->header;
   h.model_path = model_path.string();
-  if (model_sha256.valid()) {
+  if (model_sha256) {
     // Deferred only where a core is left free for it: on a core the matrix products use, hashing
     // would slow the run by as much as it saves at the start (measured, 15M on 2 threads: a basic
     // trace cost 13% of decode throughput with the digest deferred, 4% without).
-    if (opt.defer_model_hash && kernels::threads() < kernels::cores()) h.model_sha256_pending = [f = model_sha256.share()] { return f.get(); };
-    else h.model_sha256 = model_sha256.get();
+    if (opt.defer_model_hash && kernels::threads() < kernels::cores()) h.model_sha256_pending = [f = model_sha256->digest()] { return f.get(); };
+    else h.model_sha256 = model_sha256->digest().get();
   }
   h.config = cfg;
   h.weight_types = s->source->weights().type_summary();

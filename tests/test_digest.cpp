@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <stdexcept>
 #include <thread>
 
 #include "glassbox/mapped_file.hpp"
@@ -165,6 +167,26 @@ BOOST_AUTO_TEST_CASE(a_stopped_hash_returns_nothing_and_remembers_nothing) {
   BOOST_TEST(entries().empty());
   stop = false;
   BOOST_TEST(glassbox::sha256_mapped_cached(m, &stop) == glassbox::sha256_file(file));
+}
+
+// DigestThread: the mapping's digest from a thread of its own; left by an exception, it stops the hash
+// (a 128 MiB sparse file takes ~80 ms to hash, the stop comes microseconds after the start).
+BOOST_AUTO_TEST_CASE(a_digest_thread_hashes_and_is_stopped_by_an_exception) {
+  {
+    glassbox::DigestThread t(std::make_shared<const glassbox::MappedFile>(file));
+    BOOST_TEST(t.digest().get() == glassbox::sha256_file(file));
+  }
+  const fs::path big = dir / "sparse.bin";
+  { std::ofstream(big).flush(); }
+  fs::resize_file(big, std::uintmax_t(128) << 20);
+  std::shared_future<std::string> digest;
+  try {
+    glassbox::DigestThread t(std::make_shared<const glassbox::MappedFile>(big));
+    digest = t.digest();
+    throw std::runtime_error("the model was refused");
+  } catch (const std::runtime_error&) {
+  }
+  BOOST_TEST(digest.get().empty());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <sstream>
 #include <thread>
@@ -182,6 +183,17 @@ std::string sha256_mapped_cached(const MappedFile& file, const std::atomic<bool>
     if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) throw Error(file.path().string() + ": SHA-256 failed");
     return hex(md, len);
   });
+}
+
+DigestThread::DigestThread(std::shared_ptr<const MappedFile> file)
+    : stop_(std::make_shared<std::atomic<bool>>(false)), uncaught_(std::uncaught_exceptions()) {
+  digest_ = std::async(std::launch::async, [file = std::move(file), stop = stop_] {
+              return sha256_mapped_cached(*file, stop.get());
+            }).share();
+}
+
+DigestThread::~DigestThread() {
+  if (std::uncaught_exceptions() > uncaught_) stop_->store(true);
 }
 
 }  // namespace glassbox

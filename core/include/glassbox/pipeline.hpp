@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,6 +38,24 @@ std::string sha256_file_cached(const std::filesystem::path& path);
 // hash follows it over pages already faulted in). The cache is used only while the file at its path
 // is still the one mapped. Returns "" when *stop turns true before the hash is done (checked every 4 MiB).
 std::string sha256_mapped_cached(const MappedFile& file, const std::atomic<bool>* stop = nullptr);
+
+// sha256_mapped_cached(*file) on a thread of its own, started at construction (a loader checks the
+// model meanwhile). Left by an exception (the model, its tokenizer or an option was refused), the
+// destructor tells the hash to stop, so the error is not held back until a file that will not be used
+// is hashed; digest() is then "".
+class DigestThread {
+ public:
+  explicit DigestThread(std::shared_ptr<const MappedFile> file);
+  ~DigestThread();
+  DigestThread(const DigestThread&) = delete;
+  DigestThread& operator=(const DigestThread&) = delete;
+  const std::shared_future<std::string>& digest() const { return digest_; }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> stop_;
+  std::shared_future<std::string> digest_;
+  int uncaught_;
+};
 // $GLASSBOX_CACHE_DIR, else $XDG_CACHE_HOME/glassbox, else $HOME/.cache/glassbox; empty (no cache) when
 // GLASSBOX_CACHE_DIR is set to "off" or no folder can be named.
 std::filesystem::path digest_cache_dir();
