@@ -15,7 +15,9 @@ the same way; on a machine whose process start-up and exit times vary, it is the
 interleaved (none, basic, full, none, ...) so that a neighbour's load hits every level alike; the
 median of R rounds is reported, by wall-clock time and by CPU time (all threads of the process,
 from wait4's rusage). The overhead is 1 - (level's tok/s) / (untraced tok/s) within each round, the
-median over rounds reported. Several --glassbox binaries
+median over rounds reported. Beside it, the best of the rounds: each level's fastest printed rate
+against the untraced run's fastest (noise only slows a run; on a machine whose speed flips between
+phases, a round can straddle two of them, the best runs of each level cannot). Several --glassbox binaries
 (e.g. before and after a change) are interleaved within each round too.
 
 With --instructions it counts instructions instead of timing (valgrind's callgrind, each thread
@@ -91,8 +93,13 @@ def measure_all(args, model, tokenizer, n, seed, out_dir):
         cost_w = statistics.median(1 - x[0] / y[0] for x, y in zip(s, base))
         cost_c = statistics.median(1 - x[1] / y[1] for x, y in zip(s, base))
         cost_p = statistics.median(1 - x[2] / y[2] for x, y in zip(s, base))
+        # Best of the rounds: noise on a shared machine only ever slows a run, and this one's speed
+        # flips between phases ~25% apart for seconds at a time, which a round's ratio can straddle;
+        # each level's fastest printed rate is its run in the machine's fast phase.
+        best_p = max(x[2] for x in s)
+        cost_best = 1 - best_p / max(x[2] for x in base)
         rows.append((b, lv, statistics.median(x[0] for x in s), statistics.median(x[1] for x in s),
-                     statistics.median(x[2] for x in s), cost_w, cost_c, cost_p))
+                     statistics.median(x[2] for x in s), cost_w, cost_c, cost_p, best_p, cost_best))
     return rows
 
 
@@ -194,14 +201,18 @@ def main():
             return
         print(f"load average {os.getloadavg()[0]:.1f}; median of {args.reps} interleaved rounds; "
               "tok/s = decode steps / (time of -n N - time of -n 1); cost = median over rounds of 1 - tok/s / untraced tok/s")
-        print(f"{'binary':<6} {'model':<16} {'trace':<8} {'wall tok/s':>10} {'cost':>6} {'cpu tok/s':>10} {'cost':>6} {'printed tok/s':>13} {'cost':>6}")
+        print("best = each level's fastest printed rate over the rounds, cost = 1 - best / untraced best")
+        print(f"{'binary':<6} {'model':<16} {'trace':<8} {'wall tok/s':>10} {'cost':>6} {'cpu tok/s':>10} {'cost':>6} {'printed tok/s':>13} {'cost':>6}"
+              f" {'best tok/s':>10} {'cost':>6}")
         for model, tok, n, seed in cases:
             rows = measure_all(args, model, tok, n, seed, tmp)
-            for b, lv, w, c, printed, cost_w, cost_c, cost_p in rows:
+            for b, lv, w, c, printed, cost_w, cost_c, cost_p, best_p, cost_best in rows:
                 cw = "" if lv == "none" else f"{100 * cost_w:5.1f}%"
                 cc = "" if lv == "none" else f"{100 * cost_c:5.1f}%"
                 cp = "" if lv == "none" else f"{100 * cost_p:5.1f}%"
-                print(f"{'#' + str(b + 1):<6} {os.path.basename(model):<16} {lv:<8} {w:10.1f} {cw:>6} {c:10.1f} {cc:>6} {printed:13.1f} {cp:>6}")
+                cb = "" if lv == "none" else f"{100 * cost_best:5.1f}%"
+                print(f"{'#' + str(b + 1):<6} {os.path.basename(model):<16} {lv:<8} {w:10.1f} {cw:>6} {c:10.1f} {cc:>6} {printed:13.1f} {cp:>6}"
+                      f" {best_p:10.1f} {cb:>6}")
         print(f"load average {os.getloadavg()[0]:.1f}")
 
 
