@@ -25,6 +25,15 @@ namespace {
 std::vector<float> randv(std::size_t n, unsigned seed) { return gbtest::uniform_floats(n, seed, -1.0f, 1.0f); }
 const auto kSizes = bdata::make({1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100, 172, 512, 4099});
 
+// The thread tests' matrices are small (a few hundred to a few thousand multiply-adds per output
+// row); at the default threshold many of their products would run on the calling thread alone and
+// "2 and 3 threads" would compare one thread with itself. Every product of two or more chunks is
+// spread over the threads while one of these lives.
+struct SplitEveryProduct {
+  SplitEveryProduct() { k::set_min_parallel_macs(0); }
+  ~SplitEveryProduct() { k::set_min_parallel_macs(k::kDefaultMinParallelMacs); }
+};
+
 // Runs `check` once with every instruction-set variant this CPU supports, then restores the default.
 template <class F>
 void for_each_kernel_set(F&& check) {
@@ -273,6 +282,7 @@ BOOST_DATA_TEST_CASE(rope_and_swiglu_are_the_scalar_formulas, bdata::make({2, 4,
 // 4, then 1); the d values leave panels of 32, 16 and fewer rows.
 BOOST_DATA_TEST_CASE(matmul_is_independent_of_block_and_threads,
                      (bdata::make({16, 100, 768, 33}) ^ bdata::make({70, 301, 96, 72})) * bdata::make({11, 47}), kdim, d, rows) {
+  const SplitEveryProduct split;
   const std::size_t n = rows;
   auto x = randv(n * kdim, 11), w = randv(d * kdim, 12);
   const int threads = k::threads();
@@ -297,6 +307,7 @@ BOOST_DATA_TEST_CASE(matmul_is_independent_of_block_and_threads,
 // give the bits of the one-row kernels applied row by row. 256 rows of 320 values are past the
 // size where they go to the threads; 3 rows stay on the calling thread.
 BOOST_DATA_TEST_CASE(block_rows_are_the_one_row_kernels_on_any_thread_count, bdata::make({3, 256}), rows) {
+  const SplitEveryProduct split;
   const std::size_t n = 320, hs = 64, kn = 128, R = rows;
   auto x = randv(R * n, 21), w = randv(n, 22), up = randv(R * n, 23), kx = randv(R * kn, 24), cs = randv(R * hs, 25);
   for (auto& v : x) v *= 4.0f;  // SiLU over a few units either side of 0
@@ -400,6 +411,7 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
                      bdata::make({"Q8_0", "Q4_0"}) * bdata::make({std::size_t{29}, std::size_t{64}}) *
                          bdata::make({std::size_t{256}, std::size_t{288}, std::size_t{320}, std::size_t{352}}),
                      type_name, d, kdim) {
+  const SplitEveryProduct split;
   const auto type = std::string(type_name) == "Q8_0" ? glassbox::DType::Q8_0 : glassbox::DType::Q4_0;
   const std::size_t n = 5;
   auto wf = randv(d * kdim, 21), x = randv(n * kdim, 22);
@@ -435,6 +447,7 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
 BOOST_DATA_TEST_CASE(fused_products_are_the_separate_products,
                      bdata::make({"F32", "Q8_0", "Q4_0", "Q8_0+Q4_0", "F32+Q8_0"}) * bdata::make({std::size_t{1}, std::size_t{5}, std::size_t{47}}),
                      types, n) {
+  const SplitEveryProduct split;
   const std::size_t kdim = 288, heights[] = {64, 29, 100};
   const std::string spec(types);
   auto type_of = [&](std::size_t s) {
@@ -489,6 +502,7 @@ BOOST_DATA_TEST_CASE(fused_products_are_the_separate_products,
 // Decode's shrinking chunks are listed on the caller's stack; with many threads and tall matrices
 // they outnumber the list and fixed chunks are used instead: the same bits either way.
 BOOST_DATA_TEST_CASE(decode_chunks_past_the_list_are_the_same, bdata::make({"F32", "Q8_0"}), type_name) {
+  const SplitEveryProduct split;
   const auto type = std::string(type_name) == "F32" ? glassbox::DType::F32 : glassbox::DType::Q8_0;
   const std::size_t kdim = 64, d = 8192;
   auto wf = randv(d * kdim, 41), x = randv(kdim, 42);

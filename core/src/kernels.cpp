@@ -102,8 +102,9 @@ std::mutex g_pool_mutex;
 std::unique_ptr<ThreadPool> g_pool;
 
 // Below this many multiply-adds a product runs on the calling thread: handing out chunks costs
-// more than it saves (measured: docs/performance.md).
-constexpr std::size_t kMinParallelMacs = 1u << 14;
+// more than it saves (measured: docs/performance.md, "Round eight"). Tests lower it to reach the
+// threads with small matrices.
+std::atomic<std::size_t> g_min_parallel_macs{kDefaultMinParallelMacs};
 
 // How a dispatch cuts each segment's rows into chunks. Prefill's are of a fixed size (whole panels
 // that fit the blocking). Decode's are guided: each takes 1/(2·threads) of the rows not yet handed
@@ -145,7 +146,7 @@ struct ChunkList {
 // Which thread runs a chunk does not change its numbers.
 template <class F>
 void parallel_segments(const std::size_t* seg_rows, std::size_t segs, Chunking ch, std::size_t macs, const F& fn) {
-  if (threads() < 2 || macs < kMinParallelMacs) {
+  if (threads() < 2 || macs < min_parallel_macs()) {
     for (std::size_t s = 0; s < segs; ++s) fn(s, std::size_t{0}, seg_rows[s]);
     return;
   }
@@ -232,6 +233,9 @@ std::vector<std::string> kernel_sets() {
 std::string_view kernel_set() { return active_set().name; }
 
 void use_kernel_set(std::string_view name) { active_ptr().store(find_supported(name)); }
+
+std::size_t min_parallel_macs() { return g_min_parallel_macs.load(std::memory_order_relaxed); }
+void set_min_parallel_macs(std::size_t macs) { g_min_parallel_macs.store(macs, std::memory_order_relaxed); }
 
 int cores() {
   static const int n = physical_cores();
@@ -525,7 +529,7 @@ constexpr std::size_t kMinParallelValues = 1u << 15;
 template <class F>
 void parallel_items(std::size_t items, std::size_t values, const F& fn) {
   if (values < kMinParallelValues) return fn(std::size_t{0}, items);
-  parallel_rows(items, fixed_chunks(items, items, 1).fixed_rows, kMinParallelMacs, fn);
+  parallel_rows(items, fixed_chunks(items, items, 1).fixed_rows, min_parallel_macs(), fn);
 }
 }  // namespace
 

@@ -21,6 +21,11 @@ void use_kernel_set(std::string_view name);  // ConfigError if unknown or not su
 int threads();
 void set_threads(int n);  // 1..1024, else ConfigError
 int cores();              // physical cores this process may run on
+// Products of fewer multiply-adds than this run on the calling thread (handing out chunks would
+// cost more than the second thread saves). Settable for tests and measurements; not a user option.
+inline constexpr std::size_t kDefaultMinParallelMacs = std::size_t{1} << 16;
+std::size_t min_parallel_macs();
+void set_min_parallel_macs(std::size_t macs);
 // The compute roofline's probe: `iters` rounds of 12 independent vector FMAs with the kernel set
 // in use, on the calling thread. Returns the floating-point operations done (2 per lane per FMA).
 double fma_probe(std::size_t iters);
