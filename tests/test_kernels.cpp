@@ -3,11 +3,15 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <gnu/libc-version.h>
+
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <xsimd/memory/xsimd_aligned_allocator.hpp>
@@ -155,8 +159,39 @@ BOOST_DATA_TEST_CASE(axpy_matches_scalar, kSizes, n) {
   });
 }
 
-// softmax is softmax_scalar bit for bit (its maximum and division are vectorized, exp and the sum
-// are not), with signed zeros, infinities and NaNs among the inputs too.
+// exp_floats is std::exp bit for bit in every kernel set: every 4,099th float (both signs, the whole
+// range: ~1 million values) with ±inf, NaN, ±0, denormals and the ends of libm's ordinary range
+// (|x| < 88) and of its underflow range, at three start offsets (every tail length) and in place.
+// With the glibc of Debian 12 (2.36, whose expf the lanes replicate) the FMA sets must compute in
+// vectors: otherwise the start-up check found the replica wrong and every set silently fell back.
+BOOST_AUTO_TEST_CASE(exp_floats_is_libm_expf) {
+  std::vector<float> x;
+  for (std::uint64_t b = 0; b <= 0xffffffffu; b += 4099) x.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(b)));
+  for (float e : {INFINITY, -INFINITY, NAN, 0.0f, -0.0f, 1e-45f, -1e-45f, 88.0f, -88.0f, std::nextafter(88.0f, 0.0f),
+                  std::nextafter(-88.0f, 0.0f), 0x1.62e42ep6f, -0x1.9fe368p6f, -0x1.9d1d9ep6f, -87.33655f})
+    for (int i = 0; i < 9; ++i) x.push_back(e), x.push_back(-1.0f * static_cast<float>(i));  // in every lane position
+  std::vector<std::uint32_t> want(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) want[i] = std::bit_cast<std::uint32_t>(std::exp(x[i]));
+  const bool glibc_236 = std::string(gnu_get_libc_version()) == "2.36";
+  for_each_kernel_set([&] {
+    for (std::size_t off : {0, 1, 3}) {
+      std::vector<float> got(x.size() - off, -1.0f);
+      k::exp_floats(x.data() + off, got.data(), got.size());
+      std::size_t bad = 0, first = 0;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        if (std::bit_cast<std::uint32_t>(got[i]) != want[i + off] && bad++ == 0) first = i + off;
+      BOOST_TEST(bad == 0u, bad << " values differ from std::exp, the first exp(" << x[first] << ")");
+    }
+    auto y = x;
+    k::exp_floats(y.data(), y.data(), y.size());
+    BOOST_TEST(std::memcmp(y.data(), want.data(), y.size() * sizeof(float)) == 0);
+    if (glibc_236 && k::kernel_set() != "sse4.2") BOOST_TEST(k::exp_in_vectors());
+    if (k::kernel_set() == "sse4.2") BOOST_TEST(!k::exp_in_vectors());
+  });
+}
+
+// softmax is softmax_scalar bit for bit (its maximum, exp — libm's, in lanes — and division are
+// vectorized, the sum is not), with signed zeros, infinities and NaNs among the inputs too.
 BOOST_DATA_TEST_CASE(softmax_is_the_scalar_version, kSizes * bdata::xrange(4), n, special) {
   auto x = randv(n, 19);
   for (auto& v : x) v *= 30.0f;

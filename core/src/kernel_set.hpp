@@ -56,6 +56,9 @@ struct KernelSet {
   void (*softmax)(float* x, std::size_t n);
   // kernels::first_nonfinite.
   std::size_t (*first_nonfinite)(const float* x, std::size_t n);
+  // kernels::exp_floats: y = std::exp(x), libm's bits; and whether it computes them in vectors.
+  void (*exp_floats)(const float* x, float* y, std::size_t n);
+  bool (*exp_in_vectors)();
 };
 
 // The variants compiled in (x86-64): each is defined by one build of kernels_isa.cpp.

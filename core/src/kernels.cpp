@@ -416,11 +416,14 @@ void softmax_scalar(float* x, std::size_t n) {
 }
 
 void softmax(float* x, std::size_t n) {
-  // exp() stays scalar libm: xsimd's vector exp differs in the last bits, and the logits'
+  // softmax_scalar's bits: xsimd's vector exp differs from libm's in the last bits, and the logits'
   // distribution is what learners compare across machines. The kernel set's version vectorizes
-  // only what keeps softmax_scalar's bits (the maximum, the division).
+  // only what keeps them (the maximum, libm's own expf in lanes, the division).
   active_set().softmax(x, n);
 }
+
+void exp_floats(const float* x, float* y, std::size_t n) { active_set().exp_floats(x, y, n); }
+bool exp_in_vectors() { return active_set().exp_in_vectors(); }
 
 std::size_t first_nonfinite(const float* x, std::size_t n) { return active_set().first_nonfinite(x, n); }
 
@@ -551,13 +554,15 @@ void rope_rows(float* q, std::size_t q_n, float* k, std::size_t k_n, const float
 
 void swiglu(float* gate, const float* up, std::size_t n) {
   // In 64-value pieces, so chunks never split a cache line between threads. Each exp is libm's
-  // (as softmax's); the division and product around it run four at a time, the same roundings.
+  // (exp_floats, as softmax's); the division and product around it run four at a time, the same roundings.
   constexpr std::size_t piece = 64;
+  const KernelSet& ks = active_set();
   parallel_items((n + piece - 1) / piece, n, [&](std::size_t p0, std::size_t p1) {
     alignas(16) float ex[piece];
     for (std::size_t i0 = p0 * piece, e = std::min(n, p1 * piece); i0 < e; i0 += piece) {
       const std::size_t m = std::min(piece, e - i0);
-      for (std::size_t j = 0; j < m; ++j) ex[j] = std::exp(-gate[i0 + j]);
+      for (std::size_t j = 0; j < m; ++j) ex[j] = -gate[i0 + j];
+      ks.exp_floats(ex, ex, m);
       std::size_t j = 0;
       const __m128 one = _mm_set1_ps(1.0f);
       for (; j + 4 <= m; j += 4) {

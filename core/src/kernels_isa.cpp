@@ -2,6 +2,7 @@
 // -mavx2 -mfma -mf16c and -mavx512*; GB_ISA_TABLE names the table each build defines). kernels.cpp
 // picks one table at run time for the CPU it runs on.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -412,10 +413,159 @@ void axpys(float* y, const float* a, const float* rows, std::size_t stride, std:
     for (std::size_t s = 0; s < count; ++s) y[i] += a[s] * rows[s * stride + i];
 }
 
+// ---- libm's expf in vectors ----------------------------------------------------------------------
+// glibc's expf (2.36, sysdeps/ieee754/flt-32/e_expf.c, the __expf_fma build libm picks on a CPU with
+// FMA): in double, x·N/ln2 = k + r with N = 32; exp(x) = 2^(k/N)·2^(r/N), 2^(k/N) from a 32-entry
+// table with k/N's integer part added to its exponent, 2^(r/N) a cubic in r. The lanes run those
+// operations in libm's order, each FMA where libm's has one, and give its results outside the
+// range it computes (0, the least denormal, +inf, NaN), so every value is std::exp's bits (checked
+// against std::exp at start-up: exp_in_vectors).
+#if defined(__FMA__) && defined(__AVX2__)
+constexpr std::uint64_t kExp2fTable[32] = {
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51, 0x3fef72b83c7d517b,
+    0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1, 0x3fef06fe0a31b715, 0x3feef1a7373aa9cb,
+    0x3feedea64c123422, 0x3feece086061892d, 0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429,
+    0x3feea47eb03a5585, 0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d, 0x3feee89f995ad3ad,
+    0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069, 0x3fef5818dcfba487, 0x3fef7c97337b9b5f,
+    0x3fefa4afa2a490da, 0x3fefd0765b6e4540};
+// The constants of glibc's __exp2f_data, as its words.
+constexpr double kInvLn2N = std::bit_cast<double>(std::uint64_t{0x40471547652b82fe});  // N / ln 2
+constexpr double kShift = std::bit_cast<double>(std::uint64_t{0x4338000000000000});    // 1.5·2^52: rounds to an integer in the low bits
+constexpr double kExpC0 = std::bit_cast<double>(std::uint64_t{0x3ebc6af84b912394});    // the cubic's coefficients, scaled by 1/N^3,
+constexpr double kExpC1 = std::bit_cast<double>(std::uint64_t{0x3f2ebfce50fac4f3});    // 1/N^2
+constexpr double kExpC2 = std::bit_cast<double>(std::uint64_t{0x3f962e42ff0c52d6});    // and 1/N
+// Where libm computes: from kExpLow to kExpHigh. Above, +inf; below, the least denormal (libm's
+// "may underflow" case), and +0 below kExpZero.
+constexpr float kExpHigh = 0x1.62e42ep6f, kExpLow = -0x1.9d1d9ep6f, kExpZero = -0x1.9fe368p6f;
+
+// DL: the lanes of this instruction set, D floats at a time (f) and the same D as doubles (d).
+// (GCC 12 reports the _mm512_undefined_* inside the AVX-512 conversions and gather as uninitialized,
+// as above: a false positive, every lane is written.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#if defined(__AVX512F__)
+struct DL {
+  using f = __m256;
+  using d = __m512d;
+  static constexpr std::size_t D = 8;
+  static f load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, f y) { _mm256_storeu_ps(p, y); }
+  static f set(float v) { return _mm256_set1_ps(v); }
+  static f min(f a, f b) { return _mm256_min_ps(a, b); }
+  static f max(f a, f b) { return _mm256_max_ps(a, b); }
+  static f add(f a, f b) { return _mm256_add_ps(a, b); }
+  static f lt(f a, f b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
+  static f nan(f a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
+  static f blend(f a, f b, f m) { return _mm256_blendv_ps(a, b, m); }  // m ? b : a
+  static d widen(f x) { return _mm512_cvtps_pd(x); }
+  static f narrow(d x) { return _mm512_cvtpd_ps(x); }
+  static d set(double v) { return _mm512_set1_pd(v); }
+  static d fma(d a, d b, d c) { return _mm512_fmadd_pd(a, b, c); }
+  static d fms(d a, d b, d c) { return _mm512_fmsub_pd(a, b, c); }
+  static d sub(d a, d b) { return _mm512_sub_pd(a, b); }
+  static d mul(d a, d b) { return _mm512_mul_pd(a, b); }
+  // T[k mod N] + (k << (52 − 5)), k in z's low bits: 2^(k/N) as the bits of a double
+  static d scale(d z) {
+    const __m512i k = _mm512_castpd_si512(z);
+    const __m512i t = _mm512_i64gather_epi64(_mm512_and_si512(k, _mm512_set1_epi64(31)), kExp2fTable, 8);
+    return _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(k, 47)));
+  }
+};
+#else
+struct DL {
+  using f = __m128;
+  using d = __m256d;
+  static constexpr std::size_t D = 4;
+  static f load(const float* p) { return _mm_loadu_ps(p); }
+  static void store(float* p, f y) { _mm_storeu_ps(p, y); }
+  static f set(float v) { return _mm_set1_ps(v); }
+  static f min(f a, f b) { return _mm_min_ps(a, b); }
+  static f max(f a, f b) { return _mm_max_ps(a, b); }
+  static f add(f a, f b) { return _mm_add_ps(a, b); }
+  static f lt(f a, f b) { return _mm_cmplt_ps(a, b); }
+  static f nan(f a) { return _mm_cmpunord_ps(a, a); }
+  static f blend(f a, f b, f m) { return _mm_blendv_ps(a, b, m); }
+  static d widen(f x) { return _mm256_cvtps_pd(x); }
+  static f narrow(d x) { return _mm256_cvtpd_ps(x); }
+  static d set(double v) { return _mm256_set1_pd(v); }
+  static d fma(d a, d b, d c) { return _mm256_fmadd_pd(a, b, c); }
+  static d fms(d a, d b, d c) { return _mm256_fmsub_pd(a, b, c); }
+  static d sub(d a, d b) { return _mm256_sub_pd(a, b); }
+  static d mul(d a, d b) { return _mm256_mul_pd(a, b); }
+  static d scale(d z) {
+    const __m256i k = _mm256_castpd_si256(z);
+    const __m256i t = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(kExp2fTable), _mm256_and_si256(k, _mm256_set1_epi64x(31)), 8);
+    return _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(k, 47)));
+  }
+};
+#endif
+
+// exp(x) for D floats, as __expf_fma computes each one.
+inline DL::f exp_lanes(DL::f x) {
+  // libm's formula, on x held inside the range where libm uses it (lanes outside are replaced below)
+  const DL::d xd = DL::widen(DL::min(DL::max(x, DL::set(kExpLow)), DL::set(kExpHigh)));
+  const DL::d z = DL::fma(DL::set(kInvLn2N), xd, DL::set(kShift));  // k + 1.5·2^52
+  const DL::d kd = DL::sub(z, DL::set(kShift));                      // k
+  const DL::d r = DL::fms(DL::set(kInvLn2N), xd, kd);                // r = x·N/ln2 − k, |r| <= 1/2
+  const DL::d s = DL::scale(z);                                      // 2^(k/N)
+  const DL::d c = DL::fma(DL::set(kExpC0), r, DL::set(kExpC1));
+  const DL::d r2 = DL::mul(r, r);
+  DL::d p = DL::fma(DL::set(kExpC2), r, DL::set(1.0));
+  p = DL::fma(c, r2, p);                                             // 2^(r/N) ≈ C0·r³ + C1·r² + C2·r + 1
+  DL::f y = DL::narrow(DL::mul(p, s));
+  // libm's answers outside: underflow, overflow, NaN (x + x: the same quiet NaN)
+  y = DL::blend(y, DL::blend(DL::set(0x1p-149f), DL::set(0.0f), DL::lt(x, DL::set(kExpZero))), DL::lt(x, DL::set(kExpLow)));
+  y = DL::blend(y, DL::set(std::numeric_limits<float>::infinity()), DL::lt(DL::set(kExpHigh), x));
+  return DL::blend(y, DL::add(x, x), DL::nan(x));
+}
+
+// Whether exp_lanes gives std::exp's bits here: libm is a shared library, and another glibc may
+// compute expf otherwise. Checked once, over values across the whole range, its special values and
+// the ends of libm's cases.
+bool lanes_match_libm() {
+  std::vector<float> x;
+  for (int i = -2048; i <= 2048; ++i) x.push_back(static_cast<float>(i) * (110.0f / 2048.0f));
+  for (std::uint64_t b = 0; b <= 0xffffffffu; b += 0x000fff7f) x.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(b)));
+  for (float e : {kExpHigh, kExpLow, kExpZero, std::nextafter(kExpHigh, 0.0f), std::nextafter(kExpLow, 0.0f), std::nextafter(kExpZero, 0.0f),
+                  88.0f, -88.0f, 0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min()})
+    x.push_back(e);
+  while (x.size() % DL::D) x.push_back(1.0f);
+  for (std::size_t i = 0; i < x.size(); i += DL::D) {
+    alignas(32) float y[DL::D];
+    DL::store(y, exp_lanes(DL::load(x.data() + i)));
+    for (std::size_t j = 0; j < DL::D; ++j)
+      if (std::bit_cast<std::uint32_t>(y[j]) != std::bit_cast<std::uint32_t>(std::exp(x[i + j]))) return false;
+  }
+  return true;
+}
+
+bool exp_in_vectors() {
+  static const bool ok = lanes_match_libm();
+  return ok;
+}
+
+void exp_floats(const float* x, float* y, std::size_t n) {
+  std::size_t i = 0;
+  if (exp_in_vectors())
+    for (; i + DL::D <= n; i += DL::D) DL::store(y + i, exp_lanes(DL::load(x + i)));
+  for (; i < n; ++i) y[i] = std::exp(x[i]);
+}
+#pragma GCC diagnostic pop
+#else
+// Without FMA libm's expf rounds otherwise (its SSE2 build): one std::exp per value.
+bool exp_in_vectors() { return false; }
+void exp_floats(const float* x, float* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+#endif
+
 // kernels::softmax_scalar's numbers, with the maximum and the division vectorized: a maximum of
 // numbers is the same in any order (of two equal zeros either sign may win, and x − (±0) and
-// exp(±0) do not tell them apart), and a division rounds the same in a vector. Each exp stays
-// libm's expf and the sum stays one chain in order. With a NaN the maximum depends on the order:
+// exp(±0) do not tell them apart), and a division rounds the same in a vector. Each exp is libm's
+// expf (exp_floats) and the sum stays one chain in order. With a NaN the maximum depends on the order:
 // then std::max_element's, as the scalar version.
 // (GCC 12 reports the _mm512_undefined_ps inside _mm512_max_ps as uninitialized, as above.)
 #pragma GCC diagnostic push
@@ -440,11 +590,12 @@ void softmax(float* x, std::size_t n) {
     if (xsimd::any(nan)) i = 0, mx = x[0];
   }
   for (; i < n; ++i) mx = mx < x[i] ? x[i] : mx;  // std::max_element's comparison
+  const batch mv(mx);
+  for (i = 0; i + W <= n; i += W) (batch::load_unaligned(x + i) - mv).store_unaligned(x + i);
+  for (; i < n; ++i) x[i] -= mx;
+  exp_floats(x, x, n);
   float sum = 0.0f;
-  for (i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - mx);
-    sum += x[i];
-  }
+  for (i = 0; i < n; ++i) sum += x[i];
   const batch sv(sum);
   for (i = 0; i + W <= n; i += W) (batch::load_unaligned(x + i) / sv).store_unaligned(x + i);
   for (; i < n; ++i) x[i] /= sum;
@@ -1179,6 +1330,6 @@ std::size_t first_nonfinite(const float* x, std::size_t n) {
 extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot, matmul_rows, rmsnorm, axpy, dots, axpys, vec_dot, quantize_q8_0, qmatmul_rows, fma_probe,
                                     exp_weights,
                                     packed_x_floats, pack_x_groups, kKeyBlock, pack_keys, dots_packed, axpys_rows, softmax,
-                                    first_nonfinite};
+                                    first_nonfinite, exp_floats, exp_in_vectors};
 
 }  // namespace glassbox::kernels

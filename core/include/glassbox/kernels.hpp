@@ -71,6 +71,10 @@ void rmsnorm_scalar(float* out, const float* x, const float* weight, std::size_t
 // x = exp(x - max x) / Σ exp(x - max x), in place
 void softmax(float* x, std::size_t n);
 void softmax_scalar(float* x, std::size_t n);
+// y[i] = std::exp(x[i]) (x == y allowed), libm's bits: with FMA, glibc's expf computed in vector
+// lanes, when that replica matched std::exp at start-up (exp_in_vectors); else std::exp per value.
+void exp_floats(const float* x, float* y, std::size_t n);
+bool exp_in_vectors();
 
 // A trace's raw distribution p = softmax(l) without dividing: returns m = max l and writes
 // w[i] = exp(l[i] − m), *sum = Σ w and *weighted = Σ w·(l − m) (terms with w = 0 left out), so that
