@@ -439,86 +439,51 @@ constexpr double kExpC2 = std::bit_cast<double>(std::uint64_t{0x3f962e42ff0c52d6
 // "may underflow" case), and +0 below kExpZero.
 constexpr float kExpHigh = 0x1.62e42ep6f, kExpLow = -0x1.9d1d9ep6f, kExpZero = -0x1.9fe368p6f;
 
-// DL: the lanes of this instruction set, D floats at a time (f) and the same D as doubles (d).
+// The lanes: D floats (lanes_f) and the same D as doubles (lanes_d, a full vector); converting
+// between them and looking up the table are this instruction set's own.
 // (GCC 12 reports the _mm512_undefined_* inside the AVX-512 conversions and gather as uninitialized,
 // as above: a false positive, every lane is written.)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+using lanes_d = xsimd::batch<double>;
 #if defined(__AVX512F__)
-struct DL {
-  using f = __m256;
-  using d = __m512d;
-  static constexpr std::size_t D = 8;
-  static f load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, f y) { _mm256_storeu_ps(p, y); }
-  static f set(float v) { return _mm256_set1_ps(v); }
-  static f min(f a, f b) { return _mm256_min_ps(a, b); }
-  static f max(f a, f b) { return _mm256_max_ps(a, b); }
-  static f add(f a, f b) { return _mm256_add_ps(a, b); }
-  static f lt(f a, f b) { return _mm256_cmp_ps(a, b, _CMP_LT_OQ); }
-  static f nan(f a) { return _mm256_cmp_ps(a, a, _CMP_UNORD_Q); }
-  static f blend(f a, f b, f m) { return _mm256_blendv_ps(a, b, m); }  // m ? b : a
-  static d widen(f x) { return _mm512_cvtps_pd(x); }
-  static f narrow(d x) { return _mm512_cvtpd_ps(x); }
-  static d set(double v) { return _mm512_set1_pd(v); }
-  static d fma(d a, d b, d c) { return _mm512_fmadd_pd(a, b, c); }
-  static d fms(d a, d b, d c) { return _mm512_fmsub_pd(a, b, c); }
-  static d sub(d a, d b) { return _mm512_sub_pd(a, b); }
-  static d mul(d a, d b) { return _mm512_mul_pd(a, b); }
-  // T[k mod N] + (k << (52 − 5)), k in z's low bits: 2^(k/N) as the bits of a double
-  static d scale(d z) {
-    const __m512i k = _mm512_castpd_si512(z);
-    const __m512i t = _mm512_i64gather_epi64(_mm512_and_si512(k, _mm512_set1_epi64(31)), kExp2fTable, 8);
-    return _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(k, 47)));
-  }
-};
+using lanes_f = xsimd::batch<float, xsimd::fma3<xsimd::avx2>>;
+inline lanes_d widen(lanes_f x) { return _mm512_cvtps_pd(x); }
+inline lanes_f narrow(lanes_d x) { return _mm512_cvtpd_ps(x); }
+// T[k mod N] + (k << (52 − 5)), k in z's low bits: 2^(k/N) as the bits of a double
+inline lanes_d scale(lanes_d z) {
+  const __m512i k = _mm512_castpd_si512(z), t = _mm512_i64gather_epi64(_mm512_and_si512(k, _mm512_set1_epi64(31)), kExp2fTable, 8);
+  return _mm512_castsi512_pd(_mm512_add_epi64(t, _mm512_slli_epi64(k, 47)));
+}
 #else
-struct DL {
-  using f = __m128;
-  using d = __m256d;
-  static constexpr std::size_t D = 4;
-  static f load(const float* p) { return _mm_loadu_ps(p); }
-  static void store(float* p, f y) { _mm_storeu_ps(p, y); }
-  static f set(float v) { return _mm_set1_ps(v); }
-  static f min(f a, f b) { return _mm_min_ps(a, b); }
-  static f max(f a, f b) { return _mm_max_ps(a, b); }
-  static f add(f a, f b) { return _mm_add_ps(a, b); }
-  static f lt(f a, f b) { return _mm_cmplt_ps(a, b); }
-  static f nan(f a) { return _mm_cmpunord_ps(a, a); }
-  static f blend(f a, f b, f m) { return _mm_blendv_ps(a, b, m); }
-  static d widen(f x) { return _mm256_cvtps_pd(x); }
-  static f narrow(d x) { return _mm256_cvtpd_ps(x); }
-  static d set(double v) { return _mm256_set1_pd(v); }
-  static d fma(d a, d b, d c) { return _mm256_fmadd_pd(a, b, c); }
-  static d fms(d a, d b, d c) { return _mm256_fmsub_pd(a, b, c); }
-  static d sub(d a, d b) { return _mm256_sub_pd(a, b); }
-  static d mul(d a, d b) { return _mm256_mul_pd(a, b); }
-  static d scale(d z) {
-    const __m256i k = _mm256_castpd_si256(z);
-    const __m256i t = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(kExp2fTable), _mm256_and_si256(k, _mm256_set1_epi64x(31)), 8);
-    return _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(k, 47)));
-  }
-};
+using lanes_f = xsimd::batch<float, xsimd::sse4_2>;
+inline lanes_d widen(lanes_f x) { return _mm256_cvtps_pd(x); }
+inline lanes_f narrow(lanes_d x) { return _mm256_cvtpd_ps(x); }
+inline lanes_d scale(lanes_d z) {
+  const __m256i k = _mm256_castpd_si256(z);
+  const __m256i t = _mm256_i64gather_epi64(reinterpret_cast<const long long*>(kExp2fTable), _mm256_and_si256(k, _mm256_set1_epi64x(31)), 8);
+  return _mm256_castsi256_pd(_mm256_add_epi64(t, _mm256_slli_epi64(k, 47)));
+}
 #endif
+static_assert(lanes_f::size == lanes_d::size);
 
 // exp(x) for D floats, as __expf_fma computes each one.
-inline DL::f exp_lanes(DL::f x) {
+inline lanes_f exp_lanes(lanes_f x) {
+  using F = lanes_f;
+  using D = lanes_d;
   // libm's formula, on x held inside the range where libm uses it (lanes outside are replaced below)
-  const DL::d xd = DL::widen(DL::min(DL::max(x, DL::set(kExpLow)), DL::set(kExpHigh)));
-  const DL::d z = DL::fma(DL::set(kInvLn2N), xd, DL::set(kShift));  // k + 1.5·2^52
-  const DL::d kd = DL::sub(z, DL::set(kShift));                      // k
-  const DL::d r = DL::fms(DL::set(kInvLn2N), xd, kd);                // r = x·N/ln2 − k, |r| <= 1/2
-  const DL::d s = DL::scale(z);                                      // 2^(k/N)
-  const DL::d c = DL::fma(DL::set(kExpC0), r, DL::set(kExpC1));
-  const DL::d r2 = DL::mul(r, r);
-  DL::d p = DL::fma(DL::set(kExpC2), r, DL::set(1.0));
-  p = DL::fma(c, r2, p);                                             // 2^(r/N) ≈ C0·r³ + C1·r² + C2·r + 1
-  DL::f y = DL::narrow(DL::mul(p, s));
+  const D xd = widen(xsimd::min(xsimd::max(x, F(kExpLow)), F(kExpHigh)));
+  const D z = xsimd::fma(D(kInvLn2N), xd, D(kShift));  // k + 1.5·2^52
+  const D kd = z - D(kShift);                          // k
+  const D r = xsimd::fms(D(kInvLn2N), xd, kd);         // r = x·N/ln2 − k, |r| <= 1/2
+  const D c = xsimd::fma(D(kExpC0), r, D(kExpC1));
+  const D p = xsimd::fma(c, r * r, xsimd::fma(D(kExpC2), r, D(1.0)));  // 2^(r/N) ≈ C0·r³ + C1·r² + C2·r + 1
+  F y = narrow(p * scale(z));                                            // · 2^(k/N)
   // libm's answers outside: underflow, overflow, NaN (x + x: the same quiet NaN)
-  y = DL::blend(y, DL::blend(DL::set(0x1p-149f), DL::set(0.0f), DL::lt(x, DL::set(kExpZero))), DL::lt(x, DL::set(kExpLow)));
-  y = DL::blend(y, DL::set(std::numeric_limits<float>::infinity()), DL::lt(DL::set(kExpHigh), x));
-  return DL::blend(y, DL::add(x, x), DL::nan(x));
+  y = xsimd::select(x < F(kExpLow), xsimd::select(x < F(kExpZero), F(0.0f), F(0x1p-149f)), y);
+  y = xsimd::select(F(kExpHigh) < x, F(std::numeric_limits<float>::infinity()), y);
+  return xsimd::select(xsimd::isnan(x), x + x, y);
 }
 
 // Whether exp_lanes gives std::exp's bits here: libm is a shared library, and another glibc may
@@ -532,11 +497,12 @@ bool lanes_match_libm() {
                   88.0f, -88.0f, 0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                   std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::denorm_min()})
     x.push_back(e);
-  while (x.size() % DL::D) x.push_back(1.0f);
-  for (std::size_t i = 0; i < x.size(); i += DL::D) {
-    alignas(32) float y[DL::D];
-    DL::store(y, exp_lanes(DL::load(x.data() + i)));
-    for (std::size_t j = 0; j < DL::D; ++j)
+  constexpr std::size_t D = lanes_f::size;
+  while (x.size() % D) x.push_back(1.0f);
+  for (std::size_t i = 0; i < x.size(); i += D) {
+    float y[D];
+    exp_lanes(lanes_f::load_unaligned(x.data() + i)).store_unaligned(y);
+    for (std::size_t j = 0; j < D; ++j)
       if (std::bit_cast<std::uint32_t>(y[j]) != std::bit_cast<std::uint32_t>(std::exp(x[i + j]))) return false;
   }
   return true;
@@ -550,7 +516,7 @@ bool exp_in_vectors() {
 void exp_floats(const float* x, float* y, std::size_t n) {
   std::size_t i = 0;
   if (exp_in_vectors())
-    for (; i + DL::D <= n; i += DL::D) DL::store(y + i, exp_lanes(DL::load(x + i)));
+    for (; i + lanes_f::size <= n; i += lanes_f::size) exp_lanes(lanes_f::load_unaligned(x + i)).store_unaligned(y + i);
   for (; i < n; ++i) y[i] = std::exp(x[i]);
 }
 #pragma GCC diagnostic pop
