@@ -277,6 +277,96 @@ BOOST_AUTO_TEST_CASE(greedy_picks_the_argmax_ties_to_the_lower_id) {
   BOOST_TEST(c.u == -1.0f);
 }
 
+// Candidates::argmax and normalize against their one-pass definitions (argmax: the canonical first,
+// ties to the lower id; normalize: std::exp per entry, the sum in double in index order), bit for bit,
+// on shuffled ids, ties, bans (-inf) and sizes around the chunks and the four max chains.
+BOOST_DATA_TEST_CASE(argmax_and_normalize_match_their_definitions,
+                     bdata::make({1u, 3u, 4u, 5u, 37u, 255u, 256u, 257u, 1000u, 32000u}) * bdata::make({1u, 2u, 3u}), n, seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0, 3);
+  Candidates c;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    float l = d(g);
+    if (seed == 2) l = std::round(l);                // many ties
+    if (seed == 3 && i % 7 == 3) l = -INFINITY;      // bans
+    c.data.push_back({static_cast<std::int32_t>(i), l, 0.0f});
+  }
+  std::shuffle(c.data.begin(), c.data.end(), g);
+  int want = 0;
+  for (int i = 1; i < static_cast<int>(n); ++i)
+    if (Candidates::before(c.data[i], c.data[want])) want = i;
+  BOOST_TEST(c.argmax() == want);
+  float mx = c.data[0].logit;
+  for (const auto& x : c.data) mx = std::max(mx, x.logit);
+  std::vector<float> e(n);
+  double sum = 0;
+  for (std::uint32_t i = 0; i < n; ++i) sum += e[i] = c.data[i].logit == -INFINITY ? 0.0f : std::exp(c.data[i].logit - mx);
+  c.normalize();
+  for (std::uint32_t i = 0; i < n; ++i)
+    BOOST_TEST_REQUIRE(c.data[i].prob == static_cast<float>(e[i] * (1.0 / sum)), "entry " << i);
+}
+
+BOOST_AUTO_TEST_CASE(argmax_with_a_nan_keeps_the_one_pass_answer) {
+  // NaN is before nothing and nothing is before it: the one pass keeps a NaN it starts on.
+  Candidates c = from_probs({.2, .5, .3, .1, .05, .05});
+  c.data[3].logit = NAN;
+  BOOST_TEST(c.argmax() == 1);
+  c.data[0].logit = NAN;
+  BOOST_TEST(c.argmax() == 0);
+}
+
+// A stage that writes one bad value into the candidates (a plugin gone wrong), for the chain's check.
+class Spoil final : public Sampler {
+ public:
+  Spoil(int at, int what) : at_(at), what_(what) {}
+  std::string name() const override { return "spoil"; }
+  const Params& params() const override { return params_; }
+  void apply(Candidates& c, Rng&) override {
+    Candidate& x = c.data[at_];
+    switch (what_) {
+      case 0: x.logit = NAN; break;
+      case 1: x.logit = INFINITY; break;
+      case 2: x.prob = NAN; break;
+      case 3: x.logit = -INFINITY; break;  // a ban: accepted
+      case 4: x.prob = INFINITY; break;    // not a NaN: accepted (probs are stale until normalized)
+      case 5: for (auto& y : c.data) y.logit = -INFINITY; break;
+    }
+  }
+ private:
+  Params params_;
+  int at_, what_;
+};
+
+// The chain's check of each stage's output reads the candidates in vectors, three fields to a period:
+// a bad value is found in every field's lane and in the tail, and the message names its token.
+BOOST_DATA_TEST_CASE(a_bad_value_is_found_wherever_it_falls,
+                     bdata::make({5u, 37u, 32000u}) * bdata::make({0u, 1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u, 15u, 16u, 17u, 31u, 33u, 36u}) *
+                         bdata::make({0, 1, 2, 3, 4, 5}),
+                     n, pos, what) {
+  if (pos >= n) return;
+  std::vector<std::unique_ptr<Sampler>> stages;
+  stages.push_back(std::make_unique<Spoil>(static_cast<int>(pos), what));
+  stages.push_back(registry().make_sampler(PluginSpec{"greedy", {}}));
+  SamplerChain chain(std::move(stages), static_cast<int>(n), 1);
+  std::vector<float> l(n);
+  for (std::uint32_t i = 0; i < n; ++i) l[i] = static_cast<float>(i % 11);
+  const char* want[] = {"a NaN logit for token ", "an infinite logit for token ", "a NaN probability for token "};
+  if (what < 3) {
+    const std::string expect = "step 0: sampler stage 'spoil' produced " + std::string(want[what]) + std::to_string(pos);
+    auto names_it = [&](const ConfigError& e) {
+      BOOST_TEST_INFO("message: " << e.what());
+      return std::string(e.what()).rfind(expect, 0) == 0;
+    };
+    BOOST_CHECK_EXCEPTION(chain.sample(l), ConfigError, names_it);
+  } else if (what == 5) {
+    BOOST_CHECK_EXCEPTION(chain.sample(l), ConfigError, [](const ConfigError& e) {
+      return std::string(e.what()).find("left no candidate with a finite logit") != std::string::npos;
+    });
+  } else {
+    BOOST_TEST(chain.sample(l) >= 0);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(dist_inverts_the_cdf_in_descending_order) {
   for (std::uint64_t seed : {1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u}) {
     Rng probe(seed);

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <functional>
+#include <iterator>
 #include <limits>
 
 #include <xsimd/xsimd.hpp>
@@ -124,20 +126,62 @@ void Candidates::sort_prefix(std::size_t n) {
 }
 
 int Candidates::argmax() const {
+  // Two passes that each keep the pipeline busy — the highest logit in four chains, then the lowest
+  // id among the entries holding it — instead of one whose every step waits on the last comparison.
+  // With a NaN logit the order is no longer total: then the one-pass definition decides.
+  const std::size_t n = data.size();
+  if (n == 0) return -1;
+  float m0 = data[0].logit, m1 = m0, m2 = m0, m3 = m0;
+  bool nan = false;
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    m0 = std::max(m0, data[i].logit), m1 = std::max(m1, data[i + 1].logit);
+    m2 = std::max(m2, data[i + 2].logit), m3 = std::max(m3, data[i + 3].logit);
+    nan |= std::isnan(data[i].logit) | std::isnan(data[i + 1].logit) | std::isnan(data[i + 2].logit) |
+           std::isnan(data[i + 3].logit);
+  }
+  for (; i < n; ++i) m0 = std::max(m0, data[i].logit), nan |= std::isnan(data[i].logit);
+  if (nan) {
+    int best = 0;
+    for (int j = 1; j < static_cast<int>(n); ++j)
+      if (before(data[j], data[best])) best = j;
+    return best;
+  }
+  const float mx = std::max(std::max(m0, m1), std::max(m2, m3));
   int best = -1;
-  for (int i = 0; i < static_cast<int>(data.size()); ++i)
-    if (best < 0 || before(data[i], data[best])) best = i;
+  for (std::size_t j = 0; j < n; ++j)
+    if (data[j].logit == mx && (best < 0 || data[j].id < data[best].id)) best = static_cast<int>(j);
   return best;
 }
 
 void Candidates::normalize() {
   if (data.empty()) return;
-  float mx = data.front().logit;
-  for (const auto& c : data) mx = std::max(mx, c.logit);
+  const std::size_t n = data.size();
+  // max l in four chains (one maxss chain waits on its latency at every entry; for non-NaN logits
+  // the maximum is the same value in any order, and exp(l − m) the same for m = +0 or −0).
+  float m0 = data[0].logit, m1 = m0, m2 = m0, m3 = m0;
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    m0 = std::max(m0, data[i].logit), m1 = std::max(m1, data[i + 1].logit);
+    m2 = std::max(m2, data[i + 2].logit), m3 = std::max(m3, data[i + 3].logit);
+  }
+  for (; i < n; ++i) m0 = std::max(m0, data[i].logit);
+  const float mx = std::max(std::max(m0, m1), std::max(m2, m3));
+  // p_i = exp(l_i − m) / Σ exp(l_j − m): the exponentials through kernels::exp_floats (libm's expf
+  // bits, in vector lanes), a chunk at a time from a buffer on the stack; the sum in double, in
+  // index order, as it always was — so the probabilities are the same bits as std::exp per entry.
+  constexpr std::size_t kChunk = 256;
+  float e[kChunk];
   double sum = 0.0;
-  for (auto& c : data) {
-    c.prob = std::isinf(c.logit) && c.logit < 0 ? 0.0f : std::exp(c.logit - mx);
-    sum += c.prob;
+  for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i0);
+    Candidate* c = data.data() + i0;
+    for (std::size_t j = 0; j < m; ++j) e[j] = c[j].logit - mx;
+    kernels::exp_floats(e, e, m);
+    for (std::size_t j = 0; j < m; ++j) {
+      c[j].prob = c[j].logit == -INFINITY ? 0.0f : e[j];  // a ban weighs 0, even when every entry is one
+      sum += c[j].prob;
+    }
   }
   const double inv = 1.0 / sum;
   for (auto& c : data) c.prob = static_cast<float>(c.prob * inv);
@@ -223,10 +267,49 @@ void SamplerChain::record(std::size_t stage, int top_k) {
 
 namespace {
 
+// True when no candidate has a NaN or +inf logit or a NaN probability and some logit is finite: the
+// candidates' 32-bit fields read as floats in vectors, three vectors (W candidates) at a time, each
+// lane's field — id, logit, prob — fixed by its place in the period of three (the ids are masked out).
+// Reading the int32 ids as float lanes is a vector load of the whole array (the intrinsics' types
+// may alias); no id value reaches a result.
+bool usable_candidates(const std::vector<Candidate>& d) {
+  using batch = xsimd::batch<float>;
+  using mask = xsimd::batch_bool<float>;
+  constexpr std::size_t W = batch::size;
+  static_assert(sizeof(Candidate) == 3 * sizeof(float) && offsetof(Candidate, logit) == sizeof(float) &&
+                offsetof(Candidate, prob) == 2 * sizeof(float));
+  mask is_logit[3], is_field[3];  // lane holds a logit; lane holds a logit or a prob
+  for (std::size_t k = 0; k < 3; ++k) {
+    alignas(64) float field[W];
+    for (std::size_t j = 0; j < W; ++j) field[j] = static_cast<float>((k * W + j) % 3);
+    const batch f = batch::load_aligned(field);
+    is_logit[k] = f == batch(1.0f);
+    is_field[k] = f != batch(0.0f);
+  }
+  const batch inf(std::numeric_limits<float>::infinity());
+  mask bad(false), finite(false);
+  const float* p = reinterpret_cast<const float*>(d.data());
+  std::size_t i = 0;
+  for (; i + W <= d.size(); i += W, p += 3 * W)
+    for (std::size_t k = 0; k < 3; ++k) {
+      const batch x = batch::load_unaligned(p + k * W);
+      bad = bad || (((x != x) && is_field[k]) || ((x == inf) && is_logit[k]));
+      finite = finite || ((xsimd::abs(x) < inf) && is_logit[k]);
+    }
+  bool any_bad = xsimd::any(bad), any_finite = xsimd::any(finite);
+  for (; i < d.size(); ++i) {
+    any_bad = any_bad || std::isnan(d[i].logit) || d[i].logit == INFINITY || std::isnan(d[i].prob);
+    any_finite = any_finite || std::isfinite(d[i].logit);
+  }
+  return !any_bad && any_finite;
+}
+
 // A stage's output must stay a distribution: no NaN or +inf logit, no NaN probability, some finite logit
-// (-inf is a ban). One pass over the kept candidates; `who()` names the producer, only for the message.
+// (-inf is a ban). Checked in vectors (usable_candidates); only when that fails, the pass that names the
+// first offending token. `who()` names the producer, only for the message.
 template <class Who>
 void check_finite(const Candidates& c, int step, Who who) {
+  if (usable_candidates(c.data)) return;
   bool any_finite = false;
   for (const auto& x : c.data) {
     if (std::isnan(x.logit) || x.logit == INFINITY || std::isnan(x.prob))
@@ -237,6 +320,21 @@ void check_finite(const Candidates& c, int step, Who who) {
   }
   if (!any_finite) throw ConfigError("step " + std::to_string(step) + ": " + who() + " left no candidate with a finite logit (every token banned)");
 }
+
+// Candidate i = (i, logits[i], 0), made as the candidate array's range insert reads it.
+struct FromLogits {
+  using iterator_category = std::forward_iterator_tag;
+  using value_type = Candidate;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const Candidate*;
+  using reference = Candidate;
+  const float* logits;
+  std::int32_t i;
+  Candidate operator*() const { return {i, logits[i], 0.0f}; }
+  FromLogits& operator++() { ++i; return *this; }
+  FromLogits operator++(int) { FromLogits t = *this; ++i; return t; }
+  bool operator==(const FromLogits& o) const { return i == o.i; }
+};
 
 // True when no logit is NaN or +inf and some logit is finite (what check_finite accepts).
 bool usable_logits(std::span<const float> l) {
@@ -262,11 +360,13 @@ bool usable_logits(std::span<const float> l) {
 
 std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_stages, int top_k) {
   ++step_;
-  // Refilled by appending, not resized: the stages shrank it, and growing it back by resize() would
-  // zero every entry before the loop writes it (~1% of a 15M decode step, for a 32k vocabulary).
+  // Refilled in one range insert from a generating iterator, not resized: the stages shrank it, and
+  // growing it back by resize() would zero every entry before the loop writes it (~1% of a 15M
+  // decode step, for a 32k vocabulary); push_back reloads the vector's end at every entry (the
+  // stores might alias it), the insert writes through a pointer of its own (32k entries: 13 µs, not 19).
   cand_.data.clear();
-  for (std::size_t i = 0; i < logits.size(); ++i)
-    cand_.data.push_back({static_cast<std::int32_t>(i), logits[i], 0.0f});
+  cand_.data.insert(cand_.data.end(), FromLogits{logits.data(), 0},
+                    FromLogits{logits.data(), static_cast<std::int32_t>(logits.size())});
   cand_.sorted = false;
   cand_.selected = -1;
   cand_.u = -1.0f;

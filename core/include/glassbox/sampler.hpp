@@ -40,8 +40,9 @@ struct Candidates {
 
   // Sorts (if needed) and sets prob = softmax(logit) over `data`.
   void softmax();
-  // Sets prob = softmax(logit) over `data` without reordering it (one pass; max, then
-  // exp(logit - max) / sum with the sum in double). -inf logits get probability 0.
+  // Sets prob = softmax(logit) over `data` without reordering it (max, then exp(logit - max) / sum
+  // with the sum in double, in index order; the exponentials are libm's expf bits, computed in
+  // vector lanes where the CPU has them). -inf logits get probability 0.
   void normalize();
   // Sorts into canonical order if not sorted yet.
   void sort();
@@ -50,7 +51,7 @@ struct Candidates {
   void sort_prefix(std::size_t n);
   // Keeps only the first n entries (after sort() or sort_prefix(n)).
   void truncate(std::size_t n) { if (n < data.size()) data.resize(n); }
-  // The index of the canonical first candidate (the argmax; ties: lower id), in one pass.
+  // The index of the canonical first candidate (the argmax; ties: lower id), without sorting.
   int argmax() const;
   // Keeps the smallest prefix, in the order `first` defines (a strict total order), whose
   // probability mass reaches p (>= p - 1e-6, so that .4 + .3 reaches 0.7 despite float

@@ -18,7 +18,7 @@ class Epsilon final : public glassbox::Sampler {
   const glassbox::Params& params() const override { return params_; }
 
   // Edits the candidates in place: drop every token with p < epsilon. normalize() computes
-  // p = softmax(logit) without reordering; argmax() finds the best in one pass.
+  // p = softmax(logit) without reordering; argmax() finds the best without sorting.
   void apply(glassbox::Candidates& c, glassbox::Rng&) override {
     c.normalize();
     const glassbox::Candidate best = c.data[c.argmax()];
