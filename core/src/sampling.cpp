@@ -125,29 +125,41 @@ void Candidates::sort_prefix(std::size_t n) {
       if (data[i].id == sel_id) selected = i;
 }
 
+namespace {
+// The highest logit, in four chains (one maxss chain waits on its latency at every entry): the value a
+// single pass in index order gives (std::max skips a NaN unless it comes first, then every chain
+// holds it), up to the sign of a zero. *nan says whether some logit is NaN.
+float max_logit(const std::vector<Candidate>& d, bool* nan) {
+  const std::size_t n = d.size();
+  float m0 = d[0].logit, m1 = m0, m2 = m0, m3 = m0;
+  bool any_nan = false;
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    m0 = std::max(m0, d[i].logit), m1 = std::max(m1, d[i + 1].logit);
+    m2 = std::max(m2, d[i + 2].logit), m3 = std::max(m3, d[i + 3].logit);
+    any_nan |= std::isnan(d[i].logit) | std::isnan(d[i + 1].logit) | std::isnan(d[i + 2].logit) |
+               std::isnan(d[i + 3].logit);
+  }
+  for (; i < n; ++i) m0 = std::max(m0, d[i].logit), any_nan |= std::isnan(d[i].logit);
+  *nan = any_nan;
+  return std::max(std::max(m0, m1), std::max(m2, m3));
+}
+}  // namespace
+
 int Candidates::argmax() const {
   // Two passes that each keep the pipeline busy — the highest logit in four chains, then the lowest
   // id among the entries holding it — instead of one whose every step waits on the last comparison.
   // With a NaN logit the order is no longer total: then the one-pass definition decides.
   const std::size_t n = data.size();
   if (n == 0) return -1;
-  float m0 = data[0].logit, m1 = m0, m2 = m0, m3 = m0;
   bool nan = false;
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    m0 = std::max(m0, data[i].logit), m1 = std::max(m1, data[i + 1].logit);
-    m2 = std::max(m2, data[i + 2].logit), m3 = std::max(m3, data[i + 3].logit);
-    nan |= std::isnan(data[i].logit) | std::isnan(data[i + 1].logit) | std::isnan(data[i + 2].logit) |
-           std::isnan(data[i + 3].logit);
-  }
-  for (; i < n; ++i) m0 = std::max(m0, data[i].logit), nan |= std::isnan(data[i].logit);
+  const float mx = max_logit(data, &nan);
   if (nan) {
     int best = 0;
     for (int j = 1; j < static_cast<int>(n); ++j)
       if (before(data[j], data[best])) best = j;
     return best;
   }
-  const float mx = std::max(std::max(m0, m1), std::max(m2, m3));
   int best = -1;
   for (std::size_t j = 0; j < n; ++j)
     if (data[j].logit == mx && (best < 0 || data[j].id < data[best].id)) best = static_cast<int>(j);
@@ -157,16 +169,9 @@ int Candidates::argmax() const {
 void Candidates::normalize() {
   if (data.empty()) return;
   const std::size_t n = data.size();
-  // max l in four chains (one maxss chain waits on its latency at every entry; for non-NaN logits
-  // the maximum is the same value in any order, and exp(l − m) the same for m = +0 or −0).
-  float m0 = data[0].logit, m1 = m0, m2 = m0, m3 = m0;
-  std::size_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    m0 = std::max(m0, data[i].logit), m1 = std::max(m1, data[i + 1].logit);
-    m2 = std::max(m2, data[i + 2].logit), m3 = std::max(m3, data[i + 3].logit);
-  }
-  for (; i < n; ++i) m0 = std::max(m0, data[i].logit);
-  const float mx = std::max(std::max(m0, m1), std::max(m2, m3));
+  // m = max l, the value one pass gives (exp(l − m) is the same for m = +0 or −0)
+  bool nan = false;
+  const float mx = max_logit(data, &nan);
   // p_i = exp(l_i − m) / Σ exp(l_j − m): the exponentials through kernels::exp_floats (libm's expf
   // bits, in vector lanes), a chunk at a time from a buffer on the stack; the sum in double, in
   // index order, as it always was — so the probabilities are the same bits as std::exp per entry.
