@@ -487,6 +487,39 @@ BOOST_DATA_TEST_CASE(top_k_top_p_and_the_draw_match_a_full_sort,
   }
 }
 
+// The weighted draw against its definition — the first candidate in canonical order whose cumulative
+// probability passes u, or the last with any probability if rounding leaves the total below u — over
+// 200 uniforms each: all logits equal, a few distinct values (a boundary bucket of thousands: the
+// quickselect path), N(0, 0.5²) and N(0, 3²) with exact ties and several logits to a 1/128-nat bucket,
+// and spreads wider than the 32 nats the histogram's buckets cover; every 13th token banned; the
+// candidates shuffled, so index is not id.
+BOOST_DATA_TEST_CASE(the_draw_is_the_inverse_cdf_in_canonical_order,
+                     bdata::make({300u, 5000u, 32000u}) * bdata::make({0.0f, 0.05f, 0.5f, 3.0f, 20.0f}), n, scale) {
+  auto logits = random_logits(n, n + static_cast<unsigned>(scale * 100), scale);
+  for (std::size_t i = 0; i < n; ++i) logits[i] += scale > 0 ? static_cast<float>(i % 3) * 1e-3f : 0.0f;  // within a bucket
+  for (std::size_t i = 5; i < n; i += 13) logits[i] = -INFINITY;
+  const auto ref = reference_sorted(logits);
+  std::mt19937 g(n);
+  for (std::uint64_t seed = 1; seed <= 200; ++seed) {
+    Rng probe(seed);
+    const float u = probe.uniform();
+    double cdf = 0;
+    std::size_t want = 0;
+    long last = -1;
+    for (; want < ref.size(); ++want) {
+      if (ref[want].prob > 0) last = static_cast<long>(want);
+      if (u < (cdf += ref[want].prob)) break;
+    }
+    if (want == ref.size()) want = static_cast<std::size_t>(last);
+    Candidates c = from_logits(logits);
+    std::shuffle(c.data.begin(), c.data.end(), g);
+    Rng r(seed);
+    c.draw(r);
+    BOOST_TEST_REQUIRE(c.u == u);
+    BOOST_TEST_REQUIRE(c.data[c.selected].id == ref[want].id, "seed " << seed << " u " << u);
+  }
+}
+
 // top-k's block bound at its edges: k where the blocks just suffice (n/64 = 4k), banned tokens, the
 // best candidates in the tail past the last whole block, and a chosen candidate carried along.
 BOOST_DATA_TEST_CASE(top_k_bound_edges, bdata::make({1000u, 32003u}) * bdata::make({1u, 3u, 15u, 125u}), n, k) {

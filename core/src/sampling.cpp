@@ -166,8 +166,9 @@ int Candidates::argmax() const {
   return best;
 }
 
-void Candidates::normalize() {
-  if (data.empty()) return;
+namespace {
+// normalize()'s work; returns the maximum logit it subtracted.
+float normalized_from_max(std::vector<Candidate>& data) {
   const std::size_t n = data.size();
   // m = max l, the value one pass gives (exp(l − m) is the same for m = +0 or −0)
   bool nan = false;
@@ -190,6 +191,59 @@ void Candidates::normalize() {
   }
   const double inv = 1.0 / sum;
   for (auto& c : data) c.prob = static_cast<float>(c.prob * inv);
+  return mx;
+}
+
+// The weighted draw's boundary through a histogram of probability over the logits, for a large
+// unsorted array. Canonical order is descending logit, so buckets of (max − logit) in 1/128 nat
+// come in that order too (the float arithmetic is monotone; equal logits share a bucket; bucket
+// 4095 also takes everything further below the max, -inf included). One pass adds each
+// candidate's probability and count to its bucket; the walk over the buckets finds where the
+// cumulative mass passes u; only that bucket's candidates are moved to the front, sorted and
+// walked. Returns the boundary's index, or -1 when that bucket holds more than kMaxSort candidates
+// (a nearly flat distribution), where the caller's quickselect is the cheaper way. The sums are
+// grouped by bucket; against a sequential sum in canonical order that differs only in rounding.
+constexpr int kPerNat = 128, kBuckets = 32 * kPerNat;
+constexpr std::uint32_t kMaxSort = 4096;
+
+int bucket_of(float mx, float logit) {
+  const float d = (mx - logit) * static_cast<float>(kPerNat);
+  return d < static_cast<float>(kBuckets - 1) ? static_cast<int>(d) : kBuckets - 1;  // NaN, inf: last
+}
+
+long draw_by_buckets(std::vector<Candidate>& data, float mx, double target) {
+  double mass[kBuckets] = {};
+  std::uint32_t count[kBuckets] = {};
+  for (const auto& c : data) {
+    const int b = bucket_of(mx, c.logit);
+    mass[b] += c.prob;
+    ++count[b];
+  }
+  double before = 0;  // the mass of every bucket ahead of b
+  int b = 0, last = -1;  // last: the last bucket with any mass, if no bucket reaches (rounding)
+  for (; b < kBuckets; ++b) {
+    if (mass[b] > 0) last = b;
+    if (target < before + mass[b]) break;
+    before += mass[b];
+  }
+  if (b == kBuckets) {  // rounding left the total just below u: the last candidate with any mass
+    b = last;
+    before = -std::numeric_limits<double>::infinity();
+  }
+  if (b < 0 || count[b] > kMaxSort) return -1;
+  const auto end = std::partition(data.begin(), data.end(), [&](const Candidate& c) { return bucket_of(mx, c.logit) == b; });
+  std::sort(data.begin(), end, Candidates::Before{});
+  long pick = -1;
+  for (long i = 0; i < end - data.begin(); ++i) {
+    if (data[i].prob > 0) pick = i;
+    if (target < (before += data[i].prob)) break;
+  }
+  return pick;
+}
+}  // namespace
+
+void Candidates::normalize() {
+  if (!data.empty()) normalized_from_max(data);
 }
 
 void Candidates::softmax() {
@@ -198,7 +252,8 @@ void Candidates::softmax() {
 }
 
 void Candidates::draw(Rng& rng) {
-  normalize();
+  if (data.empty()) return;
+  const float mx = normalized_from_max(data);
   u = rng.uniform();
   const double target = u;
   auto exceeds = [target](double cum) { return target < cum; };
@@ -209,6 +264,11 @@ void Candidates::draw(Rng& rng) {
       if (exceeds(cdf += data[k].prob)) break;
     if (k == data.size()) k = data.size() - 1;
   } else {
+    const long b = data.size() > 256 ? draw_by_buckets(data, mx, target) : -1;
+    if (b >= 0) {
+      selected = static_cast<int>(b);
+      return;
+    }
     k = mass_select(data, Before{}, exceeds);
   }
   // Rounding left the total just below u: step back to a candidate with any probability.

@@ -61,8 +61,10 @@ struct Candidates {
   template <class Less>
   std::size_t keep_mass_prefix(double p, Less first);
   // The weighted draw: u = rng.uniform(), then selects the first candidate, in canonical
-  // order, whose cumulative probability exceeds u (inverse CDF, most likely first). Expected
-  // O(n), no full sort (mass_select). Sets probs (normalize()), `u` and `selected`.
+  // order, whose cumulative probability exceeds u (inverse CDF, most likely first). O(n), no
+  // full sort (a histogram of the mass over the logits, then only the boundary's bucket sorted;
+  // mass_select for small or nearly flat arrays); may reorder `data`. Sets probs (normalize()),
+  // `u` and `selected`.
   void draw(Rng& rng);
 };
 
