@@ -489,11 +489,11 @@ BOOST_DATA_TEST_CASE(top_k_top_p_and_the_draw_match_a_full_sort,
 
 // The weighted draw against its definition — the first candidate in canonical order whose cumulative
 // probability passes u, or the last with any probability if rounding leaves the total below u — over
-// 200 uniforms each: all logits equal, a few distinct values (a boundary bucket of thousands: the
+// 200 uniforms, and top-p's kept prefix for five p, each: all logits equal, a few distinct values (a boundary bucket of thousands: the
 // quickselect path), N(0, 0.5²) and N(0, 3²) with exact ties and several logits to a 1/128-nat bucket,
 // and spreads wider than the 32 nats the histogram's buckets cover; every 13th token banned; the
 // candidates shuffled, so index is not id.
-BOOST_DATA_TEST_CASE(the_draw_is_the_inverse_cdf_in_canonical_order,
+BOOST_DATA_TEST_CASE(the_draw_and_top_p_follow_their_definitions,
                      bdata::make({300u, 5000u, 32000u}) * bdata::make({0.0f, 0.05f, 0.5f, 3.0f, 20.0f}), n, scale) {
   auto logits = random_logits(n, n + static_cast<unsigned>(scale * 100), scale);
   for (std::size_t i = 0; i < n; ++i) logits[i] += scale > 0 ? static_cast<float>(i % 3) * 1e-3f : 0.0f;  // within a bucket
@@ -517,6 +517,21 @@ BOOST_DATA_TEST_CASE(the_draw_is_the_inverse_cdf_in_canonical_order,
     c.draw(r);
     BOOST_TEST_REQUIRE(c.u == u);
     BOOST_TEST_REQUIRE(c.data[c.selected].id == ref[want].id, "seed " << seed << " u " << u);
+  }
+  // top-p keeps the canonical prefix whose sequential cumulative probability first reaches p − 1e-6.
+  for (double p : {0.01, 0.3, 0.9, 0.999, 0.99999}) {
+    double cum = 0;
+    std::size_t keep = 0;
+    while (keep < ref.size()) {
+      cum += ref[keep++].prob;
+      if (cum >= p - 1e-6) break;
+    }
+    Candidates c = from_logits(logits);
+    std::shuffle(c.data.begin(), c.data.end(), g);
+    Rng r(1);
+    make("top-p:" + std::to_string(p))->apply(c, r);
+    BOOST_TEST_REQUIRE(c.data.size() == keep, "top-p " << p);
+    for (std::size_t i = 0; i < keep; ++i) BOOST_TEST_REQUIRE(c.data[i].id == ref[i].id, "top-p " << p << " entry " << i);
   }
 }
 

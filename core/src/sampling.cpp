@@ -194,24 +194,26 @@ float normalized_from_max(std::vector<Candidate>& data) {
   return mx;
 }
 
-// The weighted draw's boundary through a histogram of probability over the logits, for a large
+// A boundary in canonical order through a histogram of probability over the logits, for a large
 // unsorted array. Canonical order is descending logit, so buckets of (max − logit) in 1/128 nat
 // come in that order too (the float arithmetic is monotone; equal logits share a bucket; bucket
 // 4095 also takes everything further below the max, -inf included). One pass adds each
-// candidate's probability and count to its bucket; the walk over the buckets finds where the
-// cumulative mass passes u; only that bucket's candidates are moved to the front, sorted and
-// walked. Returns the boundary's index, or -1 when that bucket holds more than kMaxSort candidates
-// (a nearly flat distribution), where the caller's quickselect is the cheaper way. The sums are
-// grouped by bucket; against a sequential sum in canonical order that differs only in rounding.
+// candidate's probability and count to its bucket; the walk over the buckets finds the first, b,
+// at which the cumulative mass reaches; only the candidates of bucket b (or, for a prefix, of
+// buckets ≤ b) are moved to the front and sorted. Returns the front's size, 0 when no bucket
+// reaches (rounding: the caller's quickselect decides) or the front would exceed max_sort; *before
+// is the mass of the buckets ahead of the front. Grouped by bucket, the sums differ from a
+// sequential sum in canonical order only in rounding.
 constexpr int kPerNat = 128, kBuckets = 32 * kPerNat;
-constexpr std::uint32_t kMaxSort = 4096;
 
 int bucket_of(float mx, float logit) {
   const float d = (mx - logit) * static_cast<float>(kPerNat);
   return d < static_cast<float>(kBuckets - 1) ? static_cast<int>(d) : kBuckets - 1;  // NaN, inf: last
 }
 
-long draw_by_buckets(std::vector<Candidate>& data, float mx, double target) {
+template <class Reaches>
+std::size_t bucket_front(std::vector<Candidate>& data, float mx, Reaches reaches, bool prefix, std::size_t max_sort,
+                         double* before) {
   double mass[kBuckets] = {};
   std::uint32_t count[kBuckets] = {};
   for (const auto& c : data) {
@@ -219,31 +221,44 @@ long draw_by_buckets(std::vector<Candidate>& data, float mx, double target) {
     mass[b] += c.prob;
     ++count[b];
   }
-  double before = 0;  // the mass of every bucket ahead of b
-  int b = 0, last = -1;  // last: the last bucket with any mass, if no bucket reaches (rounding)
+  double ahead = 0;  // the mass of the buckets before b
+  std::size_t upto = 0;  // candidates in the buckets up to b
+  int b = 0;
   for (; b < kBuckets; ++b) {
-    if (mass[b] > 0) last = b;
-    if (target < before + mass[b]) break;
-    before += mass[b];
+    upto += count[b];
+    if (reaches(ahead + mass[b])) break;
+    ahead += mass[b];
   }
-  if (b == kBuckets) {  // rounding left the total just below u: the last candidate with any mass
-    b = last;
-    before = -std::numeric_limits<double>::infinity();
-  }
-  if (b < 0 || count[b] > kMaxSort) return -1;
-  const auto end = std::partition(data.begin(), data.end(), [&](const Candidate& c) { return bucket_of(mx, c.logit) == b; });
+  if (b == kBuckets || (prefix ? upto : count[b]) > max_sort) return 0;
+  const auto end = std::partition(data.begin(), data.end(), [&](const Candidate& c) {
+    const int cb = bucket_of(mx, c.logit);
+    return prefix ? cb <= b : cb == b;
+  });
   std::sort(data.begin(), end, Candidates::Before{});
-  long pick = -1;
-  for (long i = 0; i < end - data.begin(); ++i) {
-    if (data[i].prob > 0) pick = i;
-    if (target < (before += data[i].prob)) break;
-  }
-  return pick;
+  *before = prefix ? 0.0 : ahead;
+  return static_cast<std::size_t>(end - data.begin());
 }
 }  // namespace
 
 void Candidates::normalize() {
   if (!data.empty()) normalized_from_max(data);
+}
+
+long keep_canonical_mass_prefix(std::vector<Candidate>& data, double threshold) {
+  if (data.size() <= 256) return -1;
+  bool nan = false;
+  const float mx = max_logit(data, &nan);
+  auto reaches = [threshold](double cum) { return cum >= threshold; };
+  double before = 0;
+  const std::size_t m = bucket_front(data, mx, reaches, true, data.size(), &before);
+  // The front is the canonical prefix through the boundary's bucket, sorted: the sum is sequential.
+  double cum = 0;
+  for (std::size_t k = 0; k < m; ++k)
+    if (reaches(cum += data[k].prob)) {
+      data.resize(k + 1);
+      return static_cast<long>(k + 1);
+    }
+  return -1;
 }
 
 void Candidates::softmax() {
@@ -264,11 +279,15 @@ void Candidates::draw(Rng& rng) {
       if (exceeds(cdf += data[k].prob)) break;
     if (k == data.size()) k = data.size() - 1;
   } else {
-    const long b = data.size() > 256 ? draw_by_buckets(data, mx, target) : -1;
-    if (b >= 0) {
-      selected = static_cast<int>(b);
-      return;
-    }
+    // Over 256 candidates the histogram finds the boundary's bucket and sorts only that (up to 4,096
+    // candidates; a flatter distribution, or rounding past the last bucket, takes the quickselect).
+    double cdf = 0;
+    const std::size_t m = data.size() > 256 ? bucket_front(data, mx, exceeds, false, 4096, &cdf) : 0;
+    for (std::size_t i = 0; i < m; ++i)
+      if (exceeds(cdf += data[i].prob)) {
+        selected = static_cast<int>(i);
+        return;
+      }
     k = mass_select(data, Before{}, exceeds);
   }
   // Rounding left the total just below u: step back to a candidate with any probability.
@@ -334,39 +353,40 @@ namespace {
 
 // True when no candidate has a NaN or +inf logit or a NaN probability and some logit is finite: the
 // candidates' 32-bit fields read as floats in vectors, three vectors (W candidates) at a time, each
-// lane's field — id, logit, prob — fixed by its place in the period of three (the ids are masked out).
-// Reading the int32 ids as float lanes is a vector load of the whole array (the intrinsics' types
-// may alias); no id value reaches a result.
+// lane's field — id, logit, prob — fixed by its place in the period of three. One compare per lane:
+// a logit must be <= FLT_MAX (false for +inf and NaN, true for -inf), a prob <= +inf (false for NaN
+// alone); id lanes pass whatever their bits. Reading the int32 ids as float lanes is a vector load of
+// the whole array (the intrinsics' types may alias); no id value reaches the result. A finite logit is
+// looked for from the front, where one almost always is.
 bool usable_candidates(const std::vector<Candidate>& d) {
   using batch = xsimd::batch<float>;
   using mask = xsimd::batch_bool<float>;
   constexpr std::size_t W = batch::size;
   static_assert(sizeof(Candidate) == 3 * sizeof(float) && offsetof(Candidate, logit) == sizeof(float) &&
                 offsetof(Candidate, prob) == 2 * sizeof(float));
-  mask is_logit[3], is_field[3];  // lane holds a logit; lane holds a logit or a prob
+  batch limit[3];
+  mask is_id[3];
   for (std::size_t k = 0; k < 3; ++k) {
-    alignas(64) float field[W];
-    for (std::size_t j = 0; j < W; ++j) field[j] = static_cast<float>((k * W + j) % 3);
-    const batch f = batch::load_aligned(field);
-    is_logit[k] = f == batch(1.0f);
-    is_field[k] = f != batch(0.0f);
+    alignas(64) float lim[W], field[W];
+    for (std::size_t j = 0; j < W; ++j) {
+      const std::size_t f = (k * W + j) % 3;
+      field[j] = static_cast<float>(f);
+      lim[j] = f == 1 ? std::numeric_limits<float>::max() : std::numeric_limits<float>::infinity();
+    }
+    limit[k] = batch::load_aligned(lim);
+    is_id[k] = batch::load_aligned(field) == batch(0.0f);
   }
-  const batch inf(std::numeric_limits<float>::infinity());
-  mask bad(false), finite(false);
+  mask ok(true);
   const float* p = reinterpret_cast<const float*>(d.data());
   std::size_t i = 0;
   for (; i + W <= d.size(); i += W, p += 3 * W)
-    for (std::size_t k = 0; k < 3; ++k) {
-      const batch x = batch::load_unaligned(p + k * W);
-      bad = bad || (((x != x) && is_field[k]) || ((x == inf) && is_logit[k]));
-      finite = finite || ((xsimd::abs(x) < inf) && is_logit[k]);
-    }
-  bool any_bad = xsimd::any(bad), any_finite = xsimd::any(finite);
-  for (; i < d.size(); ++i) {
-    any_bad = any_bad || std::isnan(d[i].logit) || d[i].logit == INFINITY || std::isnan(d[i].prob);
-    any_finite = any_finite || std::isfinite(d[i].logit);
-  }
-  return !any_bad && any_finite;
+    for (std::size_t k = 0; k < 3; ++k) ok = ok && ((batch::load_unaligned(p + k * W) <= limit[k]) || is_id[k]);
+  bool all_ok = xsimd::all(ok);
+  for (; i < d.size(); ++i) all_ok = all_ok && d[i].logit <= std::numeric_limits<float>::max() && !std::isnan(d[i].prob);
+  if (!all_ok) return false;
+  for (const auto& c : d)
+    if (std::isfinite(c.logit)) return true;
+  return false;
 }
 
 // A stage's output must stay a distribution: no NaN or +inf logit, no NaN probability, some finite logit

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "glassbox/params.hpp"
@@ -56,8 +57,9 @@ struct Candidates {
   // Keeps the smallest prefix, in the order `first` defines (a strict total order), whose
   // probability mass reaches p (>= p - 1e-6, so that .4 + .3 reaches 0.7 despite float
   // rounding); always at least one entry. Needs normalize()d probs. Expected O(n): the
-  // boundary is found by quickselect on the mass (mass_select), and only the kept prefix is
-  // sorted. Returns the number kept; afterwards data is that prefix, in `first` order.
+  // boundary is found by quickselect on the mass (mass_select) — in canonical order (Before)
+  // over more than 256 entries, by a histogram of the mass over the logits — and only the kept
+  // prefix is sorted. Returns the number kept; afterwards data is that prefix, in `first` order.
   template <class Less>
   std::size_t keep_mass_prefix(double p, Less first);
   // The weighted draw: u = rng.uniform(), then selects the first candidate, in canonical
@@ -128,10 +130,21 @@ std::size_t mass_select(std::vector<Candidate>& d, Less first, Reaches reaches) 
   return hi - 1;  // rounding: the boundary is known to lie in [lo, hi), or nothing reaches
 }
 
+// keep_mass_prefix in canonical order over more than 256 candidates, by a histogram of the mass over
+// the logits (sampling.cpp): keeps the canonical prefix whose sequential cumulative probability
+// first reaches `threshold`, sorted, and returns its length; -1 when it leaves the array unchanged
+// but for its order (small arrays; rounding past the last bucket), for the quickselect to decide.
+long keep_canonical_mass_prefix(std::vector<Candidate>& data, double threshold);
+
 template <class Less>
 std::size_t Candidates::keep_mass_prefix(double p, Less first) {
   if (data.empty()) return 0;
-  const std::size_t k = mass_select(data, first, [p](double cum) { return cum >= p - 1e-6; });
+  const double threshold = p - 1e-6;
+  if constexpr (std::is_same_v<Less, Before>) {
+    const long kept = keep_canonical_mass_prefix(data, threshold);
+    if (kept > 0) return static_cast<std::size_t>(kept);
+  }
+  const std::size_t k = mass_select(data, first, [threshold](double cum) { return cum >= threshold; });
   data.resize(k + 1);
   std::sort(data.begin(), data.end(), first);
   return k + 1;
