@@ -132,16 +132,16 @@ namespace {
 float max_logit(const std::vector<Candidate>& d, bool* nan) {
   const std::size_t n = d.size();
   float m0 = d[0].logit, m1 = m0, m2 = m0, m3 = m0;
-  bool any_nan = false;
+  int any_nan = 0;
   std::size_t i = 0;
   for (; i + 4 <= n; i += 4) {
     m0 = std::max(m0, d[i].logit), m1 = std::max(m1, d[i + 1].logit);
     m2 = std::max(m2, d[i + 2].logit), m3 = std::max(m3, d[i + 3].logit);
-    any_nan |= std::isnan(d[i].logit) | std::isnan(d[i + 1].logit) | std::isnan(d[i + 2].logit) |
-               std::isnan(d[i + 3].logit);
+    any_nan |= int{std::isnan(d[i].logit)} | int{std::isnan(d[i + 1].logit)} | int{std::isnan(d[i + 2].logit)} |
+               int{std::isnan(d[i + 3].logit)};  // ints: no branch per entry
   }
-  for (; i < n; ++i) m0 = std::max(m0, d[i].logit), any_nan |= std::isnan(d[i].logit);
-  *nan = any_nan;
+  for (; i < n; ++i) m0 = std::max(m0, d[i].logit), any_nan |= int{std::isnan(d[i].logit)};
+  *nan = any_nan != 0;
   return std::max(std::max(m0, m1), std::max(m2, m3));
 }
 }  // namespace
