@@ -6,6 +6,8 @@
 #include <gnu/libc-version.h>
 
 #include <algorithm>
+#include <thread>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -21,6 +23,7 @@
 #include "glassbox/model_source.hpp"
 #include "glassbox/quant.hpp"
 #include "support.hpp"
+#include "../core/src/thread_pool.hpp"
 
 namespace bdata = boost::unit_test::data;
 namespace k = glassbox::kernels;
@@ -383,6 +386,75 @@ BOOST_AUTO_TEST_CASE(kernel_sets_are_named_and_checked) {
   BOOST_CHECK_EXCEPTION(k::use_kernel_set("neon"), glassbox::ConfigError,
                         [](const auto& e) { return std::string(e.what()).find("unknown kernel set 'neon'") != std::string::npos; });
   BOOST_CHECK_THROW(k::set_threads(0), glassbox::ConfigError);
+}
+
+// A task beside the caller (the trace's raw distribution beside the sampler) runs exactly once, on a
+// worker or, when none takes it in time, on the caller; a job the caller runs meanwhile still covers
+// every chunk once; wait_until returns only after the task's first part. Pools of 1, 2 and 3 threads,
+// with tasks short and long enough for both outcomes.
+BOOST_DATA_TEST_CASE(a_task_beside_the_caller_runs_exactly_once, bdata::make({1, 2, 3}), th) {
+  k::ThreadPool pool(th);
+  struct Task {
+    std::atomic<int> runs{0};
+    std::atomic<bool> first{false};
+    std::thread::id ran_on;
+    int spin = 0;
+    volatile double sink = 0;
+    static void run(void* p) noexcept {
+      auto& t = *static_cast<Task*>(p);
+      t.ran_on = std::this_thread::get_id();
+      t.runs.fetch_add(1);
+      for (int i = 0; i < t.spin; ++i) t.sink = t.sink + 1.0;
+      t.first.store(true, std::memory_order_release);
+      for (int i = 0; i < t.spin; ++i) t.sink = t.sink + 1.0;
+    }
+  };
+  struct Job {
+    std::vector<std::atomic<int>> hits = std::vector<std::atomic<int>>(64);
+    static void chunk(const void* p, std::size_t c, int) { const_cast<Job*>(static_cast<const Job*>(p))->hits[c].fetch_add(1); }
+  };
+  int on_worker = 0;
+  for (int i = 0; i < 600; ++i) {
+    Task t;
+    t.spin = (i % 3) * 2000;
+    if (!pool.start_task(&Task::run, &t)) {
+      BOOST_TEST_REQUIRE(th == 1);  // a pool with workers takes a task whenever none is out
+      Task::run(&t);
+    } else {
+      BOOST_TEST_REQUIRE(th > 1);
+      if (i % 2) {  // a job while the task may be running: every chunk once, whoever runs it
+        Job job;
+        pool.run(job.hits.size(), &Job::chunk, &job);
+        for (const auto& h : job.hits) BOOST_TEST_REQUIRE(h.load() == 1);
+      }
+      if (i % 5 == 0) {
+        // A second task while one is out is refused (the caller then runs it itself).
+        Task other;
+        BOOST_TEST_REQUIRE(!pool.start_task(&Task::run, &other));
+      }
+      if (pool.reclaim_task()) Task::run(&t);  // not taken yet: the caller's again
+      else pool.finish_task();
+    }
+    BOOST_TEST_REQUIRE(t.runs.load() == 1);
+    BOOST_TEST_REQUIRE(t.first.load());
+    on_worker += t.ran_on != std::this_thread::get_id();
+  }
+  if (th == 1) BOOST_TEST(on_worker == 0);
+  BOOST_TEST_MESSAGE(th << " threads: " << on_worker << " of 600 tasks ran on a worker");
+
+  // Beside on the shared pool: wait_until sees the first part done, wait() the whole task.
+  const int threads = k::threads();
+  k::set_threads(th);
+  for (int i = 0; i < 200; ++i) {
+    Task t;
+    t.spin = (i % 4) * 3000;
+    k::Beside b(&Task::run, &t);
+    b.wait_until(t.first);
+    BOOST_TEST_REQUIRE(t.first.load());
+    b.wait();
+    BOOST_TEST_REQUIRE(t.runs.load() == 1);
+  }
+  k::set_threads(threads);
 }
 
 // The typed product (dispatch on the weight type: input rounded to the weight's partner type, then

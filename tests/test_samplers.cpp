@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <cmath>
 #include <map>
@@ -19,6 +20,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "glassbox/error.hpp"
+#include "glassbox/kernels.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/rng.hpp"
@@ -683,6 +685,70 @@ BOOST_AUTO_TEST_CASE(recording_does_not_change_the_draws) {
     return v;
   }();
   for (int i = 0; i < 200; ++i) BOOST_TEST_REQUIRE(a.sample(l, true) == b.sample(l, false));
+}
+
+// The raw distribution a recording sample() keeps (weights, statistics, top ids) is computed beside the
+// stages on a pool worker when there is one: on 1, 2 and 3 threads it must be the same bits as the
+// kernels give on this thread, and the records and choices the same as on one thread. A stage that
+// throws while the worker is still computing leaves the chain usable (the task is joined first).
+BOOST_DATA_TEST_CASE(the_raw_distribution_is_the_same_on_any_thread,
+                     bdata::make({"default", "dist", "temperature:0.7", "top-k:1", "greedy"}) * bdata::make({512, 32000}),
+                     chain_text, vocab) {
+  std::mt19937 g(11);
+  std::normal_distribution<float> d(0, 3);
+  std::vector<std::vector<float>> logits(6, std::vector<float>(static_cast<std::size_t>(vocab)));
+  for (auto& v : logits)
+    for (auto& x : v) x = d(g);
+  logits[1][7] = -INFINITY;  // a ban
+  const int threads = glassbox::kernels::threads();
+  std::vector<std::string> w;
+  std::vector<std::vector<StageRecord>> first;  // the records of the 1-thread run
+  std::vector<std::int32_t> first_ids;
+  for (int th : {1, 2, 3}) {
+    glassbox::kernels::set_threads(th);
+    SamplerChain chain(build_sampler_stages(registry(), parse_plugin_chain(chain_text, "sampler"), w), vocab, 3);
+    BOOST_TEST_CONTEXT(th << " threads") {
+      for (std::size_t step = 0; step < 40; ++step) {
+        const auto& l = logits[step % logits.size()];
+        const std::int32_t id = chain.sample(l, true, 10);
+        std::vector<float> want_w(l.size());
+        const SoftmaxStats want = softmax_weights(l, want_w);
+        std::vector<std::int32_t> want_top(10), scratch(l.size() + l.size() / 16);
+        want_top.resize(top_logits(l, 10, want_top.data(), scratch.data()));
+        BOOST_TEST_REQUIRE(chain.raw_stats().sum == want.sum);
+        BOOST_TEST_REQUIRE(chain.raw_stats().weighted == want.weighted);
+        BOOST_TEST_REQUIRE(chain.raw_stats().max == want.max);
+        BOOST_TEST_REQUIRE(std::memcmp(chain.raw_weights().data(), want_w.data(), l.size() * sizeof(float)) == 0);
+        const auto top = chain.raw_top();
+        BOOST_TEST_REQUIRE(std::vector<std::int32_t>(top.begin(), top.end()) == want_top, boost::test_tools::per_element());
+        const auto rec = chain.stage_records();
+        if (th == 1) {
+          first.emplace_back(rec.begin(), rec.end());
+          first_ids.push_back(id);
+          continue;
+        }
+        BOOST_TEST_REQUIRE(id == first_ids[step]);
+        BOOST_TEST_REQUIRE(rec.size() == first[step].size());
+        for (std::size_t i = 0; i < rec.size(); ++i) {
+          BOOST_TEST_REQUIRE(rec[i].kept == first[step][i].kept);
+          BOOST_TEST_REQUIRE(rec[i].mass == first[step][i].mass);
+          BOOST_TEST_REQUIRE(rec[i].entropy == first[step][i].entropy);
+          BOOST_TEST_REQUIRE(rec[i].top.size() == first[step][i].top.size());
+          for (std::size_t j = 0; j < rec[i].top.size(); ++j) {
+            BOOST_TEST_REQUIRE(rec[i].top[j].id == first[step][i].top[j].id);
+            BOOST_TEST_REQUIRE(rec[i].top[j].prob == first[step][i].top[j].prob);
+          }
+        }
+      }
+      // A first stage whose output is not a distribution throws while the raw task may still run;
+      // the next recording sample() must work as before.
+      SamplerChain bad(build_sampler_stages(registry(), parse_plugin_chain("temperature:1.2e-38", "sampler"), w), vocab, 3);
+      BOOST_CHECK_THROW(bad.sample(logits[0], true, 10), glassbox::ConfigError);
+      chain.reset(3);
+      BOOST_TEST(chain.sample(logits[0], true, 10) == first_ids[0]);
+    }
+  }
+  glassbox::kernels::set_threads(threads);
 }
 
 BOOST_AUTO_TEST_CASE(the_penalty_window_matches_a_naive_count) {

@@ -188,20 +188,21 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
                     std::span<const float> logits, std::int32_t token, std::int32_t prev, double ms) {
     StepEvent e;
     if (opt.report_distribution) {
-      // top-k, higher logit first, then lower id; best[0] is the max logit m.
+      // top-k, higher logit first, then lower id; best[0] is the max logit m. p_i = w_i / S with
+      // w_i = exp(l_i - m): one exp per logit. The sampler chain computed exactly these when it
+      // recorded its stages (beside them, on a pool worker); reuse them then.
       const std::int32_t* best = order_.data();
-      top_logits(logits, static_cast<std::size_t>(std::max(top_k, 1)), order_.data(), top_scratch_.data());
-      const float m = logits[best[0]];
-      // p_i = w_i / S with w_i = exp(l_i - m): one exp per logit. The sampler chain computed exactly
-      // this when it recorded its stages; reuse it then.
       std::span<const float> w = sampler_.raw_weights();
       SoftmaxStats st;
       if (w.size() == logits.size()) {
         st = sampler_.raw_stats();
+        best = sampler_.raw_top().data();
       } else {
+        top_logits(logits, static_cast<std::size_t>(std::max(top_k, 1)), order_.data(), top_scratch_.data());
         st = softmax_weights(logits, std::span(probs_).first(logits.size()));
         w = std::span(probs_).first(logits.size());
       }
+      const float m = logits[best[0]];
       for (int i = 0; i < top_k; ++i) top_[i] = {best[i], logits[best[i]], st.prob(w[best[i]])};
       e.prob = st.prob(w[token]);
       e.logprob = static_cast<float>(logits[token] - m - std::log(st.sum));  // exact even where prob underflows

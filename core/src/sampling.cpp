@@ -2,16 +2,19 @@
 #include "glassbox/sampling.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <optional>
 
 #include <xsimd/xsimd.hpp>
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
+#include "thread_pool.hpp"
 
 namespace glassbox {
 
@@ -303,6 +306,7 @@ SamplerChain::SamplerChain(std::vector<std::unique_ptr<Sampler>> stages, int voc
     throw ConfigError("sampler chain has no selecting stage (end it with greedy or dist)");
   cand_.data.reserve(vocab_size);
   raw_w_.resize(vocab_size);
+  raw_scratch_.resize(static_cast<std::size_t>(vocab_size) + vocab_size / 16);
   rec_l_.resize(vocab_size);
   rec_w_.resize(vocab_size);
   records_.resize(stages_.size());
@@ -459,8 +463,28 @@ std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_sta
   // token, runs only when they fail.
   if (!usable_logits(logits)) check_finite(cand_, step_, [] { return std::string("the model"); });
   chosen_prob_ = std::numeric_limits<float>::quiet_NaN();
-  // p_raw = softmax(logits): the reference for each stage's kept mass
-  if (record_stages) raw_stats_ = softmax_weights(logits, std::span(raw_w_).first(logits.size()));
+  // p_raw = softmax(logits), the reference for each stage's kept mass, and its top entries: read-only
+  // work over the whole vocabulary that the stages do not need, so an idle pool worker does it while
+  // the stages run (the same kernels, so the same bits on either thread). The first record waits
+  // for the weights; the top entries, wanted only by the caller's step record, by the end of sample().
+  struct Raw {
+    SamplerChain* chain;
+    std::span<const float> logits;
+    std::size_t k;
+    std::atomic<bool> weights{false};
+    static void run(void* p) noexcept {
+      auto& r = *static_cast<Raw*>(p);
+      SamplerChain& c = *r.chain;
+      c.raw_stats_ = softmax_weights(r.logits, std::span(c.raw_w_).first(r.logits.size()));
+      r.weights.store(true, std::memory_order_release);
+      c.raw_top_n_ = top_logits(r.logits, r.k, c.raw_top_.data(), c.raw_scratch_.data());
+    }
+  } raw{this, logits, static_cast<std::size_t>(std::max(top_k, 1))};
+  std::optional<kernels::Beside> beside;  // joined by its destructor: at the return, or if a stage throws
+  if (record_stages) {
+    if (raw_top_.size() < raw.k) raw_top_.resize(raw.k);  // grows once, on the first step
+    beside.emplace(&Raw::run, &raw);
+  }
   std::size_t n_run = 0;
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     stages_[i]->apply(cand_, rng_);
@@ -468,7 +492,10 @@ std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_sta
     if (cand_.data.empty())
       throw PluginError("sampler stage '" + stages_[i]->name() + "' removed every candidate");
     check_finite(cand_, step_, [&] { return "sampler stage '" + stages_[i]->name() + "'"; });
-    if (record_stages) record(i, top_k);
+    if (record_stages) {
+      beside->wait_until(raw.weights);
+      record(i, top_k);
+    }
     if (cand_.selected >= 0) break;  // later stages cannot change a made choice
   }
   if (cand_.selected < 0 || cand_.selected >= static_cast<int>(cand_.data.size()))

@@ -44,21 +44,67 @@ void ThreadPool::work_on(std::uint32_t gen, int slot) {
   }
 }
 
+void ThreadPool::take_task() {
+  int posted = kPosted;
+  if (!task_.compare_exchange_strong(posted, kTaken)) return;  // none, or the caller took it back
+  task_fn_(task_ctx_);
+  task_.store(kDone, std::memory_order_release);
+}
+
 void ThreadPool::worker(int slot) {
   std::uint32_t seen = gen_.load(std::memory_order_acquire);
   while (!stop_.load(std::memory_order_acquire)) {
     std::uint32_t g = gen_.load(std::memory_order_acquire);
     for (int i = 0; g == seen && i < kSpins; ++i) {
+      if (task_.load(std::memory_order_relaxed) == kPosted) take_task();
       _mm_pause();
       g = gen_.load(std::memory_order_acquire);
     }
     if (g == seen) {
-      gen_.wait(seen, std::memory_order_acquire);
+      if (task_.load() != kPosted) gen_.wait(seen, std::memory_order_acquire);
       continue;
     }
     seen = g;
     if (!stop_.load(std::memory_order_acquire)) work_on(g, slot);
+    take_task();  // start_task wakes a sleeping worker by a new generation that has no chunks
   }
+}
+
+bool ThreadPool::start_task(TaskFn fn, void* ctx) {
+  // busy_ orders this against another thread's run(): both move gen_, and a worker trusts a job's
+  // fields only after seeing the generation that run() stores last.
+  bool expected = false;
+  if (workers_.empty() || !busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
+  if (task_.load() != kNoTask) {
+    busy_.store(false, std::memory_order_release);
+    return false;
+  }
+  task_fn_ = fn;
+  task_ctx_ = ctx;
+  task_.store(kPosted);
+  // A spinning worker sees the task itself; a sleeping one waits on gen_ alone. The new generation
+  // carries no job (claim_ keeps the old one's stamp), so a worker woken by it claims nothing.
+  gen_.fetch_add(1);
+  gen_.notify_all();
+  busy_.store(false, std::memory_order_release);
+  return true;
+}
+
+bool ThreadPool::reclaim_task() {
+  int posted = kPosted;
+  return task_.compare_exchange_strong(posted, kNoTask);
+}
+
+void ThreadPool::finish_task() {
+  if (reclaim_task()) {  // no worker took it: run it here
+    task_fn_(task_ctx_);
+    return;
+  }
+  for (int i = 0; task_.load(std::memory_order_acquire) != kDone; ++i) {
+    if (i < 4096) _mm_pause();
+    else std::this_thread::yield();
+  }
+  task_.store(kNoTask);
 }
 
 void ThreadPool::run(std::size_t chunks, ChunkFn fn, const void* ctx) {

@@ -1,10 +1,13 @@
 // A persistent pool of worker threads for the matrix products: the caller and the workers claim
 // chunks of one job from a shared counter, so a worker the OS has not scheduled yet never holds the
-// caller up (an OpenMP region waits for every thread at its closing barrier). Internal to libglassbox.
+// caller up (an OpenMP region waits for every thread at its closing barrier). Between jobs an idle
+// worker can also run one task beside the caller (a trace's raw distribution while the sampler runs).
+// Internal to libglassbox.
 #pragma once
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <immintrin.h>
 #include <thread>
 #include <vector>
 
@@ -26,9 +29,21 @@ class ThreadPool {
   // this pool, the chunks run on the calling thread alone (slot 0).
   void run(std::size_t chunks, ChunkFn fn, const void* ctx);
 
+  // fn(ctx) on a worker while the caller goes on: hands it over and returns true, or returns false
+  // (no worker, a task already out, or another thread's job running) and the caller runs it itself.
+  // A worker that is spinning between jobs takes it at once, with no system call; a sleeping one is
+  // woken. fn must not throw. Every start_task that returned true is followed by one finish_task.
+  using TaskFn = void (*)(void* ctx) noexcept;
+  bool start_task(TaskFn fn, void* ctx);
+  // Returns when the task has run: on the worker that took it, or here if none has taken it yet.
+  void finish_task();
+  // True when no worker had taken the task: it is the caller's again, to run itself (no finish_task).
+  bool reclaim_task();
+
  private:
   void worker(int slot);
   void work_on(std::uint32_t gen, int slot);
+  void take_task();
 
   std::vector<std::thread> workers_;
   std::atomic<bool> busy_{false};
@@ -41,10 +56,54 @@ class ThreadPool {
   std::atomic<std::size_t> chunks_{0};
   std::atomic<ChunkFn> fn_{nullptr};
   std::atomic<const void*> ctx_{nullptr};
+  // The task beside the caller: kNoTask -> kPosted (start_task) -> kTaken (a worker) -> kDone -> kNoTask
+  // (finish_task), or kPosted -> kNoTask when the caller takes it back.
+  enum : int { kNoTask, kPosted, kTaken, kDone };
+  std::atomic<int> task_{kNoTask};
+  TaskFn task_fn_ = nullptr;  // written before task_ becomes kPosted, read after it is taken
+  void* task_ctx_ = nullptr;
 };
 
 // The pool the kernels share, (re)built for kernels::threads() threads (kernels.cpp). The thread
-// count must not change while a job runs.
+// count must not change while a job or a task runs.
 ThreadPool& pool();
+
+// A task beside the caller on pool() (start_task), or run here when no worker can take it; the
+// destructor (or wait()) returns once it has run, so what it reads and writes outlives it.
+class Beside {
+ public:
+  Beside(ThreadPool::TaskFn fn, void* ctx) : fn_(fn), ctx_(ctx), pool_(&pool()) {
+    if (!pool_->start_task(fn, ctx)) {
+      pool_ = nullptr;
+      fn(ctx);
+    }
+  }
+  ~Beside() { wait(); }
+  Beside(const Beside&) = delete;
+  Beside& operator=(const Beside&) = delete;
+  void wait() {
+    if (pool_) pool_->finish_task();
+    pool_ = nullptr;
+  }
+  // Returns once the task has set `ready` (part of its work is done) or has run: a task no worker
+  // has taken yet is taken back and run here.
+  void wait_until(const std::atomic<bool>& ready) {
+    if (!pool_) return;
+    if (pool_->reclaim_task()) {
+      pool_ = nullptr;
+      fn_(ctx_);
+      return;
+    }
+    for (int i = 0; !ready.load(std::memory_order_acquire); ++i) {
+      if (i < 4096) _mm_pause();
+      else std::this_thread::yield();
+    }
+  }
+
+ private:
+  ThreadPool::TaskFn fn_;
+  void* ctx_;
+  ThreadPool* pool_;  // null once the task has run (or ran here)
+};
 
 }  // namespace glassbox::kernels

@@ -82,6 +82,11 @@ class SamplerChain {
   // engine's step record reuses them instead of a second exp() per vocabulary entry.
   std::span<const float> raw_weights() const { return n_recorded_ ? std::span<const float>(raw_w_) : std::span<const float>(); }
   const SoftmaxStats& raw_stats() const { return raw_stats_; }
+  // The same sample()'s max(top_k, 1) highest logits' ids, as top_logits gives them (empty unless it
+  // recorded stages).
+  std::span<const std::int32_t> raw_top() const {
+    return n_recorded_ ? std::span<const std::int32_t>(raw_top_.data(), raw_top_n_) : std::span<const std::int32_t>();
+  }
 
  private:
   void record(std::size_t stage, int top_k);
@@ -90,6 +95,9 @@ class SamplerChain {
   Rng rng_;
   std::vector<StageRecord> records_;  // one per stage, reused every step
   std::vector<float> raw_w_;         // (vocab_size) exp(l_i - max l) of the model's logits, for "mass"
+  std::vector<std::int32_t> raw_top_;      // (max(top_k, 1)) ids of the highest logits
+  std::size_t raw_top_n_ = 0;
+  std::vector<std::int32_t> raw_scratch_;  // (vocab_size + vocab_size/16) top_logits' scratch
   std::vector<float> rec_l_, rec_w_;  // (vocab_size) a stage's kept logits and their weights, for its record
   std::vector<std::int32_t> rec_top_;  // (top_k) indices into cand_.data of a record's top entries
   int step_ = -1;                     // sample() calls since reset(): the engine's step, for messages
