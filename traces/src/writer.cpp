@@ -580,8 +580,14 @@ struct JsonlWriter::Pipe {
   // of stories260K at one wake-up per 16 steps, over 1% of its decode; 0.05 µs a step polled); a basic
   // line takes a few microseconds to build, so waking for each cost stories260K 4.5%. EveryLine: step()
   // wakes the thread for every line (a full line takes far longer to build than the wake-up).
+  // Each wake-up of the thread costs the compute threads more than its lines do: it takes a core from
+  // a matrix product (whose other thread then waits at the product's end), and it starts cold, since
+  // every decode step streams the weights through the caches (a line measured ~35 µs to build and
+  // write at a wake-up, against a few µs warm). Polled every 2 ms, basic traces slowed synthetic
+  // stories15M's forward pass by ~8% at 2 threads; every 16 ms (~10 of its steps a wake-up), by
+  // ~1%. A live reader of the trace sees lines at most that late; the last ones at the summary.
   static constexpr std::size_t kDepth = 64;
-  static constexpr std::chrono::milliseconds kPoll{2};
+  static constexpr std::chrono::milliseconds kPoll{16};
   // After this long with nothing handed over (a chat waiting for its user) the thread sleeps until
   // step() wakes it; EveryLine's thread also writes a line that waited this long.
   static constexpr std::chrono::milliseconds kLatency{20};

@@ -52,7 +52,7 @@ nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
 // decoded there: the tokenizer is only called from the caller's thread) and returns; the thread builds
 // the line (formatting the floats, the costly part of a full-logit trace) and writes it. `EveryLine`
 // wakes the thread for each line (a full-logit line is worth it); with `Batched` the thread wakes
-// itself every 2 ms while lines come and writes what was handed over with one write() (a basic line
+// itself every 16 ms while lines come and writes what was handed over with one write() (a basic line
 // costs less to build than a wake-up, and a wake-up from step() is a system call on the decode thread),
 // sleeping after 20 ms without lines until step() wakes it. Lines keep their order; at most a few steps wait (step() blocks when the writer
 // falls behind). Every other call first waits for the queued steps, so the file is the same as without
