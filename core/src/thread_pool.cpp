@@ -61,32 +61,26 @@ void ThreadPool::worker(int slot) {
       g = gen_.load(std::memory_order_acquire);
     }
     if (g == seen) {
+      sleepers_.fetch_add(1);
       if (task_.load() != kPosted) gen_.wait(seen, std::memory_order_acquire);
+      sleepers_.fetch_sub(1);
       continue;
     }
     seen = g;
     if (!stop_.load(std::memory_order_acquire)) work_on(g, slot);
-    take_task();  // start_task wakes a sleeping worker by a new generation that has no chunks
   }
 }
 
 bool ThreadPool::start_task(TaskFn fn, void* ctx) {
-  // busy_ orders this against another thread's run(): both move gen_, and a worker trusts a job's
-  // fields only after seeing the generation that run() stores last.
-  bool expected = false;
-  if (workers_.empty() || !busy_.compare_exchange_strong(expected, true, std::memory_order_acquire)) return false;
-  if (task_.load() != kNoTask) {
-    busy_.store(false, std::memory_order_release);
-    return false;
-  }
+  // Only to a worker that is spinning: waking a sleeping one is a system call on the caller's thread
+  // (~40 µs on a virtual machine), more than a task saves. A worker that falls asleep just after this
+  // check leaves the task to the caller, which takes it back (finish_task, reclaim_task).
+  if (workers_.empty() || sleepers_.load() == static_cast<int>(workers_.size())) return false;
+  int none = kNoTask;
+  if (!task_.compare_exchange_strong(none, kPosting)) return false;  // one task at a time
   task_fn_ = fn;
   task_ctx_ = ctx;
   task_.store(kPosted);
-  // A spinning worker sees the task itself; a sleeping one waits on gen_ alone. The new generation
-  // carries no job (claim_ keeps the old one's stamp), so a worker woken by it claims nothing.
-  gen_.fetch_add(1);
-  gen_.notify_all();
-  busy_.store(false, std::memory_order_release);
   return true;
 }
 

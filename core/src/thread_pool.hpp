@@ -30,9 +30,9 @@ class ThreadPool {
   void run(std::size_t chunks, ChunkFn fn, const void* ctx);
 
   // fn(ctx) on a worker while the caller goes on: hands it over and returns true, or returns false
-  // (no worker, a task already out, or another thread's job running) and the caller runs it itself.
-  // A worker that is spinning between jobs takes it at once, with no system call; a sleeping one is
-  // woken. fn must not throw. Every start_task that returned true is followed by one finish_task.
+  // (no worker, every worker asleep, or a task already out) and the caller runs it itself. A worker
+  // spinning between jobs takes it at once; no system call is made. fn must not throw. Every
+  // start_task that returned true is followed by one finish_task (or a reclaim_task that returned true).
   using TaskFn = void (*)(void* ctx) noexcept;
   bool start_task(TaskFn fn, void* ctx);
   // Returns when the task has run: on the worker that took it, or here if none has taken it yet.
@@ -56,10 +56,11 @@ class ThreadPool {
   std::atomic<std::size_t> chunks_{0};
   std::atomic<ChunkFn> fn_{nullptr};
   std::atomic<const void*> ctx_{nullptr};
-  // The task beside the caller: kNoTask -> kPosted (start_task) -> kTaken (a worker) -> kDone -> kNoTask
-  // (finish_task), or kPosted -> kNoTask when the caller takes it back.
-  enum : int { kNoTask, kPosted, kTaken, kDone };
+  // The task beside the caller: kNoTask -> kPosting -> kPosted (start_task) -> kTaken (a worker) -> kDone
+  // -> kNoTask (finish_task), or kPosted -> kNoTask when the caller takes it back.
+  enum : int { kNoTask, kPosting, kPosted, kTaken, kDone };
   std::atomic<int> task_{kNoTask};
+  std::atomic<int> sleepers_{0};  // workers asleep on gen_ (or about to be)
   TaskFn task_fn_ = nullptr;  // written before task_ becomes kPosted, read after it is taken
   void* task_ctx_ = nullptr;
 };
