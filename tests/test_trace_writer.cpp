@@ -3,6 +3,9 @@
 #define BOOST_TEST_MODULE trace_writer
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <fcntl.h>
 
 #include <atomic>
 #include <charconv>
@@ -257,36 +260,72 @@ BOOST_DATA_TEST_CASE(the_writer_thread_never_calls_the_tokenizer,
   BOOST_TEST(tok.foreign.load() == 0);
 }
 
-// A batch not yet full still reaches the file: within the writer's latency (20 ms), not at the next flush;
-// also after the thread has gone to sleep for want of lines (a chat waiting for its user).
-BOOST_AUTO_TEST_CASE(a_batched_writer_writes_a_short_batch_without_being_asked) {
+// A live output (a FIFO: someone reads the trace as it is made) gets a batch not yet full within the
+// writer's poll (16 ms), not at the next flush, also after the thread has gone to sleep for want of
+// lines (a chat waiting for its user). A regular file (a temporary file until the summary, read by
+// nobody before) gets its lines when half the ring waits or at a flush: the thread is not woken for
+// fewer (each wake-up costs the compute threads; docs/performance.md, "Round ten").
+BOOST_AUTO_TEST_CASE(a_batched_writer_writes_live_output_without_being_asked) {
   FakeTokenizer tok;
   const auto dir = temp_dir("latency");
-  const auto path = dir / "t.jsonl";
-  glassbox::traces::JsonlWriter w(path.string(), tok, false, glassbox::traces::WriterThread::Batched);
-  // The output is a temporary file beside `path` until the summary: count the lines of every file there.
+  const auto fifo = dir / "live.jsonl";
+  BOOST_TEST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  const int rfd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // a reader first: the writer's open then returns
+  BOOST_TEST_REQUIRE(rfd >= 0);
+  std::string got;
   const auto lines_within_2s = [&](std::size_t want) {
     std::size_t lines = 0;
     for (int tries = 0; tries < 200 && lines < want; ++tries) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      lines = 0;
-      for (const auto& f : std::filesystem::directory_iterator(dir)) {
-        const std::string text = slurp(f.path());
-        lines += static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
-      }
+      char buf[1 << 16];
+      for (ssize_t n; (n = ::read(rfd, buf, sizeof buf)) > 0;) got.append(buf, static_cast<std::size_t>(n));
+      lines = static_cast<std::size_t>(std::count(got.begin(), got.end(), '\n'));
     }
     return lines;
   };
+  {
+    glassbox::traces::JsonlWriter w(fifo.string(), tok, false, glassbox::traces::WriterThread::Batched);
+    w.header({});
+    EventData d;
+    make_event(d, 1);
+    for (int i = 0; i < 3; ++i) w.step(d.e);
+    std::size_t lines = lines_within_2s(4);
+    BOOST_TEST(lines == 4u, "header and 3 steps expected from the FIFO within 2 s, found " << lines << " lines");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // (the thread now sleeps without a timeout)
+    for (int i = 0; i < 2; ++i) w.step(d.e);
+    lines = lines_within_2s(6);
+    BOOST_TEST(lines == 6u, "2 more steps expected within 2 s of an idle spell, found " << lines - 4 << " more lines");
+    w.summary({});
+  }
+  ::close(rfd);
+
+  // A regular file: the steps wait for a flush, or for half the ring.
+  const auto path = dir / "t.jsonl";
+  const auto lines_in_dir = [&] {
+    std::size_t lines = 0;
+    for (const auto& f : std::filesystem::directory_iterator(dir)) {
+      if (f.path() == fifo) continue;
+      const std::string text = slurp(f.path());
+      lines += static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+    }
+    return lines;
+  };
+  glassbox::traces::JsonlWriter w(path.string(), tok, false, glassbox::traces::WriterThread::Batched);
   w.header({});
   EventData d;
   make_event(d, 1);
   for (int i = 0; i < 3; ++i) w.step(d.e);
-  std::size_t lines = lines_within_2s(4);
-  BOOST_TEST(lines == 4u, "header and 3 steps expected in the file within 2 s, found " << lines << " lines");
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // (the thread now sleeps without a timeout)
-  for (int i = 0; i < 2; ++i) w.step(d.e);
-  lines = lines_within_2s(6);
-  BOOST_TEST(lines == 6u, "2 more steps expected within 2 s of an idle spell, found " << lines - 4 << " more lines");
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  BOOST_TEST(lines_in_dir() == 1u, "only the header expected before a flush");
+  w.flush();
+  BOOST_TEST(lines_in_dir() == 4u);
+  for (int i = 0; i < 600; ++i) w.step(d.e);  // over half the ring: the thread is woken for them
+  std::size_t lines = 4;
+  for (int tries = 0; tries < 200 && lines < 4 + 512; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    lines = lines_in_dir();
+  }
+  BOOST_TEST(lines >= 4u + 512u, "half the ring's steps expected without a flush, found " << lines - 4);
   w.summary({});
 }
 
@@ -312,7 +351,7 @@ BOOST_DATA_TEST_CASE(a_traced_step_allocates_nothing_after_warm_up, kWriterThrea
   d.stages[0].params = nullptr;  // (a string parameter with quotes takes nlohmann-json's escaping)
   const auto dir = temp_dir("alloc");
   glassbox::traces::JsonlWriter w((dir / "t.jsonl").string(), tok, false, thread);
-  for (int i = 0; i < 200; ++i) w.step(d.e);  // every line of the ring used, at least once
+  for (int i = 0; i < 2100; ++i) w.step(d.e);  // every copy of the ring (up to 1,024) used, at least once
   w.flush();
   const long before = g_allocs.load();
   for (int i = 0; i < 100; ++i) w.step(d.e);

@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -551,6 +552,15 @@ struct StepCopy {
     });
   }
 
+  // About what the copy holds, in bytes (what a queue of copies is bounded by).
+  std::size_t bytes() const {
+    std::size_t n = sizeof(*this) + texts.size() + text_end.size() * sizeof(std::size_t) + input_ids.size() * 4 +
+                    top.size() * sizeof(TokenProb) + logits.size() * 4 + kv.block_table.size() * sizeof(int);
+    for (const auto& r : stages) n += sizeof(r) + r.name.size() + r.top.size() * sizeof(TokenProb);
+    for (const auto& a : attention) n += sizeof(a) + a.weights.size() * 4;
+    return n;
+  }
+
   // Fills `L` from the copy (on the writer thread).
   void fill(StepLine& L, LogitsEncoding logits) const {
     std::size_t k = 0;
@@ -574,33 +584,40 @@ std::string step_line(const StepEvent& e, const Tokenizer& tok, LogitsEncoding l
 // copies[n % depth], so every copy is used in turn and, after the first `depth` steps, nothing is
 // allocated (a copy's buffers keep their capacity).
 struct JsonlWriter::Pipe {
-  // Batched: while steps come, the thread wakes itself every kPoll and writes what has been handed
-  // over; step() wakes it only when it sleeps (idle) or half the ring waits. Waking it from step() is a
-  // futex call on the decode thread, which measured ~40 µs a wake-up on a virtual machine (2.7 µs a step
-  // of stories260K at one wake-up per 16 steps, over 1% of its decode; 0.05 µs a step polled); a basic
-  // line takes a few microseconds to build, so waking for each cost stories260K 4.5%. EveryLine: step()
-  // wakes the thread for every line (a full line takes far longer to build than the wake-up).
-  // Each wake-up of the thread costs the compute threads more than its lines do: it takes a core from
-  // a matrix product (whose other thread then waits at the product's end), and it starts cold, since
-  // every decode step streams the weights through the caches (a line measured ~35 µs to build and
-  // write at a wake-up, against a few µs warm). Polled every 2 ms, basic traces slowed synthetic
-  // stories15M's forward pass by ~8% at 2 threads; every 16 ms (~10 of its steps a wake-up), by
-  // ~1%. A live reader of the trace sees lines at most that late; the last ones at the summary.
-  static constexpr std::size_t kDepth = 64;
+  // When the thread builds and writes what step() handed over:
+  //  - EveryLine (full traces, attention weights): step() wakes it for every line (a full line takes
+  //    far longer to build than the wake-up).
+  //  - Batched into a regular file (written to a temporary file, renamed into place at the summary:
+  //    nobody reads its lines before the end): step() wakes it when half the ring waits. A basic
+  //    line is cheap once the thread runs (~10 µs, warm), but each wake-up takes a core from a matrix
+  //    product, whose other thread then waits at the product's end, and starts cold, since every
+  //    decode step streams the weights through the caches (~35 µs a line at a wake-up). Synthetic
+  //    stories15M at 2 threads: its forward pass took ~5-10% longer with a wake-up every 2 ms than
+  //    without a trace, about as long with one per 512 lines (docs/performance.md, "Round ten").
+  //    Waking it from step() is a futex call on the decode thread (~40 µs on a virtual machine), once
+  //    per 512 steps.
+  //  - Batched into a device or FIFO (a reader watching live): the thread wakes itself every kPoll
+  //    while steps come, and step() wakes it when it sleeps (idle) or half the ring waits.
+  static constexpr std::size_t kDepth = 1024;       // Batched into a file: at most this many copies ...
+  static constexpr std::size_t kQueueBytes = 8 << 20;  // ... and about this much held in them
+  static constexpr std::size_t kLiveDepth = 64;
   static constexpr std::chrono::milliseconds kPoll{16};
-  // After this long with nothing handed over (a chat waiting for its user) the thread sleeps until
-  // step() wakes it; EveryLine's thread also writes a line that waited this long.
+  // After this long with nothing handed over (a chat waiting for its user) a polling thread sleeps
+  // until step() wakes it; EveryLine's thread also writes a line that waited this long.
   static constexpr std::chrono::milliseconds kLatency{20};
   // The thread gathers lines into one write() up to this much text (a longer line is written alone).
   static constexpr std::size_t kWriteBytes = 1 << 16;
 
-  explicit Pipe(bool batched)
-      : batch(batched ? kDepth / 2 : 1), depth(batched ? kDepth : 4), poll(batched ? kPoll : kLatency) {
+  Pipe(bool batched, bool live)
+      : depth(!batched ? 4 : live ? kLiveDepth : kDepth), batch(batched ? depth / 2 : 1),
+        poll(!batched ? kLatency : live ? kPoll : std::chrono::milliseconds(0)) {
     for (std::size_t i = 0; i < depth; ++i) copies.push_back(std::make_unique<StepCopy>());
   }
-  const std::size_t batch;        // step() wakes the thread when this many steps wait
-  const std::size_t depth;        // steps handed over and not yet written, at most (bounds the memory)
-  const std::chrono::milliseconds poll;  // the thread's own wake-up period while steps come
+  // Steps handed over and not yet written, at most (bounds the memory). Set again after the first
+  // step from its size, so that a ring of large copies (a long --trace-top) stays near kQueueBytes.
+  std::size_t depth;
+  std::size_t batch;                     // step() wakes the thread when this many steps wait
+  const std::chrono::milliseconds poll;  // the thread's own wake-up period while steps come (0: none)
   std::vector<std::unique_ptr<StepCopy>> copies;
   std::mutex m;
   std::condition_variable work, done;
@@ -612,6 +629,14 @@ struct JsonlWriter::Pipe {
   bool stop = false;
   std::exception_ptr error;       // the thread's failure, thrown by the caller's next call
   std::thread thread;
+
+  // After the first step's copy (under the lock, before the thread may read a copy): as many copies
+  // as hold about kQueueBytes of steps like it, at least 8. Copies past the new depth were never used.
+  void size_from(const StepCopy& first) {
+    if (poll.count() != 0 || depth <= 8) return;
+    depth = std::clamp<std::size_t>(kQueueBytes / std::max<std::size_t>(first.bytes(), 1), 8, depth);
+    batch = depth / 2;
+  }
 
   // Waits until the thread has written every line handed over; throws its error.
   void drain() {
@@ -632,7 +657,7 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
     line_ = std::make_unique<StepLine>();
     return;
   }
-  pipe_ = std::make_unique<Pipe>(thread == WriterThread::Batched);
+  pipe_ = std::make_unique<Pipe>(thread == WriterThread::Batched, out_.in_place());
   Pipe& p = *pipe_;
   // The thread is started with SIGINT and SIGTERM blocked: they are for the decode thread, which stops
   // after the current step (cli/interrupt.hpp), while this one finishes the lines already handed over.
@@ -654,7 +679,7 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
         // sleeps until step() wakes it.
         while (!(p.filled - p.taken >= p.batch || (p.filled > p.taken && (p.draining || p.stop)))) {
           if (p.stop) return;
-          if (p.idle) {
+          if (p.idle || p.poll.count() == 0) {
             p.work.wait(lk);
           } else if (p.work.wait_for(lk, p.poll) == std::cv_status::timeout) {
             if (p.filled > p.taken) break;
@@ -758,6 +783,7 @@ void JsonlWriter::step(const StepEvent& e) {
   bool wake;
   {
     std::lock_guard lk(p.m);
+    if (n == 0) p.size_from(*p.copies[0]);
     wake = ++p.filled - p.taken == p.batch || p.idle;
     p.idle = false;
   }

@@ -51,13 +51,15 @@ nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
 // step() copies the event into a recycled buffer (its numbers, and the texts of the tokens it names,
 // decoded there: the tokenizer is only called from the caller's thread) and returns; the thread builds
 // the line (formatting the floats, the costly part of a full-logit trace) and writes it. `EveryLine`
-// wakes the thread for each line (a full-logit line is worth it); with `Batched` the thread wakes
-// itself every 16 ms while lines come and writes what was handed over with one write() (a basic line
-// costs less to build than a wake-up, and a wake-up from step() is a system call on the decode thread),
-// sleeping after 20 ms without lines until step() wakes it. Lines keep their order; at most a few steps wait (step() blocks when the writer
-// falls behind). Every other call first waits for the queued steps, so the file is the same as without
-// the thread. An error of the writer thread (disk full, ...) is thrown, unchanged, by the next step(),
-// flush(), summary(), error() or interrupted().
+// wakes the thread for each line (a full-logit line is worth it). With `Batched` (basic lines, cheap
+// to build once the thread runs, costly to wake it for): into a regular file, which is a temporary file
+// read by nobody until the summary renames it, the thread is woken when half its ring of up to 1,024
+// steps (about 8 MiB of them) waits, and at every flush; into a device or FIFO, where someone may be
+// reading live, it wakes itself every 16 ms while lines come and writes what was handed over with one
+// write(), sleeping after 20 ms without lines until step() wakes it. Lines keep their order; step()
+// blocks when the ring is full. Every other call first waits for the queued steps, so the file is the
+// same as without the thread. An error of the writer thread (disk full, ...) is thrown, unchanged, by
+// the next step(), flush(), summary(), error() or interrupted().
 enum class WriterThread { None, EveryLine, Batched };
 
 class JsonlWriter final : public TraceSink {
