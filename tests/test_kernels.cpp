@@ -469,6 +469,50 @@ BOOST_DATA_TEST_CASE(a_task_beside_the_caller_runs_exactly_once, bdata::make({1,
   k::set_threads(threads);
 }
 
+// spare_core (when a trace's writer may take a core): with fewer compute threads than cores, yes; with
+// as many, only while every worker of the pool sleeps: not while one runs a task.
+BOOST_AUTO_TEST_CASE(a_core_is_spare_only_while_no_worker_computes) {
+  const int threads = k::threads();
+  if (k::cores() >= 2) {
+    k::set_threads(1);
+    BOOST_TEST(k::spare_core());
+  }
+  k::set_threads(std::max(2, k::cores()));
+  bool slept = false;  // workers fall asleep after ~0.4 ms without a job
+  for (int tries = 0; tries < 40 && !slept; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    slept = k::spare_core() || k::threads() < k::cores();
+  }
+  BOOST_TEST(slept);
+  if (k::threads() == k::cores()) {
+    struct Hold {
+      std::atomic<bool> started{false}, release{false};
+      static void run(void* p) noexcept {
+        auto& h = *static_cast<Hold*>(p);
+        h.started.store(true);
+        while (!h.release.load()) std::this_thread::yield();
+      }
+    } hold;
+    // Wake the workers with a job, then hand one a task that holds it until released.
+    struct Nop {
+      static void chunk(const void*, std::size_t, int) {}
+    };
+    bool posted = false;
+    for (int tries = 0; tries < 5000 && !posted; ++tries) {  // (a busy machine may not run the worker at once)
+      k::pool().run(64, &Nop::chunk, nullptr);
+      posted = k::pool().start_task(&Hold::run, &hold);
+      if (!posted) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    BOOST_TEST_REQUIRE(posted);
+    for (int i = 0; i < 2000 && !hold.started.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (hold.started.load()) BOOST_TEST(!k::spare_core());  // a worker computes
+    hold.release.store(true);
+    if (k::pool().reclaim_task()) Hold::run(&hold);
+    else k::pool().finish_task();
+  }
+  k::set_threads(threads);
+}
+
 // The typed product (dispatch on the weight type: input rounded to the weight's partner type, then
 // block dot products) against its scalar twin, for every type glassbox reads, prefill-sized blocks
 // included. k-quant weights come from a reference file (glassbox writes no k-quant files).

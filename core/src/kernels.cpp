@@ -223,6 +223,12 @@ ThreadPool& pool() {
   return *g_pool;
 }
 
+bool spare_core() {
+  if (threads() < cores()) return true;
+  std::lock_guard lock(g_pool_mutex);
+  return !g_pool || g_pool->all_asleep();
+}
+
 std::vector<std::string> kernel_sets() {
   std::vector<std::string> out;
   for (const auto& v : kVariants)

@@ -24,6 +24,8 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
+  // Every worker asleep (none has had a job or a task for ~0.4 ms), or none at all.
+  bool all_asleep() const { return sleepers_.load() == static_cast<int>(workers_.size()); }
   // Runs fn(ctx, c, slot) for every c in [0, chunks) on the caller and whichever workers are awake,
   // and returns when all have run. Allocates nothing. If another thread is already running a job on
   // this pool, the chunks run on the calling thread alone (slot 0).

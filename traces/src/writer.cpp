@@ -17,6 +17,7 @@
 #include <nlohmann/detail/conversions/to_chars.hpp>
 
 #include "glassbox/error.hpp"
+#include "glassbox/kernels.hpp"
 
 namespace glassbox::traces {
 
@@ -587,17 +588,18 @@ struct JsonlWriter::Pipe {
   // When the thread builds and writes what step() handed over:
   //  - EveryLine (full traces, attention weights): step() wakes it for every line (a full line takes
   //    far longer to build than the wake-up).
-  //  - Batched into a regular file (written to a temporary file, renamed into place at the summary:
-  //    nobody reads its lines before the end): step() wakes it when half the ring waits. A basic
-  //    line is cheap once the thread runs (~10 µs, warm), but each wake-up takes a core from a matrix
-  //    product, whose other thread then waits at the product's end, and starts cold, since every
-  //    decode step streams the weights through the caches (~35 µs a line at a wake-up). Synthetic
-  //    stories15M at 2 threads: its forward pass took ~5-10% longer with a wake-up every 2 ms than
-  //    without a trace, about as long with one per 512 lines (docs/performance.md, "Round ten").
-  //    Waking it from step() is a futex call on the decode thread (~40 µs on a virtual machine), once
-  //    per 512 steps.
-  //  - Batched into a device or FIFO (a reader watching live): the thread wakes itself every kPoll
-  //    while steps come, and step() wakes it when it sleeps (idle) or half the ring waits.
+  //  - Batched into a device or FIFO (someone may read it live): the thread wakes itself every kPoll
+  //    while steps come and writes what waits; step() wakes it when it sleeps (idle) or half the ring
+  //    waits. Waking it from step() is a futex call on the decode thread (~40 µs on a virtual machine).
+  //  - Batched into a regular file (a temporary file, renamed into place at the summary: nobody reads
+  //    its lines before the end): the same, but a poll writes only while a core is spare
+  //    (kernels::spare_core: fewer compute threads than cores, or the pool's workers asleep), else the
+  //    lines wait for half the ring or a flush. A basic line is cheap once the thread runs (~10 µs,
+  //    warm), but a wake-up that writes takes a core from a matrix product, whose other thread then
+  //    waits at the product's end, and starts cold, since every decode step streams the weights through
+  //    the caches (~35 µs a line). Synthetic stories15M at 2 threads: its forward pass took ~5-10%
+  //    longer with the lines written every 2 ms than untraced, as long with none written during the
+  //    run (docs/performance.md, "Round ten").
   static constexpr std::size_t kDepth = 1024;       // Batched into a file: at most this many copies ...
   static constexpr std::size_t kQueueBytes = 8 << 20;  // ... and about this much held in them
   static constexpr std::size_t kLiveDepth = 64;
@@ -610,14 +612,16 @@ struct JsonlWriter::Pipe {
 
   Pipe(bool batched, bool live)
       : depth(!batched ? 4 : live ? kLiveDepth : kDepth), batch(batched ? depth / 2 : 1),
-        poll(!batched ? kLatency : live ? kPoll : std::chrono::milliseconds(0)) {
+        poll(batched ? kPoll : kLatency), lazy(batched && !live) {
     for (std::size_t i = 0; i < depth; ++i) copies.push_back(std::make_unique<StepCopy>());
   }
   // Steps handed over and not yet written, at most (bounds the memory). Set again after the first
   // step from its size, so that a ring of large copies (a long --trace-top) stays near kQueueBytes.
   std::size_t depth;
   std::size_t batch;                     // step() wakes the thread when this many steps wait
-  const std::chrono::milliseconds poll;  // the thread's own wake-up period while steps come (0: none)
+  const std::chrono::milliseconds poll;  // the thread's own wake-up period while steps come
+  const bool lazy;                       // a poll writes only while a core is spare ...
+  std::function<bool()> spare_core;      // ... by this
   std::vector<std::unique_ptr<StepCopy>> copies;
   std::mutex m;
   std::condition_variable work, done;
@@ -633,7 +637,7 @@ struct JsonlWriter::Pipe {
   // After the first step's copy (under the lock, before the thread may read a copy): as many copies
   // as hold about kQueueBytes of steps like it, at least 8. Copies past the new depth were never used.
   void size_from(const StepCopy& first) {
-    if (poll.count() != 0 || depth <= 8) return;
+    if (!lazy) return;
     depth = std::clamp<std::size_t>(kQueueBytes / std::max<std::size_t>(first.bytes(), 1), 8, depth);
     batch = depth / 2;
   }
@@ -651,13 +655,14 @@ struct JsonlWriter::Pipe {
 
 
 JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial, WriterThread thread,
-                         LogitsEncoding logits)
+                         LogitsEncoding logits, std::function<bool()> spare_core)
     : path_(path), out_(path), tok_(tok), keep_partial_(keep_partial), logits_(logits) {
   if (thread == WriterThread::None) {
     line_ = std::make_unique<StepLine>();
     return;
   }
   pipe_ = std::make_unique<Pipe>(thread == WriterThread::Batched, out_.in_place());
+  pipe_->spare_core = spare_core ? std::move(spare_core) : std::function<bool()>(kernels::spare_core);
   Pipe& p = *pipe_;
   // The thread is started with SIGINT and SIGTERM blocked: they are for the decode thread, which stops
   // after the current step (cli/interrupt.hpp), while this one finishes the lines already handed over.
@@ -679,10 +684,13 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
         // sleeps until step() wakes it.
         while (!(p.filled - p.taken >= p.batch || (p.filled > p.taken && (p.draining || p.stop)))) {
           if (p.stop) return;
-          if (p.idle || p.poll.count() == 0) {
+          if (p.idle) {
             p.work.wait(lk);
           } else if (p.work.wait_for(lk, p.poll) == std::cv_status::timeout) {
-            if (p.filled > p.taken) break;
+            if (p.filled > p.taken) {
+              if (!p.lazy || p.spare_core()) break;
+              continue;
+            }
             if ((quiet += p.poll) >= Pipe::kLatency) p.idle = true;
           }
         }

@@ -21,6 +21,10 @@ void use_kernel_set(std::string_view name);  // ConfigError if unknown or not su
 int threads();
 void set_threads(int n);  // 1..1024, else ConfigError
 int cores();              // physical cores this process may run on
+// True when some core is not computing: fewer compute threads than cores, or every worker of the
+// matrix products' pool asleep (a small model's products stay on the calling thread). Background work
+// (a trace's writer thread) run then takes no core from a product.
+bool spare_core();
 // Products of fewer multiply-adds than this run on the calling thread (handing out chunks would
 // cost more than the second thread saves). Settable for tests and measurements; not a user option.
 inline constexpr std::size_t kDefaultMinParallelMacs = std::size_t{1} << 16;

@@ -67,8 +67,11 @@ class JsonlWriter final : public TraceSink {
   // Throws OutputError when `path` cannot be written.
   // `logits`: how a full trace writes every logit (the default, base64 of the float32 bytes, is exact and
   // costs ~1/15 of the decimal text to write).
+  // `spare_core`: whether the Batched thread may write a regular file's lines at a poll (default
+  // kernels::spare_core; tests pass their own).
   JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial = false,
-              WriterThread thread = WriterThread::EveryLine, LogitsEncoding logits = LogitsEncoding::Base64);
+              WriterThread thread = WriterThread::EveryLine, LogitsEncoding logits = LogitsEncoding::Base64,
+              std::function<bool()> spare_core = {});
   ~JsonlWriter() override;
   void header(const RunHeader& h) override;
   void step(const StepEvent& e) override;
