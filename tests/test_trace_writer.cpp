@@ -261,7 +261,7 @@ BOOST_DATA_TEST_CASE(the_writer_thread_never_calls_the_tokenizer,
 }
 
 // A live output (a FIFO: someone reads the trace as it is made) gets a batch not yet full within the
-// writer's poll (16 ms), not at the next flush, also after the thread has gone to sleep for want of
+// writer's poll (2-16 ms), not at the next flush, also after the thread has gone to sleep for want of
 // lines (a chat waiting for its user). A regular file (a temporary file until the summary, read by
 // nobody before) gets them at a poll only while a core is spare; while none is, when half the ring
 // waits or at a flush (a write then would take a core from the model; docs/performance.md, "Round ten").

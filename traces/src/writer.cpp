@@ -588,22 +588,23 @@ struct JsonlWriter::Pipe {
   // When the thread builds and writes what step() handed over:
   //  - EveryLine (full traces, attention weights): step() wakes it for every line (a full line takes
   //    far longer to build than the wake-up).
-  //  - Batched into a device or FIFO (someone may read it live): the thread wakes itself every kPoll
-  //    while steps come and writes what waits; step() wakes it when it sleeps (idle) or half the ring
-  //    waits. Waking it from step() is a futex call on the decode thread (~40 µs on a virtual machine).
-  //  - Batched into a regular file (a temporary file, renamed into place at the summary: nobody reads
-  //    its lines before the end): the same, but a poll writes only while a core is spare
-  //    (kernels::spare_core: fewer compute threads than cores, or the pool's workers asleep), else the
-  //    lines wait for half the ring or a flush. A basic line is cheap once the thread runs (~10 µs,
-  //    warm), but a wake-up that writes takes a core from a matrix product, whose other thread then
-  //    waits at the product's end, and starts cold, since every decode step streams the weights through
-  //    the caches (~35 µs a line). Synthetic stories15M at 2 threads: its forward pass took ~5-10%
-  //    longer with the lines written every 2 ms than untraced, as long with none written during the
-  //    run (docs/performance.md, "Round ten").
+  //  - Batched: the thread wakes itself while steps come and writes what waits; step() wakes it when
+  //    it sleeps (idle) or half the ring waits (a futex call on the decode thread, ~40 µs on a virtual
+  //    machine). It polls every 2 ms while a core is spare (kernels::spare_core: fewer compute threads
+  //    than cores, or the pool's workers asleep, as for stories260K, whose products stay on one
+  //    thread), every 16 ms while none is. Into a device or FIFO (someone may read it live) a poll
+  //    writes what waits; into a regular file (a temporary file, renamed into place at the summary:
+  //    nobody reads its lines before the end) only while a core is spare: else the lines wait for
+  //    half the ring or a flush. A basic line is cheap once the thread runs (~10 µs, warm), but a
+  //    wake-up that writes takes a core from a matrix product, whose other thread then waits at the
+  //    product's end, and starts cold, since every decode step streams the weights through the
+  //    caches (~35 µs a line). Synthetic stories15M at 2 threads: its forward pass took ~5-10% longer
+  //    with the lines written every 2 ms than untraced, as long with none written during the run
+  //    (docs/performance.md, "Round ten").
   static constexpr std::size_t kDepth = 1024;       // Batched into a file: at most this many copies ...
   static constexpr std::size_t kQueueBytes = 8 << 20;  // ... and about this much held in them
   static constexpr std::size_t kLiveDepth = 64;
-  static constexpr std::chrono::milliseconds kPoll{16};
+  static constexpr std::chrono::milliseconds kPollSpare{2}, kPollBusy{16};
   // After this long with nothing handed over (a chat waiting for its user) a polling thread sleeps
   // until step() wakes it; EveryLine's thread also writes a line that waited this long.
   static constexpr std::chrono::milliseconds kLatency{20};
@@ -612,14 +613,14 @@ struct JsonlWriter::Pipe {
 
   Pipe(bool batched, bool live)
       : depth(!batched ? 4 : live ? kLiveDepth : kDepth), batch(batched ? depth / 2 : 1),
-        poll(batched ? kPoll : kLatency), lazy(batched && !live) {
+        batched(batched), lazy(batched && !live) {
     for (std::size_t i = 0; i < depth; ++i) copies.push_back(std::make_unique<StepCopy>());
   }
   // Steps handed over and not yet written, at most (bounds the memory). Set again after the first
   // step from its size, so that a ring of large copies (a long --trace-top) stays near kQueueBytes.
   std::size_t depth;
   std::size_t batch;                     // step() wakes the thread when this many steps wait
-  const std::chrono::milliseconds poll;  // the thread's own wake-up period while steps come
+  const bool batched;                    // the thread polls (else step() wakes it for each line)
   const bool lazy;                       // a poll writes only while a core is spare ...
   std::function<bool()> spare_core;      // ... by this
   std::vector<std::unique_ptr<StepCopy>> copies;
@@ -675,6 +676,8 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
     StepLine line;                              // built from each copy in turn
     std::string text(Pipe::kWriteBytes, '\0');  // the taken steps' lines
     std::chrono::milliseconds quiet(0);         // polled with nothing handed over, since the last lines
+    // The poll period (Batched: by whether a core is spare, from the last poll).
+    std::chrono::milliseconds poll = p.batched ? Pipe::kPollSpare : Pipe::kLatency;
     for (;;) {
       std::uint64_t from, to;
       {
@@ -686,12 +689,15 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
           if (p.stop) return;
           if (p.idle) {
             p.work.wait(lk);
-          } else if (p.work.wait_for(lk, p.poll) == std::cv_status::timeout) {
+          } else if (p.work.wait_for(lk, poll) == std::cv_status::timeout) {
+            const bool spare = p.batched && p.spare_core();
+            const auto waited = poll;
+            if (p.batched) poll = spare ? Pipe::kPollSpare : Pipe::kPollBusy;
             if (p.filled > p.taken) {
-              if (!p.lazy || p.spare_core()) break;
+              if (!p.lazy || spare) break;
               continue;
             }
-            if ((quiet += p.poll) >= Pipe::kLatency) p.idle = true;
+            if ((quiet += waited) >= Pipe::kLatency) p.idle = true;
           }
         }
         quiet = std::chrono::milliseconds(0);

@@ -52,11 +52,12 @@ nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
 // decoded there: the tokenizer is only called from the caller's thread) and returns; the thread builds
 // the line (formatting the floats, the costly part of a full-logit trace) and writes it. `EveryLine`
 // wakes the thread for each line (a full-logit line is worth it). With `Batched` (basic lines, cheap
-// to build once the thread runs, costly to wake it for): into a regular file, which is a temporary file
-// read by nobody until the summary renames it, the thread is woken when half its ring of up to 1,024
-// steps (about 8 MiB of them) waits, and at every flush; into a device or FIFO, where someone may be
-// reading live, it wakes itself every 16 ms while lines come and writes what was handed over with one
-// write(), sleeping after 20 ms without lines until step() wakes it. Lines keep their order; step()
+// to build once the thread runs, costly to wake it for) the thread wakes itself while lines come: every
+// 2 ms while a core is spare (kernels::spare_core), every 16 ms while none is. Into a device or FIFO,
+// where someone may be reading live, it then writes what was handed over with one write(); into a
+// regular file, a temporary file read by nobody until the summary renames it, only while a core is
+// spare: otherwise when half its ring of up to 1,024 steps (about 8 MiB of them) waits, and at every
+// flush. After 20 ms without lines it sleeps until step() wakes it. Lines keep their order; step()
 // blocks when the ring is full. Every other call first waits for the queued steps, so the file is the
 // same as without the thread. An error of the writer thread (disk full, ...) is thrown, unchanged, by
 // the next step(), flush(), summary(), error() or interrupted().
