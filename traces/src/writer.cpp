@@ -581,9 +581,10 @@ std::string step_line(const StepEvent& e, const Tokenizer& tok, LogitsEncoding l
   return std::string(line.substr(0, line.size() - 1));  // without the newline
 }
 
-// The writer thread and the ring of step copies between it and step(): step n is copied into
-// copies[n % depth], so every copy is used in turn and, after the first `depth` steps, nothing is
-// allocated (a copy's buffers keep their capacity).
+// The writer thread and the queue of step copies between it and step(): step n is copied into a free
+// copy, the one the thread freed last (the warmest in the caches), and queued at queue[n % depth]. Only
+// as many copies as are ever queued at once are used, so their buffers are all that grows; once they
+// have grown, nothing is allocated (a copy's buffers keep their capacity).
 struct JsonlWriter::Pipe {
   // When the thread builds and writes what step() handed over:
   //  - EveryLine (full traces, attention weights): step() wakes it for every line (a full line takes
@@ -615,6 +616,8 @@ struct JsonlWriter::Pipe {
       : depth(!batched ? 4 : live ? kLiveDepth : kDepth), batch(batched ? depth / 2 : 1),
         batched(batched), lazy(batched && !live) {
     for (std::size_t i = 0; i < depth; ++i) copies.push_back(std::make_unique<StepCopy>());
+    queue.resize(depth);
+    for (auto it = copies.rbegin(); it != copies.rend(); ++it) free.push_back(it->get());
   }
   // Steps handed over and not yet written, at most (bounds the memory). Set again after the first
   // step from its size, so that a ring of large copies (a long --trace-top) stays near kQueueBytes.
@@ -624,10 +627,12 @@ struct JsonlWriter::Pipe {
   const bool lazy;                       // a poll writes only while a core is spare ...
   std::function<bool()> spare_core;      // ... by this
   std::vector<std::unique_ptr<StepCopy>> copies;
+  std::vector<StepCopy*> queue;  // (depth) queue[n % depth] holds step n, for n in [written, filled)
+  std::vector<StepCopy*> free;   // copies not queued, the last freed at the back
   std::mutex m;
   std::condition_variable work, done;
-  // Counts of steps since the start: written <= taken <= filled. copies[taken..filled) wait for the
-  // thread, copies[written..taken) are being written by it; the others are free.
+  // Counts of steps since the start: written <= taken <= filled. Steps [taken, filled) wait for the
+  // thread, [written, taken) are being written by it.
   std::uint64_t filled = 0, taken = 0, written = 0;
   bool draining = false;          // a caller waits for every queued line: write them now
   bool idle = false;              // the thread sleeps without a timeout: the next step() wakes it
@@ -709,7 +714,7 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
         write_pending_header();
         std::size_t end = 0;
         for (std::uint64_t n = from; n < to; ++n) {
-          p.copies[n % p.depth]->fill(line, logits_);
+          p.queue[n % p.depth]->fill(line, logits_);
           if (end > 0 && end + line.bound() > text.size()) {
             out_.write({text.data(), end});
             end = 0;
@@ -721,11 +726,12 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
         err = std::current_exception();
       }
       std::lock_guard lk(p.m);
-      p.written = to;
       if (err && !p.error) {
         p.error = err;
-        p.written = p.taken = p.filled;  // the file is broken: what is still queued is dropped
+        to = p.taken = p.filled;  // the file is broken: what is still queued is dropped
       }
+      for (std::uint64_t n = p.written; n < to; ++n) p.free.push_back(p.queue[n % p.depth]);
+      p.written = to;
       p.done.notify_all();
     }
   });
@@ -781,6 +787,7 @@ void JsonlWriter::step(const StepEvent& e) {
   }
   Pipe& p = *pipe_;
   std::uint64_t n;
+  StepCopy* c;
   {
     std::unique_lock lk(p.m);
     if (p.filled - p.written == p.depth) {  // the thread is behind: every line waits or is being written
@@ -791,13 +798,16 @@ void JsonlWriter::step(const StepEvent& e) {
     }
     if (p.error) std::rethrow_exception(p.error);
     n = p.filled;
+    c = p.free.back();  // (at most depth - 1 are queued: one is free)
+    p.free.pop_back();
   }
-  // Copied here, while the event's spans are valid. (The thread reads only copies before `filled`.)
-  p.copies[n % p.depth]->copy(e, tok_);
+  // Copied here, while the event's spans are valid. (The thread reads only steps before `filled`.)
+  c->copy(e, tok_);
   bool wake;
   {
     std::lock_guard lk(p.m);
-    if (n == 0) p.size_from(*p.copies[0]);
+    p.queue[n % p.depth] = c;
+    if (n == 0) p.size_from(*c);
     wake = ++p.filled - p.taken == p.batch || p.idle;
     p.idle = false;
   }
