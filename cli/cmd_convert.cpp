@@ -10,8 +10,8 @@
 
 #include "commands.hpp"
 #include "glassbox/error.hpp"
-#include "glassbox/gguf.hpp"
-#include "glassbox/model_source.hpp"
+#include "glassbox/model/gguf.hpp"
+#include "glassbox/model/model_source.hpp"
 #include "glassbox/quant.hpp"
 #include "glassbox/tokenizer.hpp"
 #include "session.hpp"

@@ -11,9 +11,9 @@
 
 #include "commands.hpp"
 #include "glassbox/error.hpp"
-#include "glassbox/gguf.hpp"
-#include "glassbox/mapped_file.hpp"
-#include "glassbox/model_source.hpp"
+#include "glassbox/model/gguf.hpp"
+#include "glassbox/model/mapped_file.hpp"
+#include "glassbox/model/model_source.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/traces/writer.hpp"
 

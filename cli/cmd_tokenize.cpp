@@ -5,7 +5,7 @@
 
 #include "commands.hpp"
 #include "glassbox/error.hpp"
-#include "glassbox/model_source.hpp"
+#include "glassbox/model/model_source.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "session.hpp"
 

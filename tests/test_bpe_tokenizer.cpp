@@ -12,7 +12,7 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/chat_template.hpp"
-#include "glassbox/metadata.hpp"
+#include "glassbox/model/metadata.hpp"
 #include "glassbox/registry.hpp"
 #include "support.hpp"
 

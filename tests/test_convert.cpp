@@ -10,9 +10,9 @@
 #include <map>
 #include <regex>
 
-#include "glassbox/gguf.hpp"
-#include "glassbox/mapped_file.hpp"
-#include "glassbox/model_source.hpp"
+#include "glassbox/model/gguf.hpp"
+#include "glassbox/model/mapped_file.hpp"
+#include "glassbox/model/model_source.hpp"
 #include "glassbox/pipeline.hpp"
 #include "support.hpp"
 

@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "glassbox/mapped_file.hpp"
+#include "glassbox/model/mapped_file.hpp"
 #include "glassbox/pipeline.hpp"
 #include "support.hpp"
 

@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "glassbox/error.hpp"
-#include "glassbox/gguf.hpp"
+#include "glassbox/model/gguf.hpp"
 #include "support.hpp"
 
 // The largest single heap request since the last reset: a parser that reserves before it checks

@@ -21,7 +21,7 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
-#include "glassbox/model_source.hpp"
+#include "glassbox/model/model_source.hpp"
 #include "glassbox/quant.hpp"
 #include "support.hpp"
 #include "../core/src/thread_pool.hpp"

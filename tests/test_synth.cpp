@@ -9,11 +9,11 @@
 #include <filesystem>
 #include <sstream>
 
-#include "glassbox/attention.hpp"
+#include "glassbox/forward/attention.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/rng.hpp"
-#include "glassbox/model_source.hpp"
-#include "glassbox/transformer.hpp"
+#include "glassbox/model/model_source.hpp"
+#include "glassbox/forward/transformer.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 
 #include "glassbox/chat_template.hpp"
 #include "glassbox/error.hpp"
-#include "glassbox/metadata.hpp"
+#include "glassbox/model/metadata.hpp"
 #include "glassbox/registry.hpp"
 #include "support.hpp"
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstddef>
 
-#include "glassbox/dtype.hpp"
+#include "glassbox/model/dtype.hpp"
 
 namespace glassbox::kernels {
 

@@ -18,7 +18,7 @@
 #include <openssl/evp.h>
 
 #include "glassbox/error.hpp"
-#include "glassbox/mapped_file.hpp"
+#include "glassbox/model/mapped_file.hpp"
 #include "glassbox/model.hpp"
 
 namespace glassbox {

@@ -5,7 +5,7 @@
 #include <array>
 
 #include "glassbox/error.hpp"
-#include "glassbox/metadata.hpp"
+#include "glassbox/model/metadata.hpp"
 
 namespace glassbox {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include <glassbox/attention.hpp>
+#include <glassbox/forward/attention.hpp>
 #include <glassbox/error.hpp>
 
 namespace glassbox::plugins {

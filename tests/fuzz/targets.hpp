@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "glassbox/error.hpp"
-#include "glassbox/gguf.hpp"
-#include "glassbox/metadata.hpp"
-#include "glassbox/model_source.hpp"
+#include "glassbox/model/gguf.hpp"
+#include "glassbox/model/metadata.hpp"
+#include "glassbox/model/model_source.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/tokenizer.hpp"
 #include "glassbox/traces/diff.hpp"

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "glassbox/attention.hpp"
-#include "glassbox/transformer.hpp"
+#include "glassbox/forward/attention.hpp"
+#include "glassbox/forward/transformer.hpp"
 #include "glassbox/sampling.hpp"
 #include "glassbox/tokenizer.hpp"
 #include "glassbox/trace_events.hpp"

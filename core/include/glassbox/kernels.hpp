@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "glassbox/dtype.hpp"
+#include "glassbox/model/dtype.hpp"
 
 namespace glassbox::kernels {
 

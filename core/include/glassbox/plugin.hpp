@@ -7,8 +7,8 @@
 #include <variant>
 #include <vector>
 
-#include "glassbox/attention.hpp"
-#include "glassbox/metadata.hpp"
+#include "glassbox/forward/attention.hpp"
+#include "glassbox/model/metadata.hpp"
 #include "glassbox/params.hpp"
 #include "glassbox/sampler.hpp"
 #include "glassbox/tokenizer.hpp"

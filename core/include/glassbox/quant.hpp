@@ -4,7 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "glassbox/dtype.hpp"
+#include "glassbox/model/dtype.hpp"
 
 namespace glassbox::quant {
 

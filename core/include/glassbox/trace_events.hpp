@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "glassbox/attention.hpp"
-#include "glassbox/config.hpp"
+#include "glassbox/forward/attention.hpp"
+#include "glassbox/model/config.hpp"
 #include "glassbox/params.hpp"
 
 namespace glassbox {

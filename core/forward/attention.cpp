@@ -6,7 +6,7 @@
 
 #include <xsimd/memory/xsimd_aligned_allocator.hpp>
 
-#include "glassbox/attention.hpp"
+#include "glassbox/forward/attention.hpp"
 #include "glassbox/kernels.hpp"
 #include "thread_pool.hpp"
 

@@ -1,7 +1,7 @@
 // GGUF reader and writer. Layout (little-endian): "GGUF", u32 version, u64 tensor count, u64 kv
 // count, the kvs (string key, u32 type, value), the tensor infos (string name, u32 n_dims,
 // u64 ne[n_dims], u32 ggml type, u64 offset), padding to the alignment, then the tensor data.
-#include "glassbox/gguf.hpp"
+#include "glassbox/model/gguf.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

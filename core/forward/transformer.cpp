@@ -5,7 +5,7 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
-#include "glassbox/transformer.hpp"
+#include "glassbox/forward/transformer.hpp"
 
 namespace glassbox {
 

@@ -5,7 +5,7 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
-#include "glassbox/model_source.hpp"
+#include "glassbox/model/model_source.hpp"
 
 namespace glassbox {
 

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "glassbox/dtype.hpp"
-#include "glassbox/metadata.hpp"
+#include "glassbox/model/dtype.hpp"
+#include "glassbox/model/metadata.hpp"
 
 namespace glassbox {
 

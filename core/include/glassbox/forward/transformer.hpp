@@ -7,9 +7,9 @@
 
 #include <xtensor/xtensor.hpp>
 
-#include "glassbox/attention.hpp"
-#include "glassbox/config.hpp"
-#include "glassbox/weights.hpp"
+#include "glassbox/forward/attention.hpp"
+#include "glassbox/model/config.hpp"
+#include "glassbox/model/weights.hpp"
 
 namespace glassbox {
 

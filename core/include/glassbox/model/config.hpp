@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "glassbox/attention.hpp"
+#include "glassbox/forward/attention.hpp"
 
 namespace glassbox {
 

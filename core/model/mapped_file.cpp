@@ -1,5 +1,5 @@
 // Memory-mapping a model file read-only; special files (FIFOs, devices) are refused, not opened.
-#include "glassbox/mapped_file.hpp"
+#include "glassbox/model/mapped_file.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,6 +1,6 @@
 // The llama2.c checkpoint format: header validation (legacy and "ak42" v1) and typed views of its
 // float32 weights, which every layer stores contiguously, kind by kind.
-#include "glassbox/model_source.hpp"
+#include "glassbox/model/model_source.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // Opening a model file: the format is told by its first bytes, never by its name.
-#include "glassbox/model_source.hpp"
+#include "glassbox/model/model_source.hpp"
 
 #include <map>
 

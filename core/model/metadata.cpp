@@ -1,5 +1,5 @@
 // Model metadata: typed getters that name the file and key when a value has another type.
-#include "glassbox/metadata.hpp"
+#include "glassbox/model/metadata.hpp"
 
 #include <cmath>
 #include <sstream>

@@ -7,11 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "glassbox/config.hpp"
-#include "glassbox/gguf.hpp"
-#include "glassbox/mapped_file.hpp"
-#include "glassbox/metadata.hpp"
-#include "glassbox/weights.hpp"
+#include "glassbox/model/config.hpp"
+#include "glassbox/model/gguf.hpp"
+#include "glassbox/model/mapped_file.hpp"
+#include "glassbox/model/metadata.hpp"
+#include "glassbox/model/weights.hpp"
 
 namespace glassbox {
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "glassbox/dtype.hpp"
+#include "glassbox/model/dtype.hpp"
 
 namespace glassbox {
 

@@ -1,5 +1,5 @@
 // The weight element types glassbox reads: names and ggml's block sizes.
-#include "glassbox/dtype.hpp"
+#include "glassbox/model/dtype.hpp"
 
 #include "glassbox/error.hpp"
 
