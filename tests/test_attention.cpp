@@ -540,10 +540,10 @@ BOOST_DATA_TEST_CASE(attend_block_is_attend_position_by_position, bdata::make({8
         Weights wo, go;
         std::int64_t want_dots = 0;
         for (int t = 0; t < n; ++t)
-          want_dots += glassbox::attend(sh, spans, 0, pos + t, queries.data() + t * qd, want.data() + t * qd, scores.data(),
+          want_dots += glassbox::attend(sh, {}, spans, 0, pos + t, queries.data() + t * qd, want.data() + t * qd, scores.data(),
                                         t == n - 1 ? &wo : nullptr);
         const std::int64_t got_dots =
-            glassbox::attend_block(sh, spans, 0, pos, n, queries.data(), got.data(), scores.data(), seq, threads, &go);
+            glassbox::attend_block(sh, {}, spans, 0, pos, n, queries.data(), got.data(), scores.data(), seq, threads, &go);
         BOOST_TEST(got_dots == want_dots);
         BOOST_TEST((got == want));
         BOOST_TEST_REQUIRE(go.rows.size() == wo.rows.size());

@@ -14,12 +14,13 @@ namespace glassbox {
 
 namespace k = kernels;
 
-std::int64_t attend(const AttentionShape& sh, std::span<const KvSpan> spans, int layer, int pos,
+std::int64_t attend(const AttentionShape& sh, const AttentionRule& rule, std::span<const KvSpan> spans, int layer, int pos,
                     const float* q, float* out, float* scores, AttentionObserver* observer) {
   const int hs = sh.head_size, kvd = sh.kv_dim();
   const int group = sh.n_heads / sh.n_kv_heads;  // query heads per kv head
-  const int lo = 0;  // causal: every held position up to the query's own
-  const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(hs));
+  // causal: every held position up to the query's own; a windowed layer sees only the last `window`
+  const int lo = rule.window > 0 ? pos - rule.window + 1 : 0;
+  const float scale = rule.scale > 0 ? rule.scale : 1.0f / std::sqrt(static_cast<float>(hs));
   int first = -1, n = 0;  // the positions attended: first .. first+n-1
   for (const auto& sp : spans) {
     const int a = std::max(sp.first, lo), b = std::min(sp.first + sp.count, pos + 1);
@@ -34,14 +35,16 @@ std::int64_t attend(const AttentionShape& sh, std::span<const KvSpan> spans, int
   for (int h = 0; h < sh.n_heads; ++h) {
     const float* qh = q + h * hs;
     const int kvo = (h / group) * hs;
-    // a_s = q·k_s / √head_size
+    // a_s = q·k_s · scale   (scale = 1/√head_size unless the model says otherwise)
     int i = 0;
     for (const auto& sp : spans) {
       const int a = std::max(sp.first, lo), b = std::min(sp.first + sp.count, pos + 1);
       if (a >= b) continue;
-      k::dots(scores + i, qh, sp.k + static_cast<std::size_t>(a - sp.first) * kvd + kvo, kvd, b - a, hs, inv_sqrt);
+      k::dots(scores + i, qh, sp.k + static_cast<std::size_t>(a - sp.first) * kvd + kvo, kvd, b - a, hs, scale);
       i += b - a;
     }
+    // a_s = c·tanh(a_s / c)   (soft-capping, Gemma 2)
+    if (rule.softcap > 0) k::softcap_scalar(scores, n, rule.softcap);
     // a = softmax(a)
     k::softmax(scores, n);
     if (observer && observer->wants(layer, h)) observer->weights(layer, h, pos, first, {scores, static_cast<std::size_t>(n)});
@@ -70,6 +73,7 @@ constexpr int kGroup = 8;
 // axpys_rows keep dots' and axpys' sums); only the order the work is done in differs.
 struct Tiled {
   const AttentionShape* sh;
+  const AttentionRule* rule;
   std::span<const KvSpan> spans;
   int layer, pos, n, first, skip;
   const float* q;
@@ -84,7 +88,7 @@ struct Tiled {
   void group(int t0, int t1, float* scores) const {
     const int hs = sh->head_size, kvd = sh->kv_dim(), qd = sh->q_dim(), per_kv = sh->n_heads / sh->n_kv_heads;
     const std::size_t rows = static_cast<std::size_t>(t1 - t0);
-    const float inv_sqrt = 1.0f / std::sqrt(static_cast<float>(hs));
+    const float scale = rule->scale > 0 ? rule->scale : 1.0f / std::sqrt(static_cast<float>(hs));
     // Query t attends to held keys 0 .. len(t)-1 (positions first .. pos+t).
     auto len = [&](int t) { return static_cast<std::size_t>(pos + t + 1 - first); };
     const std::size_t common = len(t0), longest = len(t1 - 1);
@@ -92,9 +96,10 @@ struct Tiled {
     for (int h = 0; h < sh->n_heads; ++h) {
       const int kvh = h / per_kv;
       const float* qh = q + static_cast<std::size_t>(t0) * qd + h * hs;
-      k::dots_packed(scores, score_row, qh, qd, rows, kt + kvh * head_floats, longest, hs, inv_sqrt);
+      k::dots_packed(scores, score_row, qh, qd, rows, kt + kvh * head_floats, longest, hs, scale);
       for (std::size_t r = 0; r < rows; ++r) {
         const int t = t0 + static_cast<int>(r);
+        if (rule->softcap > 0) k::softcap_scalar(scores + r * score_row, len(t), rule->softcap);
         k::softmax(scores + r * score_row, len(t));
         if (t == n - 1 && observer && observer->wants(layer, h))
           observer->weights(layer, h, pos + t, first, {scores + r * score_row, len(t)});
@@ -122,7 +127,7 @@ struct Tiled {
 
 }  // namespace
 
-std::int64_t attend_block(const AttentionShape& sh, std::span<const KvSpan> spans, int layer, int pos, int n,
+std::int64_t attend_block(const AttentionShape& sh, const AttentionRule& rule, std::span<const KvSpan> spans, int layer, int pos, int n,
                           const float* q, float* out, float* scores, std::size_t stride, int slots,
                           AttentionObserver* observer) {
   // About pos + n/2 keys per query: below kernels' threshold for a product, one thread.
@@ -138,6 +143,8 @@ std::int64_t attend_block(const AttentionShape& sh, std::span<const KvSpan> span
     run = run && sp.first == end;
     end = sp.first + sp.count;
   }
+  // ... and, with a window, every query's window must reach back to the first held position.
+  if (rule.window > 0 && first >= 0 && pos + n - rule.window > first) run = false;
   if (run && first >= 0 && first <= pos && end == pos + n) {
     const std::size_t hs = sh.head_size, kvd = sh.kv_dim(), held = static_cast<std::size_t>(end - first);
     const std::size_t head_floats = k::packed_keys_floats(held, hs);
@@ -151,7 +158,7 @@ std::int64_t attend_block(const AttentionShape& sh, std::span<const KvSpan> span
         k::pack_keys(kt.data() + h * head_floats, sp.k + h * hs, kvd, static_cast<std::size_t>(sp.count), hs, at);
       at += static_cast<std::size_t>(sp.count);
     }
-    Tiled ctx{&sh, spans, layer, pos, n, first, 0, q, out, kt.data(), head_floats, k::packed_scores_floats(held, hs), observer};
+    Tiled ctx{&sh, &rule, spans, layer, pos, n, first, 0, q, out, kt.data(), head_floats, k::packed_scores_floats(held, hs), observer};
     // Task c is the c-th group of kGroup queries from the end: the longest rows are handed out
     // first, so the short ones left at the end even out the threads.
     auto one = [](const void* p, std::size_t c, int) {
@@ -176,6 +183,7 @@ std::int64_t attend_block(const AttentionShape& sh, std::span<const KvSpan> span
 
   struct Ctx {
     const AttentionShape* sh;
+    const AttentionRule* rule;
     std::span<const KvSpan> spans;
     int layer, pos, n, skip;
     const float* q;
@@ -184,14 +192,14 @@ std::int64_t attend_block(const AttentionShape& sh, std::span<const KvSpan> span
     std::size_t stride;
     AttentionObserver* observer;
     mutable std::atomic<std::int64_t> dots{0};
-  } ctx{&sh, spans, layer, pos, n, 0, q, out, scores, stride, observer};
+  } ctx{&sh, &rule, spans, layer, pos, n, 0, q, out, scores, stride, observer};
   // Chunk c is position n − 1 − skip − c: the longest rows are handed out first, so the short ones
   // left at the end even out the threads.
   auto one = [](const void* p, std::size_t c, int slot) {
     const auto& x = *static_cast<const Ctx*>(p);
     const int t = x.n - 1 - x.skip - static_cast<int>(c);
     const std::size_t qd = x.sh->q_dim();
-    x.dots.fetch_add(attend(*x.sh, x.spans, x.layer, x.pos + t, x.q + t * qd, x.out + t * qd, x.scores + slot * x.stride,
+    x.dots.fetch_add(attend(*x.sh, *x.rule, x.spans, x.layer, x.pos + t, x.q + t * qd, x.out + t * qd, x.scores + slot * x.stride,
                             t == x.n - 1 ? x.observer : nullptr),
                      std::memory_order_relaxed);
   };

@@ -1,4 +1,6 @@
-// The llama forward pass over a block of positions, top to bottom through one layer, as in the paper.
+// The forward pass over a block of positions, top to bottom through one layer, as in the papers: llama's
+// path reads as before, and each architecture's differences (forward/arch.hpp) are one switched line each.
+#include <algorithm>
 #include <cmath>
 
 #include <xtensor/xbuilder.hpp>
@@ -13,42 +15,65 @@ namespace k = kernels;
 
 Transformer::Transformer(const Config& cfg, const Weights& w, int max_block)
     : cfg_(cfg), w_(w), max_block_(std::max(1, std::min(max_block, cfg.seq_len))) {
-  const std::size_t B = max_block_, dim = cfg_.dim, qd = cfg_.n_heads * cfg_.head_size(), kvd = cfg_.kv_dim(),
-                    hid = cfg_.hidden_dim;
+  const ArchDescription& a = cfg_.arch;
+  const std::size_t B = max_block_, dim = cfg_.dim, qd = cfg_.q_dim(), kvd = cfg_.kv_dim(), hid = cfg_.hidden_dim;
   s_.x = xt::zeros<float>({B, dim});
   s_.xb = xt::zeros<float>({B, dim});
   s_.q = xt::zeros<float>({B, qd});
   s_.k = xt::zeros<float>({B, kvd});
   s_.v = xt::zeros<float>({B, kvd});
+  if (a.fused_qkv) s_.qkv = xt::zeros<float>({B, qd + 2 * kvd});
   s_.att = xt::zeros<float>({B, qd});
   s_.hb = xt::zeros<float>({B, hid});
   s_.hb2 = xt::zeros<float>({B, hid});
+  if (a.fused_gate_up) s_.gu = xt::zeros<float>({B, 2 * hid});
   s_.last = xt::zeros<float>({dim});
   s_.logits = xt::zeros<float>({static_cast<std::size_t>(cfg_.vocab_size)});
   std::size_t xq_row = k::xq_row_bytes(w_.wcls);
   for (const auto& lw : w_.layers)
-    for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3}) xq_row = std::max(xq_row, k::xq_row_bytes(*t));
+    for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wqkv, &lw.wo, &lw.w1, &lw.w2, &lw.w3, &lw.w13})
+      if (t->data) xq_row = std::max(xq_row, k::xq_row_bytes(*t));
   s_.xq.assign(B * xq_row, std::byte{0});
   s_.scores.assign(static_cast<std::size_t>(cfg_.seq_len) * k::threads(), 0.0f);
-  set_rope_theta(cfg_.rope_theta);
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    const LayerRule r = cfg_.layer_rule(l);
+    s_.layer_rule.push_back({cfg_.attention_scale(), cfg_.attn_softcap, r.window});
+  }
+  set_rope_theta(0);
 }
 
 void Transformer::set_rope_theta(float theta) {
-  // rope(pos, 2i) = (cos, sin)(pos · θ^(-2i/head_size)), computed in float as llama2.c does.
+  // rope(pos, 2i) = (cos, sin)(pos · θ^(-2i/n_rot)), computed in float as llama2.c does; one table per
+  // distinct base (Gemma 3's local and global layers differ). theta > 0 replaces every base (test-only).
   // Long-context models stretch it: linear scaling divides pos by a factor; Llama 3's
   // rope_freqs.weight divides each pair's frequency by its own factor (as llama.cpp applies it).
-  const std::size_t hs = cfg_.head_size();
+  s_.rope.clear();
+  s_.layer_rope.clear();
+  if (cfg_.arch.position == PositionKind::Learned) return;
+  const std::size_t hs = cfg_.head_size(), n_rot = cfg_.rot_dims();
   const float pos_scale = cfg_.rope_scaling.type == "linear" ? 1.0f / cfg_.rope_scaling.factor : 1.0f;
   const float* freq_factors = w_.rope_freqs.data ? w_.rope_freqs.f32() : nullptr;
-  s_.rope = xt::zeros<float>({static_cast<std::size_t>(cfg_.seq_len), hs});
-  for (int pos = 0; pos < cfg_.seq_len; ++pos)
-    for (std::size_t i = 0; i < hs; i += 2) {
-      float freq = 1.0f / std::pow(theta, static_cast<float>(i) / static_cast<float>(hs));
-      if (freq_factors) freq /= freq_factors[i / 2];
-      const float angle = pos_scale == 1.0f ? static_cast<float>(pos) * freq : static_cast<float>(pos) * pos_scale * freq;
-      s_.rope(pos, i) = std::cos(angle);
-      s_.rope(pos, i + 1) = std::sin(angle);
+  std::vector<float> bases;
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    const float base = theta > 0 ? theta : cfg_.layer_rule(l).rope_theta;
+    const auto at = std::find(bases.begin(), bases.end(), base);
+    s_.layer_rope.push_back(static_cast<int>(at - bases.begin()));
+    if (at == bases.end()) bases.push_back(base);
+  }
+  for (const float base : bases) {
+    xt::xtensor<float, 2> table = xt::zeros<float>({static_cast<std::size_t>(cfg_.seq_len), hs});
+    for (int pos = 0; pos < cfg_.seq_len; ++pos) {
+      for (std::size_t i = 0; i < n_rot; i += 2) {
+        float freq = 1.0f / std::pow(base, static_cast<float>(i) / static_cast<float>(n_rot));
+        if (freq_factors) freq /= freq_factors[i / 2];
+        const float angle = pos_scale == 1.0f ? static_cast<float>(pos) * freq : static_cast<float>(pos) * pos_scale * freq;
+        table(pos, i) = std::cos(angle);
+        table(pos, i + 1) = std::sin(angle);
+      }
+      for (std::size_t i = n_rot; i < hs; i += 2) table(pos, i) = 1.0f;  // unrotated dims: the identity
     }
+    s_.rope.push_back(std::move(table));
+  }
 }
 
 std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens, int pos, KvStore& kv,
@@ -58,74 +83,191 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
   if (pos < 0 || pos + n > cfg_.seq_len)
     throw InputError("forward: positions " + std::to_string(pos) + ".." + std::to_string(pos + n - 1) +
                      " exceed the context length " + std::to_string(cfg_.seq_len));
-  const std::size_t dim = cfg_.dim, hs = cfg_.head_size(), qd = cfg_.n_heads * hs, kvd = cfg_.kv_dim(), hid = cfg_.hidden_dim, N = n;
-  const float eps = cfg_.norm_eps;
-  const AttentionShape shape = cfg_.attention_shape();
+  const ArchDescription& a = cfg_.arch;
+  const std::size_t dim = cfg_.dim, N = n;
   const std::size_t seq = cfg_.seq_len;
   // A row of attention scores per thread; more only after set_threads raised the count.
   if (s_.scores.size() < seq * k::threads()) s_.scores.assign(seq * k::threads(), 0.0f);
-  const int slots = static_cast<int>(s_.scores.size() / seq);
   dots_ = 0;
-
-  // x_t = E[token_t]
-  for (int t = 0; t < n; ++t) {
-    if (tokens[t] < 0 || tokens[t] >= cfg_.vocab_size)
-      throw InputError("forward: token id " + std::to_string(tokens[t]) + " outside the vocabulary 0.." + std::to_string(cfg_.vocab_size - 1));
-    k::embedding_row(&s_.x(t, 0), w_.token_embedding, tokens[t]);
-  }
-
   std::byte* xq = s_.xq.data();
+
+  // x_t = E[token_t]  (·√dim for Gemma;  + P[pos + t] for learned positions)
+  embed(tokens, pos);
+
   for (int l = 0; l < cfg_.n_layers; ++l) {
     const LayerWeights& lw = w_.layers[l];
     // ---- attention block ----
-    // xb = RMSNorm(x) ⊙ g_att
-    k::rmsnorm_rows(s_.xb.data(), s_.x.data(), lw.rms_att.f32(), N, dim, eps);
-    // q = xb·Wqᵀ,  k = xb·Wkᵀ,  v = xb·Wvᵀ
-    // (one call: xb is rounded once and the three matrices' rows are shared out together)
-    const k::Product qkv[] = {{s_.q.data(), &lw.wq}, {s_.k.data(), &lw.wk}, {s_.v.data(), &lw.wv}};
-    k::matmuls(qkv, s_.xb.data(), N, xq);
-    // RoPE: rotate each (q, k) pair by the angle of its position
-    k::rope_rows(s_.q.data(), qd, s_.k.data(), kvd, &s_.rope(pos, 0), N, hs);
-    // att_t = softmax(q_t·Kᵀ/√head_size)·V per head over the positions held once k_t, v_t are stored
-    // (query heads share kv heads in groups); the weights of the block's last position are observed
-    if (kv.evicts()) {
-      // A window: storing a later position may evict one an earlier position attends to.
-      for (int t = 0; t < n; ++t) {
-        kv.write(l, pos + t, 1, &s_.k(t, 0), &s_.v(t, 0));
-        s_.spans.clear();
-        kv.view(l, s_.spans);
-        dots_ += attend(shape, s_.spans, l, pos + t, &s_.q(t, 0), &s_.att(t, 0), s_.scores.data(),
-                        t == n - 1 ? observer : nullptr);
-      }
-    } else {
-      // Nothing is evicted: the whole block is stored, then its positions attend at once (causally,
-      // each to the positions up to its own), spread over the threads.
-      for (int t = 0; t < n; ++t) kv.write(l, pos + t, 1, &s_.k(t, 0), &s_.v(t, 0));
-      s_.spans.clear();
-      kv.view(l, s_.spans);
-      dots_ += attend_block(shape, s_.spans, l, pos, n, s_.q.data(), s_.att.data(), s_.scores.data(), seq, slots, observer);
-    }
-    // x = x + att·Woᵀ
+    // xb = Norm(x)   RMSNorm: x/√(mean(x²) + ε) ⊙ g;   LayerNorm: (x − μ)/√(σ² + ε) ⊙ g + b
+    norm(s_.xb.data(), s_.x.data(), lw.rms_att, lw.att_norm_bias, N);
+    // q = xb·Wqᵀ + bq,  k = xb·Wkᵀ + bk,  v = xb·Wvᵀ + bv;  then the position enters q and k (RoPE)
+    qkv_and_position(lw, l, pos, N, xq);
+    // att_t = softmax(q_t·Kᵀ · scale)·V per head, over the positions the layer sees, once k_t, v_t are stored
+    attention(l, pos, n, kv, observer);
+    // xb = att·Woᵀ + bo
     k::matmul(s_.xb.data(), s_.att.data(), lw.wo, N, xq);
+    if (a.out_bias) k::add_bias(s_.xb.data(), lw.bo.f32(), N, dim);
+    // xb = RMSNorm(xb) ⊙ g_post   (Gemma: the branch is normed before it joins the stream)
+    if (a.post_norms) k::rmsnorm_rows(s_.xb.data(), s_.xb.data(), lw.post_att_norm.f32(), N, dim, cfg_.norm_eps);
+    // x = x + xb
     k::add(s_.x.data(), s_.xb.data(), N * dim);
 
     // ---- feed-forward block ----
-    // xb = RMSNorm(x) ⊙ g_ffn
-    k::rmsnorm_rows(s_.xb.data(), s_.x.data(), lw.rms_ffn.f32(), N, dim, eps);
-    // hb = xb·W1ᵀ (gate),  hb2 = xb·W3ᵀ (up)
-    const k::Product gate_up[] = {{s_.hb.data(), &lw.w1}, {s_.hb2.data(), &lw.w3}};
-    k::matmuls(gate_up, s_.xb.data(), N, xq);
-    // hb = SiLU(hb) ⊙ hb2,  SiLU(z) = z·σ(z)
-    k::swiglu(s_.hb.data(), s_.hb2.data(), N * hid);
-    // x = x + hb·W2ᵀ
-    k::matmul(s_.xb.data(), s_.hb.data(), lw.w2, N, xq);
+    // xb = Norm(x)
+    norm(s_.xb.data(), s_.x.data(), lw.rms_ffn, lw.ffn_norm_bias, N);
+    // xb = FFN(xb):  SwiGLU W2(SiLU(W1 xb) ⊙ W3 xb),  GeGLU W2(GELU(W1 xb) ⊙ W3 xb),  GELU MLP W2 GELU(W3 xb + b3) + b2
+    ffn(lw, N, xq);
+    // xb = RMSNorm(xb) ⊙ g_post   (Gemma)
+    if (a.post_norms) k::rmsnorm_rows(s_.xb.data(), s_.xb.data(), lw.post_ffn_norm.f32(), N, dim, cfg_.norm_eps);
+    // x = x + xb
     k::add(s_.x.data(), s_.xb.data(), N * dim);
   }
 
-  // logits = RMSNorm(x_last) ⊙ g_final · Wclsᵀ  (only the last position predicts)
-  k::rmsnorm(s_.last.data(), &s_.x(n - 1, 0), w_.rms_final.f32(), dim, eps);
-  k::matmul(s_.logits.data(), s_.last.data(), w_.wcls, 1, xq);
+  // logits = Norm(x_last) · Wclsᵀ  (only the last position predicts;  c·tanh(logits/c) for Gemma 2)
+  logits(n, xq);
   return {s_.logits.data(), s_.logits.size()};
+}
+
+void Transformer::embed(std::span<const std::int32_t> tokens, int pos) {
+  const ArchDescription& a = cfg_.arch;
+  const std::size_t dim = cfg_.dim;
+  for (std::size_t t = 0; t < tokens.size(); ++t) {
+    if (tokens[t] < 0 || tokens[t] >= cfg_.vocab_size)
+      throw InputError("forward: token id " + std::to_string(tokens[t]) + " outside the vocabulary 0.." + std::to_string(cfg_.vocab_size - 1));
+    float* x = &s_.x(t, 0);
+    // x = E[token]
+    k::embedding_row(x, w_.token_embedding, tokens[t]);
+    // x = x·√dim   (Gemma: the embedding is shared with the classifier, so it is stored small)
+    if (a.embed_scale) k::scale(x, dim, std::sqrt(static_cast<float>(dim)));
+    // x = x + P[pos]   (learned absolute positions: a table as long as the training context)
+    if (a.position == PositionKind::Learned) {
+      const int p = pos + static_cast<int>(t);
+      if (p >= cfg_.train_ctx)
+        throw InputError("forward: position " + std::to_string(p) + " is past the learned position table of " +
+                         std::to_string(cfg_.train_ctx) + " positions");
+      float* row = &s_.xb(t, 0);
+      k::embedding_row(row, w_.position_embedding, p);
+      k::add(x, row, dim);
+    }
+  }
+}
+
+void Transformer::norm(float* out, const float* x, const Tensor& gain, const Tensor& bias, std::size_t rows) {
+  if (cfg_.arch.norm == NormKind::LayerNorm)
+    k::layernorm_rows(out, x, gain.f32(), bias.data ? bias.f32() : nullptr, rows, cfg_.dim, cfg_.norm_eps);
+  else
+    k::rmsnorm_rows(out, x, gain.f32(), rows, cfg_.dim, cfg_.norm_eps);
+}
+
+void Transformer::qkv_and_position(const LayerWeights& lw, int layer, int pos, std::size_t N, std::byte* xq) {
+  const ArchDescription& a = cfg_.arch;
+  const std::size_t hs = cfg_.head_size(), qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
+  if (a.fused_qkv) {
+    // [q | k | v] = xb·Wqkvᵀ + bqkv, then split into the three
+    const std::size_t w3 = qd + 2 * kvd;
+    k::matmul(s_.qkv.data(), s_.xb.data(), lw.wqkv, N, xq);
+    if (lw.bqkv.data) k::add_bias(s_.qkv.data(), lw.bqkv.f32(), N, w3);
+    for (std::size_t t = 0; t < N; ++t) {
+      const float* r = &s_.qkv(t, 0);
+      std::copy(r, r + qd, &s_.q(t, 0));
+      std::copy(r + qd, r + qd + kvd, &s_.k(t, 0));
+      std::copy(r + qd + kvd, r + w3, &s_.v(t, 0));
+    }
+  } else {
+    // (one call: xb is rounded once and the three matrices' rows are shared out together)
+    const k::Product qkv[] = {{s_.q.data(), &lw.wq}, {s_.k.data(), &lw.wk}, {s_.v.data(), &lw.wv}};
+    k::matmuls(qkv, s_.xb.data(), N, xq);
+    if (a.qkv_bias) {
+      k::add_bias(s_.q.data(), lw.bq.f32(), N, qd);
+      k::add_bias(s_.k.data(), lw.bk.f32(), N, kvd);
+      k::add_bias(s_.v.data(), lw.bv.f32(), N, kvd);
+    }
+  }
+  // q_h = RMSNorm(q_h) ⊙ g_q,  k_h = RMSNorm(k_h) ⊙ g_k  over each head (Qwen3, Gemma 3), before RoPE
+  if (a.qk_norm) {
+    k::rmsnorm_rows(s_.q.data(), s_.q.data(), lw.q_norm.f32(), N * cfg_.n_heads, hs, cfg_.norm_eps);
+    k::rmsnorm_rows(s_.k.data(), s_.k.data(), lw.k_norm.f32(), N * cfg_.n_kv_heads, hs, cfg_.norm_eps);
+  }
+  // RoPE: rotate each (q, k) pair by the angle of its position (learned positions entered at the embedding)
+  if (a.position != PositionKind::Learned)
+    rotate(s_.q.data(), s_.k.data(), &s_.rope[static_cast<std::size_t>(s_.layer_rope[layer])](pos, 0), N);
+}
+
+void Transformer::rotate(float* q, float* k, const float* cos_sin, std::size_t N) const {
+  const std::size_t hs = cfg_.head_size(), qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
+  if (cfg_.arch.position == PositionKind::RopeNeox)
+    k::rope_neox_rows(q, qd, k, kvd, cos_sin, N, hs, cfg_.rot_dims());  // pairs (i, i + n_rot/2)
+  else
+    k::rope_rows(q, qd, k, kvd, cos_sin, N, hs);  // pairs (2i, 2i + 1)
+}
+
+void Transformer::attention(int l, int pos, int n, KvStore& kv, AttentionObserver* observer) {
+  const AttentionShape shape = cfg_.attention_shape();
+  const AttentionRule& rule = s_.layer_rule[static_cast<std::size_t>(l)];
+  const std::size_t seq = cfg_.seq_len;
+  const int slots = static_cast<int>(s_.scores.size() / seq);
+  // (query heads share kv heads in groups; the weights of the block's last position are observed)
+  if (kv.evicts()) {
+    // A window: storing a later position may evict one an earlier position attends to.
+    for (int t = 0; t < n; ++t) {
+      kv.write(l, pos + t, 1, &s_.k(t, 0), &s_.v(t, 0));
+      s_.spans.clear();
+      kv.view(l, s_.spans);
+      dots_ += attend(shape, rule, s_.spans, l, pos + t, &s_.q(t, 0), &s_.att(t, 0), s_.scores.data(), t == n - 1 ? observer : nullptr);
+    }
+  } else {
+    // Nothing is evicted: the whole block is stored, then its positions attend at once (causally,
+    // each to the positions up to its own), spread over the threads.
+    for (int t = 0; t < n; ++t) kv.write(l, pos + t, 1, &s_.k(t, 0), &s_.v(t, 0));
+    s_.spans.clear();
+    kv.view(l, s_.spans);
+    dots_ += attend_block(shape, rule, s_.spans, l, pos, n, s_.q.data(), s_.att.data(), s_.scores.data(), seq, slots, observer);
+  }
+}
+
+void Transformer::ffn(const LayerWeights& lw, std::size_t N, std::byte* xq) {
+  const ArchDescription& a = cfg_.arch;
+  const std::size_t hid = cfg_.hidden_dim, dim = cfg_.dim;
+  if (a.ffn == FfnKind::GeluMlp) {
+    // hb = GELU(xb·W3ᵀ + b3)
+    k::matmul(s_.hb.data(), s_.xb.data(), lw.w3, N, xq);
+    if (a.ffn_bias) k::add_bias(s_.hb.data(), lw.b3.f32(), N, hid);
+    k::gelu(s_.hb.data(), N * hid, cfg_.gelu);
+  } else {
+    // hb = xb·W1ᵀ (gate),  hb2 = xb·W3ᵀ (up)
+    if (a.fused_gate_up) {
+      // [gate | up] = xb·W13ᵀ, then split
+      k::matmul(s_.gu.data(), s_.xb.data(), lw.w13, N, xq);
+      for (std::size_t t = 0; t < N; ++t) {
+        const float* r = &s_.gu(t, 0);
+        std::copy(r, r + hid, &s_.hb(t, 0));
+        std::copy(r + hid, r + 2 * hid, &s_.hb2(t, 0));
+      }
+    } else {
+      const k::Product gate_up[] = {{s_.hb.data(), &lw.w1}, {s_.hb2.data(), &lw.w3}};
+      k::matmuls(gate_up, s_.xb.data(), N, xq);
+    }
+    if (a.ffn == FfnKind::GeGLU)
+      k::geglu(s_.hb.data(), s_.hb2.data(), N * hid, cfg_.gelu);  // hb = GELU(hb) ⊙ hb2
+    else
+      k::swiglu(s_.hb.data(), s_.hb2.data(), N * hid);  // hb = SiLU(hb) ⊙ hb2,  SiLU(z) = z·σ(z)
+  }
+  // xb = hb·W2ᵀ + b2
+  k::matmul(s_.xb.data(), s_.hb.data(), lw.w2, N, xq);
+  if (a.ffn_bias) k::add_bias(s_.xb.data(), lw.b2.f32(), N, dim);
+}
+
+void Transformer::logits(int n, std::byte* xq) {
+  const std::size_t dim = cfg_.dim;
+  // last = Norm(x_{n-1})
+  if (cfg_.arch.norm == NormKind::LayerNorm)
+    k::layernorm_scalar(s_.last.data(), &s_.x(n - 1, 0), w_.rms_final.f32(), w_.final_norm_bias.data ? w_.final_norm_bias.f32() : nullptr, dim,
+                        cfg_.norm_eps);
+  else
+    k::rmsnorm(s_.last.data(), &s_.x(n - 1, 0), w_.rms_final.f32(), dim, cfg_.norm_eps);
+  // logits = last · Wclsᵀ
+  k::matmul(s_.logits.data(), s_.last.data(), w_.wcls, 1, xq);
+  // logits = c·tanh(logits/c)   (Gemma 2's final soft-cap)
+  if (cfg_.final_softcap > 0) k::softcap(s_.logits.data(), s_.logits.size(), cfg_.final_softcap);
 }
 
 void Transformer::remove_positions(KvStore& kv, int p0, int p1) {
@@ -133,21 +275,29 @@ void Transformer::remove_positions(KvStore& kv, int p0, int p1) {
     throw InputError("remove_positions: range " + std::to_string(p0) + ".." + std::to_string(p1) + " (expected 0 <= p0 <= p1 <= " +
                      std::to_string(cfg_.seq_len) + ")");
   if (p1 == p0) return;
+  if (!shift_supported())
+    throw ConfigError("context shift needs rotary positions, but architecture " + cfg_.architecture +
+                      " learns absolute ones: nothing can be re-rotated (use --context-policy truncate-left)");
   kv.remove(p0, p1);
   if (p1 - p0 >= cfg_.seq_len) return;  // nothing can follow: positions stop at seq_len - 1
-  // R(-d): cos(dθ), -sin(dθ) for each pair; the table's row d holds cos, sin of d·θ_i.
+  // R(-d): cos(dθ), -sin(dθ) for each pair; the table's row d holds cos, sin of d·θ_i. Each layer's own table.
   const std::size_t hs = cfg_.head_size(), kvd = cfg_.kv_dim();
-  std::vector<float> back(hs);
-  for (std::size_t i = 0; i < hs; i += 2) {
-    back[i] = s_.rope(p1 - p0, i);
-    back[i + 1] = -s_.rope(p1 - p0, i + 1);
-  }
+  std::vector<std::vector<float>> back(s_.rope.size(), std::vector<float>(hs));
+  for (std::size_t r = 0; r < s_.rope.size(); ++r)
+    for (std::size_t i = 0; i < hs; i += 2) {
+      back[r][i] = s_.rope[r](p1 - p0, i);
+      back[r][i + 1] = -s_.rope[r](p1 - p0, i + 1);
+    }
   for (int l = 0; l < cfg_.n_layers; ++l) {
+    const float* cs = back[static_cast<std::size_t>(s_.layer_rope[l])].data();
     s_.spans.clear();
     kv.view(l, s_.spans);
     for (const auto& sp : s_.spans)
-      for (int p = std::max(sp.first, p0); p < sp.first + sp.count; ++p)
-        k::rope(sp.k + static_cast<std::size_t>(p - sp.first) * kvd, back.data(), kvd, hs);
+      for (int p = std::max(sp.first, p0); p < sp.first + sp.count; ++p) {
+        float* key = sp.k + static_cast<std::size_t>(p - sp.first) * kvd;
+        if (cfg_.arch.position == PositionKind::RopeNeox) k::rope_neox(key, cs, kvd, hs, cfg_.rot_dims());
+        else k::rope(key, cs, kvd, hs);
+      }
   }
 }
 

@@ -24,23 +24,15 @@ std::unique_ptr<ModelSource> ModelSource::open(std::shared_ptr<const MappedFile>
 
 std::string Weights::type_summary() const {
   std::map<std::string_view, int> count;
-  auto add = [&](const Tensor& t) { if (t.data) ++count[dtype_name(t.dtype)]; };
-  add(token_embedding);
-  add(rms_final);
-  if (wcls.data != token_embedding.data) add(wcls);
-  add(rope_freqs);
-  for (const auto& l : layers)
-    for (const Tensor* t : {&l.rms_att, &l.wq, &l.wk, &l.wv, &l.wo, &l.rms_ffn, &l.w1, &l.w2, &l.w3}) add(*t);
+  for_each([&](const Tensor& t) { ++count[dtype_name(t.dtype)]; });
   std::string out;
   for (const auto& [name, n] : count) out += (out.empty() ? "" : ", ") + std::string(name) + ":" + std::to_string(n);
   return out;
 }
 
 std::int64_t Weights::parameter_count() const {
-  std::int64_t n = token_embedding.numel() + rms_final.numel() + (rope_freqs.data ? rope_freqs.numel() : 0);
-  if (wcls.data != token_embedding.data) n += wcls.numel();
-  for (const auto& l : layers)
-    for (const Tensor* t : {&l.rms_att, &l.wq, &l.wk, &l.wv, &l.wo, &l.rms_ffn, &l.w1, &l.w2, &l.w3}) n += t->numel();
+  std::int64_t n = 0;
+  for_each([&](const Tensor& t) { n += t.numel(); });
   return n;
 }
 

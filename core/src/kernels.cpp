@@ -587,4 +587,182 @@ void add(float* y, const float* x, std::size_t n) {
   });
 }
 
+// ---- the other architectures' steps (docs/architectures.md) ---------------------------------------
+// Each row's or element's arithmetic is its scalar twin's, so results do not depend on the block or
+// the thread count; the twins are the definitions the tests compare against.
+
+void layernorm_scalar(float* out, const float* x, const float* weight, const float* bias, std::size_t n, float eps) {
+  // ggml_norm's order: the mean and the variance summed in double, the deviations kept in float.
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += x[i];
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  double sum2 = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const float v = x[i] - mean;
+    sum2 += static_cast<double>(v * v);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(sum2 / static_cast<double>(n)) + eps);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float y = (x[i] - mean) * scale * weight[i];
+    out[i] = bias ? y + bias[i] : y;
+  }
+}
+
+void layernorm_rows(float* out, const float* x, const float* weight, const float* bias, std::size_t rows, std::size_t n, float eps) {
+  parallel_items(rows, rows * n, [&](std::size_t t0, std::size_t t1) {
+    for (std::size_t t = t0; t < t1; ++t) layernorm_scalar(out + t * n, x + t * n, weight, bias, n, eps);
+  });
+}
+
+void add_bias_scalar(float* y, const float* bias, std::size_t rows, std::size_t n) {
+  for (std::size_t t = 0; t < rows; ++t)
+    for (std::size_t i = 0; i < n; ++i) y[t * n + i] += bias[i];
+}
+
+void add_bias(float* y, const float* bias, std::size_t rows, std::size_t n) {
+  parallel_items(rows, rows * n, [&](std::size_t t0, std::size_t t1) {
+    for (std::size_t t = t0; t < t1; ++t) {
+      float* r = y + t * n;
+      std::size_t i = 0;
+      for (; i + 4 <= n; i += 4) _mm_storeu_ps(r + i, _mm_add_ps(_mm_loadu_ps(r + i), _mm_loadu_ps(bias + i)));
+      for (; i < n; ++i) r[i] += bias[i];
+    }
+  });
+}
+
+namespace {
+
+// GELU, tanh form: ½x(1 + tanh(√(2/π)(x + 0.044715x³))), in ggml_gelu_f32's float order.
+float gelu_tanh_one(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f, kCoefA = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+// GELU, exact: ½x(1 + erf(x/√2)).
+float gelu_erf_one(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752440f)); }
+
+// llama.cpp's CPU GELU (ggml_vec_gelu_f32 with GGML_GELU_FP16): 0 below −10, x above 10, else x rounded
+// to fp16 and gelu_tanh of that value looked up in a table of fp16 results.
+const std::vector<std::uint16_t>& gelu_fp16_table() {
+  static const std::vector<std::uint16_t> t = [] {
+    std::vector<std::uint16_t> v(1 << 16);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = quant::fp32_to_fp16(gelu_tanh_one(quant::fp16_to_fp32(static_cast<std::uint16_t>(i))));
+    return v;
+  }();
+  return t;
+}
+float gelu_table_one(float x, const std::uint16_t* table) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return quant::fp16_to_fp32(table[quant::fp32_to_fp16(x)]);
+}
+
+void gelu_range(float* x, std::size_t n, GeluKind kind, const std::uint16_t* table) {
+  switch (kind) {
+    case GeluKind::Tanh: for (std::size_t i = 0; i < n; ++i) x[i] = gelu_tanh_one(x[i]); break;
+    case GeluKind::Erf: for (std::size_t i = 0; i < n; ++i) x[i] = gelu_erf_one(x[i]); break;
+    case GeluKind::Fp16Table: for (std::size_t i = 0; i < n; ++i) x[i] = gelu_table_one(x[i], table); break;
+  }
+}
+
+}  // namespace
+
+float gelu_one(float x, GeluKind kind) {
+  switch (kind) {
+    case GeluKind::Tanh: return gelu_tanh_one(x);
+    case GeluKind::Erf: return gelu_erf_one(x);
+    case GeluKind::Fp16Table: return gelu_table_one(x, gelu_fp16_table().data());
+  }
+  return x;
+}
+
+void gelu_scalar(float* x, std::size_t n, GeluKind kind) {
+  for (std::size_t i = 0; i < n; ++i) x[i] = gelu_one(x[i], kind);
+}
+
+void gelu(float* x, std::size_t n, GeluKind kind) {
+  constexpr std::size_t piece = 64;
+  const std::uint16_t* table = kind == GeluKind::Fp16Table ? gelu_fp16_table().data() : nullptr;
+  parallel_items((n + piece - 1) / piece, n, [&](std::size_t p0, std::size_t p1) {
+    const std::size_t i0 = p0 * piece, e = std::min(n, p1 * piece);
+    gelu_range(x + i0, e - i0, kind, table);
+  });
+}
+
+void geglu_scalar(float* gate, const float* up, std::size_t n, GeluKind kind) {
+  for (std::size_t i = 0; i < n; ++i) gate[i] = gelu_one(gate[i], kind) * up[i];
+}
+
+void geglu(float* gate, const float* up, std::size_t n, GeluKind kind) {
+  constexpr std::size_t piece = 64;
+  const std::uint16_t* table = kind == GeluKind::Fp16Table ? gelu_fp16_table().data() : nullptr;
+  parallel_items((n + piece - 1) / piece, n, [&](std::size_t p0, std::size_t p1) {
+    const std::size_t i0 = p0 * piece, e = std::min(n, p1 * piece);
+    gelu_range(gate + i0, e - i0, kind, table);
+    for (std::size_t i = i0; i < e; ++i) gate[i] *= up[i];
+  });
+}
+
+void rope_neox_scalar(float* x, const float* cos_sin, std::size_t n, std::size_t head_size, std::size_t n_rot) {
+  const std::size_t half = n_rot / 2;
+  for (std::size_t h = 0; h < n; h += head_size)
+    for (std::size_t i = 0; i < half; ++i) {
+      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+      const float x0 = x[h + i], x1 = x[h + i + half];
+      x[h + i] = x0 * c - x1 * s;
+      x[h + i + half] = x0 * s + x1 * c;
+    }
+}
+
+void rope_neox(float* x, const float* cos_sin, std::size_t n, std::size_t head_size, std::size_t n_rot) {
+  const std::size_t half = n_rot / 2;
+  for (std::size_t h = 0; h < n; h += head_size) {
+    float* a = x + h;
+    float* b = x + h + half;
+    std::size_t i = 0;
+    // Four pairs at a time: the interleaved (cos, sin) table split into a cos and a sin vector; the
+    // scalar twin's products and sums exactly (no FMA in this file's baseline build).
+    for (; i + 4 <= half; i += 4) {
+      const __m128 cs0 = _mm_loadu_ps(cos_sin + 2 * i), cs1 = _mm_loadu_ps(cos_sin + 2 * i + 4);
+      const __m128 c = _mm_shuffle_ps(cs0, cs1, _MM_SHUFFLE(2, 0, 2, 0)), s = _mm_shuffle_ps(cs0, cs1, _MM_SHUFFLE(3, 1, 3, 1));
+      const __m128 x0 = _mm_loadu_ps(a + i), x1 = _mm_loadu_ps(b + i);
+      _mm_storeu_ps(a + i, _mm_sub_ps(_mm_mul_ps(x0, c), _mm_mul_ps(x1, s)));
+      _mm_storeu_ps(b + i, _mm_add_ps(_mm_mul_ps(x0, s), _mm_mul_ps(x1, c)));
+    }
+    for (; i < half; ++i) {
+      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+      const float x0 = a[i], x1 = b[i];
+      a[i] = x0 * c - x1 * s;
+      b[i] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void rope_neox_rows(float* q, std::size_t q_n, float* k, std::size_t k_n, const float* cos_sin, std::size_t rows, std::size_t head_size,
+                    std::size_t n_rot) {
+  parallel_items(rows, rows * (q_n + k_n), [&](std::size_t t0, std::size_t t1) {
+    for (std::size_t t = t0; t < t1; ++t) {
+      rope_neox(q + t * q_n, cos_sin + t * head_size, q_n, head_size, n_rot);
+      rope_neox(k + t * k_n, cos_sin + t * head_size, k_n, head_size, n_rot);
+    }
+  });
+}
+
+void softcap_scalar(float* x, std::size_t n, float cap) {
+  // llama.cpp's order: scale by 1/c, tanh, scale by c.
+  const float inv = 1.0f / cap;
+  for (std::size_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] * inv) * cap;
+}
+
+void softcap(float* x, std::size_t n, float cap) {
+  constexpr std::size_t piece = 256;
+  parallel_items((n + piece - 1) / piece, n, [&](std::size_t p0, std::size_t p1) {
+    const std::size_t i0 = p0 * piece, e = std::min(n, p1 * piece);
+    softcap_scalar(x + i0, e - i0, cap);
+  });
+}
+
+void scale(float* x, std::size_t n, float a) {
+  for (std::size_t i = 0; i < n; ++i) x[i] *= a;
+}
+
 }  // namespace glassbox::kernels

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "glassbox/forward/arch.hpp"
 #include "glassbox/model/dtype.hpp"
 
 namespace glassbox::kernels {
@@ -136,5 +137,33 @@ void rope_rows(float* q, std::size_t q_n, float* k, std::size_t k_n, const float
 void swiglu(float* gate, const float* up, std::size_t n);
 // y[i] += x[i]
 void add(float* y, const float* x, std::size_t n);
+
+// ---- the other architectures' steps (docs/architectures.md) --------------------------------------
+// out[t] = (x[t] − mean)/√(var + eps) ⊙ weight + bias for rows of n (bias may be null): LayerNorm, with
+// ggml_norm's order (mean and variance summed in double, biased variance).
+void layernorm_rows(float* out, const float* x, const float* weight, const float* bias, std::size_t rows, std::size_t n, float eps);
+void layernorm_scalar(float* out, const float* x, const float* weight, const float* bias, std::size_t n, float eps);
+// y[t, i] += bias[i] for rows of n
+void add_bias(float* y, const float* bias, std::size_t rows, std::size_t n);
+void add_bias_scalar(float* y, const float* bias, std::size_t rows, std::size_t n);
+// x[i] = GELU(x[i]) in the chosen form (tanh approximation, exact erf, llama.cpp's fp16 table)
+void gelu(float* x, std::size_t n, GeluKind kind);
+void gelu_scalar(float* x, std::size_t n, GeluKind kind);
+float gelu_one(float x, GeluKind kind);
+// gate[i] = GELU(gate[i])·up[i]
+void geglu(float* gate, const float* up, std::size_t n, GeluKind kind);
+void geglu_scalar(float* gate, const float* up, std::size_t n, GeluKind kind);
+// NeoX RoPE on one position: in every head (head_size apart) rotates the pairs (x[i], x[i + n_rot/2]),
+// i < n_rot/2, by the angle whose cos/sin are cos_sin[2i], [2i + 1]; dims from n_rot on are left alone.
+void rope_neox(float* x, const float* cos_sin, std::size_t n, std::size_t head_size, std::size_t n_rot);
+void rope_neox_scalar(float* x, const float* cos_sin, std::size_t n, std::size_t head_size, std::size_t n_rot);
+// rope_neox on row t of q and of k with the cos/sin row cos_sin + t·head_size.
+void rope_neox_rows(float* q, std::size_t q_n, float* k, std::size_t k_n, const float* cos_sin, std::size_t rows, std::size_t head_size,
+                    std::size_t n_rot);
+// x[i] = cap·tanh(x[i]/cap): soft-capping of attention scores and final logits (Gemma 2).
+void softcap(float* x, std::size_t n, float cap);
+void softcap_scalar(float* x, std::size_t n, float cap);
+// x[i] *= a
+void scale(float* x, std::size_t n, float a);
 
 }  // namespace glassbox::kernels

@@ -92,6 +92,7 @@ Config read_config(const std::filesystem::path& path, const std::byte* data, std
   check("n_kv_heads", c.n_kv_heads, c.n_heads);
   check("vocab_size", c.vocab_size, 1 << 22);
   check("seq_len", c.seq_len, 1 << 20);
+  c.train_ctx = c.seq_len;
   if (c.dim % c.n_heads != 0)
     throw ModelError(where + "n_heads = " + std::to_string(c.n_heads) + " does not divide dim = " + std::to_string(c.dim));
   if (c.n_heads % c.n_kv_heads != 0)

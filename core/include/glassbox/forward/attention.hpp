@@ -89,6 +89,13 @@ class KvStore {
 // Backward-compatible name: "the attention module" a run is built with.
 using Attention = KvStore;
 
+// How one layer scores its keys (core's arithmetic, from the model's Config; not part of the plugin ABI).
+struct AttentionRule {
+  float scale = 0;    // scores = q·k · scale (1/√head_size for most models)
+  float softcap = 0;  // > 0: scores = softcap·tanh(scores/softcap) before the softmax (Gemma 2)
+  int window = 0;     // > 0: a query at p sees only keys j with p − j < window (sliding-window layers)
+};
+
 // Receives the attention weights of the newest query position; installed only when a trace asks.
 class AttentionObserver {
  public:
@@ -99,13 +106,14 @@ class AttentionObserver {
   virtual void weights(int layer, int head, int pos, int first_pos, std::span<const float> weights) = 0;
 };
 
-// The attention arithmetic for one query position `pos` over `spans` (every held position <= pos):
-//   out_h = Σ_s softmax_s(q_h·k_s / √head_size) · v_s   for each query head h, whose kv head is
-//   h / (n_heads / n_kv_heads) (grouped-query attention).
+// The attention arithmetic for one query position `pos` over `spans` (every held position <= pos, and
+// within rule.window of it when the layer has a window):
+//   out_h = Σ_s softmax_s(cap(q_h·k_s · scale)) · v_s   for each query head h, whose kv head is
+//   h / (n_heads / n_kv_heads) (grouped-query attention); cap is the identity without a soft-cap.
 // q and out are rows of n_heads·head_size floats; `scores` holds at least as many floats as
 // positions held. Reports the weights to `observer` (if any) for the heads it wants.
 // Returns the query·key dot products done (positions attended × heads).
-std::int64_t attend(const AttentionShape& shape, std::span<const KvSpan> spans, int layer, int pos,
+std::int64_t attend(const AttentionShape& shape, const AttentionRule& rule, std::span<const KvSpan> spans, int layer, int pos,
                     const float* q, float* out, float* scores, AttentionObserver* observer);
 
 // attend for each query position pos + t, t < n, of a block whose keys and values are all held in
@@ -114,7 +122,7 @@ std::int64_t attend(const AttentionShape& shape, std::span<const KvSpan> spans, 
 // result does not depend on the thread count. `scores` holds `slots` rows of `stride` floats (stride
 // at least the positions held), one per thread: with fewer slots than threads it runs on the
 // calling thread. The observer gets the last position's weights only. Returns the dot products done.
-std::int64_t attend_block(const AttentionShape& shape, std::span<const KvSpan> spans, int layer, int pos, int n,
+std::int64_t attend_block(const AttentionShape& shape, const AttentionRule& rule, std::span<const KvSpan> spans, int layer, int pos, int n,
                           const float* q, float* out, float* scores, std::size_t stride, int slots,
                           AttentionObserver* observer);
 

@@ -1,4 +1,5 @@
-// The llama transformer: run state allocated once, and the forward pass over a block of positions.
+// The transformer of every supported architecture: run state allocated once, and the forward pass over a
+// block of positions, switched by the model's architecture description (forward/arch.hpp).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,15 +18,21 @@ namespace glassbox {
 struct RunState {
   xt::xtensor<float, 2> x;        // (max_block, dim)         residual stream
   xt::xtensor<float, 2> xb;       // (max_block, dim)         normalized / branch output
-  xt::xtensor<float, 2> q;        // (max_block, n_heads * head_size)
+  xt::xtensor<float, 2> q;        // (max_block, q_dim)       q_dim = n_heads * head_size
   xt::xtensor<float, 2> k;        // (max_block, kv_dim)
   xt::xtensor<float, 2> v;        // (max_block, kv_dim)
-  xt::xtensor<float, 2> att;      // (max_block, n_heads * head_size) attention output
-  xt::xtensor<float, 2> hb;       // (max_block, hidden_dim)  gate
+  xt::xtensor<float, 2> qkv;      // (max_block, q_dim + 2 kv_dim)  a fused projection's output (empty otherwise)
+  xt::xtensor<float, 2> att;      // (max_block, q_dim)       attention output
+  xt::xtensor<float, 2> hb;       // (max_block, hidden_dim)  gate (or up, for a GELU MLP)
   xt::xtensor<float, 2> hb2;      // (max_block, hidden_dim)  up
+  xt::xtensor<float, 2> gu;       // (max_block, 2 hidden_dim) a fused gate|up projection's output (empty otherwise)
   xt::xtensor<float, 1> last;     // (dim)                    final-normed last position
   xt::xtensor<float, 1> logits;   // (vocab_size)
-  xt::xtensor<float, 2> rope;     // (seq_len, head_size)     cos, sin of each pair's angle
+  // (distinct RoPE bases, seq_len, head_size): cos, sin of each pair's angle, pair i at [2i], [2i+1]
+  // for i < n_rot/2 (past n_rot: cos 1, sin 0, so an adjacent-pair rotation leaves those dims alone).
+  std::vector<xt::xtensor<float, 2>> rope;
+  std::vector<int> layer_rope;           // (n_layers) which table a layer rotates with
+  std::vector<AttentionRule> layer_rule; // (n_layers) scale, soft-cap, window
   std::vector<float> scores;      // (threads, seq_len) one head's attention weights per thread
   std::vector<KvSpan> spans;      // the K/V store's view of one layer
   // (max_block, widest row in the weights' activation type): a matmul's input rounded the way
@@ -49,12 +56,23 @@ class Transformer {
   // Query·key dot products of the last forward call (positions attended × heads × layers).
   std::int64_t attention_dots() const { return dots_; }
   // Context shift: drops positions [p0, p1) from `kv`, moves the later ones down by d = p1 - p0 and
-  // re-rotates their keys by -d (RoPE is a rotation by pos·θ_i, so R(-d)·R(p) = R(p - d)).
+  // re-rotates their keys by -d (RoPE is a rotation by pos·θ_i, so R(-d)·R(p) = R(p - d)). A model with
+  // learned positions has nothing to re-rotate: ConfigError (shift_supported() says so beforehand).
   void remove_positions(KvStore& kv, int p0, int p1);
+  bool shift_supported() const { return cfg_.arch.position != PositionKind::Learned; }
   // Test-only: changes RoPE's base θ (a deliberate perturbation the golden suite must catch).
   void set_rope_theta(float theta);
 
  private:
+  // The steps of one forward pass, in the order the paper draws them (transformer.cpp).
+  void embed(std::span<const std::int32_t> tokens, int pos);
+  void norm(float* out, const float* x, const Tensor& gain, const Tensor& bias, std::size_t rows);
+  void qkv_and_position(const LayerWeights& lw, int layer, int pos, std::size_t n, std::byte* xq);
+  void attention(int layer, int pos, int n, KvStore& kv, AttentionObserver* observer);
+  void ffn(const LayerWeights& lw, std::size_t n, std::byte* xq);
+  void logits(int n, std::byte* xq);
+  void rotate(float* q, float* k, const float* cos_sin, std::size_t n) const;
+
   const Config& cfg_;
   const Weights& w_;
   int max_block_;
