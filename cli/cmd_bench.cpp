@@ -175,10 +175,12 @@ void add_bench_command(CLI::App& app) {
     fit(prompts, "--prompt-tokens", 0);
     fit(gens, "--gen-tokens", 1);  // decode starts after BOS
 
-    // A fixed, reproducible prompt: BOS then ids spread over the vocabulary.
+    // A fixed, reproducible prompt: BOS (where the vocabulary adds one, as llama-bench does) then ids
+    // spread over the vocabulary. Without a vocabulary (a llama2.c checkpoint and no --tokenizer), BOS
+    // is llama2.c's id 1.
     const int longest = *std::max_element(prompts.begin(), prompts.end());
-    // Without a vocabulary (a llama2.c checkpoint and no --tokenizer), BOS is llama2.c's id 1.
-    std::vector<std::int32_t> prompt{s->tokenizer ? s->tokenizer->bos_id() : 1};
+    const bool bos = !s->tokenizer || (s->tokenizer->add_bos() && s->tokenizer->bos_id() >= 0);
+    std::vector<std::int32_t> prompt{bos ? (s->tokenizer ? s->tokenizer->bos_id() : 1) : 3 % c.vocab_size};
     for (int i = 1; i < longest; ++i) prompt.push_back(3 + (i * 7919) % (c.vocab_size - 3));
     const int block = s->model->max_block();
     std::unique_ptr<Transformer> single;

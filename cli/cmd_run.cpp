@@ -160,7 +160,7 @@ void add_run_command(CLI::App& app) {
       if (gm.sha256 != s->header.model_sha256)
         warn("--replay " + opt.replay + " was recorded with another model file (" + gm.path + ", sha256 " +
              gm.sha256.substr(0, 12) + "…): distributions will differ");
-      if (s->tokenizer->encode(opt.prompt, true, false) != golden.header.prompt_ids)
+      if (s->tokenizer->encode(opt.prompt, s->tokenizer->add_bos(), false) != golden.header.prompt_ids)
         warn("--replay " + opt.replay + ": the prompt encodes differently from the golden's prompt_ids; "
              "the forced tokens follow another context");
       g.forced = golden.tokens();

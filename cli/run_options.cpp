@@ -211,6 +211,15 @@ std::vector<RunOption> make_table() {
                        o.context_policy = named(where, [&] { return parse_context_policy(scalar(v, where)); });
                      },
                      [](const RunOptions& o) { return o.context_policy.to_string(); }}));
+  t.push_back(entry({.key = "gelu", .flags = "--gelu", .value_name = "FORM",
+                     .help = "GELU's form for GELU models (GPT-2, Gemma): the tanh approximation they were trained with, the exact "
+                             "erf form, or llama.cpp's fp16 table (closest to its outputs)",
+                     .values = "tanh | erf | fp16-table", .default_text = "tanh", .example = "fp16-table", .commands = kPipeline},
+                    {K::Value, "",
+                     [](RunOptions& o, const YAML::Node& v, const std::string& where) {
+                       o.gelu = named(where, [&] { return parse_gelu(scalar(v, where)); });
+                     },
+                     [](const RunOptions& o) { return std::string(to_string(o.gelu)); }}));
   t.push_back(entry({.key = "threads", .flags = "--threads", .value_name = "N", .help = "threads for the matrix products",
                      .default_text = "one per physical core", .example = "2", .commands = kGenerate},
                     integer(&RunOptions::threads, 1, 1024)));

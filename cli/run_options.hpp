@@ -60,6 +60,7 @@ struct RunOptions {
   bool need_vocabulary = true;
   std::vector<std::filesystem::path> plugin_path;
   ContextPolicy context_policy;            // when prompt + generation outgrow the context (default: stop)
+  GeluKind gelu = GeluKind::Tanh;          // GELU's form for GELU models (GPT-2, Gemma)
   AttentionTrace trace_attention;          // --trace-attention LAYER:HEAD | all
 };
 

@@ -199,6 +199,7 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   }
   s->config = s->source->config();
   Config& cfg = s->config;
+  cfg.gelu = opt.gelu;
   // The run's context: what was asked, or the model's capped at 4096 (a 128k-context model would
   // otherwise reserve gigabytes of KV cache up front).
   constexpr int kDefaultContextCap = 4096;

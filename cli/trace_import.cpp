@@ -182,7 +182,7 @@ void add_trace_import(CLI::App* trace) {
       if (!cmd->get_option("--prompt")->count()) throw ConfigError("a float32 dump holds no prompt: give it with --prompt");
     }
     if (cmd->get_option("--prompt")->count()) x.prompt = *prompt;
-    if (x.prompt_ids.empty()) x.prompt_ids = s->tokenizer->encode(x.prompt, true, false);
+    if (x.prompt_ids.empty()) x.prompt_ids = s->tokenizer->encode(x.prompt, s->tokenizer->add_bos(), false);
     for (std::size_t i = 0; i < x.logits.size(); ++i)
       if (static_cast<int>(x.logits[i].size()) != V)
         throw InputError(a->file + ": position " + std::to_string(i) + " has " + std::to_string(x.logits[i].size()) +
@@ -254,8 +254,10 @@ void add_trace_import(CLI::App* trace) {
       kv.tokens = pos + 1;  // what a cache would hold here; the other engine's own is unknown
       e.kv = &kv;
       writer.step(e);
-      if (token == s->tokenizer->eos_id() || token == s->tokenizer->bos_id()) {
+      if (s->tokenizer->is_eog(token) || token == s->tokenizer->eos_id() || token == s->tokenizer->bos_id()) {
         sum.stop_reason = "stop_token";
+        sum.stop_token = token;
+        sum.stop_token_text = std::string(s->tokenizer->piece(token));
         break;
       }
       chain.accept(token);

@@ -251,7 +251,9 @@ BOOST_AUTO_TEST_CASE(unsupported_architecture_lists_what_is) {
   gbtest::write_file(f, s);
   const auto r = gbtest::run_cli({"run", "--model", f.string(), "-n", "1"});
   BOOST_TEST(r.rc == 2);
-  BOOST_TEST(r.err.find("architecture 'llamb' is not supported (supported: llama)") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("architecture 'llamb' is not supported (supported: llama, gpt2, qwen2, qwen3, gemma2, gemma3, phi3)") !=
+                 std::string::npos,
+             r.err);
   fs::remove_all(dir);
 }
 
@@ -261,8 +263,10 @@ BOOST_DATA_TEST_CASE(chat_formats_are_recognized,
                                   std::string("{{ '<|begin_of_text|>' }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"),
                                   std::string("{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + message['content'] + ' [/INST]' }}{% endif %}"),
                                   std::string("{% for message in messages %}{% if message['role'] == 'user' %}{{ '<|user|>\\n' + message['content'] + eos_token }}{% elif message['role'] == 'assistant' %}{{ '<|assistant|>\\n' }}{% endif %}{% endfor %}</s>"),
+                                  std::string("{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"),
+                                  std::string("{% for message in messages %}{{'<|' + message['role'] + '|>' + '\n' + message['content'] + '<|end|>\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"),
                                   std::string("{{ messages }}"), std::string("")}) ^
-                         bdata::make({"chatml", "llama-3", "llama-2", "zephyr", "plain", "none"}),
+                         bdata::make({"chatml", "llama-3", "llama-2", "zephyr", "gemma", "phi-3", "plain", "none"}),
                      tmpl, name) {
   BOOST_TEST(glassbox::chat_format_name(glassbox::detect_chat_format(tmpl)) == name);
 }
@@ -278,4 +282,9 @@ BOOST_AUTO_TEST_CASE(chat_turns_render_in_each_format) {
   BOOST_TEST(glassbox::render_chat(ChatFormat::Llama3, {{"user", "Hi"}}) ==
              "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
   BOOST_TEST(glassbox::render_chat(ChatFormat::Zephyr, {{"user", "Hi"}}) == "<|user|>\nHi</s>\n<|assistant|>\n");
+  // Gemma: no system role (it heads the first user turn), the assistant is "model".
+  BOOST_TEST(glassbox::render_chat(ChatFormat::Gemma, m) ==
+             "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
+             "<start_of_turn>user\nName?<end_of_turn>\n<start_of_turn>model\n");
+  BOOST_TEST(glassbox::render_chat(ChatFormat::Phi3, {{"user", "Hi"}}) == "<|user|>\nHi<|end|>\n<|assistant|>\n");
 }

@@ -12,6 +12,8 @@ std::string_view chat_format_name(ChatFormat f) {
     case ChatFormat::Llama3: return "llama-3";
     case ChatFormat::Zephyr: return "zephyr";
     case ChatFormat::Plain: return "plain";
+    case ChatFormat::Gemma: return "gemma";
+    case ChatFormat::Phi3: return "phi-3";
   }
   return "none";
 }
@@ -22,6 +24,8 @@ ChatFormat detect_chat_format(std::string_view t) {
   if (has("<|im_start|>")) return ChatFormat::ChatML;
   if (has("<|start_header_id|>") && has("<|end_header_id|>")) return ChatFormat::Llama3;
   if (has("[INST]")) return ChatFormat::Llama2;
+  if (has("<start_of_turn>")) return ChatFormat::Gemma;
+  if (has("<|assistant|>") && has("<|end|>")) return ChatFormat::Phi3;
   if (has("<|user|>") && has("<|assistant|>") && has("</s>")) return ChatFormat::Zephyr;
   return ChatFormat::Plain;
 }
@@ -64,6 +68,23 @@ RenderedChat render_chat_marked(ChatFormat f, const std::vector<ChatMessage>& me
       }
       break;
     }
+    case ChatFormat::Gemma: {
+      // <start_of_turn>user\n…<end_of_turn>\n<start_of_turn>model\n: Gemma has no system role, its
+      // template puts a system message at the head of the first user turn.
+      std::string system;
+      for (const auto& m : messages) {
+        if (m.role == "system") { system = m.content + "\n\n"; continue; }
+        tpl("<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n");
+        if (!system.empty() && m.role == "user") content(system), system.clear();
+        content(m.content), tpl("<end_of_turn>\n");
+      }
+      if (add_generation_prompt) tpl("<start_of_turn>model\n");
+      break;
+    }
+    case ChatFormat::Phi3:
+      for (const auto& m : messages) tpl("<|" + m.role + "|>\n"), content(m.content), tpl("<|end|>\n");
+      if (add_generation_prompt) tpl("<|assistant|>\n");
+      break;
     case ChatFormat::Zephyr:
       for (const auto& m : messages) tpl("<|" + m.role + "|>\n"), content(m.content), tpl("</s>\n");
       if (add_generation_prompt) tpl("<|assistant|>\n");
@@ -88,7 +109,7 @@ std::vector<std::int32_t> encode_chat(const Tokenizer& tok, ChatFormat f, const 
                                       bool add_generation_prompt, bool bos) {
   const RenderedChat r = render_chat_marked(f, messages, add_generation_prompt);
   EncodeOptions o;
-  o.bos = bos;
+  o.bos = bos && tok.add_bos();  // Qwen and GPT-2 vocabularies add none
   o.parse_special = true;
   o.special_ranges = r.markers;
   return tok.encode(r.text, o);

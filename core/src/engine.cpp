@@ -100,7 +100,8 @@ int Engine::context_limit() const {
 Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, RunHeader header, TraceSink& sink,
                          const StreamFn& on_piece) {
   // ---- TOKENIZE ----
-  return generate(tok_.encode(prompt, /*bos=*/true, /*eos=*/false), prompt, opt, std::move(header), sink, on_piece);
+  // BOS only where the vocabulary asks for it (GPT-2 and Qwen say add_bos_token = false)
+  return generate(tok_.encode(prompt, tok_.add_bos(), /*eos=*/false), prompt, opt, std::move(header), sink, on_piece);
 }
 
 Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt, const GenerateOptions& opt, RunHeader header,
@@ -116,6 +117,9 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
     throw ConfigError("trace-attention " + std::to_string(opt.trace_attention.layer) + ":" + std::to_string(opt.trace_attention.head) +
                       " is outside the model's " + std::to_string(cfg.n_layers) + " layers x " + std::to_string(cfg.n_heads) + " heads");
 
+  if (policy.kind == ContextPolicy::Shift && !model_.shift_supported())
+    throw ConfigError("--context-policy shift re-rotates keys, but architecture " + cfg.architecture +
+                      " has learned absolute positions: there is nothing to re-rotate (use --context-policy truncate-left)");
   if (ids.empty()) throw InputError("the prompt encodes to no tokens and the tokenizer adds no BOS: nothing to start from");
   for (auto id : ids)
     if (id < 0 || id >= cfg.vocab_size)
@@ -242,8 +246,12 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
     }
     return sampled;
   };
+  // End of generation: EOS and the vocabulary's other end-of-generation ids (<|eot_id|>, <|im_end|>,
+  // <end_of_turn>, ...), and BOS for llama2.c-trained models that separate texts with it.
+  const std::vector<std::int32_t> eog = tok_.eog_ids();
   auto is_stop = [&](std::int32_t t) {
-    return (opt.stop_at_eos && t == tok_.eos_id()) || (opt.stop_at_bos && t == tok_.bos_id());
+    if (opt.stop_at_eos && (t == tok_.eos_id() || std::find(eog.begin(), eog.end(), t) != eog.end())) return true;
+    return opt.stop_at_bos && t == tok_.bos_id();
   };
 
   if (opt.max_tokens == 0) {
@@ -282,7 +290,12 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
   // ---- DECODE: stream the chosen token, feed it back, get the next distribution ----
   std::int32_t token = ids.back();
   for (int step = 1;; ++step) {
-    if (is_stop(next)) { sum.stop_reason = "stop_token"; break; }
+    if (is_stop(next)) {
+      sum.stop_reason = "stop_token";
+      sum.stop_token = next;
+      sum.stop_token_text = std::string(tok_.piece(next));
+      break;
+    }
     try {
       on_piece(tok_.decode(token, next));
     } catch (const StopGeneration&) {

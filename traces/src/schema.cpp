@@ -292,6 +292,15 @@ TraceHeader parse_header(const json& j, const std::string& w) {
   h.model.format = c.opt_string(model, "format", "header.model");
   h.model.architecture = c.opt_string(model, "architecture", "header.model");
   h.model.weight_types = c.opt_string(model, "weight_types", "header.model");
+  if (const json* arch = c.optional(model, "arch")) {
+    if (!arch->is_object()) c.fail("header.model.arch: expected an object of strings, got " + std::string(arch->type_name()));
+    std::map<std::string, std::string> pairs;
+    for (const auto& [key, value] : arch->items()) {
+      if (!value.is_string()) c.fail("header.model.arch." + key + ": expected a string, got " + std::string(value.type_name()));
+      pairs.emplace(key, value.get<std::string>());
+    }
+    h.model.arch = std::move(pairs);
+  }
   if (h.model.format && *h.model.format != "llama2c" && *h.model.format != "gguf")
     c.fail("header.model.format: '" + *h.model.format + "' (expected llama2c or gguf)");
   if (const json* e = c.optional(cfg, "norm_eps")) {
@@ -490,6 +499,8 @@ TraceSummary parse_summary(const json& j, const std::string& w) {
   s.prefill_tok_s = c.number(j, "prefill_tok_s", "summary", 0.0);
   s.decode_tok_s = c.number(j, "decode_tok_s", "summary", 0.0);
   if (auto f = c.opt_integer(j, "policy_firings", "summary", 0, INT32_MAX)) s.policy_firings = static_cast<int>(*f);
+  if (auto t = c.opt_integer(j, "stop_token", "summary", 0, INT32_MAX)) s.stop_token = static_cast<std::int32_t>(*t);
+  s.stop_token_text = c.opt_string(j, "stop_token_text", "summary");
   return s;
 }
 
@@ -533,6 +544,11 @@ json to_json(const TraceHeader& h) {
   if (h.model.format) model["format"] = *h.model.format;
   if (h.model.architecture) model["architecture"] = *h.model.architecture;
   if (h.model.weight_types) model["weight_types"] = *h.model.weight_types;
+  if (h.model.arch) {
+    json arch = json::object();
+    for (const auto& [key, value] : *h.model.arch) arch[key] = value;
+    model["arch"] = std::move(arch);
+  }
   json samplers = json::array();
   for (const auto& p : h.samplers) samplers.push_back(to_json(p));
   json j = {{"type", "header"},
@@ -624,6 +640,8 @@ json to_json(const TraceSummary& s) {
             {"ttft_ms", time_json(s.ttft_ms)}, {"prefill_tok_s", time_json(s.prefill_tok_s)},
             {"decode_tok_s", time_json(s.decode_tok_s)}};
   if (s.policy_firings) j["policy_firings"] = *s.policy_firings;
+  if (s.stop_token) j["stop_token"] = *s.stop_token;
+  if (s.stop_token_text) j["stop_token_text"] = *s.stop_token_text;
   return j;
 }
 

@@ -49,6 +49,8 @@ TraceHeader header_record(const RunHeader& h) {
   r.model.format = c.format;
   r.model.architecture = c.architecture;
   r.model.weight_types = h.weight_types;
+  const auto arch = describe_config(c);
+  r.model.arch.emplace(arch.begin(), arch.end());
   // (rope_theta and norm_eps widen as they always have: the float's exact value, not its shortest text)
   r.model.config = {c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads, c.vocab_size, c.seq_len,
                     c.shared_classifier, c.format_version, static_cast<double>(c.rope_theta),
@@ -136,7 +138,12 @@ TraceContext context_record(const PolicyEvent& e, const Tokenizer& tok) {
 }
 
 TraceSummary summary_record(const Summary& s) {
-  return {s.generated, s.stop_reason, s.ttft_ms, s.prefill_tok_s, s.decode_tok_s, s.policy_firings};
+  TraceSummary t{s.generated, s.stop_reason, s.ttft_ms, s.prefill_tok_s, s.decode_tok_s, s.policy_firings, {}, {}};
+  if (s.stop_token >= 0) {
+    t.stop_token = s.stop_token;
+    t.stop_token_text = s.stop_token_text;
+  }
+  return t;
 }
 
 json header_json(const RunHeader& h) { return to_json(header_record(h)); }

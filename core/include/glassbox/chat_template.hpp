@@ -9,8 +9,9 @@
 
 namespace glassbox {
 
-enum class ChatFormat { None, ChatML, Llama2, Llama3, Zephyr, Plain };
-std::string_view chat_format_name(ChatFormat f);  // "chatml", "llama-2", "llama-3", "zephyr", "plain", "none"
+enum class ChatFormat { None, ChatML, Llama2, Llama3, Zephyr, Plain, Gemma, Phi3 };
+// "chatml", "llama-2", "llama-3", "zephyr", "plain", "none", "gemma", "phi-3"
+std::string_view chat_format_name(ChatFormat f);
 // From the template's markers; None for an empty template, Plain ("User: …\nAssistant: …") for an
 // unrecognized one.
 ChatFormat detect_chat_format(std::string_view jinja_template);

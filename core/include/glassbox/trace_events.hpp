@@ -103,6 +103,9 @@ struct PolicyEvent {
 struct Summary {
   int generated = 0;
   std::string stop_reason;  // "stop_token" | "max_tokens" | "context_full" | "stop_text"
+  // stop_token: which end-of-generation token ended it (EOS, <|eot_id|>, <|im_end|>, <end_of_turn>, ...)
+  std::int32_t stop_token = -1;
+  std::string stop_token_text;
   int policy_firings = 0;   // times the context policy dropped tokens
   double ttft_ms = 0;       // start of prefill to the first chosen token
   double prefill_tok_s = 0;

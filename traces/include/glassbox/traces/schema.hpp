@@ -3,6 +3,7 @@
 // reader (validate, diff, render, html, replay) uses them; no other code reads a trace line by string key.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -43,6 +44,9 @@ struct TraceModelConfig {
 struct TraceModel {
   std::string path, sha256;
   std::optional<std::string> format, architecture, weight_types;  // newer writers only
+  // The architecture's description and resolved facts (docs/architectures.md), as name → text pairs:
+  // norm, position, ffn, ..., head_dim, attn_scale, windows. Written since glassbox 0.4; optional.
+  std::optional<std::map<std::string, std::string>> arch;
   TraceModelConfig config;
   bool operator==(const TraceModel&) const = default;
 };
@@ -170,6 +174,8 @@ struct TraceSummary {
   std::string stop_reason;  // "stop_token" | "max_tokens" | "context_full" | "stop_text"
   double ttft_ms = 0, prefill_tok_s = 0, decode_tok_s = 0;
   std::optional<int> policy_firings;
+  std::optional<std::int32_t> stop_token;     // the end-of-generation id that stopped it (stop_token only)
+  std::optional<std::string> stop_token_text; // its text, e.g. "<|im_end|>"
   bool operator==(const TraceSummary&) const = default;
 };
 
