@@ -140,12 +140,19 @@ Report gather(const std::string& path, bool digest) {
   return r;
 }
 
+// The architecture's description and resolved facts (docs/architectures.md), as the trace header has them.
+json arch_json(const Config& c) {
+  json a = json::object();
+  for (const auto& [k, v] : describe_config(c)) a[k] = v;
+  return a;
+}
+
 json config_json(const Config& c) {
   return {{"dim", c.dim}, {"hidden_dim", c.hidden_dim}, {"n_layers", c.n_layers}, {"n_heads", c.n_heads},
           {"n_kv_heads", c.n_kv_heads}, {"head_size", c.head_size()}, {"vocab_size", c.vocab_size},
           {"context_length", c.seq_len}, {"rope_theta", c.rope_theta},
           {"rope_scaling", {{"type", c.rope_scaling.type}, {"factor", c.rope_scaling.factor}}},
-          {"norm_eps", c.norm_eps}, {"shared_classifier", c.shared_classifier}};
+          {"norm_eps", c.norm_eps}, {"shared_classifier", c.shared_classifier}, {"arch", arch_json(c)}};
 }
 
 struct TypeTotals {
@@ -216,8 +223,19 @@ void print_text(const Report& r) {
                     << c.vocab_size << "\n";
     field("") << "context " << c.seq_len << ", rope θ " << c.rope_theta;
     if (c.rope_scaling.type != "none") o << " (" << c.rope_scaling.type << " scaling ×" << c.rope_scaling.factor << ")";
-    o << ", rms eps " << c.norm_eps << ", classifier "
+    o << ", " << (c.arch.norm == NormKind::LayerNorm ? "norm" : "rms") << " eps " << c.norm_eps << ", classifier "
       << (c.shared_classifier ? "shared with the token embedding" : "separate") << "\n";
+    // The recipe: what differs from llama, then the values that go with it (docs/architectures.md).
+    std::string recipe;
+    for (const auto& [k, v] : describe(c.arch, true)) recipe += (recipe.empty() ? "" : ", ") + k + " " + v;
+    field("arch") << (recipe.empty() ? "llama's recipe" : recipe) << "\n";
+    std::string facts;
+    const auto all = describe(c.arch);
+    for (const auto& [k, v] : describe_config(c)) {
+      const bool desc = std::any_of(all.begin(), all.end(), [&](const auto& d) { return d.first == k; });
+      if (!desc) facts += (facts.empty() ? "" : ", ") + k + " " + v;
+    }
+    field("") << facts << "\n";
   } else {
     field("config") << "not runnable by glassbox: " << r.config_error << "\n";
   }
