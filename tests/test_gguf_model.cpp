@@ -36,6 +36,10 @@ const std::vector<Case> kCases = {
     {"synth128", "q8_0", 0.75},    {"synth128", "q4_0", 0.75},    {"synth256", "f32", 2e-4},
     {"synth256", "q8_0", 0.75},    {"synth256", "q6_k", 0.75},    {"synth256", "q5_k_m", 0.75},
     {"synth256", "q4_k_m", 0.75},
+    // The fallback and low-bit types (README "Fallback and low-bit types"): the same settings, so the
+    // same tolerance as the other synthetic files' rounding-reproduced reader.
+    {"synth128", "q4_k_m", 0.75},  {"synth128", "q5_k_m", 0.75},  {"synth128", "q4_1", 0.75},
+    {"synth256", "q2_k", 0.75},    {"synth256", "q3_k_m", 0.75},  {"synth256", "iq4_nl", 0.75},
 };
 
 glassbox::Registry& registry() {
@@ -110,6 +114,22 @@ BOOST_DATA_TEST_CASE(logits_match_llama_cpp, bdata::make(kCases), c) {
                           << "/" << positions << " positions");
   BOOST_TEST(worst <= c.tol, name << ": max |Δlogit| " << worst << " exceeds " << c.tol);
   BOOST_TEST(share >= 0.97, name << ": argmax agrees at only " << agree << "/" << positions);
+}
+
+// Every llama.cpp reference of a GGUF file in ../shared/golden/ is one of the cases above, so a file
+// added there (or a type it needs) cannot go unchecked.
+BOOST_AUTO_TEST_CASE(every_reference_file_is_a_case) {
+  int found = 0;
+  for (const auto& e : fs::directory_iterator(gbtest::shared("golden"))) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("llamacpp-", 0) != 0 || e.path().extension() != ".jsonl") continue;
+    ++found;
+    const std::string name = f.substr(9, f.size() - 9 - 6);
+    const bool listed = std::any_of(kCases.begin(), kCases.end(), [&](const Case& c) { return c.model + "-" + c.type == name; });
+    BOOST_TEST(listed, f << " has no case in logits_match_llama_cpp");
+    BOOST_TEST(fs::exists(gbtest::shared("gguf/" + name + ".gguf")), f << " has no GGUF file");
+  }
+  BOOST_TEST(found == static_cast<int>(kCases.size()));
 }
 
 // Greedy decoding from the prompt gives llama.cpp's ids until a near-tie: a step where the
