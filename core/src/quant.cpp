@@ -644,6 +644,60 @@ float vec_dot_scalar(DType w, std::size_t n, const void* w_row, const void* x_ro
   }
 }
 
+std::size_t first_nonfinite_scale(DType t, const void* data, std::size_t count, const char** field) {
+  // Where each type keeps its fp16 scales, by block layout (quant.hpp); −1: no second scale.
+  struct Scales {
+    int d, second;
+    const char* second_name;
+  };
+  Scales at{};
+  std::uint16_t exp_mask = 0x7C00;  // fp16: all-ones exponent is inf or NaN
+  switch (t) {
+    case DType::F16: at = {0, -1, nullptr}; break;
+    case DType::BF16: at = {0, -1, nullptr}, exp_mask = 0x7F80; break;
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::IQ4_NL: at = {0, -1, nullptr}; break;
+    case DType::Q4_1:
+    case DType::Q5_1: at = {0, 2, "m"}; break;
+    case DType::Q4_K:
+    case DType::Q5_K: at = {0, 2, "dmin"}; break;
+    case DType::Q2_K: at = {static_cast<int>(offsetof(block_q2_K, d)), static_cast<int>(offsetof(block_q2_K, dmin)), "dmin"}; break;
+    case DType::Q3_K: at = {static_cast<int>(offsetof(block_q3_K, d)), -1, nullptr}; break;
+    case DType::Q6_K: at = {static_cast<int>(offsetof(block_q6_K, d)), -1, nullptr}; break;
+    default: unsupported("first_nonfinite_scale", t);
+  }
+  const std::size_t stride = dtype_info(t).block_bytes;
+  const auto* p = static_cast<const unsigned char*>(data);
+  auto bad = [&](std::size_t i, int off) {
+    if (off < 0) return false;
+    std::uint16_t h;
+    std::memcpy(&h, p + i * stride + static_cast<std::size_t>(off), 2);
+    return (h & exp_mask) == exp_mask;
+  };
+  // Runs of blocks with one test at the end of each (no branch per block); the run with a bad one is
+  // searched again for the first.
+  constexpr std::size_t kRun = 1024;
+  for (std::size_t i0 = 0; i0 < count; i0 += kRun) {
+    const std::size_t i1 = std::min(count, i0 + kRun);
+    bool any = false;
+    for (std::size_t i = i0; i < i1; ++i) any |= bad(i, at.d) | bad(i, at.second);
+    if (!any) continue;
+    for (std::size_t i = i0; i < i1; ++i) {
+      if (bad(i, at.d)) {
+        *field = t == DType::F16 || t == DType::BF16 ? "value" : "d";
+        return i;
+      }
+      if (bad(i, at.second)) {
+        *field = at.second_name;
+        return i;
+      }
+    }
+  }
+  return count;
+}
+
 float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
   check_row("vec_dot", w, n);
   switch (w) {

@@ -145,7 +145,8 @@ void dequantize_row(DType t, const void* src, float* dst, std::size_t n);
 //   Q4_0 ggml's quantize_row_q4_0_ref: d = m/−8 with m the signed value of largest |x|,
 //        q = min(15, (int8)(x·(1/d) + 8.5))   (truncation, so ties go up);
 //   Q8_K the same as quantize_activation(Q8_K, ...).
-// The k-quant weight types (Q4_K, Q5_K, Q6_K) are not produced here and throw ConfigError.
+// The other weight types (Q4_1, Q5_0, Q5_1, IQ4_NL and the k-quants Q2_K … Q6_K) are not produced
+// here and throw ConfigError; Q8_1 is quantize_activation(Q8_1, ...).
 void quantize_row(DType t, const float* src, void* dst, std::size_t n);
 
 // The type llama.cpp converts the activation row to before a dot product with weights of type w:
@@ -170,5 +171,14 @@ void quantize_activation(DType t, const float* src, void* dst, std::size_t n);
 // The float summation order is not ggml's, so results agree with it to rounding, not bit for bit.
 float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row);         // SIMD
 float vec_dot_scalar(DType w, std::size_t n, const void* w_row, const void* x_row);  // plain reference
+
+// ---- Load-time check ------------------------------------------------------------------------------
+// A NaN or infinite block scale would turn its whole block into NaN (or, once the integer dot is
+// scaled, finite garbage in later layers), so a model load refuses it. Checks, for `count` blocks of
+// type t (values for F16/BF16), the fp16 fields that scale a block — d, and dmin or m where the type
+// has one — or, for F16/BF16, every value. Returns the index of the first bad block (value) and sets
+// *field to its name ("d", "dmin", "m", "value"), or returns `count` if all are finite. F32 and the
+// activation types are not handled (F32 weights go through kernels::first_nonfinite) and throw ConfigError.
+std::size_t first_nonfinite_scale(DType t, const void* data, std::size_t count, const char** field);
 
 }  // namespace glassbox::quant
