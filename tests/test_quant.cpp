@@ -688,3 +688,52 @@ BOOST_AUTO_TEST_CASE(q8_0_dot_is_exact_for_extreme_bytes) {
   BOOST_TEST(q::vec_dot(DType::Q8_0, 128, w.data(), x.data()) == want);
   BOOST_TEST(q::vec_dot_scalar(DType::Q8_0, 128, w.data(), x.data()) == want);
 }
+
+// The load-time check looks at the scale fields only, at each type's own offsets: an all-ones
+// exponent planted anywhere else in a block (quant bytes) is data, not a scale, and passes.
+BOOST_DATA_TEST_CASE(first_nonfinite_scale_reads_only_the_scale_fields,
+                     bdata::make({"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}),
+                     type_name) {
+  const DType t = dtype_of(type_name);
+  // Each type's fp16 scale fields (ggml-common.h), and whether the first is called d.
+  static const std::map<DType, std::vector<std::pair<std::size_t, std::string>>> fields = {
+      {DType::Q8_0, {{0, "d"}}},   {DType::Q4_0, {{0, "d"}}},  {DType::Q4_1, {{0, "d"}, {2, "m"}}},
+      {DType::Q5_0, {{0, "d"}}},   {DType::Q5_1, {{0, "d"}, {2, "m"}}},  {DType::IQ4_NL, {{0, "d"}}},
+      {DType::Q2_K, {{80, "d"}, {82, "dmin"}}},  {DType::Q3_K, {{108, "d"}}},  {DType::Q4_K, {{0, "d"}, {2, "dmin"}}},
+      {DType::Q5_K, {{0, "d"}, {2, "dmin"}}},    {DType::Q6_K, {{208, "d"}}}};
+  const auto& info = glassbox::dtype_info(t);
+  const std::size_t blocks = 3000;  // more than one of the check's runs of 1024
+  std::vector<unsigned char> data(blocks * info.block_bytes);
+  // Every byte 0xFF except the scale fields (1.0): ±NaN patterns everywhere in the quants.
+  std::fill(data.begin(), data.end(), 0xFF);
+  for (std::size_t b = 0; b < blocks; ++b)
+    for (const auto& [at, name] : fields.at(t)) {
+      const std::uint16_t one = 0x3C00;
+      std::memcpy(&data[b * info.block_bytes + at], &one, 2);
+    }
+  const char* field = "";
+  BOOST_TEST(q::first_nonfinite_scale(t, data.data(), blocks, &field) == blocks);
+  for (const auto& [at, name] : fields.at(t)) {
+    auto bad = data;
+    const std::uint16_t inf = 0xFC00;
+    std::memcpy(&bad[2500 * info.block_bytes + at], &inf, 2);
+    std::memcpy(&bad[2900 * info.block_bytes + at], &inf, 2);
+    BOOST_TEST(q::first_nonfinite_scale(t, bad.data(), blocks, &field) == 2500u);
+    BOOST_TEST(std::string(field) == name);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(first_nonfinite_scale_checks_every_half_value) {
+  std::vector<std::uint16_t> h(100, 0x3C00);
+  const char* field = "";
+  BOOST_TEST(q::first_nonfinite_scale(DType::F16, h.data(), h.size(), &field) == 100u);
+  h[77] = 0x7E00;  // NaN
+  BOOST_TEST(q::first_nonfinite_scale(DType::F16, h.data(), h.size(), &field) == 77u);
+  BOOST_TEST(std::string(field) == "value");
+  std::vector<std::uint16_t> b(100, 0x3F80);  // bf16 1.0
+  b[5] = 0x7C00;                               // a finite bf16 (2^121): not fp16's exponent test
+  BOOST_TEST(q::first_nonfinite_scale(DType::BF16, b.data(), b.size(), &field) == 100u);
+  b[9] = 0xFF80;  // bf16 −inf
+  BOOST_TEST(q::first_nonfinite_scale(DType::BF16, b.data(), b.size(), &field) == 9u);
+  BOOST_CHECK_THROW(q::first_nonfinite_scale(DType::F32, h.data(), 1, &field), glassbox::ConfigError);
+}
