@@ -43,7 +43,7 @@ void register_factories(Registrar& r) {
   r.add_sampler({"xtc", "exclude top choices: with probability P, drop every token with p >= threshold but the least likely of them",
                  {{"probability", ParamType::Float, "0.0", "chance of acting at each step, 0 <= P <= 1; 0 = off", 0.0, 1.0},
                   {"threshold", ParamType::Float, "0.1", "0 <= threshold <= 1; above 0.5 the stage never acts", 0.0, 1.0},
-                  {"min_keep", ParamType::Int, "1", "act only when at least this many candidates remain, >= 0", 0.0, 2147483647.0}},
+                  {"min_keep", ParamType::Int, "1", "act only when at least this many candidates remain, >= 0", 0.0, std::nullopt}},
                  "probability"},
                 [](const Params& p) {
                   const double prob = samplers::finite_param("xtc", p, "probability");

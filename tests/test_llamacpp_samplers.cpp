@@ -194,11 +194,11 @@ std::vector<double> temp_ext_reference(const std::vector<float>& probs, float t,
 BOOST_DATA_TEST_CASE(dynamic_temperature_on_more_distributions,
                      bdata::make({0.5f, 1.0f, 1.5f}) * bdata::make({0.25f, 0.5f, 1.0f}) * bdata::make({0.5f, 1.0f, 2.0f}) *
                          bdata::xrange(3),
-                     t, delta, exponent, k) {
+                     temp, range, expo, k) {
   const auto probs = generated(3, 9, 5)[k];
   std::ostringstream chain;
-  chain << "dynamic-temperature:temperature=" << t << ";range=" << delta << ";exponent=" << exponent;
-  check_close(after_first_stage(explain(chain.str(), probs), probs.size()), temp_ext_reference(probs, t, delta, exponent), chain.str());
+  chain << "dynamic-temperature:temperature=" << temp << ";range=" << range << ";exponent=" << expo;
+  check_close(after_first_stage(explain(chain.str(), probs), probs.size()), temp_ext_reference(probs, temp, range, expo), chain.str());
 }
 
 // ---- DRY (test_dry; the breaker {3} is token "3"; llama.cpp's context size 1024 holds every case) ----
