@@ -111,6 +111,42 @@ std::size_t cells(const std::string& s) {
   return n;
 }
 
+// The entries of --dist as a vocabulary, for stages that read token texts (dry's sequence breakers):
+// token i's text is its name; text is encoded by the longest name that matches at each place
+// (characters no name starts with are skipped).
+class EntryVocab final : public Tokenizer {
+ public:
+  explicit EntryVocab(const std::vector<Entry>& e) {
+    for (const auto& x : e) names_.push_back(x.text);
+  }
+  std::vector<std::int32_t> encode(std::string_view text, const EncodeOptions&) const override {
+    std::vector<std::int32_t> out;
+    for (std::size_t i = 0; i < text.size();) {
+      std::int32_t best = -1;
+      for (std::size_t id = 0; id < names_.size(); ++id)
+        if (text.substr(i).starts_with(names_[id]) && (best < 0 || names_[id].size() > names_[best].size()))
+          best = static_cast<std::int32_t>(id);
+      if (best < 0) {
+        ++i;
+        continue;
+      }
+      out.push_back(best);
+      i += names_[best].size();
+    }
+    return out;
+  }
+  std::string_view decode(std::int32_t, std::int32_t id) const override { return piece(id); }
+  std::string_view piece(std::int32_t id) const override {
+    return id >= 0 && id < vocab_size() ? std::string_view(names_[id]) : std::string_view();
+  }
+  std::int32_t vocab_size() const override { return static_cast<std::int32_t>(names_.size()); }
+  std::int32_t bos_id() const override { return -1; }
+  std::int32_t eos_id() const override { return -1; }
+
+ private:
+  std::vector<std::string> names_;
+};
+
 std::string pad(const std::string& s, std::size_t w) { return s + std::string(w > cells(s) ? w - cells(s) : 0, ' '); }
 
 std::string fixed(double x, int digits) {
@@ -176,6 +212,8 @@ void add_explain_command(CLI::App& app) {
     const bool dist_appended = stages.size() > n_named;
 
     SamplerChain chain(std::move(stages), n, o->seed);
+    const EntryVocab vocab(entries);
+    chain.bind(vocab);
     for (auto id : history) chain.accept(id);
     std::vector<float> logits(n);
     for (int i = 0; i < n; ++i) logits[i] = entries[i].logit;
@@ -217,6 +255,7 @@ void add_explain_command(CLI::App& app) {
         st_j.push_back({{"name", r.name}, {"params", r.params ? params_json(*r.params) : json::object()},
                         {"kept", r.kept}, {"mass", traces::json_float(r.mass)},
                         {"entropy", traces::json_float(r.entropy)}, {"probs", probs}});
+        if (r.u >= 0) st_j.back()["u"] = traces::json_float(r.u);  // a non-selecting stage's draw (xtc)
       }
       j["stages"] = st_j;
       j["draw"] = {{"seed", o->seed}, {"u", u < 0 ? json(nullptr) : json(traces::json_float(u))},
@@ -315,6 +354,13 @@ void add_explain_command(CLI::App& app) {
     summary_row("mass", [](const Column& c) { return fixed(c.mass, 4); });
     summary_row("entropy", [](const Column& c) { return fixed(c.entropy, 4) + " nats"; });
     out << "\n";
+    for (const auto& r : records)
+      if (r.u >= 0)
+        out << r.name << " drew u = " << fixed(r.u, 6) << " from the run's generator"
+            << (r.name == "xtc" && r.params && r.params->has("probability")
+                    ? (r.u <= r.params->get_float("probability") ? " (<= probability: it acted)" : " (> probability: it did not act)")
+                    : "")
+            << "\n";
     if (selector == "greedy") {
       out << "greedy picks the most likely token: " << entries[selected].text << " (p = " << fixed(chosen_p, 4) << ")\n";
     } else {

@@ -242,6 +242,10 @@ std::vector<RunOption> make_table() {
                        else o.sampler.push_back(yaml_plugin(v, where, "sampler"));
                      },
                      [](const RunOptions& o) { return join_specs(o.sampler); }}));
+  t.push_back(entry({.key = "ignore_eos", .flags = "--ignore-eos",
+                     .help = "never end at an end-of-generation token: a logit-bias stage banning each one runs first",
+                     .example = "true", .commands = kGenerate},
+                    flag(&RunOptions::ignore_eos)));
   t.push_back(entry({.key = "seed", .flags = "--seed", .value_name = "N", .help = "random seed",
                      .values = "0.." + std::to_string(UINT64_MAX), .default_text = "chosen at random, recorded in the trace",
                      .example = "42", .commands = kGenerate},

@@ -31,6 +31,7 @@ struct RunOptions {
   PluginSpec tokenizer{"", {}};           // name empty: chosen from the model; path set from --tokenizer
   PluginSpec attention{"kv-cache", {}};
   std::vector<PluginSpec> sampler;         // empty: "default"
+  bool ignore_eos = false;                 // ban the end-of-generation tokens (a logit-bias stage first in the chain)
   std::string prompt;
   int max_tokens = 256;
   int context = 0;                         // positions the run may use (0: the model's, capped at 4096)

@@ -239,6 +239,14 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   }
   s->attention = s->registry.make_attention(opt.attention, cfg.attention_shape());
   s->seed = opt.seed ? *opt.seed : std::random_device{}();
+  if (opt.ignore_eos) {
+    // As llama.cpp's --ignore-eos: every end-of-generation id gets a -inf bias before any other stage
+    // runs, so the chain never picks one; the stage is in the trace like any other.
+    if (!s->tokenizer) throw ConfigError("--ignore-eos: this run has no vocabulary to name its end-of-generation tokens");
+    std::string bias;
+    for (auto id : s->tokenizer->eog_ids()) bias += (bias.empty() ? "" : ";") + std::to_string(id) + "=-inf";
+    if (!bias.empty()) stages.insert(stages.begin(), s->registry.make_sampler(PluginSpec{"logit-bias", {{"bias", bias}}}));
+  }
   check_token_ids(stages, cfg.vocab_size);
   s->sampler = std::make_unique<SamplerChain>(std::move(stages), cfg.vocab_size, s->seed);
 

@@ -13,6 +13,8 @@
 #include "glassbox/chat_template.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/model.hpp"
+#include "glassbox/model/gguf.hpp"
+#include "glassbox/model/model_source.hpp"
 #include "glassbox/registry.hpp"
 #include "support.hpp"
 
@@ -36,6 +38,10 @@ const std::vector<Case> kCases = {
     {"synth128", "q8_0", 0.75},    {"synth128", "q4_0", 0.75},    {"synth256", "f32", 2e-4},
     {"synth256", "q8_0", 0.75},    {"synth256", "q6_k", 0.75},    {"synth256", "q5_k_m", 0.75},
     {"synth256", "q4_k_m", 0.75},
+    // The fallback and low-bit types (README "Fallback and low-bit types"): the same settings, so the
+    // same tolerance as the other synthetic files' rounding-reproduced reader.
+    {"synth128", "q4_k_m", 0.75},  {"synth128", "q5_k_m", 0.75},  {"synth128", "q4_1", 0.75},
+    {"synth256", "q2_k", 0.75},    {"synth256", "q3_k_m", 0.75},  {"synth256", "iq4_nl", 0.75},
 };
 
 glassbox::Registry& registry() {
@@ -110,6 +116,22 @@ BOOST_DATA_TEST_CASE(logits_match_llama_cpp, bdata::make(kCases), c) {
                           << "/" << positions << " positions");
   BOOST_TEST(worst <= c.tol, name << ": max |Δlogit| " << worst << " exceeds " << c.tol);
   BOOST_TEST(share >= 0.97, name << ": argmax agrees at only " << agree << "/" << positions);
+}
+
+// Every llama.cpp reference of a GGUF file in ../shared/golden/ is one of the cases above, so a file
+// added there (or a type it needs) cannot go unchecked.
+BOOST_AUTO_TEST_CASE(every_reference_file_is_a_case) {
+  int found = 0;
+  for (const auto& e : fs::directory_iterator(gbtest::shared("golden"))) {
+    const std::string f = e.path().filename().string();
+    if (f.rfind("llamacpp-", 0) != 0 || e.path().extension() != ".jsonl") continue;
+    ++found;
+    const std::string name = f.substr(9, f.size() - 9 - 6);
+    const bool listed = std::any_of(kCases.begin(), kCases.end(), [&](const Case& c) { return c.model + "-" + c.type == name; });
+    BOOST_TEST(listed, f << " has no case in logits_match_llama_cpp");
+    BOOST_TEST(fs::exists(gbtest::shared("gguf/" + name + ".gguf")), f << " has no GGUF file");
+  }
+  BOOST_TEST(found == static_cast<int>(kCases.size()));
 }
 
 // Greedy decoding from the prompt gives llama.cpp's ids until a near-tie: a step where the
@@ -234,6 +256,71 @@ BOOST_DATA_TEST_CASE(bad_gguf_exits_2_naming_the_file, bdata::make(bad_files()),
     lines += j > i;
   }
   BOOST_TEST(lines == 1, r.err);
+  fs::remove_all(dir);
+}
+
+// A NaN or infinite block scale (d, dmin, m) or F16 weight is refused at load with the file and the
+// tensor named (issue #31): one case per stored type and scale field, planted in a block in the
+// middle of a reference file's tensor of that type. Offsets are the block layouts of ggml-common.h.
+namespace {
+struct BadScale {
+  std::string file, type, field;
+  std::size_t at;      // byte offset of the fp16 field inside a block
+  std::uint16_t bits;  // what is planted there
+};
+std::ostream& operator<<(std::ostream& o, const BadScale& b) { return o << b.type << "." << b.field << "=" << std::hex << b.bits; }
+
+std::vector<BadScale> bad_scales() {
+  const std::uint16_t inf = 0x7C00, nan = 0x7E00, ninf = 0xFC00;
+  return {
+      {"synth128-q8_0", "Q8_0", "d", 0, nan},       {"synth128-q4_0", "Q4_0", "d", 0, inf},
+      {"synth128-q4_1", "Q4_1", "d", 0, nan},       {"synth128-q4_1", "Q4_1", "m", 2, ninf},
+      {"synth128-q4_k_m", "Q5_0", "d", 0, inf},     {"synth128-q5_k_m", "Q5_1", "d", 0, nan},
+      {"synth128-q5_k_m", "Q5_1", "m", 2, inf},     {"synth256-iq4_nl", "IQ4_NL", "d", 0, nan},
+      {"synth256-q2_k", "Q2_K", "d", 80, inf},      {"synth256-q2_k", "Q2_K", "dmin", 82, nan},
+      {"synth256-q2_k", "Q3_K", "d", 108, ninf},    {"synth256-q4_k_m", "Q4_K", "d", 0, nan},
+      {"synth256-q4_k_m", "Q4_K", "dmin", 2, inf},  {"synth256-q5_k_m", "Q5_K", "d", 0, inf},
+      {"synth256-q5_k_m", "Q5_K", "dmin", 2, nan},  {"synth256-q6_k", "Q6_K", "d", 208, nan},
+      {"synth128-f16", "F16", "value", 0, inf},
+  };
+}
+}  // namespace
+
+BOOST_DATA_TEST_CASE(nonfinite_block_scales_are_refused_naming_file_and_tensor, bdata::make(bad_scales()), b) {
+  if (!gbtest::shared_dir()) return;
+  const fs::path good = gbtest::shared("gguf/" + b.file + ".gguf");
+  std::string bytes = gbtest::read_file(good);
+  std::string tensor;
+  std::size_t block = 0;
+  {
+    auto src = glassbox::ModelSource::open(good);  // the intact file loads
+    const auto* base = src->file().data();
+    for (const auto& info : src->gguf()->tensors())
+      if (glassbox::dtype_name(info.dtype) == b.type) {
+        const auto& ti = glassbox::dtype_info(info.dtype);
+        tensor = info.name;
+        block = info.bytes / ti.block_bytes / 2;
+        const std::size_t at = static_cast<std::size_t>(src->gguf()->tensor(info).data - base) + block * ti.block_bytes + b.at;
+        std::memcpy(&bytes[at], &b.bits, 2);
+        break;
+      }
+  }
+  BOOST_TEST_REQUIRE(!tensor.empty(), b.file << " has no " << b.type << " tensor");
+  const fs::path dir = gbtest::temp_dir("bad-scale");
+  const fs::path f = dir / "bad.gguf";
+  gbtest::write_file(f, bytes);
+  const std::string where = b.type == "F16" ? "value #" + std::to_string(block) : "block #" + std::to_string(block) + " scale " + b.field;
+  try {
+    glassbox::ModelSource::open(f);
+    BOOST_ERROR("a non-finite " << b.type << " " << b.field << " was accepted");
+  } catch (const glassbox::ModelError& e) {
+    const std::string m = e.what();
+    BOOST_TEST(m.find(f.string() + ": tensor '" + tensor + "' (" + b.type + ") " + where + " is not a finite number") != std::string::npos, m);
+  }
+  // And through the CLI: one line, exit 2.
+  const auto r = gbtest::run_cli({"run", "--model", f.string(), "--prompt", "Hi", "-n", "2"});
+  BOOST_TEST(r.rc == 2, r.err);
+  BOOST_TEST(r.err.find("tensor '" + tensor + "'") != std::string::npos, r.err);
   fs::remove_all(dir);
 }
 

@@ -558,11 +558,50 @@ BOOST_DATA_TEST_CASE(typed_matmul_matches_scalar,
   check_typed(w, rows);
 }
 
-BOOST_DATA_TEST_CASE(kquant_matmul_matches_scalar, bdata::make({"q6_k", "q5_k_m", "q4_k_m"}) * bdata::make({1, 5}), file, rows) {
+// The reference files' k-quant, fallback and low-bit tensors (synth128's Q4_K_M/Q5_K_M are Q5_0/Q5_1
+// with Q8_0, its Q4_1 file Q4_1; synth256's Q2_K file holds Q2_K and Q3_K, Q3_K_M Q3_K/Q4_K/Q5_K).
+const auto kQuantFiles = bdata::make({"synth256-q6_k", "synth256-q5_k_m", "synth256-q4_k_m", "synth256-q2_k", "synth256-q3_k_m",
+                                      "synth256-iq4_nl", "synth128-q4_1", "synth128-q4_k_m", "synth128-q5_k_m"});
+
+BOOST_DATA_TEST_CASE(kquant_matmul_matches_scalar, kQuantFiles * bdata::make({1, 5}), file, rows) {
   if (!gbtest::shared_dir()) return;
-  auto src = glassbox::ModelSource::open(gbtest::shared(std::string("gguf/synth256-") + file + ".gguf"));
+  auto src = glassbox::ModelSource::open(gbtest::shared(std::string("gguf/") + file + ".gguf"));
   const auto& l = src->weights().layers[0];
   for (const glassbox::Tensor* t : {&l.wq, &l.wv, &l.w2}) check_typed(*t, rows);
+}
+
+// Those types' products are each row's vec_dot bit for bit, on every kernel set, for 1, 2 and 3
+// threads, decode (1 row) and prefill (5 rows) alike.
+BOOST_DATA_TEST_CASE(reference_types_matmul_is_vec_dot_per_row_on_any_thread_count, kQuantFiles, file) {
+  if (!gbtest::shared_dir()) return;
+  const SplitEveryProduct split;
+  auto src = glassbox::ModelSource::open(gbtest::shared(std::string("gguf/") + file + ".gguf"));
+  const auto& l = src->weights().layers[0];
+  const int threads = k::threads();
+  for (const glassbox::Tensor* w : {&l.wq, &l.wv, &l.w2, &l.w3}) {
+    const std::size_t kdim = w->cols(), d = w->rows(), n = 5, xrb = k::xq_row_bytes(*w);
+    const auto xt = glassbox::quant::vec_dot_type(w->dtype);
+    const auto x = randv(n * kdim, 23);
+    for_each_kernel_set([&] {
+      std::vector<std::byte> xq(n * xrb);
+      std::vector<float> ref(n * d), out(n * d), one(d);
+      for (std::size_t t = 0; t < n; ++t) {
+        glassbox::quant::quantize_activation(xt, x.data() + t * kdim, xq.data() + t * xrb, kdim);
+        for (std::size_t i = 0; i < d; ++i)
+          ref[t * d + i] = glassbox::quant::vec_dot(w->dtype, kdim, w->row(static_cast<std::int64_t>(i)), xq.data() + t * xrb);
+      }
+      for (int th : {1, 2, 3}) {
+        k::set_threads(th);
+        k::matmul(out.data(), x.data(), *w, n, xq.data());
+        BOOST_TEST((out == ref), file << " " << w->name << " (" << glassbox::dtype_name(w->dtype) << "), " << th << " threads");
+        for (std::size_t t = 0; t < n; ++t) {
+          k::matmul(one.data(), x.data() + t * kdim, *w, 1, xq.data());
+          BOOST_TEST_REQUIRE(std::equal(one.begin(), one.end(), ref.begin() + t * d));
+        }
+      }
+    });
+  }
+  k::set_threads(threads);
 }
 
 // The quantized product streams several weight rows per pass and splits rows across threads; each

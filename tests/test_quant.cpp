@@ -21,6 +21,8 @@
 #endif
 
 #include "glassbox/error.hpp"
+#include "glassbox/model/gguf.hpp"
+#include "glassbox/model/model_source.hpp"
 #include "glassbox/quant.hpp"
 #include "support.hpp"
 
@@ -82,6 +84,20 @@ std::map<std::string, TensorRec> tensors_of(const std::string& file) {
     t.nbytes = std::stoull(m[5]);
     out[m[1]] = t;
   }
+  if (out.empty()) {
+    // The files added later (the fallback and low-bit types) are not in TENSORS.txt: their tensors
+    // are located with glassbox's own GGUF reader (names, types, shapes and offsets only).
+    const auto src = glassbox::ModelSource::open(gbtest::shared("gguf/" + file));
+    const std::byte* base = src->file().data();
+    for (const auto& info : src->gguf()->tensors()) {
+      TensorRec t;
+      t.type = std::string(glassbox::dtype_name(info.dtype));
+      for (int d = 0; d < info.n_dims; ++d) t.ne.push_back(static_cast<std::size_t>(info.ne[d]));
+      t.file_byte = static_cast<std::size_t>(src->gguf()->tensor(info).data - base);
+      t.nbytes = info.bytes;
+      out[info.name] = t;
+    }
+  }
   BOOST_TEST_REQUIRE(!out.empty(), "no tensors listed for " << file);
   return out;
 }
@@ -106,7 +122,9 @@ struct GgufFile {
 DType dtype_of(const std::string& s) {
   static const std::map<std::string, DType> m = {{"F32", DType::F32},   {"F16", DType::F16},   {"BF16", DType::BF16},
                                                  {"Q8_0", DType::Q8_0}, {"Q4_0", DType::Q4_0}, {"Q4_K", DType::Q4_K},
-                                                 {"Q5_K", DType::Q5_K}, {"Q6_K", DType::Q6_K}};
+                                                 {"Q5_K", DType::Q5_K}, {"Q6_K", DType::Q6_K}, {"Q4_1", DType::Q4_1},
+                                                 {"Q5_0", DType::Q5_0}, {"Q5_1", DType::Q5_1}, {"IQ4_NL", DType::IQ4_NL},
+                                                 {"Q2_K", DType::Q2_K}, {"Q3_K", DType::Q3_K}};
   return m.at(s);
 }
 
@@ -330,11 +348,18 @@ BOOST_DATA_TEST_CASE(quantize_row_reproduces_llama_quantize, bdata::make({"f16",
 //   scale, min or bit layout gives errors of the order of max|w| itself.
 BOOST_DATA_TEST_CASE(dequantize_row_is_within_the_quantization_step,
                      bdata::make({"synth256-q8_0", "synth256-q6_k", "synth256-q5_k_m", "synth256-q4_k_m", "synth128-q4_0",
-                                  "synth128-q8_0", "synth128-f16"}),
+                                  "synth128-q8_0", "synth128-f16", "synth128-q4_1", "synth128-q4_k_m", "synth128-q5_k_m",
+                                  "synth256-q2_k", "synth256-q3_k_m", "synth256-iq4_nl"}),
                      kind) {
   const std::string file = kind;
   const GgufFile f32(file.substr(0, file.find('-')) + "-f32.gguf"), qf(file + ".gguf");
-  const std::map<std::string, double> bound = {{"F16", 1.0 / 2048}, {"Q6_K", 0.025}, {"Q5_K", 0.075}, {"Q4_K", 0.12}};
+  // The fallback and low-bit types: Q4_1/Q5_1 round to the nearest of 15/31 steps between min and
+  // max, so ½ step ≤ 2·max|w|/30 (0.067) and 2·max|w|/62 (0.033), measured 0.067 and 0.033; Q5_0
+  // clips like Q4_0, up to one step d = max|w|/16 (measured 0.0625). IQ4_NL, Q3_K, Q2_K have
+  // fitted scales, so as for the k-quants about 1.4× the worst measured (0.12, 0.21, 0.36).
+  const std::map<std::string, double> bound = {{"F16", 1.0 / 2048}, {"Q6_K", 0.025}, {"Q5_K", 0.075}, {"Q4_K", 0.12},
+                                               {"Q4_1", 0.07},  {"Q5_0", 1.01 / 16}, {"Q5_1", 0.035},
+                                               {"IQ4_NL", 0.17}, {"Q3_K", 0.30},     {"Q2_K", 0.51}};
   for (const auto& [name, t] : qf.tensors) {
     if (t.type == "F32") continue;
     const DType type = dtype_of(t.type);
@@ -430,6 +455,104 @@ BOOST_AUTO_TEST_CASE(planted_blocks_dequantize_to_known_values) {
   for (int v = 0; v < 256; ++v) BOOST_TEST(y[v] == 0.125f * k6.scales[v / 16] * (q6(v) - 32), "Q6_K value " << v);
 }
 
+// The fallback and low-bit types, planted from the layouts of ggml-common.h (written out here, not
+// taken from the code under test).
+BOOST_AUTO_TEST_CASE(planted_fallback_and_low_bit_blocks_dequantize_to_known_values) {
+  std::vector<float> y(256);
+  auto q5 = [](int j) { return (j * 7 + 3) % 32; };
+  // Q4_1: d = 0.5, m = −1: value = 0.5·q − 1.
+  q::block_q4_1 b41{};
+  b41.d = 0x3800;
+  b41.m = 0xBC00;
+  for (int j = 0; j < 16; ++j) b41.qs[j] = static_cast<std::uint8_t>(j | ((15 - j) << 4));
+  q::dequantize_row(DType::Q4_1, &b41, y.data(), 32);
+  for (int j = 0; j < 16; ++j) {
+    BOOST_TEST(y[j] == 0.5f * j - 1.0f);
+    BOOST_TEST(y[j + 16] == 0.5f * (15 - j) - 1.0f);
+  }
+  // Q5_0 / Q5_1: the fifth bit of value j is bit j of the little-endian qh word.
+  q::block_q5_0 b50{};
+  q::block_q5_1 b51{};
+  b50.d = b51.d = 0x3800;
+  b51.m = 0x3400;  // 0.25
+  std::uint32_t qh = 0;
+  for (int j = 0; j < 32; ++j) {
+    const int nib = q5(j) & 15;
+    b50.qs[j % 16] |= static_cast<std::uint8_t>(nib << (j < 16 ? 0 : 4));
+    qh |= static_cast<std::uint32_t>(q5(j) >> 4) << j;
+  }
+  std::memcpy(b50.qh, &qh, 4);
+  std::memcpy(b51.qh, &qh, 4);
+  std::memcpy(b51.qs, b50.qs, 16);
+  q::dequantize_row(DType::Q5_0, &b50, y.data(), 32);
+  for (int j = 0; j < 32; ++j) BOOST_TEST(y[j] == 0.5f * (q5(j) - 16), "Q5_0 value " << j);
+  q::dequantize_row(DType::Q5_1, &b51, y.data(), 32);
+  for (int j = 0; j < 32; ++j) BOOST_TEST(y[j] == 0.5f * q5(j) + 0.25f, "Q5_1 value " << j);
+  // IQ4_NL: an index into ggml's 16-level table.
+  const int table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  q::block_iq4_nl bnl{};
+  bnl.d = 0x3800;
+  for (int j = 0; j < 16; ++j) bnl.qs[j] = static_cast<std::uint8_t>(((j * 5) % 16) | (((j * 3 + 1) % 16) << 4));
+  q::dequantize_row(DType::IQ4_NL, &bnl, y.data(), 32);
+  for (int j = 0; j < 16; ++j) {
+    BOOST_TEST(y[j] == 0.5f * table[(j * 5) % 16]);
+    BOOST_TEST(y[j + 16] == 0.5f * table[(j * 3 + 1) % 16]);
+  }
+
+  // Q2_K: d = 0.5, dmin = 0.25, scales[s] = sc | m << 4; value v (l + 32k of half h) is bits 2k..2k+1 of qs[32h + l].
+  auto sc2 = [](int s) { return (s * 3) % 16; };
+  auto mn2 = [](int s) { return (s * 5 + 1) % 16; };
+  auto q2 = [](int v) { return (v * 7 + v / 32) % 4; };
+  q::block_q2_K k2{};
+  k2.d = 0x3800;
+  k2.dmin = 0x3400;
+  for (int s = 0; s < 16; ++s) k2.scales[s] = static_cast<std::uint8_t>(sc2(s) | (mn2(s) << 4));
+  for (int v = 0; v < 256; ++v) k2.qs[32 * (v / 128) + v % 32] |= static_cast<std::uint8_t>(q2(v) << (2 * (v % 128 / 32)));
+  q::dequantize_row(DType::Q2_K, &k2, y.data(), 256);
+  for (int v = 0; v < 256; ++v) BOOST_TEST(y[v] == 0.5f * sc2(v / 16) * q2(v) - 0.25f * mn2(v / 16), "Q2_K value " << v);
+
+  // Q3_K: d = 0.125, 6-bit scales biased by 32: low 4 bits in byte s mod 8 (low nibble for s < 8),
+  // high 2 bits at bits 2·(s/4) of byte 8 + s mod 4. q = low 2 bits (as Q2_K) − 4 unless bit v/32 of hmask[v mod 32].
+  auto sc3 = [](int s) { return (s * 11 + 5) % 64; };
+  auto q3 = [](int v) { return (v * 5 + v / 64) % 8 - 4; };  // −4..3
+  q::block_q3_K k3{};
+  k3.d = 0x3000;
+  for (int s = 0; s < 16; ++s) {
+    k3.scales[s % 8] |= static_cast<std::uint8_t>((sc3(s) & 15) << (s < 8 ? 0 : 4));
+    k3.scales[8 + s % 4] |= static_cast<std::uint8_t>((sc3(s) >> 4) << (2 * (s / 4)));
+  }
+  for (int v = 0; v < 256; ++v) {
+    const int qv = q3(v), low = qv >= 0 ? qv : qv + 4;
+    k3.qs[32 * (v / 128) + v % 32] |= static_cast<std::uint8_t>(low << (2 * (v % 128 / 32)));
+    if (qv >= 0) k3.hmask[v % 32] |= static_cast<std::uint8_t>(1 << (v / 32));
+  }
+  q::dequantize_row(DType::Q3_K, &k3, y.data(), 256);
+  for (int v = 0; v < 256; ++v) BOOST_TEST(y[v] == 0.125f * (sc3(v / 16) - 32) * q3(v), "Q3_K value " << v);
+}
+
+// Q8_1 is Q8_0's rounding plus s = fp16(d·Σq), the sum of the rounded bytes.
+BOOST_AUTO_TEST_CASE(q8_1_activation_is_q8_0_plus_the_block_sum) {
+  std::mt19937 g(7);
+  std::normal_distribution<float> nd(0.0f, 3.0f);
+  std::vector<float> x(128);
+  for (auto& v : x) v = nd(g);
+  std::vector<q::block_q8_0> a(4);
+  std::vector<q::block_q8_1> b(4);
+  q::quantize_activation(DType::Q8_0, x.data(), a.data(), 128);
+  q::quantize_activation(DType::Q8_1, x.data(), b.data(), 128);
+  for (int i = 0; i < 4; ++i) {
+    BOOST_TEST(a[i].d == b[i].d);
+    BOOST_TEST(std::memcmp(a[i].qs, b[i].qs, 32) == 0);
+    int sum = 0;
+    float amax = 0;
+    for (int j = 0; j < 32; ++j) {
+      sum += b[i].qs[j];
+      amax = std::max(amax, std::fabs(x[32 * i + j]));
+    }
+    BOOST_TEST(b[i].s == q::fp32_to_fp16(amax / 127.0f * static_cast<float>(sum)), "block " << i);
+  }
+}
+
 // ================================ dot products ================================
 
 namespace {
@@ -439,18 +562,19 @@ std::vector<char> random_weights(DType t, std::size_t n, std::mt19937& g) {
   std::vector<char> w(glassbox::row_bytes(t, n));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f), small(0.001f, 0.02f);
   std::uniform_int_distribution<int> byte(0, 255);
-  if (t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) {
+  // Where each type without a quantize_row keeps its fp16 scale d and its min/dmin (−1: none).
+  static const std::map<DType, std::pair<int, int>> scale_at = {
+      {DType::Q4_K, {0, 2}},   {DType::Q5_K, {0, 2}},  {DType::Q6_K, {208, -1}}, {DType::Q4_1, {0, 2}},
+      {DType::Q5_0, {0, -1}},  {DType::Q5_1, {0, 2}},  {DType::IQ4_NL, {0, -1}}, {DType::Q2_K, {80, 82}},
+      {DType::Q3_K, {108, -1}}};
+  if (const auto it = scale_at.find(t); it != scale_at.end()) {
     for (auto& c : w) c = static_cast<char>(byte(g));
-    const std::size_t bb = glassbox::dtype_info(t).block_bytes;
-    for (std::size_t b = 0; b < n / 256; ++b) {
-      char* blk = w.data() + b * bb;
+    const auto& info = glassbox::dtype_info(t);
+    for (std::size_t b = 0; b < n / info.block_values; ++b) {
+      char* blk = w.data() + b * info.block_bytes;
       const std::uint16_t d = q::fp32_to_fp16(small(g)), dmin = q::fp32_to_fp16(small(g));
-      if (t == DType::Q6_K) {
-        std::memcpy(blk + 208, &d, 2);
-      } else {
-        std::memcpy(blk, &d, 2);
-        std::memcpy(blk + 2, &dmin, 2);
-      }
+      std::memcpy(blk + it->second.first, &d, 2);
+      if (it->second.second >= 0) std::memcpy(blk + it->second.second, &dmin, 2);
     }
     return w;
   }
@@ -482,8 +606,10 @@ std::vector<Case> dot_cases() {
     for (std::size_t n : {1, 7, 32, 100, 256, 1000, 4099}) c.push_back({t, n});
   for (DType t : {DType::Q8_0, DType::Q4_0})
     for (std::size_t n : {32, 64, 96, 160, 256, 4096, 4128}) c.push_back({t, n});
-  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K})
+  for (DType t : {DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q2_K, DType::Q3_K})
     for (std::size_t n : {256, 512, 768, 4096}) c.push_back({t, n});
+  for (DType t : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL})
+    for (std::size_t n : {32, 64, 96, 160, 256, 4096, 4128}) c.push_back({t, n});
   return c;
 }
 }  // namespace
@@ -502,6 +628,19 @@ BOOST_DATA_TEST_CASE(vec_dot_matches_scalar_and_dequantized_dot, bdata::make(dot
     for (std::size_t i = 0; i < c.n; ++i) {
       ref += double(wf[i]) * xf[i];
       mag += std::fabs(double(wf[i]) * xf[i]);
+    }
+    if (q::vec_dot_type(c.type) == DType::Q8_1) {
+      // The min m meets the activations through Q8_1's s = fp16(d·Σq), not the exact Σ of the
+      // dequantized block: the reference takes that term as llama.cpp's product does, m·s.
+      const auto* xb = reinterpret_cast<const q::block_q8_1*>(x.data());
+      const std::size_t wbb = glassbox::dtype_info(c.type).block_bytes;
+      for (std::size_t b = 0; b < c.n / 32; ++b) {
+        std::uint16_t m;
+        std::memcpy(&m, w.data() + b * wbb + 2, 2);  // Q4_1/Q5_1: d, then m
+        double sx = 0;
+        for (std::size_t j = 0; j < 32; ++j) sx += xf[32 * b + j];
+        ref += fp16_value(m) * (fp16_value(xb[b].s) - sx);
+      }
     }
     BOOST_TEST_REQUIRE(mag > 0.0);
     const float fast = q::vec_dot(c.type, c.n, w.data(), x.data());
@@ -548,4 +687,53 @@ BOOST_AUTO_TEST_CASE(q8_0_dot_is_exact_for_extreme_bytes) {
   const float want = 4 * (16 * 128.0f * 128.0f - 16 * 128.0f * 127.0f);
   BOOST_TEST(q::vec_dot(DType::Q8_0, 128, w.data(), x.data()) == want);
   BOOST_TEST(q::vec_dot_scalar(DType::Q8_0, 128, w.data(), x.data()) == want);
+}
+
+// The load-time check looks at the scale fields only, at each type's own offsets: an all-ones
+// exponent planted anywhere else in a block (quant bytes) is data, not a scale, and passes.
+BOOST_DATA_TEST_CASE(first_nonfinite_scale_reads_only_the_scale_fields,
+                     bdata::make({"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}),
+                     type_name) {
+  const DType t = dtype_of(type_name);
+  // Each type's fp16 scale fields (ggml-common.h), and whether the first is called d.
+  static const std::map<DType, std::vector<std::pair<std::size_t, std::string>>> fields = {
+      {DType::Q8_0, {{0, "d"}}},   {DType::Q4_0, {{0, "d"}}},  {DType::Q4_1, {{0, "d"}, {2, "m"}}},
+      {DType::Q5_0, {{0, "d"}}},   {DType::Q5_1, {{0, "d"}, {2, "m"}}},  {DType::IQ4_NL, {{0, "d"}}},
+      {DType::Q2_K, {{80, "d"}, {82, "dmin"}}},  {DType::Q3_K, {{108, "d"}}},  {DType::Q4_K, {{0, "d"}, {2, "dmin"}}},
+      {DType::Q5_K, {{0, "d"}, {2, "dmin"}}},    {DType::Q6_K, {{208, "d"}}}};
+  const auto& info = glassbox::dtype_info(t);
+  const std::size_t blocks = 3000;  // more than one of the check's runs of 1024
+  std::vector<unsigned char> data(blocks * info.block_bytes);
+  // Every byte 0xFF except the scale fields (1.0): ±NaN patterns everywhere in the quants.
+  std::fill(data.begin(), data.end(), 0xFF);
+  for (std::size_t b = 0; b < blocks; ++b)
+    for (const auto& [at, name] : fields.at(t)) {
+      const std::uint16_t one = 0x3C00;
+      std::memcpy(&data[b * info.block_bytes + at], &one, 2);
+    }
+  const char* field = "";
+  BOOST_TEST(q::first_nonfinite_scale(t, data.data(), blocks, &field) == blocks);
+  for (const auto& [at, name] : fields.at(t)) {
+    auto bad = data;
+    const std::uint16_t inf = 0xFC00;
+    std::memcpy(&bad[2500 * info.block_bytes + at], &inf, 2);
+    std::memcpy(&bad[2900 * info.block_bytes + at], &inf, 2);
+    BOOST_TEST(q::first_nonfinite_scale(t, bad.data(), blocks, &field) == 2500u);
+    BOOST_TEST(std::string(field) == name);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(first_nonfinite_scale_checks_every_half_value) {
+  std::vector<std::uint16_t> h(100, 0x3C00);
+  const char* field = "";
+  BOOST_TEST(q::first_nonfinite_scale(DType::F16, h.data(), h.size(), &field) == 100u);
+  h[77] = 0x7E00;  // NaN
+  BOOST_TEST(q::first_nonfinite_scale(DType::F16, h.data(), h.size(), &field) == 77u);
+  BOOST_TEST(std::string(field) == "value");
+  std::vector<std::uint16_t> b(100, 0x3F80);  // bf16 1.0
+  b[5] = 0x7C00;                               // a finite bf16 (2^121): not fp16's exponent test
+  BOOST_TEST(q::first_nonfinite_scale(DType::BF16, b.data(), b.size(), &field) == 100u);
+  b[9] = 0xFF80;  // bf16 −inf
+  BOOST_TEST(q::first_nonfinite_scale(DType::BF16, b.data(), b.size(), &field) == 9u);
+  BOOST_CHECK_THROW(q::first_nonfinite_scale(DType::F32, h.data(), 1, &field), glassbox::ConfigError);
 }

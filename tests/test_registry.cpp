@@ -80,7 +80,7 @@ BOOST_AUTO_TEST_CASE(unknown_names_and_parameters_list_what_exists) {
     reg.make_attention({"kv-cache", {{"size", "10"}}}, {1, 1, 1, 2, 8});
     BOOST_FAIL("unknown parameter accepted");
   } catch (const glassbox::ConfigError& e) {
-    BOOST_TEST(contains(e.what(), "unknown parameter 'size'; accepted: capacity"), e.what());
+    BOOST_TEST(contains(e.what(), "unknown parameter 'size' (= '10'); accepted: capacity"), e.what());
   }
   BOOST_CHECK_THROW(reg.make_attention(glassbox::parse_plugin_spec("kv-cache:-1", "attention"), {1, 1, 1, 2, 8}),
                     glassbox::ConfigError);

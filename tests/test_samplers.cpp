@@ -566,13 +566,13 @@ BOOST_DATA_TEST_CASE(invalid_values_are_rejected_naming_the_stage_and_value,
                      bdata::make({"temperature:-1", "temperature:nan", "temperature:inf", "top-p:0", "top-p:1.5",
                                   "top-p:nan", "top-p:-0.1", "top-k:-1", "top-k:2.5", "min-p:1.5", "min-p:nan",
                                   "typical-p:0", "top-n-sigma:-1", "repetition-penalty:0", "mirostat-v2:-1",
-                                  "logit-bias:x=1", "logit-bias:3=inf", "logit-bias:3", "logit-bias:1=2;1=3"}) ^
+                                  "logit-bias:x=1" /* NAME:key=value, key x unknown */, "logit-bias:3=inf", "logit-bias:3", "logit-bias:1=2;1=3"}) ^
                          bdata::make({"'temperature'", "'temperature'", "'temperature'", "'top-p'", "'top-p'", "'top-p'",
                                       "'top-p'", "'top-k'", "'top-k'", "'min-p'", "'min-p'", "'typical-p'",
                                       "'top-n-sigma'", "'repetition-penalty'", "'mirostat-v2'", "'logit-bias'",
                                       "'logit-bias'", "'logit-bias'", "'logit-bias'"}) ^
                          bdata::make({"-1", "nan", "inf", "'0'", "1.5", "nan", "-0.1", "-1", "2.5", "1.5", "nan", "'0'",
-                                      "-1", "'0'", "-1", "x=1", "3=inf", "'3'", "1=2;1=3"}),
+                                      "-1", "'0'", "-1", "unknown parameter 'x' (= '1')", "3=inf", "'3'", "1=2;1=3"}),
                      spec, stage, value) {
   std::string msg;
   try {

@@ -79,7 +79,7 @@ BOOST_DATA_TEST_CASE(written_events_read_back_as_the_same_typed_values, boost::u
   const Params stage_params = params({{"k", std::int64_t{2}}});
   const std::vector<TokenProb> top = {{2, 3.25f, 0.6f}, {1, 2.5f, 0.3f}, {3, -1.0f / 3, 0.1f}};
   std::vector<StageRecord> stages(1);
-  stages[0] = {"top-k", &stage_params, 2, 0.9f, 0.61f, {{2, 0.f, 0.6666667f}, {1, 0.f, 0.3333333f}}};
+  stages[0] = {"top-k", &stage_params, 2, 0.9f, 0.61f, -1.0f, {{2, 0.f, 0.6666667f}, {1, 0.f, 0.3333333f}}};
   const std::vector<float> logits = {-4.f, 2.5f, 3.25f, -1.0f / 3, 0.1f};
   KvState kv;
   kv.module = "paged";

@@ -131,8 +131,9 @@ void make_event(EventData& d, int v) {
   d.params.set("name", std::string("a \"b\""));
   d.params.set("on", v % 2 == 0);
   d.stages.resize(2);
-  d.stages[0] = {"top-k", &d.params, 40, std::abs(nice(g, 1)), std::abs(nice(g, 2)), {d.top[0], d.top[1]}};
-  d.stages[1] = {"dist", nullptr, 2, 1.0f, 0.0f, {d.top[1]}};
+  // stage 0 sometimes carries a draw of its own (as xtc's coin), written as the optional "u"
+  d.stages[0] = {"top-k", &d.params, 40, std::abs(nice(g, 1)), std::abs(nice(g, 2)), v % 3 == 0 ? 0.25f : -1.0f, {d.top[0], d.top[1]}};
+  d.stages[1] = {"dist", nullptr, 2, 1.0f, 0.0f, -1.0f, {d.top[1]}};
   d.kv.module = v % 4 == 1 ? "" : "paged";
   d.kv.params.set("block_size", std::int64_t{16});
   d.kv.tokens = 17 + v;

@@ -90,6 +90,7 @@ Engine::Engine(Transformer& model, const Tokenizer& tokenizer, KvStore& attentio
   probs_.resize(V);
   order_.resize(V);
   top_scratch_.resize(V + V / 16);
+  sampler_.bind(tokenizer);  // stages that read token texts (dry's sequence breakers) get the vocabulary
 }
 
 int Engine::context_limit() const {

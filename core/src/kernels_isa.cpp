@@ -1120,6 +1120,126 @@ float dot_q6_K_simd(const block_q6_K* x, const block_q8_K* y, std::size_t nb) {
   }
   return sum;
 }
+// ---- the fallback and low-bit types: the integer part in vectors, the float part as the scalar twin ----
+// Each block's integer dot is exact in any order, and the floats are combined in the scalar twin's
+// order (quant.cpp), so these return the scalar twin's bits.
+
+// Bytes 0..15 of the result: 0xFF where bit j of `bits` is set (bit j → byte j).
+__m128i bits_to_bytes16(std::uint32_t bits) {
+  const __m128i v = _mm_shuffle_epi8(_mm_cvtsi32_si128(static_cast<int>(bits)), _mm_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1));
+  const __m128i m = _mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+  return _mm_cmpeq_epi8(_mm_and_si128(v, m), m);
+}
+
+// Σ q·y over one 32-value block whose quants are 16 low-nibble values (0..15 + 16·bit) and 16 high ones.
+int nibble_block_dot(__m128i lo, __m128i hi, const std::int8_t* y) { return hsum(iadd(dot16(lo, load16(y)), dot16(hi, load16(y + 16)))); }
+
+float dot_q4_1_simd(const block_q4_1* x, const block_q8_1* y, std::size_t nb) {
+  float s = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    const __m128i q = load16(x[i].qs);
+    const int sumi = nibble_block_dot(lo_nibbles(q), hi_nibbles(q), y[i].qs);
+    s += half_to_f32(x[i].d) * half_to_f32(y[i].d) * static_cast<float>(sumi) + half_to_f32(x[i].m) * half_to_f32(y[i].s);
+  }
+  return s;
+}
+
+// The 5-bit quants of a Q5_0/Q5_1 block, minus `bias`, as values 0..15 and 16..31.
+template <class Blk>
+void q5_halves(const Blk& x, int bias, __m128i& lo, __m128i& hi) {
+  std::uint32_t qh;
+  std::memcpy(&qh, x.qh, 4);
+  const __m128i q = load16(x.qs), sixteen = _mm_set1_epi8(16), b = _mm_set1_epi8(static_cast<char>(bias));
+  lo = _mm_sub_epi8(_mm_or_si128(lo_nibbles(q), _mm_and_si128(bits_to_bytes16(qh & 0xFFFF), sixteen)), b);
+  hi = _mm_sub_epi8(_mm_or_si128(hi_nibbles(q), _mm_and_si128(bits_to_bytes16(qh >> 16), sixteen)), b);
+}
+
+float dot_q5_0_simd(const block_q5_0* x, const block_q8_0* y, std::size_t nb) {
+  float s = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    __m128i lo, hi;
+    q5_halves(x[i], 16, lo, hi);
+    s += static_cast<float>(nibble_block_dot(lo, hi, y[i].qs)) * (half_to_f32(x[i].d) * half_to_f32(y[i].d));
+  }
+  return s;
+}
+
+float dot_q5_1_simd(const block_q5_1* x, const block_q8_1* y, std::size_t nb) {
+  float s = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    __m128i lo, hi;
+    q5_halves(x[i], 0, lo, hi);
+    const int sumi = nibble_block_dot(lo, hi, y[i].qs);
+    s += half_to_f32(x[i].d) * half_to_f32(y[i].d) * static_cast<float>(sumi) + half_to_f32(x[i].m) * half_to_f32(y[i].s);
+  }
+  return s;
+}
+
+// IQ4_NL: the nibbles index the 16-level table with one byte shuffle.
+float dot_iq4_nl_simd(const block_iq4_nl* x, const block_q8_0* y, std::size_t nb) {
+  const __m128i table = _mm_load_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl));
+  float s = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    const __m128i q = load16(x[i].qs);
+    const int sumi = nibble_block_dot(_mm_shuffle_epi8(table, lo_nibbles(q)), _mm_shuffle_epi8(table, hi_nibbles(q)), y[i].qs);
+    s += static_cast<float>(sumi) * (half_to_f32(x[i].d) * half_to_f32(y[i].d));
+  }
+  return s;
+}
+
+// Q2_K/Q3_K: row k (0..3) of a 128-value half is bits 2k..2k+1 of its 32 qs bytes; its first 16
+// values are one sub-block, its last 16 the next.
+float dot_q2_K_simd(const block_q2_K* x, const block_q8_K* y, std::size_t nb) {
+  const __m128i m3 = _mm_set1_epi8(3);
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int imin = 0;
+    for (int s = 0; s < 16; ++s) imin += (x[i].scales[s] >> 4) * y[i].bsums[s];
+    ivec acc = izero();
+    for (int h = 0; h < 2; ++h) {
+      const __m128i q0 = load16(x[i].qs + 32 * h), q1 = load16(x[i].qs + 32 * h + 16);
+      for (int k = 0; k < 4; ++k) {
+        const int sb = 8 * h + 2 * k;
+        const std::int8_t* qy = y[i].qs + 128 * h + 32 * k;
+        const __m128i v0 = _mm_and_si128(_mm_srl_epi16(q0, _mm_cvtsi32_si128(2 * k)), m3);
+        const __m128i v1 = _mm_and_si128(_mm_srl_epi16(q1, _mm_cvtsi32_si128(2 * k)), m3);
+        acc = iadd(acc, iscale(dot16(v0, load16(qy)), x[i].scales[sb] & 0x0F));
+        acc = iadd(acc, iscale(dot16(v1, load16(qy + 16)), x[i].scales[sb + 1] & 0x0F));
+      }
+    }
+    const float dall = y[i].d * half_to_f32(x[i].d), dmin = y[i].d * half_to_f32(x[i].dmin);
+    sum += dall * static_cast<float>(hsum(acc)) - dmin * static_cast<float>(imin);
+  }
+  return sum;
+}
+
+float dot_q3_K_simd(const block_q3_K* x, const block_q8_K* y, std::size_t nb) {
+  const __m128i m3 = _mm_set1_epi8(3), four = _mm_set1_epi8(4);
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int sc[16];
+    q3_K_scales(x[i].scales, sc);
+    const __m128i hm0 = load16(x[i].hmask), hm1 = load16(x[i].hmask + 16);
+    ivec acc = izero();
+    for (int h = 0; h < 2; ++h) {
+      const __m128i q0 = load16(x[i].qs + 32 * h), q1 = load16(x[i].qs + 32 * h + 16);
+      for (int k = 0; k < 4; ++k) {
+        const int row = 4 * h + k, sb = 2 * row;
+        const std::int8_t* qy = y[i].qs + 32 * row;
+        const __m128i bit = _mm_set1_epi8(static_cast<char>(1 << row));
+        // 4 where the row's hmask bit is clear: q = low 2 bits − 4.
+        const __m128i sub0 = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(hm0, bit), _mm_setzero_si128()), four);
+        const __m128i sub1 = _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(hm1, bit), _mm_setzero_si128()), four);
+        const __m128i v0 = _mm_sub_epi8(_mm_and_si128(_mm_srl_epi16(q0, _mm_cvtsi32_si128(2 * k)), m3), sub0);
+        const __m128i v1 = _mm_sub_epi8(_mm_and_si128(_mm_srl_epi16(q1, _mm_cvtsi32_si128(2 * k)), m3), sub1);
+        acc = iadd(acc, iscale(dot16(v0, load16(qy)), sc[sb]));
+        acc = iadd(acc, iscale(dot16(v1, load16(qy + 16)), sc[sb + 1]));
+      }
+    }
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(hsum(acc));
+  }
+  return sum;
+}
 #else
 #error "kernels_isa.cpp needs at least SSE4.1 (it is built for x86-64-v2 and above)"
 #endif
@@ -1140,6 +1260,12 @@ float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
     case DType::Q4_K: return dot_q4_K_simd(as<block_q4_K>(w_row), as<block_q8_K>(x_row), nb);
     case DType::Q5_K: return dot_q5_K_simd(as<block_q5_K>(w_row), as<block_q8_K>(x_row), nb);
     case DType::Q6_K: return dot_q6_K_simd(as<block_q6_K>(w_row), as<block_q8_K>(x_row), nb);
+    case DType::Q4_1: return dot_q4_1_simd(as<block_q4_1>(w_row), as<block_q8_1>(x_row), nb);
+    case DType::Q5_0: return dot_q5_0_simd(as<block_q5_0>(w_row), as<block_q8_0>(x_row), nb);
+    case DType::Q5_1: return dot_q5_1_simd(as<block_q5_1>(w_row), as<block_q8_1>(x_row), nb);
+    case DType::IQ4_NL: return dot_iq4_nl_simd(as<block_iq4_nl>(w_row), as<block_q8_0>(x_row), nb);
+    case DType::Q2_K: return dot_q2_K_simd(as<block_q2_K>(w_row), as<block_q8_K>(x_row), nb);
+    case DType::Q3_K: return dot_q3_K_simd(as<block_q3_K>(w_row), as<block_q8_K>(x_row), nb);
     default: return quant::vec_dot_scalar(w, n, w_row, x_row);
   }
 }

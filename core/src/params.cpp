@@ -77,9 +77,17 @@ ParamValue parse_param(const std::string& owner, const ParamSpec& spec, const st
   auto bad = [&](const std::string& why) {
     return ConfigError(owner + ": parameter '" + spec.name + "' = '" + text + "' " + why);
   };
+  // The range as the message states it: "(expected 0 <= p <= 1)".
+  auto expected = [&] {
+    std::string r = "(expected ";
+    if (spec.min) r += format_param_value(*spec.min) + " <= ";
+    r += spec.name;
+    if (spec.max) r += " <= " + format_param_value(*spec.max);
+    return r + ")";
+  };
   auto check_range = [&](double x) {
-    if (spec.min && x < *spec.min) throw bad("is below the minimum " + format_param_value(*spec.min));
-    if (spec.max && x > *spec.max) throw bad("is above the maximum " + format_param_value(*spec.max));
+    if (spec.min && x < *spec.min) throw bad("is below the minimum " + format_param_value(*spec.min) + " " + expected());
+    if (spec.max && x > *spec.max) throw bad("is above the maximum " + format_param_value(*spec.max) + " " + expected());
   };
   switch (spec.type) {
     case ParamType::Int: {

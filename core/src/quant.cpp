@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <string>
 
@@ -139,6 +140,98 @@ void dequant_q6_K(const block_q6_K* x, float* y, std::size_t nb) {
   }
 }
 
+void dequant_q4_1(const block_q4_1* x, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i) {
+    const float d = half_to_f32(x[i].d), m = half_to_f32(x[i].m);
+    for (std::size_t j = 0; j < QK8_0 / 2; ++j) {
+      y[i * QK8_0 + j] = static_cast<float>(x[i].qs[j] & 0x0F) * d + m;
+      y[i * QK8_0 + j + QK8_0 / 2] = static_cast<float>(x[i].qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+// The fifth bits of a Q5_0/Q5_1 block: bit j of the little-endian word is value j's.
+std::uint32_t q5_high_bits(const std::uint8_t* qh) {
+  std::uint32_t h;
+  std::memcpy(&h, qh, 4);
+  return h;
+}
+
+// The 5-bit quant (0..31) of value j (0..31) of a Q5_0/Q5_1 block.
+int q5_value(const std::uint8_t* qs, std::uint32_t qh, std::size_t j) {
+  const int nibble = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+  return nibble | static_cast<int>(((qh >> j) & 1u) << 4);
+}
+
+void dequant_q5_0(const block_q5_0* x, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i) {
+    const float d = half_to_f32(x[i].d);
+    const std::uint32_t qh = q5_high_bits(x[i].qh);
+    for (std::size_t j = 0; j < QK8_0; ++j) y[i * QK8_0 + j] = static_cast<float>(q5_value(x[i].qs, qh, j) - 16) * d;
+  }
+}
+
+void dequant_q5_1(const block_q5_1* x, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i) {
+    const float d = half_to_f32(x[i].d), m = half_to_f32(x[i].m);
+    const std::uint32_t qh = q5_high_bits(x[i].qh);
+    for (std::size_t j = 0; j < QK8_0; ++j) y[i * QK8_0 + j] = static_cast<float>(q5_value(x[i].qs, qh, j)) * d + m;
+  }
+}
+
+void dequant_iq4_nl(const block_iq4_nl* x, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i) {
+    const float d = half_to_f32(x[i].d);
+    for (std::size_t j = 0; j < QK8_0 / 2; ++j) {
+      y[i * QK8_0 + j] = d * static_cast<float>(kvalues_iq4nl[x[i].qs[j] & 0x0F]);
+      y[i * QK8_0 + j + QK8_0 / 2] = d * static_cast<float>(kvalues_iq4nl[x[i].qs[j] >> 4]);
+    }
+  }
+}
+
+// The 2-bit quant of value v (0..255) of a Q2_K/Q3_K super-block: half v/128 uses qs bytes
+// 32·half.., and value l + 32k of a half is bits 2k..2k+1 of its byte l.
+int q2_value(const std::uint8_t* qs, int v) {
+  const int half = v / 128, r = v % 128;
+  return (qs[32 * half + r % 32] >> (2 * (r / 32))) & 3;
+}
+
+void dequant_q2_K(const block_q2_K* x, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i) {
+    const float d = half_to_f32(x[i].d), dmin = half_to_f32(x[i].dmin);
+    for (int s = 0; s < 16; ++s) {  // ggml: dl = d·(sc & 15), ml = dmin·(sc >> 4), y = dl·q − ml
+      const float dl = d * static_cast<float>(x[i].scales[s] & 0x0F), ml = dmin * static_cast<float>(x[i].scales[s] >> 4);
+      for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>(q2_value(x[i].qs, 16 * s + l)) - ml;
+    }
+  }
+}
+
+// The signed 3-bit quant (−4..3) of value v of a Q3_K super-block: the 2 low bits as Q2_K's, minus 4
+// where value v's hmask bit is clear. Value l + 32j (l 0..31, j 0..7) has bit j of hmask[l].
+int q3_value(const block_q3_K& x, int v) {
+  const bool high = (x.hmask[v % 32] >> (v / 32)) & 1;
+  return q2_value(x.qs, v) - (high ? 0 : 4);
+}
+
+void dequant_q3_K(const block_q3_K* x, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i) {
+    const float d = half_to_f32(x[i].d);
+    int sc[16];
+    q3_K_scales(x[i].scales, sc);
+    for (int s = 0; s < 16; ++s) {
+      const float dl = d * static_cast<float>(sc[s]);
+      for (int l = 0; l < 16; ++l) *y++ = dl * static_cast<float>(q3_value(x[i], 16 * s + l));
+    }
+  }
+}
+
+void dequant_q8_1(const block_q8_1* x, float* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i) {
+    const float d = half_to_f32(x[i].d);
+    for (std::size_t j = 0; j < QK8_0; ++j) y[i * QK8_0 + j] = static_cast<float>(x[i].qs[j]) * d;
+  }
+}
+
 void dequant_q8_K(const block_q8_K* x, float* y, std::size_t nb) {
   for (std::size_t i = 0; i < nb; ++i)
     for (std::size_t j = 0; j < QK_K; ++j) *y++ = x[i].d * static_cast<float>(x[i].qs[j]);
@@ -193,6 +286,25 @@ void quant_q8_0_act(const float* x, block_q8_0* y, std::size_t nb) {
       const float q = std::nearbyint(x[j] * id);  // default rounding mode: nearest, ties to even
       y[i].qs[j] = static_cast<std::int8_t>(std::clamp(q, -128.0f, 127.0f));
     }
+  }
+}
+
+// ggml-cpu's quantize_row_q8_1 (x86 SIMD path): Q8_0's d and rounding, and s = fp16(d · Σq), the
+// sum taken over the rounded integers before they are packed to bytes.
+void quant_q8_1_act(const float* x, block_q8_1* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, x += QK8_0) {
+    float amax = 0.0f;
+    for (std::size_t j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[i].d = f32_to_half(d);
+    int sum = 0;
+    for (std::size_t j = 0; j < QK8_0; ++j) {
+      const float q = std::clamp(std::nearbyint(x[j] * id), -128.0f, 127.0f);
+      y[i].qs[j] = static_cast<std::int8_t>(q);
+      sum += y[i].qs[j];
+    }
+    y[i].s = f32_to_half(d * static_cast<float>(sum));
   }
 }
 
@@ -264,6 +376,86 @@ float dot_q4_0_scalar(const block_q4_0* x, const block_q8_0* y, std::size_t nb) 
     s += static_cast<float>(sumi) * half_to_f32(x[i].d) * half_to_f32(y[i].d);
   }
   return s;
+}
+
+// Q4_1/Q5_1 against Q8_1 (ggml_vec_dot_q4_1_q8_1): the minimum m enters through the activation
+// block's s = d_x·Σq_x, so Σ (d_w·q + m)·d_x·q_x = d_w·d_x·Σ q·q_x + m·s.
+float dot_q4_1_scalar(const block_q4_1* x, const block_q8_1* y, std::size_t nb) {
+  float s = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int sumi = 0;
+    for (std::size_t j = 0; j < QK8_0 / 2; ++j) sumi += (x[i].qs[j] & 0x0F) * y[i].qs[j] + (x[i].qs[j] >> 4) * y[i].qs[j + 16];
+    s += half_to_f32(x[i].d) * half_to_f32(y[i].d) * static_cast<float>(sumi) + half_to_f32(x[i].m) * half_to_f32(y[i].s);
+  }
+  return s;
+}
+
+float dot_q5_0_scalar(const block_q5_0* x, const block_q8_0* y, std::size_t nb) {
+  float s = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    const std::uint32_t qh = q5_high_bits(x[i].qh);
+    int sumi = 0;
+    for (std::size_t j = 0; j < QK8_0; ++j) sumi += (q5_value(x[i].qs, qh, j) - 16) * y[i].qs[j];
+    s += static_cast<float>(sumi) * (half_to_f32(x[i].d) * half_to_f32(y[i].d));
+  }
+  return s;
+}
+
+float dot_q5_1_scalar(const block_q5_1* x, const block_q8_1* y, std::size_t nb) {
+  float s = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    const std::uint32_t qh = q5_high_bits(x[i].qh);
+    int sumi = 0;
+    for (std::size_t j = 0; j < QK8_0; ++j) sumi += q5_value(x[i].qs, qh, j) * y[i].qs[j];
+    s += half_to_f32(x[i].d) * half_to_f32(y[i].d) * static_cast<float>(sumi) + half_to_f32(x[i].m) * half_to_f32(y[i].s);
+  }
+  return s;
+}
+
+float dot_iq4_nl_scalar(const block_iq4_nl* x, const block_q8_0* y, std::size_t nb) {
+  float s = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int sumi = 0;
+    for (std::size_t j = 0; j < QK8_0 / 2; ++j)
+      sumi += kvalues_iq4nl[x[i].qs[j] & 0x0F] * y[i].qs[j] + kvalues_iq4nl[x[i].qs[j] >> 4] * y[i].qs[j + 16];
+    s += static_cast<float>(sumi) * (half_to_f32(x[i].d) * half_to_f32(y[i].d));
+  }
+  return s;
+}
+
+// Q2_K (ggml_vec_dot_q2_K_q8_K): Σ x·y = d_w·d_x·Σ_s sc[s]·Σ_{l∈s} q·y − dmin_w·d_x·Σ_s m[s]·bsums[s]
+// (a Q2_K sub-block is 16 values, exactly one bsum).
+float dot_q2_K_scalar(const block_q2_K* x, const block_q8_K* y, std::size_t nb) {
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int isum = 0, imin = 0;
+    for (int s = 0; s < 16; ++s) {
+      int dot = 0;
+      for (int l = 0; l < 16; ++l) dot += q2_value(x[i].qs, 16 * s + l) * y[i].qs[16 * s + l];
+      isum += (x[i].scales[s] & 0x0F) * dot;
+      imin += (x[i].scales[s] >> 4) * y[i].bsums[s];
+    }
+    const float dall = y[i].d * half_to_f32(x[i].d), dmin = y[i].d * half_to_f32(x[i].dmin);
+    sum += dall * static_cast<float>(isum) - dmin * static_cast<float>(imin);
+  }
+  return sum;
+}
+
+// Q3_K: signed quants and signed scales, no mins: Σ x·y = d_w·d_x·Σ_s (sc[s] − 32)·Σ_{l∈s} q·y.
+float dot_q3_K_scalar(const block_q3_K* x, const block_q8_K* y, std::size_t nb) {
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int sc[16];
+    q3_K_scales(x[i].scales, sc);
+    int isum = 0;
+    for (int s = 0; s < 16; ++s) {
+      int dot = 0;
+      for (int l = 0; l < 16; ++l) dot += q3_value(x[i], 16 * s + l) * y[i].qs[16 * s + l];
+      isum += sc[s] * dot;
+    }
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(isum);
+  }
+  return sum;
 }
 
 // Shared by Q4_K and Q5_K: q[256] are the unsigned quants (0..15 or 0..31) in value order.
@@ -366,6 +558,13 @@ void dequantize_row(DType t, const void* src, float* dst, std::size_t n) {
     case DType::Q5_K: dequant_q5_K(as<block_q5_K>(src), dst, nb); return;
     case DType::Q6_K: dequant_q6_K(as<block_q6_K>(src), dst, nb); return;
     case DType::Q8_K: dequant_q8_K(as<block_q8_K>(src), dst, nb); return;
+    case DType::Q4_1: dequant_q4_1(as<block_q4_1>(src), dst, nb); return;
+    case DType::Q5_0: dequant_q5_0(as<block_q5_0>(src), dst, nb); return;
+    case DType::Q5_1: dequant_q5_1(as<block_q5_1>(src), dst, nb); return;
+    case DType::Q8_1: dequant_q8_1(as<block_q8_1>(src), dst, nb); return;
+    case DType::IQ4_NL: dequant_iq4_nl(as<block_iq4_nl>(src), dst, nb); return;
+    case DType::Q2_K: dequant_q2_K(as<block_q2_K>(src), dst, nb); return;
+    case DType::Q3_K: dequant_q3_K(as<block_q3_K>(src), dst, nb); return;
   }
   unsupported("dequantize_row", t);
 }
@@ -379,6 +578,7 @@ void quantize_row(DType t, const float* src, void* dst, std::size_t n) {
     case DType::F32:
     case DType::F16:
     case DType::BF16:
+    case DType::Q8_1:
     case DType::Q8_K: quantize_activation(t, src, dst, n); return;
     default: unsupported("quantize_row", t);
   }
@@ -390,7 +590,13 @@ DType vec_dot_type(DType w) {
     case DType::F16:
     case DType::BF16: return w;
     case DType::Q8_0:
-    case DType::Q4_0: return DType::Q8_0;
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::IQ4_NL: return DType::Q8_0;
+    case DType::Q4_1:
+    case DType::Q5_1: return DType::Q8_1;
+    case DType::Q2_K:
+    case DType::Q3_K:
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K: return DType::Q8_K;
@@ -410,6 +616,7 @@ void quantize_activation(DType t, const float* src, void* dst, std::size_t n) {
       for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
       return;
     case DType::Q8_0: quant_q8_0_act(src, static_cast<block_q8_0*>(dst), nb); return;
+    case DType::Q8_1: quant_q8_1_act(src, static_cast<block_q8_1*>(dst), nb); return;
     case DType::Q8_K: quant_q8_K(src, static_cast<block_q8_K*>(dst), nb); return;
     default: unsupported("quantize_activation", t);
   }
@@ -427,8 +634,68 @@ float vec_dot_scalar(DType w, std::size_t n, const void* w_row, const void* x_ro
     case DType::Q4_K: return dot_q4_K_scalar(as<block_q4_K>(w_row), as<block_q8_K>(x_row), nb);
     case DType::Q5_K: return dot_q5_K_scalar(as<block_q5_K>(w_row), as<block_q8_K>(x_row), nb);
     case DType::Q6_K: return dot_q6_K_scalar(as<block_q6_K>(w_row), as<block_q8_K>(x_row), nb);
+    case DType::Q4_1: return dot_q4_1_scalar(as<block_q4_1>(w_row), as<block_q8_1>(x_row), nb);
+    case DType::Q5_0: return dot_q5_0_scalar(as<block_q5_0>(w_row), as<block_q8_0>(x_row), nb);
+    case DType::Q5_1: return dot_q5_1_scalar(as<block_q5_1>(w_row), as<block_q8_1>(x_row), nb);
+    case DType::IQ4_NL: return dot_iq4_nl_scalar(as<block_iq4_nl>(w_row), as<block_q8_0>(x_row), nb);
+    case DType::Q2_K: return dot_q2_K_scalar(as<block_q2_K>(w_row), as<block_q8_K>(x_row), nb);
+    case DType::Q3_K: return dot_q3_K_scalar(as<block_q3_K>(w_row), as<block_q8_K>(x_row), nb);
     default: unsupported("vec_dot", w);
   }
+}
+
+std::size_t first_nonfinite_scale(DType t, const void* data, std::size_t count, const char** field) {
+  // Where each type keeps its fp16 scales, by block layout (quant.hpp); −1: no second scale.
+  struct Scales {
+    int d, second;
+    const char* second_name;
+  };
+  Scales at{};
+  std::uint16_t exp_mask = 0x7C00;  // fp16: all-ones exponent is inf or NaN
+  switch (t) {
+    case DType::F16: at = {0, -1, nullptr}; break;
+    case DType::BF16: at = {0, -1, nullptr}, exp_mask = 0x7F80; break;
+    case DType::Q8_0:
+    case DType::Q4_0:
+    case DType::Q5_0:
+    case DType::IQ4_NL: at = {0, -1, nullptr}; break;
+    case DType::Q4_1:
+    case DType::Q5_1: at = {0, 2, "m"}; break;
+    case DType::Q4_K:
+    case DType::Q5_K: at = {0, 2, "dmin"}; break;
+    case DType::Q2_K: at = {static_cast<int>(offsetof(block_q2_K, d)), static_cast<int>(offsetof(block_q2_K, dmin)), "dmin"}; break;
+    case DType::Q3_K: at = {static_cast<int>(offsetof(block_q3_K, d)), -1, nullptr}; break;
+    case DType::Q6_K: at = {static_cast<int>(offsetof(block_q6_K, d)), -1, nullptr}; break;
+    default: unsupported("first_nonfinite_scale", t);
+  }
+  const std::size_t stride = dtype_info(t).block_bytes;
+  const auto* p = static_cast<const unsigned char*>(data);
+  auto bad = [&](std::size_t i, int off) {
+    if (off < 0) return false;
+    std::uint16_t h;
+    std::memcpy(&h, p + i * stride + static_cast<std::size_t>(off), 2);
+    return (h & exp_mask) == exp_mask;
+  };
+  // Runs of blocks with one test at the end of each (no branch per block); the run with a bad one is
+  // searched again for the first.
+  constexpr std::size_t kRun = 1024;
+  for (std::size_t i0 = 0; i0 < count; i0 += kRun) {
+    const std::size_t i1 = std::min(count, i0 + kRun);
+    bool any = false;
+    for (std::size_t i = i0; i < i1; ++i) any |= bad(i, at.d) | bad(i, at.second);
+    if (!any) continue;
+    for (std::size_t i = i0; i < i1; ++i) {
+      if (bad(i, at.d)) {
+        *field = t == DType::F16 || t == DType::BF16 ? "value" : "d";
+        return i;
+      }
+      if (bad(i, at.second)) {
+        *field = at.second_name;
+        return i;
+      }
+    }
+  }
+  return count;
 }
 
 float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
@@ -441,7 +708,13 @@ float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
     case DType::Q4_0:
     case DType::Q4_K:
     case DType::Q5_K:
-    case DType::Q6_K: return kernels::active_set().vec_dot(w, n, w_row, x_row);
+    case DType::Q6_K:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
+    case DType::Q2_K:
+    case DType::Q3_K: return kernels::active_set().vec_dot(w, n, w_row, x_row);
     default: unsupported("vec_dot", w);
   }
 }

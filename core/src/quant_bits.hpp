@@ -55,5 +55,27 @@ namespace {
   }
 }
 
+// IQ4_NL's 16 levels (ggml-common.h kvalues_iq4nl): a non-uniform grid, denser near zero.
+[[maybe_unused]] alignas(16) constexpr std::int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                                       1,    13,   25,  38,  53,  69,  89,  113};
+
+// The 16 six-bit scales of a Q3_K super-block (biased by 32), unpacked from its 12 bytes as ggml's
+// dequantize_row_q3_K does: bytes 0..7 hold the low 4 bits (scale s in byte s mod 8, low nibble for
+// s < 8, high nibble for s ≥ 8), bytes 8..11 the high 2 bits (scale s in byte 8 + s mod 4, bits
+// 2·(s/4)..2·(s/4)+1). Returned as sc − 32, in −32..31.
+[[maybe_unused]] inline void q3_K_scales(const std::uint8_t* q, int sc[16]) {
+  constexpr std::uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  std::uint32_t aux[4];
+  std::memcpy(aux, q, 12);
+  const std::uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  std::int8_t s8[16];
+  std::memcpy(s8, aux, 16);
+  for (int i = 0; i < 16; ++i) sc[i] = s8[i] - 32;
+}
+
 }  // namespace
 }  // namespace glassbox::quant

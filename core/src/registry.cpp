@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <sstream>
@@ -35,29 +36,83 @@ std::string PluginSpec::to_string() const {
   return s;
 }
 
+namespace {
+
+std::string trim_blanks(std::string s) {
+  s.erase(0, s.find_first_not_of(" \t"));
+  s.erase(s.find_last_not_of(" \t") + 1);
+  return s;
+}
+
+// Splits at each `sep` not escaped by a backslash. `\<sep>` becomes <sep> only when `unescape`
+// (the last level of splitting); any other backslash stays, for the stage to read (dry's "\n").
+std::vector<std::string> split_unescaped(const std::string& text, char sep, bool unescape) {
+  std::vector<std::string> out(1);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\\' && i + 1 < text.size()) {
+      const char next = text[i + 1];
+      if (unescape && (next == ',' || next == ';')) {
+        out.back() += next;
+      } else {
+        out.back() += c;
+        out.back() += next;
+      }
+      ++i;
+    } else if (c == sep) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+// A parameter name as factories declare them: a letter or '_', then letters, digits, '_'.
+bool is_identifier(const std::string& s) {
+  if (s.empty() || !(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+}  // namespace
+
 PluginSpec parse_plugin_spec(const std::string& text, const std::string& kind) {
-  auto trim = [](std::string s) {
-    s.erase(0, s.find_first_not_of(" \t"));
-    s.erase(s.find_last_not_of(" \t") + 1);
-    return s;
-  };
   PluginSpec spec;
   auto colon = text.find(':');
-  spec.name = trim(text.substr(0, colon));
+  spec.name = trim_blanks(text.substr(0, colon));
   if (spec.name.empty()) throw ConfigError(kind + " '" + text + "': empty plugin name (expected NAME or NAME:VALUE)");
-  if (colon != std::string::npos) {
-    std::string value = trim(text.substr(colon + 1));
-    if (value.empty()) throw ConfigError(kind + " '" + text + "': empty value after ':' (expected NAME:VALUE)");
-    spec.params.emplace_back("", value);  // "" = the factory's main parameter
+  if (colon == std::string::npos) return spec;
+  const std::string value = trim_blanks(text.substr(colon + 1));
+  if (value.empty()) throw ConfigError(kind + " '" + text + "': empty value after ':' (expected NAME:VALUE)");
+  // NAME:key=value;key=value names parameters; anything else (a number, logit-bias's 13=-inf;42=2.5,
+  // whose keys are not names) is the main parameter's value, as it always was.
+  const auto eq = value.find('=');
+  if (eq == std::string::npos || !is_identifier(trim_blanks(value.substr(0, eq)))) {
+    std::string v;  // still unescape "\," and "\;", so that a main value can hold them too
+    for (const auto& part : split_unescaped(value, '\0', true)) v += part;
+    spec.params.emplace_back("", v);  // "" = the factory's main parameter
+    return spec;
+  }
+  for (const auto& raw : split_unescaped(value, ';', true)) {
+    const std::string item = trim_blanks(raw);
+    if (item.empty()) continue;  // "a=1;" or "a=1;;b=2"
+    const auto e = item.find('=');
+    const std::string key = e == std::string::npos ? "" : trim_blanks(item.substr(0, e));
+    if (e == std::string::npos || !is_identifier(key))
+      throw ConfigError(kind + " '" + text + "': '" + item +
+                        "' is not key=value (expected NAME:key=value;key=value, e.g. repetition-penalty:penalty=1.3;last_n=32;"
+                        " write a ';' inside a value as '\\;')");
+    spec.params.emplace_back(key, trim_blanks(item.substr(e + 1)));
   }
   return spec;
 }
 
 std::vector<PluginSpec> parse_plugin_chain(const std::string& text, const std::string& kind) {
   std::vector<PluginSpec> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) out.push_back(parse_plugin_spec(item, kind));
+  // Split at unescaped ','; the escapes themselves are undone by parse_plugin_spec.
+  auto items = split_unescaped(text, ',', false);
+  if (!items.empty() && trim_blanks(items.back()).empty()) items.pop_back();  // a trailing ',' (getline's way)
+  for (const auto& item : items) out.push_back(parse_plugin_spec(item, kind));
   if (out.empty()) throw ConfigError(kind + " '" + text + "': empty chain (expected NAME[:VALUE][,NAME[:VALUE]...])");
   return out;
 }
@@ -161,6 +216,7 @@ class GuardedSampler final : public Sampler, Guard<Sampler> {
   std::string name() const override { return call([](auto& p) { return p.name(); }); }
   const Params& params() const override { return p_->params(); }
   void apply(Candidates& c, Rng& rng) override { call([&](auto& p) { p.apply(c, rng); }); }
+  void bind(const Tokenizer& v) override { call([&](auto& p) { p.bind(v); }); }
   void accept(std::int32_t t) override { call([&](auto& p) { p.accept(t); }); }
   void reset() override { call([](auto& p) { p.reset(); }); }
   bool selects() const override { return call([](auto& p) { return p.selects(); }); }
@@ -377,7 +433,7 @@ Params Registry::resolve(PluginKind kind, const PluginSpec& spec) const {
     }
     auto it = std::find_if(info.params.begin(), info.params.end(), [&](const ParamSpec& p) { return p.name == pname; });
     if (it == info.params.end())
-      throw ConfigError(owner + ": unknown parameter '" + pname + "'; accepted: " + join(known));
+      throw ConfigError(owner + ": unknown parameter '" + pname + "' (= '" + text + "'); accepted: " + join(known));
     if (out.has(pname)) throw ConfigError(owner + ": parameter '" + pname + "' given twice");
     out.set(pname, parse_param(owner, *it, text));
   }

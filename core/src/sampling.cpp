@@ -326,6 +326,10 @@ void SamplerChain::accept(std::int32_t token) {
   for (auto& s : stages_) s->accept(token);
 }
 
+void SamplerChain::bind(const Tokenizer& vocab) {
+  for (auto& s : stages_) s->bind(vocab);
+}
+
 void SamplerChain::record(std::size_t stage, int top_k) {
   // Reads cand_ without changing it, so recording never changes what the next stage sees: one exp
   // per kept candidate (softmax_weights), the raw mass from the weights sample() kept, and the
@@ -340,6 +344,8 @@ void SamplerChain::record(std::size_t stage, int top_k) {
   r.kept = static_cast<int>(n);
   r.mass = static_cast<float>(mass / raw_stats_.sum);
   r.entropy = static_cast<float>(st.entropy());
+  // A number drawn by a stage that did not select (xtc's coin); a selecting stage's is the step's draw.
+  r.u = cand_.selected < 0 ? cand_.u : -1.0f;
   const std::size_t kk = std::min<std::size_t>(std::max(top_k, 0), n);
   if (rec_top_.size() < kk) rec_top_.resize(kk);  // grows once, on the first step
   const std::size_t m = top_run(n, kk, [&](std::int32_t a, std::int32_t b) { return Candidates::before(d[a], d[b]); },
@@ -491,6 +497,7 @@ std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_sta
   }
   std::size_t n_run = 0;
   for (std::size_t i = 0; i < stages_.size(); ++i) {
+    cand_.u = -1.0f;  // each stage's own draw, for its record; the last one's is the step's
     stages_[i]->apply(cand_, rng_);
     ++n_run;
     if (cand_.data.empty())

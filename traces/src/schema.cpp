@@ -368,6 +368,7 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
       t.prob = c.prob(tj[k], "prob", q);
       st.top.push_back(std::move(t));
     }
+    if (sj.contains("u")) st.u = c.prob(sj, "u", p);  // optional: a non-selecting stage's draw (xtc)
     s.stages.push_back(std::move(st));
   }
   const json& draw = c.object(j, "draw", "step");
@@ -586,9 +587,11 @@ json to_json(const TraceKv& kv) {
 
 json to_json(const TraceStep& s, bool with_logits, bool decimal_logits) {
   json stages = json::array();
-  for (const auto& st : s.stages)
+  for (const auto& st : s.stages) {
     stages.push_back({{"name", st.name}, {"params", to_json(st.params)}, {"kept", st.kept}, {"mass", st.mass},
                       {"entropy", st.entropy}, {"top", candidates_json(st.top)}});
+    if (st.u) stages.back()["u"] = *st.u;
+  }
   json j = {{"type", "step"},
             {"phase", phase_name(s.phase)},
             {"step", s.step},

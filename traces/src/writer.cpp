@@ -90,7 +90,8 @@ TraceStep step_record(const StepEvent& e, const Tokenizer& tok) {
     r.top.push_back({t.id, std::string(tok.decode(prev, t.id)), json_float(t.logit), json_float(t.prob)});
   r.stages.reserve(e.stages.size());
   for (const auto& s : e.stages) {
-    TraceStage st{s.name, s.params ? *s.params : Params{}, s.kept, json_float(s.mass), json_float(s.entropy), {}};
+    TraceStage st{s.name, s.params ? *s.params : Params{}, s.kept, json_float(s.mass), json_float(s.entropy), {}, std::nullopt};
+    if (s.u >= 0) st.u = json_float(s.u);
     st.top.reserve(s.top.size());
     for (const auto& t : s.top) st.top.push_back({t.id, std::string(tok.decode(prev, t.id)), std::nullopt, json_float(t.prob)});
     r.stages.push_back(std::move(st));
@@ -460,7 +461,9 @@ void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logi
       L.key("text"), L.string(text(prev, t.id));
       L.raw("}");
     }
-    L.raw("]}");
+    L.raw("]");
+    if (st.u >= 0) L.key("u"), L.real(st.u);  // keys in order: "u" after "top"
+    L.raw("}");
   }
   L.raw("]");
   L.key("step"), L.integer(e.step);

@@ -15,7 +15,7 @@
 
 // Bumped whenever an interface above, Params or Candidates changes layout or meaning.
 #ifndef GLASSBOX_ABI_VERSION
-#define GLASSBOX_ABI_VERSION 4
+#define GLASSBOX_ABI_VERSION 5
 #endif
 
 namespace glassbox {

@@ -71,7 +71,62 @@ struct block_q8_K {
   std::int8_t qs[QK_K];
   std::int16_t bsums[QK_K / 16];
 };
+// Q4_1: 32 values = d · q + m, q a 4-bit nibble (unsigned, 0..15) and m the block's minimum, so a
+// block that is all positive loses no level to the sign. Nibble order as Q4_0.
+struct block_q4_1 {
+  std::uint16_t d;  // fp16
+  std::uint16_t m;  // fp16
+  std::uint8_t qs[QK8_0 / 2];
+};
+// Q5_0: 32 values = d · (q − 16), q a 5-bit number: its low 4 bits as Q4_0's nibbles, its fifth bit
+// bit j of the little-endian 32-bit qh (value j, 0..31).
+struct block_q5_0 {
+  std::uint16_t d;  // fp16
+  std::uint8_t qh[4];
+  std::uint8_t qs[QK8_0 / 2];
+};
+// Q5_1: 32 values = d · q + m with the 5-bit q of Q5_0 (unsigned, 0..31).
+struct block_q5_1 {
+  std::uint16_t d;  // fp16
+  std::uint16_t m;  // fp16
+  std::uint8_t qh[4];
+  std::uint8_t qs[QK8_0 / 2];
+};
+// Q8_1: the activation side of Q4_1/Q5_1: Q8_0 plus s = d · Σq (fp16), which carries the weights'
+// per-block minimum m through the product: Σ (d_w·q_w + m)·d_x·q_x = d_w·d_x·Σ q_w·q_x + m·s.
+struct block_q8_1 {
+  std::uint16_t d;  // fp16
+  std::uint16_t s;  // fp16, d · Σ qs
+  std::int8_t qs[QK8_0];
+};
+// IQ4_NL: 32 values = d · kvalues_iq4nl[q], q a 4-bit index (nibble order as Q4_0) into a fixed
+// non-uniform table of 16 levels, denser near zero where most weights lie.
+struct block_iq4_nl {
+  std::uint16_t d;  // fp16
+  std::uint8_t qs[QK8_0 / 2];
+};
+// Q2_K: 256 values in 16 sub-blocks of 16. scales[s]: low nibble the 4-bit scale, high nibble the
+// 4-bit min of sub-block s; value = d·sc·q − dmin·m with q a 2-bit number. Each 128-value half uses
+// 32 qs bytes: value l + 32k (l 0..31, k 0..3) is bits 2k..2k+1 of qs[l].
+struct block_q2_K {
+  std::uint8_t scales[QK_K / 16];
+  std::uint8_t qs[QK_K / 4];
+  std::uint16_t d;     // fp16, scale of the scales
+  std::uint16_t dmin;  // fp16, scale of the mins
+};
+// Q3_K: 256 values in 16 sub-blocks of 16, value = d·(sc − 32)·(q − 4·(1 − h)): q 2 bits in qs as
+// for Q2_K, h one bit in hmask (value l + 32j, j 0..7, takes bit j of hmask[l]); the 16 6-bit
+// scales packed in 12 bytes (low 4 bits in bytes 0..7, high 2 bits in bytes 8..11).
+struct block_q3_K {
+  std::uint8_t hmask[QK_K / 8];
+  std::uint8_t qs[QK_K / 4];
+  std::uint8_t scales[12];
+  std::uint16_t d;  // fp16
+};
 #pragma pack(pop)
+static_assert(sizeof(block_q4_1) == 20 && sizeof(block_q5_0) == 22 && sizeof(block_q5_1) == 24);
+static_assert(sizeof(block_q8_1) == 36 && sizeof(block_iq4_nl) == 18);
+static_assert(sizeof(block_q2_K) == 84 && sizeof(block_q3_K) == 110);
 static_assert(sizeof(block_q8_0) == 34 && sizeof(block_q4_0) == 18);
 static_assert(sizeof(block_q4_K) == 144 && sizeof(block_q5_K) == 176);
 static_assert(sizeof(block_q6_K) == 210 && sizeof(block_q8_K) == 292);
@@ -90,20 +145,23 @@ void dequantize_row(DType t, const void* src, float* dst, std::size_t n);
 //   Q4_0 ggml's quantize_row_q4_0_ref: d = m/−8 with m the signed value of largest |x|,
 //        q = min(15, (int8)(x·(1/d) + 8.5))   (truncation, so ties go up);
 //   Q8_K the same as quantize_activation(Q8_K, ...).
-// The k-quant weight types (Q4_K, Q5_K, Q6_K) are not produced here and throw ConfigError.
+// The other weight types (Q4_1, Q5_0, Q5_1, IQ4_NL and the k-quants Q2_K … Q6_K) are not produced
+// here and throw ConfigError; Q8_1 is quantize_activation(Q8_1, ...).
 void quantize_row(DType t, const float* src, void* dst, std::size_t n);
 
 // The type llama.cpp converts the activation row to before a dot product with weights of type w:
-// F32→F32, F16→F16, BF16→BF16, Q8_0/Q4_0→Q8_0, Q4_K/Q5_K/Q6_K→Q8_K.
+// F32→F32, F16→F16, BF16→BF16, Q8_0/Q4_0/Q5_0/IQ4_NL→Q8_0, Q4_1/Q5_1→Q8_1,
+// Q2_K/Q3_K/Q4_K/Q5_K/Q6_K→Q8_K (ggml-cpu's type_traits[].vec_dot_type).
 DType vec_dot_type(DType w);
 
 // Activation quantization exactly as ggml's CPU matmul does it (its from_float of the vec_dot_type):
 //   F32 copy;  F16, BF16  round to nearest even;
 //   Q8_0 ggml-cpu's quantize_row_q8_0 (x86 SIMD path): d = amax/127 (stored fp16 of the f32 d),
 //        q = round-half-even(x · (127/amax))   — note: 127/amax, not 1/d, and not roundf;
+//   Q8_1 ggml-cpu's quantize_row_q8_1 (x86 SIMD path): Q8_0's d and q, plus s = fp16(d · Σq);
 //   Q8_K ggml's quantize_row_q8_K_ref: m = signed value of largest |x| (first on ties),
 //        iscale = −127/m, q = min(127, round-half-even(iscale·x)), d = 1/iscale (f32), bsums.
-// `t` is the vec_dot_type (F32, F16, BF16, Q8_0 or Q8_K).
+// `t` is the vec_dot_type (F32, F16, BF16, Q8_0, Q8_1 or Q8_K).
 void quantize_activation(DType t, const float* src, void* dst, std::size_t n);
 
 // Dot product of one weight row (type w, n values) with one activation row already converted to
@@ -113,5 +171,14 @@ void quantize_activation(DType t, const float* src, void* dst, std::size_t n);
 // The float summation order is not ggml's, so results agree with it to rounding, not bit for bit.
 float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row);         // SIMD
 float vec_dot_scalar(DType w, std::size_t n, const void* w_row, const void* x_row);  // plain reference
+
+// ---- Load-time check ------------------------------------------------------------------------------
+// A NaN or infinite block scale would turn its whole block into NaN (or, once the integer dot is
+// scaled, finite garbage in later layers), so a model load refuses it. Checks, for `count` blocks of
+// type t (values for F16/BF16), the fp16 fields that scale a block — d, and dmin or m where the type
+// has one — or, for F16/BF16, every value. Returns the index of the first bad block (value) and sets
+// *field to its name ("d", "dmin", "m", "value"), or returns `count` if all are finite. F32 and the
+// activation types are not handled (F32 weights go through kernels::first_nonfinite) and throw ConfigError.
+std::size_t first_nonfinite_scale(DType t, const void* data, std::size_t count, const char** field);
 
 }  // namespace glassbox::quant

@@ -11,6 +11,8 @@
 
 namespace glassbox {
 
+class Tokenizer;
+
 struct Candidate {
   std::int32_t id;
   float logit;
@@ -28,7 +30,7 @@ struct Candidates {
   std::vector<Candidate> data;  // reserved to vocab size once; never reallocated in the loop
   bool sorted = false;          // data is in canonical order (descending logit, ties: lower id)
   int selected = -1;            // index into data of the chosen token, once a stage selects
-  float u = -1.0f;              // the uniform number a drawing stage used (-1: none)
+  float u = -1.0f;              // the uniform number the last stage drew (-1: none; reset before each stage)
 
   // The canonical order: a before b when a.logit > b.logit, or equal logits and a.id < b.id.
   static bool before(const Candidate& a, const Candidate& b) {
@@ -157,6 +159,10 @@ class Sampler {
   virtual const Params& params() const = 0;
   // Edits the candidates; a selecting stage (greedy, dist, mirostat) sets `selected`.
   virtual void apply(Candidates& c, Rng& rng) = 0;
+  // The run's vocabulary, once, before the first step (the engine, or `explain`'s entries), for stages
+  // that work on token texts (dry's sequence breakers). The stage may keep the reference for as
+  // long as it lives. Without a call, such a stage says what it is missing when it first runs.
+  virtual void bind(const Tokenizer& vocab) {}
   // Called with each token the engine accepts (prompt tokens included), for stateful stages.
   virtual void accept(std::int32_t token) {}
   // Forgets state between sequences.

@@ -69,6 +69,7 @@ class SamplerChain {
   std::int32_t sample(std::span<const float> logits, bool record_stages = false, int top_k = 10);
 
   void accept(std::int32_t token);  // a token joins the sequence (prompt or generated)
+  void bind(const Tokenizer& vocab);  // hands every stage the vocabulary (Sampler::bind)
   void reset(std::uint64_t seed);   // new sequence: stage state and generator restart
 
   const std::vector<std::unique_ptr<Sampler>>& stages() const { return stages_; }

@@ -61,6 +61,7 @@ struct StageRecord {
   int kept = 0;          // candidates left
   float mass = 0;        // raw model probability mass of the kept candidates
   float entropy = 0;     // entropy (nats) of the renormalised distribution after the stage
+  float u = -1;          // the uniform number a non-selecting stage drew (xtc), -1: none
   std::vector<TokenProb> top;  // its most likely candidates (prob renormalised)
 };
 

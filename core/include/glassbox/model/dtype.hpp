@@ -10,7 +10,8 @@ namespace glassbox {
 
 // The values are ggml's type ids, as stored in GGUF tensor infos.
 enum class DType : std::uint32_t {
-  F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, Q4_K = 12, Q5_K = 13, Q6_K = 14, Q8_K = 15, BF16 = 30
+  F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q8_1 = 9, Q2_K = 10, Q3_K = 11, Q4_K = 12,
+  Q5_K = 13, Q6_K = 14, Q8_K = 15, IQ4_NL = 20, BF16 = 30
 };
 
 struct DTypeInfo {
@@ -24,7 +25,7 @@ struct DTypeInfo {
 const DTypeInfo* dtype_info(std::uint32_t ggml_type_id);
 const DTypeInfo& dtype_info(DType t);
 std::string_view dtype_name(DType t);
-std::string supported_dtypes();  // "F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K" for error messages
+std::string supported_dtypes();  // "F32, F16, BF16, Q8_0, Q4_0, ..." (the weight types) for error messages
 // Bytes of one row of n values; n must be a multiple of the block size (checked by callers).
 std::size_t row_bytes(DType t, std::size_t n);
 

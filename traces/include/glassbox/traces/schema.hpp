@@ -89,9 +89,10 @@ struct TraceStage {
   int kept = 0;
   double mass = 0, entropy = 0;
   std::vector<TraceCandidate> top;
+  std::optional<double> u;  // the uniform number a non-selecting stage drew (xtc); absent: none
   bool operator==(const TraceStage& o) const {
     return name == o.name && params.values() == o.params.values() && kept == o.kept && mass == o.mass &&
-           entropy == o.entropy && top == o.top;
+           entropy == o.entropy && top == o.top && u == o.u;
   }
 };
 
