@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "interrupt.hpp"
 #include "glassbox/error.hpp"
 
 namespace glassbox::cli {
@@ -17,6 +18,9 @@ int main(int argc, char** argv) {
   using namespace glassbox::cli;
   // Past a file size limit, write() then fails with EFBIG (an error naming the file) instead of a kill.
   std::signal(SIGXFSZ, SIG_IGN);
+  // SIGINT/SIGTERM remove the temporary files of outputs being written before the process ends; run and
+  // chat then switch to stopping between steps (interrupt.hpp).
+  install_cleanup_handlers();
   CLI::App app{"glassbox: LLM inference in which every step is visible"};
   app.set_version_flag("--version", GLASSBOX_VERSION);
   app.require_subcommand(1);
