@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "interrupt.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 
 namespace glassbox::cli {
 int g_exit_code = 0;
@@ -21,6 +22,8 @@ int main(int argc, char** argv) {
   // SIGINT/SIGTERM remove the temporary files of outputs being written before the process ends; run and
   // chat then switch to stopping between steps (interrupt.hpp).
   install_cleanup_handlers();
+  // One command is one process: every file it reads is an input no output of it may replace (file_io.hpp).
+  glassbox::record_inputs(true);
   CLI::App app{"glassbox: LLM inference in which every step is visible"};
   app.set_version_flag("--version", GLASSBOX_VERSION);
   app.require_subcommand(1);

@@ -324,7 +324,12 @@ const Case kCases[] = {
     {"chat_endless_line", [] { return std::vector<std::string>{"chat", "--model", model(), "--tokenizer", tok(), "--input", "/dev/zero", "--max-tokens", "2"}; }, same("longer than 1 MiB"), none()},
     {"synth_70tb_shape", [] { return std::vector<std::string>{"synth", "--dim", "65536", "--hidden-dim", "262144", "--layers", "1024", "--heads", "256", "--kv-heads", "256", "-o", bad("huge.bin")}; }, same("MiB"), none()},
 #if !defined(GBTEST_ASAN)  // (no address-space limit under ASan: the threads would start)
-    {"threads_300_without_address_space", [] { return run_with({"--threads", "300"}); }, same("--threads 300"), none()},
+    // (a prompt long enough for the products to go parallel: the pool starts on the first such product)
+    {"threads_300_without_address_space", [] {
+       std::string p;
+       for (int i = 0; i < 40; ++i) p += "Once upon a time there was a cat. ";
+       return std::vector<std::string>{"run", "--model", model(), "--tokenizer", tok(), "--prompt", p, "--max-tokens", "2", "--threads", "300"}; },
+     same("--threads 300"), none()},
 #endif
 };
 
@@ -584,6 +589,7 @@ BOOST_AUTO_TEST_CASE(output_file_is_atomic) {
   fs::remove(dir / "fifo");
   // An input of the process (recorded when it was checked and opened) is never replaced, under any name:
   // refused when the output opens, and at the rename when the input was read after it opened.
+  glassbox::record_inputs(true);  // as the CLI does
   gbtest::write_file(dir / "in.txt", "input");
   fs::create_symlink(dir / "in.txt", dir / "link.txt");
   BOOST_TEST(!glassbox::not_a_regular_file(dir / "in.txt"));  // the check every input passes, and records
@@ -597,6 +603,7 @@ BOOST_AUTO_TEST_CASE(output_file_is_atomic) {
   }
   BOOST_TEST(gbtest::read_file(dir / "in.txt") == "input");
   BOOST_TEST(gbtest::read_file(dir / "late.txt") == "late input");
+  glassbox::record_inputs(false);
   // A check on the complete temporary file that fails abandons the output: the old file stays.
   {
     glassbox::OutputFile f(p);
@@ -715,7 +722,7 @@ const OutputRow kOutputs[] = {
      over([](const std::string& o) { return std::vector<std::string>{"trace", "render", S(ctx().trace), "--to", "dot", "-o", o}; }, [] { return ctx().trace; })},
     {"trace import -o", false, [](const std::string& o) { return cat(cat({"trace", "import", S(ctx().golden)}, mt()), {"-o", o}); },
      over([](const std::string& o) { return cat(cat({"trace", "import", S(ctx().golden)}, mt()), {"-o", o}); }, [] { return ctx().golden; })},
-    {"plugins -o", false, [](const std::string& o) { return std::vector<std::string>{"plugins", "--graph", "-o", o}; }, no_input()},
+    {"plugins -o", false, [](const std::string& o) { return std::vector<std::string>{"plugins", "--graph", "--to", "dot", "-o", o}; }, no_input()},
     {"compare -o", false, [](const std::string& o) { return cat(small_compare(), {"-o", o}); },
      over([](const std::string& o) { return cat(small_compare(), {"-o", o}); }, [] { return ctx().m; })},
     {"compare --html", false, [](const std::string& o) { return cat(small_compare(), {"--html", o}); },
@@ -810,6 +817,7 @@ BOOST_DATA_TEST_CASE(every_output_follows_the_rule, bdata::make(kOutputs), row) 
   }
   ::mkfifo((dir / "fifo").c_str(), 0600);
   fs::create_directories(dir / "folder");
+  fs::create_directories(dir / "folder-turn1");  // chat's derived name for --trace folder
   const auto folder = run_cli(row.args(S(dir / "folder")), "timeout 60");
   BOOST_TEST(folder.rc == 2, row.name << ": " << folder.err);
   if (!row.live) {

@@ -33,11 +33,18 @@ mode_t default_mode() {
 }
 
 // The inputs of this process, by device and inode.
+// The status-change time too: a deleted input's inode number may be reused by a new file, which must
+// not inherit its protection.
 struct InputRecord {
   dev_t dev;
   ino_t ino;
+  struct timespec ctime;
   std::string name;
 };
+bool same(const InputRecord& r, const struct stat& st) {
+  return r.dev == st.st_dev && r.ino == st.st_ino && r.ctime.tv_sec == st.st_ctim.tv_sec && r.ctime.tv_nsec == st.st_ctim.tv_nsec;
+}
+std::atomic<bool> g_recording{false};
 std::mutex g_inputs_mutex;
 std::vector<InputRecord>& inputs() {
   static std::vector<InputRecord> v;
@@ -77,21 +84,30 @@ std::string kind_of(mode_t m) {
 
 }  // namespace
 
+void record_inputs(bool on) {
+  g_recording = on;
+  if (!on) {
+    std::lock_guard lock(g_inputs_mutex);
+    inputs().clear();
+  }
+}
+
 void note_input(const fs::path& path) {
+  if (!g_recording) return;
   struct stat st {};
   if (path.empty() || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
   std::lock_guard lock(g_inputs_mutex);
   for (const auto& r : inputs())
-    if (r.dev == st.st_dev && r.ino == st.st_ino) return;
-  inputs().push_back({st.st_dev, st.st_ino, path.string()});
+    if (same(r, st)) return;
+  inputs().push_back({st.st_dev, st.st_ino, st.st_ctim, path.string()});
 }
 
 std::optional<std::string> recorded_input(const fs::path& path) {
   struct stat st {};
-  if (path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
+  if (!g_recording || path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
   std::lock_guard lock(g_inputs_mutex);
   for (const auto& r : inputs())
-    if (r.dev == st.st_dev && r.ino == st.st_ino) return r.name;
+    if (same(r, st)) return r.name;
   return std::nullopt;
 }
 

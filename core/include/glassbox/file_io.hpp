@@ -17,8 +17,12 @@ namespace glassbox {
 // a regular file is recorded (note_input) and no OutputFile will replace it.
 std::optional<std::string> not_a_regular_file(const std::filesystem::path& path);
 
-// Records `path` (when it is an existing file; by device and inode, so links and symlinks count) as an
-// input of this process: from now on an OutputFile naming it, under any name, is refused.
+// Whether this process records its inputs (off by default; the CLI turns it on, since one command is one
+// process; a long-lived library user that reads and rewrites its own files leaves it off). Off clears them.
+void record_inputs(bool on);
+// Records `path` (when recording, and it is an existing file; by device, inode and status-change time, so
+// links and symlinks count and a reused inode does not) as an input of this process: from now on an
+// OutputFile naming it, under any name, is refused.
 void note_input(const std::filesystem::path& path);
 // The input (as it was named) that `path` is, or nullopt.
 std::optional<std::string> recorded_input(const std::filesystem::path& path);
