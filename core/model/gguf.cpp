@@ -496,19 +496,24 @@ void GgufWriter::write(const std::filesystem::path& path, std::uint32_t alignmen
 
   // Through OutputFile, the rule for every output (file_io.hpp): never over an input or a FIFO/device,
   // a temporary file renamed only when complete, removed on failure or signal.
-  OutputFile out(path);
-  out.write({o.buf.data(), o.buf.size()});
-  static const char zeros[4096] = {};
-  for (const auto& t : tensors_) {
-    out.write({reinterpret_cast<const char*>(t.data.data()), t.data.size()});
-    std::size_t pad = (alignment - t.data.size() % alignment) % alignment;
-    while (pad > 0) {
-      const std::size_t n = std::min(pad, sizeof zeros);
-      out.write({zeros, n});
-      pad -= n;
+  // Its errors stay ModelErrors, as the writer's API says (the message names the file either way).
+  try {
+    OutputFile out(path);
+    out.write({o.buf.data(), o.buf.size()});
+    static const char zeros[4096] = {};
+    for (const auto& t : tensors_) {
+      out.write({reinterpret_cast<const char*>(t.data.data()), t.data.size()});
+      std::size_t pad = (alignment - t.data.size() % alignment) % alignment;
+      while (pad > 0) {
+        const std::size_t n = std::min(pad, sizeof zeros);
+        out.write({zeros, n});
+        pad -= n;
+      }
     }
+    out.commit();
+  } catch (const OutputError& e) {
+    throw ModelError(e.what());
   }
-  out.commit();
 }
 
 }  // namespace glassbox
