@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -11,6 +12,7 @@
 #include "glassbox/chat_template.hpp"
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "session.hpp"
 
@@ -35,6 +37,31 @@ std::vector<ChatMessage> messages(const std::string& system, const std::vector<T
 std::string turn_trace_path(const std::string& path, int turn) {
   const std::filesystem::path p(path);
   return (p.parent_path() / (p.stem().string() + "-turn" + std::to_string(turn) + p.extension().string())).string();
+}
+
+// One user turn: a line of at most kMaxTurnBytes, read in bounded pieces (`chat < /dev/zero` is one
+// endless "line"); false at the end of the input.
+constexpr std::size_t kMaxTurnBytes = std::size_t{1} << 20;
+bool read_bounded_line(std::istream& in, std::string& line, const std::string& what, int turn) {
+  line.clear();
+  char buf[4096];
+  while (true) {
+    in.getline(buf, sizeof buf);
+    const auto n = static_cast<std::size_t>(in.gcount());  // NUL bytes included: no strlen
+    const bool full = in.fail() && !in.eof() && n == sizeof buf - 1;
+    const bool delimited = !in.fail() && !in.eof();
+    line.append(buf, delimited ? n - 1 : n);
+    if (line.size() > kMaxTurnBytes)
+      throw InputError(what + ": turn " + std::to_string(turn) + " is a line longer than " + std::to_string(kMaxTurnBytes >> 20) +
+                       " MiB (one turn per line)");
+    if (delimited) return true;
+    if (full) {
+      in.clear();  // the buffer filled before the newline: go on reading the line
+      continue;
+    }
+    if (in.bad()) throw InputError(what + ": read failed");
+    return !line.empty();  // the end of the input (a last line without a newline counts)
+  }
 }
 
 }  // namespace
@@ -71,6 +98,7 @@ void add_chat_command(CLI::App& app) {
 
     std::ifstream file;
     if (!o->input.empty()) {
+      note_input(o->input);  // (a pipe or terminal is fine here: turns are read as they come)
       file.open(o->input);
       if (!file) throw ConfigError("--input " + o->input + ": cannot read");
     }
@@ -86,7 +114,7 @@ void add_chat_command(CLI::App& app) {
     int turn_no = 0;
     while (true) {
       if (tty) std::fputs("> ", stderr);
-      if (!std::getline(in, line)) break;
+      if (!read_bounded_line(in, line, o->input.empty() ? "stdin" : o->input, turn_no + 1)) break;
       if (line.empty()) continue;
       turns.push_back({true, line});
       ++turn_no;

@@ -13,6 +13,7 @@
 #include "compare.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
+#include "glassbox/structured_input.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "run_options.hpp"
 
@@ -96,41 +97,40 @@ void add_compare_command(CLI::App& app) {
   add_output_options(merge, o->merge_out);
 
   merge->callback([o] {
+    // Shards are untrusted files: parsed through the JSON limits, every field typed by its key path,
+    // the experiment bounded as a fresh one is, shard indexes within 1..N and run indexes within the sweep.
     std::vector<cmp::Run> runs;
     std::optional<json> experiment;
+    std::optional<cmp::Experiment> e;
     std::string sha;
     int count = 0;
     std::set<int> seen;
     double wall = 0;
     for (const auto& path : o->shard_files) {
-      std::ifstream f(path);
-      if (!f) throw ConfigError(path + ": cannot read shard file");
-      json j;
-      try {
-        j = json::parse(f);
-      } catch (const json::exception& x) {
-        throw ConfigError(path + ": not JSON: " + x.what());
-      }
-      if (!j.is_object() || j.value("schema", "") != cmp::kShardSchema)
+      const json j = read_json_input<ConfigError>(path, "a shard result of `compare --shard`");
+      if (!j.is_object() || !j.contains("schema") || j["schema"] != cmp::kShardSchema)
         throw ConfigError(path + ": not a shard result (expected schema " + std::string(cmp::kShardSchema) + ")");
-      const int index = j["shard"]["index"].get<int>(), n = j["shard"]["count"].get<int>();
+      const JsonIn<ConfigError> in(j, path);
+      const int n = in.at("shard").at("count").get<int>(1, 1 << 20);
+      const int index = in.at("shard").at("index").get<int>(1, n);
+      const std::string model_sha = in.at("model_sha256").get<std::string>();
       if (!experiment) {
+        e = cmp::experiment_from_json(in.at("experiment").raw(), path);
         experiment = j["experiment"];
-        sha = j["model_sha256"].get<std::string>();
+        sha = model_sha;
         count = n;
       } else {
         if (j["experiment"] != *experiment)
           throw ConfigError(path + ": another experiment than " + o->shard_files[0] + " (prompts, strategies, seed, ...)");
-        if (j["model_sha256"] != sha)
-          throw ConfigError(path + ": run with another model file (sha256 " + j["model_sha256"].get<std::string>() +
-                            ") than " + o->shard_files[0]);
+        if (model_sha != sha)
+          throw ConfigError(path + ": run with another model file (sha256 " + model_sha + ") than " + o->shard_files[0]);
         if (n != count)
           throw ConfigError(path + ": shard " + std::to_string(index) + "/" + std::to_string(n) + " but " +
                             o->shard_files[0] + " is one of " + std::to_string(count));
       }
       if (!seen.insert(index).second) throw ConfigError(path + ": shard " + std::to_string(index) + " given twice");
-      for (const auto& r : j["runs"]) runs.push_back(cmp::run_from_json(r, path));
-      wall = std::max(wall, j["timings"]["wall_s"].get<double>());
+      in.at("runs").each([&](const JsonIn<ConfigError>& r) { runs.push_back(cmp::run_from_json(r.raw(), path + ": " + r.path(), *e)); });
+      wall = std::max(wall, in.at("timings").at("wall_s").get<double>(0));
     }
     if (static_cast<int>(seen.size()) != count) {
       std::string missing;
@@ -138,8 +138,10 @@ void add_compare_command(CLI::App& app) {
         if (!seen.count(i)) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
       throw ConfigError("shards " + missing + " of " + std::to_string(count) + " are missing");
     }
-    const cmp::Experiment e = cmp::experiment_from_json(*experiment, o->shard_files[0]);
-    json report = cmp::make_report(e, std::move(runs), wall);
+    if (static_cast<long long>(runs.size()) != e->runs())
+      throw ConfigError(o->shard_files[0] + ": the shards hold " + std::to_string(runs.size()) + " runs, the experiment has " +
+                        std::to_string(e->runs()));
+    json report = cmp::make_report(*e, std::move(runs), wall);
     report["model_sha256"] = sha;
     emit(report, o->merge_out);
   });

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 #include "glassbox/model/gguf.hpp"
 #include "glassbox/model/model_source.hpp"
 #include "glassbox/quant.hpp"
@@ -49,6 +50,8 @@ struct Vocab {
 
 Vocab read_llama2c_vocab(const std::filesystem::path& path, int vocab_size) {
   const std::string where = path.string() + ": ";
+  // A FIFO would block in open(); every input is checked (and recorded as an input) first.
+  if (auto why = not_a_regular_file(path)) throw TokenizerError(where + *why + " (expected a llama2.c tokenizer.bin)");
   std::ifstream f(path, std::ios::binary);
   if (!f) throw TokenizerError(where + "cannot open tokenizer file: " + std::strerror(errno));
   auto fail = [&](const std::string& why) { return TokenizerError(where + why + " (expected a llama2.c tokenizer.bin)"); };

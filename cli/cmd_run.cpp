@@ -213,7 +213,7 @@ void add_run_command(CLI::App& app) {
       std::string text;
       const auto pace = pace_delay(opt);
       sum = engine.generate(opt.prompt, g, s->header, sinks, [&](std::string_view piece) {
-        if (pace.count() > 0) std::this_thread::sleep_for(pace);
+        if (pace.count() > 0) sleep_interruptibly(pace);  // SIGINT ends even a 60 s pause
         if (opt.json) {
           text += piece;
           return;

@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 #include "glassbox/rng.hpp"
 
 namespace glassbox::cli {
@@ -39,7 +40,7 @@ const std::map<std::string, Shape>& presets() {
 // initialised model. One stream per seed, consumed in file order.
 class WeightWriter {
  public:
-  WeightWriter(std::ofstream& out, std::uint64_t seed) : out_(out), rng_(seed) { buf_.reserve(kChunk); }
+  WeightWriter(OutputFile& out, std::uint64_t seed) : out_(out), rng_(seed) { buf_.reserve(kChunk); }
   void random(std::int64_t count, std::int64_t cols) {
     const float scale = static_cast<float>(std::sqrt(3.0 / static_cast<double>(cols))) * (1.0f / 16777216.0f);
     for (std::int64_t i = 0; i < count; ++i) {
@@ -52,7 +53,7 @@ class WeightWriter {
     for (std::int64_t i = 0; i < count; ++i) put(v);
   }
   void flush() {
-    out_.write(reinterpret_cast<const char*>(buf_.data()), static_cast<std::streamsize>(buf_.size() * sizeof(float)));
+    out_.write({reinterpret_cast<const char*>(buf_.data()), buf_.size() * sizeof(float)});
     buf_.clear();
   }
 
@@ -62,10 +63,13 @@ class WeightWriter {
     buf_.push_back(v);
     if (buf_.size() == kChunk) flush();
   }
-  std::ofstream& out_;
+  OutputFile& out_;
   Rng rng_;
   std::vector<float> buf_;
 };
+
+// The largest checkpoint synth writes (stories110M is 0.4 GiB, a 7B model in float32 27 GiB).
+constexpr unsigned long long kMaxSynthBytes = 32ull << 30;
 
 void write_checkpoint(const std::string& path, const Shape& s, std::uint64_t seed) {
   auto need = [](const char* what, long long v, long long lo, long long hi) {
@@ -85,12 +89,23 @@ void write_checkpoint(const std::string& path, const Shape& s, std::uint64_t see
                       " into heads of even size");
   if (s.n_heads % s.n_kv_heads != 0)
     throw ConfigError("synth: --kv-heads " + std::to_string(s.n_kv_heads) + " must divide --heads " + std::to_string(s.n_heads));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw InputError("synth: cannot write " + path);
+  const std::int64_t hs0 = s.dim / s.n_heads, kvd0 = hs0 * s.n_kv_heads;
+  // The file's size, bounded before anything is written (each factor is bounded above, so no overflow).
+  const long double floats = static_cast<long double>(s.vocab_size) * s.dim +
+                             static_cast<long double>(s.n_layers) * (2.0L * s.dim + 2.0L * s.dim * s.dim + 2.0L * kvd0 * s.dim +
+                                                                     3.0L * s.hidden_dim * s.dim) +
+                             s.dim + static_cast<long double>(s.seq_len) * hs0;
+  const long double bytes = 28 + 4 * floats;
+  if (bytes > static_cast<long double>(kMaxSynthBytes))
+    throw ConfigError("synth: this shape makes a file of " + std::to_string(static_cast<unsigned long long>(bytes / (1ull << 20))) +
+                      " MiB, more than the " + std::to_string(kMaxSynthBytes >> 30) + " GiB synth writes at most");
+  // The rule for every output (file_io.hpp): a temporary file renamed into place only when complete,
+  // so a full disk or a signal never leaves half a checkpoint, and never over an input, FIFO or device.
+  OutputFile out(path);
   // Legacy llama2.c header (7 int32; a positive vocab_size means the classifier shares the
   // embedding), the format llama2.c's run.c and export.py --version 0 use.
   const std::int32_t header[7] = {s.dim, s.hidden_dim, s.n_layers, s.n_heads, s.n_kv_heads, s.vocab_size, s.seq_len};
-  out.write(reinterpret_cast<const char*>(header), sizeof header);
+  out.write({reinterpret_cast<const char*>(header), sizeof header});
   const std::int64_t L = s.n_layers, dim = s.dim, hid = s.hidden_dim, hs = dim / s.n_heads, kvd = hs * s.n_kv_heads;
   WeightWriter w(out, seed);
   w.random(static_cast<std::int64_t>(s.vocab_size) * dim, dim);  // token embedding (= classifier)
@@ -107,8 +122,7 @@ void write_checkpoint(const std::string& path, const Shape& s, std::uint64_t see
   // freq_cis_real / imag: precomputed RoPE tables every reader recomputes; zeros here.
   w.constant(static_cast<std::int64_t>(s.seq_len) * hs, 0.0f);
   w.flush();
-  out.close();
-  if (!out) throw InputError("synth: writing " + path + " failed (disk full?)");
+  out.commit();
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
+#include "glassbox/structured_input.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/rng.hpp"
@@ -31,6 +32,7 @@
 #include "glassbox/traces/reader.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "session.hpp"
+#include "yaml_input.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -79,24 +81,26 @@ json experiment_json(const Experiment& e) {
           {"independent_seeds", e.independent_seeds}};
 }
 
+// Shards are read back from files a user may have edited: every field is typed and ranged, by its key
+// path (structured_input.hpp), and the sweep's size is bounded as a fresh experiment's is (validate_shape).
 Experiment experiment_from_json(const json& j, const std::string& where) {
-  try {
-    Experiment e;
-    e.model = j.at("model").get<std::string>();
-    e.tokenizer = j.at("tokenizer").get<std::string>();
-    e.tokenizer_plugin = j.at("tokenizer_plugin").get<std::string>();
-    e.attention = j.at("attention").get<std::string>();
-    e.plugin_path = j.at("plugin_path").get<std::vector<std::string>>();
-    e.prompts = j.at("prompts").get<std::vector<std::string>>();
-    for (const auto& s : j.at("strategies")) e.strategies.push_back({s.at("label"), s.at("chain")});
-    e.samples = j.at("samples").get<int>();
-    e.seed = j.at("seed").get<std::uint64_t>();
-    e.max_tokens = j.at("max_tokens").get<int>();
-    e.independent_seeds = j.at("independent_seeds").get<bool>();
-    return e;
-  } catch (const json::exception& x) {
-    throw ConfigError(where + ": experiment: " + x.what());
-  }
+  const JsonIn<ConfigError> in(j, where, "experiment");
+  Experiment e;
+  e.model = in.at("model").get<std::string>();
+  e.tokenizer = in.at("tokenizer").get<std::string>();
+  e.tokenizer_plugin = in.at("tokenizer_plugin").get<std::string>();
+  e.attention = in.at("attention").get<std::string>();
+  in.at("plugin_path").each([&](const JsonIn<ConfigError>& x) { e.plugin_path.push_back(x.get<std::string>()); });
+  in.at("prompts").each([&](const JsonIn<ConfigError>& x) { e.prompts.push_back(x.get<std::string>()); });
+  in.at("strategies").each([&](const JsonIn<ConfigError>& x) {
+    e.strategies.push_back({x.at("label").get<std::string>(), x.at("chain").get<std::string>()});
+  });
+  e.samples = in.at("samples").get<int>(1, kMaxRuns);
+  e.seed = in.at("seed").get<std::uint64_t>();
+  e.max_tokens = in.at("max_tokens").get<int>(1);
+  e.independent_seeds = in.at("independent_seeds").get<bool>();
+  validate_shape(e, where);
+  return e;
 }
 
 Strategy parse_strategy(const std::string& text) {
@@ -109,6 +113,7 @@ Strategy parse_strategy(const std::string& text) {
 }
 
 std::vector<std::string> read_prompts(const std::string& path) {
+  if (auto why = not_a_regular_file(path)) throw ConfigError(path + ": " + *why + " (expected a prompts file)");
   std::ifstream in(path);
   if (!in) throw ConfigError(path + ": cannot read prompts file");
   std::vector<std::string> out;
@@ -126,9 +131,9 @@ std::vector<std::string> read_prompts(const std::string& path) {
     const std::string where = path + ":" + std::to_string(n);
     json j;
     try {
-      j = json::parse(line);
-    } catch (const json::exception&) {
-      throw ConfigError(where + ": line starts like JSON but does not parse (a JSON string or {\"prompt\": ...})");
+      j = parse_json_input<ConfigError>(line, where);
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string(e.what()) + "; a line starting like JSON must be a JSON string or {\"prompt\": ...}");
     }
     if (j.is_string()) out.push_back(j.get<std::string>());
     else if (j.is_object() && j.contains("prompt") && j["prompt"].is_string()) out.push_back(j["prompt"].get<std::string>());
@@ -138,14 +143,7 @@ std::vector<std::string> read_prompts(const std::string& path) {
 }
 
 void load_experiment(const std::string& path, Experiment& e) {
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw ConfigError(path + ": cannot read experiment file");
-  } catch (const YAML::Exception& x) {
-    throw ConfigError(path + ": invalid YAML at line " + std::to_string(x.mark.line + 1) + ": " + x.msg);
-  }
+  const YAML::Node root = read_yaml_input<ConfigError>(path, "a YAML experiment file");
   if (!root.IsMap()) throw ConfigError(path + ": expected a map of key: value (prompts, strategies, samples, ...)");
   auto scalar = [&](const YAML::Node& n, const std::string& key) {
     if (!n.IsScalar()) throw ConfigError(path + ": " + key + ": expected a single value");
@@ -215,7 +213,7 @@ void load_experiment(const std::string& path, Experiment& e) {
   }
 }
 
-void validate(const Experiment& e, const std::string& where) {
+void validate_shape(const Experiment& e, const std::string& where) {
   if (e.prompts.empty()) throw ConfigError(where + ": no prompts (give --prompt, --prompts FILE or 'prompts:')");
   if (e.strategies.empty())
     throw ConfigError(where + ": strategies: the list is empty (give --strategy CHAIN or 'strategies:')");
@@ -227,6 +225,10 @@ void validate(const Experiment& e, const std::string& where) {
   std::set<std::string> labels;
   for (const auto& s : e.strategies)
     if (!labels.insert(s.label).second) throw ConfigError(where + ": strategies: label '" + s.label + "' is used twice");
+}
+
+void validate(const Experiment& e, const std::string& where) {
+  validate_shape(e, where);
   Registry reg;
   reg.load_default(std::vector<fs::path>(e.plugin_path.begin(), e.plugin_path.end()));
   for (std::size_t i = 0; i < e.strategies.size(); ++i) {
@@ -304,42 +306,37 @@ json run_json(const Run& r) {
           {"ms", r.ms}};
 }
 
-Run run_from_json(const json& j, const std::string& where) {
-  try {
-    Run r;
-    r.prompt = j.at("prompt").get<int>();
-    r.strategy = j.at("strategy").get<int>();
-    r.sample = j.at("sample").get<int>();
-    r.seed = j.at("seed").get<std::uint64_t>();
-    r.tokens = j.at("tokens").get<std::vector<std::int32_t>>();
-    r.pieces = j.at("pieces").get<std::vector<std::string>>();
-    r.text = j.at("text").get<std::string>();
-    auto floats = [&](const char* key) {
-      std::vector<float> v;
-      for (const auto& x : j.at(key)) v.push_back(static_cast<float>(x.get<double>()));
-      return v;
-    };
-    r.entropy = floats("entropy");
-    r.chain_entropy = floats("chain_entropy");
-    r.logprob = floats("logprob");
-    r.first = j.at("first").at("id").get<std::int32_t>();
-    r.first_text = j.at("first").at("text").get<std::string>();
-    for (const auto& x : j.at("first_expected")) {
-      r.first_expected.emplace_back(x.at("id").get<std::int32_t>(), static_cast<float>(x.at("prob").get<double>()));
-      r.first_expected_text.push_back(x.at("text").get<std::string>());
-    }
-    r.stop_reason = j.at("stop_reason").get<std::string>();
-    r.trace = j.at("trace").get<std::string>();
-    r.ms = j.at("ms").get<double>();
-    if (r.entropy.empty() || r.entropy.size() != r.chain_entropy.size() || r.entropy.size() != r.logprob.size() ||
-        r.pieces.size() != r.tokens.size())
-      throw ConfigError("per-step arrays of different lengths");
-    return r;
-  } catch (const json::exception& x) {
-    throw ConfigError(where + ": run: " + x.what());
-  } catch (const ConfigError& x) {
-    throw ConfigError(where + ": run: " + x.what());
-  }
+Run run_from_json(const json& j, const std::string& where, const Experiment& e) {
+  const JsonIn<ConfigError> in(j, where, "run");
+  Run r;
+  r.prompt = in.at("prompt").get<int>(0, static_cast<long double>(e.prompts.size()) - 1);
+  r.strategy = in.at("strategy").get<int>(0, static_cast<long double>(e.strategies.size()) - 1);
+  r.sample = in.at("sample").get<int>(0, e.samples - 1);
+  r.seed = in.at("seed").get<std::uint64_t>();
+  in.at("tokens").each([&](const JsonIn<ConfigError>& x) { r.tokens.push_back(x.get<std::int32_t>(0)); });
+  in.at("pieces").each([&](const JsonIn<ConfigError>& x) { r.pieces.push_back(x.get<std::string>()); });
+  r.text = in.at("text").get<std::string>();
+  auto floats = [&](const char* key) {
+    std::vector<float> v;
+    in.at(key).each([&](const JsonIn<ConfigError>& x) { v.push_back(x.get<float>()); });
+    return v;
+  };
+  r.entropy = floats("entropy");
+  r.chain_entropy = floats("chain_entropy");
+  r.logprob = floats("logprob");
+  r.first = in.at("first").at("id").get<std::int32_t>(0);
+  r.first_text = in.at("first").at("text").get<std::string>();
+  in.at("first_expected").each([&](const JsonIn<ConfigError>& x) {
+    r.first_expected.emplace_back(x.at("id").get<std::int32_t>(0), x.at("prob").get<float>(0, 1));
+    r.first_expected_text.push_back(x.at("text").get<std::string>());
+  });
+  r.stop_reason = in.at("stop_reason").get<std::string>();
+  r.trace = in.at("trace").get<std::string>();
+  r.ms = in.at("ms").get<double>(0);
+  if (r.entropy.empty() || r.entropy.size() != r.chain_entropy.size() || r.entropy.size() != r.logprob.size() ||
+      r.pieces.size() != r.tokens.size() || static_cast<long long>(r.tokens.size()) > e.max_tokens)
+    in.fail("per-step arrays of different lengths, empty, or longer than max_tokens");
+  return r;
 }
 
 std::pair<int, int> parse_shard(const std::string& text) {

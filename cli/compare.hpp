@@ -51,6 +51,9 @@ std::vector<std::string> read_prompts(const std::string& path);
 void load_experiment(const std::string& path, Experiment& e);
 // Every check that can fail before a run: counts, labels, and that every chain builds (with the
 // plugins of plugin_path). `where` prefixes messages (the experiment file, or "compare").
+// The experiment's own shape (prompts, strategies, samples, max_tokens, the sweep's size); validate adds
+// the sampler chains, which need the plugin registry.
+void validate_shape(const Experiment& e, const std::string& where);
 void validate(const Experiment& e, const std::string& where);
 
 // The seed of one run: splitmix64 folded over (seed, prompt, [strategy,] sample); see docs/compare.md.
@@ -79,7 +82,7 @@ struct Run {
 };
 
 nlohmann::json run_json(const Run& r);
-Run run_from_json(const nlohmann::json& j, const std::string& where);
+Run run_from_json(const nlohmann::json& j, const std::string& where, const Experiment& e);  // indexes within e
 
 struct SweepOptions {
   int jobs = 1;                            // worker threads, one session (model mapping) each

@@ -1,17 +1,25 @@
 // Signal flag for interrupting a run between steps (interrupt.hpp).
 #include "interrupt.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
+#include <thread>
+
+#include "glassbox/file_io.hpp"
 
 namespace glassbox::cli {
 
 namespace {
 
 volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_polled = 0;  // the command checks the flag between steps
 
 extern "C" void on_signal(int sig) {
-  if (g_signal != 0) {
-    // The second signal: no more waiting for the step to end.
+  if (g_signal != 0 || !g_polled) {
+    // A command that does not poll, or the second signal: no more waiting. The output files being
+    // written are abandoned, so their temporary files go first (file_io.hpp); then the default action.
+    glassbox::remove_output_temporaries();
     std::signal(sig, SIG_DFL);
     std::raise(sig);
     return;
@@ -19,15 +27,30 @@ extern "C" void on_signal(int sig) {
   g_signal = sig;
 }
 
-}  // namespace
-
-void install_interrupt_handlers() {
+void install(bool polled) {
+  g_polled = polled ? 1 : 0;
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // writes and reads in progress complete; the flag is checked after the step
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+}
+
+}  // namespace
+
+void install_interrupt_handlers() { install(true); }
+void install_cleanup_handlers() { install(false); }
+
+void sleep_interruptibly(std::chrono::microseconds d) {
+  // In slices, so that a signal is seen within 20 ms however long the pause (--pace 60000).
+  const auto end = std::chrono::steady_clock::now() + d;
+  for (;;) {
+    check_interrupt();
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= end) return;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(end - now, std::chrono::milliseconds(20)));
+  }
 }
 
 int interrupt_signal() { return g_signal; }

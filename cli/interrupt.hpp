@@ -1,13 +1,21 @@
 // SIGINT/SIGTERM during a run: the first one asks the run to stop between steps (its trace then ends in
 // an `interrupted` line); a second one ends the process at once, as if no handler were installed.
 #pragma once
+#include <chrono>
 #include <stdexcept>
 #include <string>
 
 namespace glassbox::cli {
 
-// Installs the handlers (idempotent).
+// Installs the handlers for a command that checks between steps (idempotent): the first signal sets
+// the flag, a second one ends the process.
 void install_interrupt_handlers();
+// Installs them for any other command (main does, for all): a signal removes the temporary files of
+// the outputs being written (file_io.hpp's remove_output_temporaries), then ends the process as
+// SIGINT/SIGTERM would.
+void install_cleanup_handlers();
+// Sleeps for `d`, throwing Interrupted as soon as a signal arrives (the pause of --pace).
+void sleep_interruptibly(std::chrono::microseconds d);
 // The signal received since install (0: none).
 int interrupt_signal();
 // "SIGINT", "SIGTERM".

@@ -6,7 +6,9 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "interrupt.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 
 namespace glassbox::cli {
 int g_exit_code = 0;
@@ -17,6 +19,11 @@ int main(int argc, char** argv) {
   using namespace glassbox::cli;
   // Past a file size limit, write() then fails with EFBIG (an error naming the file) instead of a kill.
   std::signal(SIGXFSZ, SIG_IGN);
+  // SIGINT/SIGTERM remove the temporary files of outputs being written before the process ends; run and
+  // chat then switch to stopping between steps (interrupt.hpp).
+  install_cleanup_handlers();
+  // One command is one process: every file it reads is an input no output of it may replace (file_io.hpp).
+  glassbox::record_inputs(true);
   CLI::App app{"glassbox: LLM inference in which every step is visible"};
   app.set_version_flag("--version", GLASSBOX_VERSION);
   app.require_subcommand(1);

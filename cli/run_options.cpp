@@ -1,5 +1,6 @@
 // The run option table and the three things made from it: CLI11 options, the YAML config reader, the docs table.
 #include "run_options.hpp"
+#include "yaml_input.hpp"
 
 #include <charconv>
 #include <climits>
@@ -393,12 +394,7 @@ void apply_run_config(const YAML::Node& root, const std::string& file, RunOption
 }
 
 RunOptions parse_run_config(const std::string& yaml_text, const std::string& name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml_text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(name + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
+  const YAML::Node root = parse_yaml_input<ConfigError>(yaml_text, name);
   RunOptions o;
   apply_run_config(root, name, o);
   return o;
@@ -406,14 +402,7 @@ RunOptions parse_run_config(const std::string& yaml_text, const std::string& nam
 
 void load_run_config(const std::string& path, RunOptions& o, std::set<std::string>* keys) {
   if (auto why = not_a_regular_file(path)) throw ConfigError("--config " + path + ": " + *why + " (expected a YAML file)");
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw ConfigError(path + ": cannot read config file");
-  } catch (const YAML::Exception& e) {
-    throw ConfigError(path + ": invalid YAML at line " + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
+  const YAML::Node root = read_yaml_input<ConfigError>(path, "a YAML file");
   apply_run_config(root, path, o, keys);
 }
 

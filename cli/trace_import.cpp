@@ -13,6 +13,8 @@
 #include "glassbox/traces/diff.hpp"
 #include "glassbox/traces/reader.hpp"
 #include "glassbox/traces/writer.hpp"
+#include "glassbox/structured_input.hpp"
+#include "glassbox/file_io.hpp"
 #include "session.hpp"
 
 namespace fs = std::filesystem;
@@ -131,6 +133,7 @@ void add_trace_import(CLI::App* trace) {
     RunOptions opt = binder->finish();
     opt.sampler = parse_plugin_chain(a->sampler, "sampler");
     opt.seed = 0;  // the chain re-applied here must select by argmax: a drawing chain would pick at random
+    if (auto why = not_a_regular_file(a->file)) throw InputError(a->file + ": " + *why + " (expected a golden JSONL or a float32 dump)");
     std::ifstream in(a->file, std::ios::binary);
     if (!in) throw InputError(a->file + ": cannot read: " + std::strerror(errno));
     const bool is_json = in.peek() == '{';
@@ -147,11 +150,7 @@ void add_trace_import(CLI::App* trace) {
         throw InputError(a->file + ": --prompt-index " + std::to_string(pick) + " but the file holds " +
                          std::to_string(lines.size()) + " prompt" + (lines.size() == 1 ? "" : "s"));
       const std::string where = a->file + ":" + std::to_string(pick + 1);
-      try {
-        g = json::parse(lines[pick]);
-      } catch (const json::parse_error&) {
-        throw InputError(where + ": not valid JSON");
-      }
+      g = parse_json_input<InputError>(lines[pick], where);  // the size and nesting limits of every JSON input
       if (!g.is_object()) throw InputError(where + ": expected a JSON object");
       if (g.value("type", "") == "header" || g.contains("schema"))
         throw InputError(a->file + " is already a glassbox trace: diff it directly");
@@ -203,7 +202,18 @@ void add_trace_import(CLI::App* trace) {
     h.max_tokens = n_steps;
     h.level = TraceLevel::Full;
     h.seed = 0;
-    traces::JsonlWriter writer(a->out, *s->tokenizer);
+    // The rule for every output (file_io.hpp), and a trace that validates or none: the check runs on the
+    // complete temporary file, before it replaces anything.
+    traces::JsonlWriter writer(a->out, *s->tokenizer, false, traces::WriterThread::EveryLine, traces::LogitsEncoding::Base64, {},
+                               OutputFile::Live::Refused);
+    std::size_t validated_steps = 0;
+    writer.check_before_commit([&](const fs::path& tmp) {
+      try {
+        validated_steps = traces::read_trace(tmp.string()).steps.size();
+      } catch (const Error& e) {
+        throw InputError(a->out + ": the imported trace does not validate, nothing written: " + e.what());
+      }
+    });
     writer.header(h);
 
     SamplerChain& chain = *s->sampler;
@@ -265,9 +275,8 @@ void add_trace_import(CLI::App* trace) {
       ++sum.generated;
     }
     writer.summary(sum);
-    const auto t = traces::read_trace(a->out);  // what was written is a valid trace
     std::cerr << "glassbox: " << a->out << ": " << x.format << " " << a->file << ", prompt " << traces::show_text(x.prompt, 40)
-              << ", " << t.steps.size() << " steps (positions " << P - 1 << ".." << P - 2 + static_cast<int>(t.steps.size())
+              << ", " << validated_steps << " steps (positions " << P - 1 << ".." << P - 2 + static_cast<int>(validated_steps)
               << "), every logit\n";
   });
 }

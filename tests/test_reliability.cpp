@@ -8,16 +8,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <set>
 #include <sstream>
 
 #include "glassbox/file_io.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/model/metadata.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -130,6 +133,35 @@ const fs::path& bad_dir() {
                             {"prefill_tok_s", 1}, {"decode_tok_s", 1}}.dump() + "\n";
       put("tr_1200_steps.jsonl", out);
     }
+    // ---- round three (issue 31) ----
+    const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+    // A tokenizer.json whose pre_tokenizer nests 100,000 deep (used to overflow the stack in a copy).
+    put("bpe_deep_pre.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1}},"pre_tokenizer":)" + deep + "}");
+    // A pre-tokenizer regex that backtracks catastrophically on "aaaa...a!".
+    put("bpe_redos.json",
+        R"({"model":{"type":"BPE","vocab":{"a":0,"!":1},"merges":[]},"pre_tokenizer":{"type":"Split","pattern":{"Regex":"(a+)+b"},"behavior":"Isolated"}})");
+    // A tokenizer.json with one id far beyond its two entries.
+    put("bpe_id_huge.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":4194303}}})");
+    // GPT-2 release files with one id of 4194303 among two entries (used to take 272 MB).
+    fs::create_directories(d / "gpt2_id_huge");
+    put("gpt2_id_huge/encoder.json", R"({"a":0,"b":4194303})");
+    put("gpt2_id_huge/vocab.bpe", "#version: 0.2\n");
+    // compare experiments, shards and trace imports nested deep / malformed / out of range
+    put("exp_deep.yaml", "prompts: [a]\nstrategies: [greedy]\nx: " + std::string(5000, '[') + std::string(5000, ']') + "\n");
+    const std::string experiment =
+        R"({"model":"m","tokenizer":"","tokenizer_plugin":"","attention":"","plugin_path":[],"prompts":["a"],)"
+        R"("strategies":[{"label":"greedy","chain":"greedy"}],"seed":0,"max_tokens":2,"independent_seeds":false,)";
+    auto shard = [&](const std::string& samples, const std::string& index, const std::string& count) {
+      return R"({"schema":"glassbox.compare-shard/1","experiment":)" + experiment + R"("samples":)" + samples +
+             R"(},"model_sha256":"x","shard":{"index":)" + index + R"(,"count":)" + count + R"(},"runs":[],"timings":{"wall_s":0}})";
+    };
+    put("shard_malformed.json", R"({"schema":"glassbox.compare-shard/1","shard":{"index":"one"}})");
+    put("shard_samples_2e9.json", shard("2e9", "1", "1"));
+    put("shard_samples_2000000000.json", shard("2000000000", "1", "1"));
+    put("shard_index_0.json", shard("1", "0", "2"));
+    put("shard_index_3_of_2.json", shard("1", "3", "2"));
+    put("shard_deep.json", R"({"schema":"glassbox.compare-shard/1","experiment":)" + deep + "}");
+    put("import_deep.jsonl", R"({"prompt":"x","steps":)" + deep + "}\n");
     ::mkfifo((d / "fifo").c_str(), 0600);
     fs::create_directories(d / "folder");
     return d;
@@ -273,6 +305,32 @@ const Case kCases[] = {
     {"render_1200_steps", [] { return std::vector<std::string>{"trace", "render", bad("tr_1200_steps.jsonl"), "-o", bad("r.svg")}; }, same("--steps A:B"), file_is("tr_1200_steps.jsonl")},
     {"render_fifo", [] { return std::vector<std::string>{"trace", "render", bad("fifo"), "-o", bad("r.svg")}; }, file_is("fifo"), none()},
     {"html_output_is_input", [] { return std::vector<std::string>{"trace", "html", bad("tr_text.jsonl"), "-o", bad("tr_text.jsonl")}; }, same("refusing to overwrite"), none()},
+    // ---- round three (issue 31): one JSON/YAML rule, bounds, regex limits, threads ----
+    {"bpe_deep_pre_tokenizer", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_deep_pre.json"), "x"}; }, same("nested deeper"), file_is("bpe_deep_pre.json")},
+    {"bpe_regex_backtracks", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_redos.json"), std::string(40, 'a') + "!"}; }, same("(a+)+b"), file_is("bpe_redos.json")},
+    {"bpe_id_beyond_entries", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_id_huge.json"), "x"}; }, same("only 2 entries"), file_is("bpe_id_huge.json")},
+    {"encoder_json_id_beyond_entries", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("gpt2_id_huge"), "x"}; }, same("only 2 entries"), file_is("gpt2_id_huge/encoder.json")},
+    {"experiment_deep_nesting", [] { return std::vector<std::string>{"compare", "--experiment", bad("exp_deep.yaml"), "--model", model(), "--tokenizer", tok()}; }, same("nested deeper"), file_is("exp_deep.yaml")},
+    {"merge_shard_deep_nesting", [] { return std::vector<std::string>{"compare", "merge", bad("shard_deep.json")}; }, same("nested deeper"), file_is("shard_deep.json")},
+    {"merge_shard_malformed", [] { return std::vector<std::string>{"compare", "merge", bad("shard_malformed.json")}; }, same("shard.count: missing"), file_is("shard_malformed.json")},
+    {"merge_shard_not_json", [] { return std::vector<std::string>{"compare", "merge", bad("tr_text.jsonl")}; }, file_is("tr_text.jsonl"), file_is("tr_text.jsonl")},
+    {"merge_samples_2e9", [] { return std::vector<std::string>{"compare", "merge", bad("shard_samples_2e9.json")}; }, same("experiment.samples"), file_is("shard_samples_2e9.json")},
+    {"merge_samples_2000000000", [] { return std::vector<std::string>{"compare", "merge", bad("shard_samples_2000000000.json")}; }, same("experiment.samples"), file_is("shard_samples_2000000000.json")},
+    {"merge_shard_index_0", [] { return std::vector<std::string>{"compare", "merge", bad("shard_index_0.json")}; }, same("shard.index"), file_is("shard_index_0.json")},
+    {"merge_shard_index_above_count", [] { return std::vector<std::string>{"compare", "merge", bad("shard_index_3_of_2.json")}; }, same("shard.index"), file_is("shard_index_3_of_2.json")},
+    {"import_deep_nesting", [] { return std::vector<std::string>{"trace", "import", bad("import_deep.jsonl"), "--model", model(), "--tokenizer", tok(), "-o", bad("imported.jsonl")}; }, same("nested deeper"), file_is("import_deep.jsonl")},
+    {"import_fifo", [] { return std::vector<std::string>{"trace", "import", bad("fifo"), "--model", model(), "--tokenizer", tok(), "-o", bad("imported.jsonl")}; }, file_is("fifo"), none()},
+    {"convert_tokenizer_fifo", [] { return std::vector<std::string>{"convert", "--model", model(), "-t", bad("fifo"), "-o", bad("converted.gguf")}; }, file_is("fifo"), none()},
+    {"chat_endless_line", [] { return std::vector<std::string>{"chat", "--model", model(), "--tokenizer", tok(), "--input", "/dev/zero", "--max-tokens", "2"}; }, same("longer than 1 MiB"), none()},
+    {"synth_70tb_shape", [] { return std::vector<std::string>{"synth", "--dim", "65536", "--hidden-dim", "262144", "--layers", "1024", "--heads", "256", "--kv-heads", "256", "-o", bad("huge.bin")}; }, same("MiB"), none()},
+#if !defined(GBTEST_ASAN)  // (no address-space limit under ASan: the threads would start)
+    // (a prompt long enough for the products to go parallel: the pool starts on the first such product)
+    {"threads_300_without_address_space", [] {
+       std::string p;
+       for (int i = 0; i < 40; ++i) p += "Once upon a time there was a cat. ";
+       return std::vector<std::string>{"run", "--model", model(), "--tokenizer", tok(), "--prompt", p, "--max-tokens", "2", "--threads", "300"}; },
+     same("--threads 300"), none()},
+#endif
 };
 
 // Under AddressSanitizer (tools/sanitize.sh) the CLI reserves terabytes of shadow address space, so an
@@ -516,12 +574,334 @@ BOOST_AUTO_TEST_CASE(output_file_is_atomic) {
   BOOST_TEST(files == 1);
   BOOST_CHECK_THROW(glassbox::OutputFile f(dir / "missing-folder" / "x"), glassbox::OutputError);
   BOOST_CHECK_THROW(glassbox::OutputFile f(dir), glassbox::OutputError);
-  // A device is written in place, never renamed over.
+  // A device or FIFO is refused (an output is a regular file, written whole) unless the output is a live
+  // stream, which is written in place, never renamed over.
+  BOOST_CHECK_THROW(glassbox::OutputFile f("/dev/null"), glassbox::OutputError);
+  ::mkfifo((dir / "fifo").c_str(), 0600);
+  BOOST_CHECK_THROW(glassbox::OutputFile f(dir / "fifo"), glassbox::OutputError);
   {
-    glassbox::OutputFile f("/dev/null");
+    glassbox::OutputFile f("/dev/null", glassbox::OutputFile::Live::Allowed);
     f.write("x");
     f.commit();
   }
   BOOST_TEST(fs::is_character_file("/dev/null"));
+  BOOST_TEST(fs::is_fifo(dir / "fifo"));
+  fs::remove(dir / "fifo");
+  // An input of the process (recorded when it was checked and opened) is never replaced, under any name:
+  // refused when the output opens, and at the rename when the input was read after it opened.
+  glassbox::record_inputs(true);  // as the CLI does
+  gbtest::write_file(dir / "in.txt", "input");
+  fs::create_symlink(dir / "in.txt", dir / "link.txt");
+  BOOST_TEST(!glassbox::not_a_regular_file(dir / "in.txt"));  // the check every input passes, and records
+  BOOST_CHECK_THROW(glassbox::OutputFile f(dir / "link.txt"), glassbox::OutputError);
+  gbtest::write_file(dir / "late.txt", "late input");
+  {
+    glassbox::OutputFile f(dir / "late.txt");
+    f.write("output");
+    glassbox::note_input(dir / "late.txt");
+    BOOST_CHECK_THROW(f.commit(), glassbox::OutputError);
+  }
+  BOOST_TEST(gbtest::read_file(dir / "in.txt") == "input");
+  BOOST_TEST(gbtest::read_file(dir / "late.txt") == "late input");
+  glassbox::record_inputs(false);
+  // A check on the complete temporary file that fails abandons the output: the old file stays.
+  {
+    glassbox::OutputFile f(p);
+    f.write("does not validate");
+    f.check_before_commit([](const fs::path& tmp) {
+      BOOST_TEST(gbtest::read_file(tmp) == "does not validate");
+      throw glassbox::TraceError("invalid");
+    });
+    BOOST_CHECK_THROW(f.commit(), glassbox::TraceError);
+  }
+  BOOST_TEST(gbtest::read_file(p) == "new");
+  // A signal handler removes the temporary files of outputs not yet committed.
+  {
+    glassbox::OutputFile f(dir / "sig.txt");
+    f.write("half");
+    glassbox::remove_output_temporaries();
+    for (const auto& e : fs::directory_iterator(dir)) BOOST_TEST(e.path().filename().string().find(".tmp-") == std::string::npos, e.path());
+  }
   fs::remove_all(dir);
 }
+
+// Metadata floats are checked against float's range before use (issue 31): an F64 rope.freq_base of
+// 1e300 used to become inf, an epsilon of 1e-50 zero, and the run went on.
+BOOST_DATA_TEST_CASE(metadata_floats_outside_float_range_are_refused, bdata::make({1e300, -1e300, 1e-50, 1e39}), x) {
+  glassbox::Metadata m;
+  m.source = "m.gguf";
+  m.set("llama.rope.freq_base", glassbox::MetaValue{glassbox::MetaType::F64, glassbox::MetaType::U8, x});
+  try {
+    (void)m.get_float("llama.rope.freq_base");
+    BOOST_ERROR("accepted " << x);
+  } catch (const glassbox::ModelError& e) {
+    BOOST_TEST(std::string(e.what()).find("m.gguf: metadata 'llama.rope.freq_base'") != std::string::npos, e.what());
+  }
+}
+
+BOOST_DATA_TEST_CASE(metadata_floats_inside_float_range_are_read, bdata::make({10000.0, 1e-5, 0.0, 5e5, 3.0e38}), x) {
+  glassbox::Metadata m;
+  m.set("k", glassbox::MetaValue{glassbox::MetaType::F64, glassbox::MetaType::U8, x});
+  BOOST_TEST(*m.get_float("k") == x);
+}
+
+// ---------------------------------------------------------------- round three (issue 31)
+
+namespace {
+
+// The files the output table's commands read: copies, so that a command that wrongly wrote over its
+// input would not damage ../shared.
+struct Ctx {
+  fs::path dir, m, t, trace, golden, shard, turns;
+};
+const Ctx& ctx() {
+  static const Ctx c = [] {
+    Ctx x;
+    x.dir = gbtest::temp_dir("rel-outputs-inputs");
+    x.m = x.dir / "m.bin";
+    x.t = x.dir / "tok.bin";
+    x.trace = x.dir / "t.jsonl";
+    x.golden = x.dir / "g.jsonl";
+    x.shard = x.dir / "s.json";
+    x.turns = x.dir / "turns.txt";
+    fs::copy_file(model(), x.m);
+    fs::copy_file(tok(), x.t);
+    fs::copy_file(golden(), x.trace);
+    fs::copy_file(gbtest::shared("golden/llama2c-stories260K-greedy.jsonl"), x.golden);
+    gbtest::write_file(x.turns, "Hello\n");
+    const auto r = run_cli({"compare", "--shard", "1/1", "-o", x.shard.string(), "--model", x.m.string(), "--tokenizer", x.t.string(),
+                            "-p", "Once", "-s", "greedy", "-N", "1", "-n", "2", "--jobs", "1"});
+    BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+    return x;
+  }();
+  static const struct Cleanup {
+    ~Cleanup() { fs::remove_all(c.dir); }
+  } cleanup;
+  return c;
+}
+
+std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Every command that writes a file, by the option that names it. `args(out)` writes `out`;
+// `over_input` gives the arguments that make the output one of the command's inputs and that input
+// (for chat, the derived FILE-turn1 name), or nothing for a command that reads no file.
+struct OutputRow {
+  const char* name;     // "COMMAND OPTION", as the coverage test finds them in --help
+  bool live;            // a trace stream: a FIFO or device is written in place (someone reads it live)
+  std::function<std::vector<std::string>(const std::string& out)> args;
+  std::function<std::optional<std::pair<std::vector<std::string>, fs::path>>()> over_input;
+};
+std::ostream& operator<<(std::ostream& o, const OutputRow& r) { return o << r.name; }
+
+std::string S(const fs::path& p) { return p.string(); }
+std::vector<std::string> mt() { return {"--model", S(ctx().m), "--tokenizer", S(ctx().t)}; }
+std::vector<std::string> small_compare() { return cat(cat({"compare"}, mt()), {"-p", "Once", "-s", "greedy", "-N", "1", "-n", "2", "--jobs", "1"}); }
+auto over(std::function<std::vector<std::string>(const std::string&)> args, std::function<fs::path()> input) {
+  return [args, input]() -> std::optional<std::pair<std::vector<std::string>, fs::path>> { return std::pair{args(S(input())), input()}; };
+}
+auto no_input() { return []() -> std::optional<std::pair<std::vector<std::string>, fs::path>> { return std::nullopt; }; }
+
+const OutputRow kOutputs[] = {
+    {"run --trace", true, [](const std::string& o) { return cat(cat({"run"}, mt()), {"-p", "Once", "-n", "2", "--trace", o}); },
+     over([](const std::string& o) { return cat(cat({"run"}, mt()), {"-p", "Once", "-n", "2", "--trace", o}); }, [] { return ctx().m; })},
+    // chat writes FILE-turnN: the derived name is what must not be an input.
+    {"chat --trace", true, [](const std::string& o) { return cat(cat({"chat"}, mt()), {"--input", S(ctx().turns), "-n", "2", "--trace", o}); },
+     [] {
+       const fs::path derived = ctx().dir / "cm-turn1.bin";
+       if (!fs::exists(derived)) fs::copy_file(ctx().m, derived);
+       return std::optional{std::pair{std::vector<std::string>{"chat", "--model", S(derived), "--tokenizer", S(ctx().t), "--input", S(ctx().turns),
+                                                              "-n", "2", "--trace", S(ctx().dir / "cm.bin")},
+                                      derived}};
+     }},
+    {"trace html -o", false, [](const std::string& o) { return std::vector<std::string>{"trace", "html", S(ctx().trace), "-o", o}; },
+     over([](const std::string& o) { return std::vector<std::string>{"trace", "html", S(ctx().trace), "-o", o}; }, [] { return ctx().trace; })},
+    {"trace render -o", false, [](const std::string& o) { return std::vector<std::string>{"trace", "render", S(ctx().trace), "--to", "dot", "-o", o}; },
+     over([](const std::string& o) { return std::vector<std::string>{"trace", "render", S(ctx().trace), "--to", "dot", "-o", o}; }, [] { return ctx().trace; })},
+    {"trace import -o", false, [](const std::string& o) { return cat(cat({"trace", "import", S(ctx().golden)}, mt()), {"-o", o}); },
+     over([](const std::string& o) { return cat(cat({"trace", "import", S(ctx().golden)}, mt()), {"-o", o}); }, [] { return ctx().golden; })},
+    {"plugins -o", false, [](const std::string& o) { return std::vector<std::string>{"plugins", "--graph", "--to", "dot", "-o", o}; }, no_input()},
+    {"compare -o", false, [](const std::string& o) { return cat(small_compare(), {"-o", o}); },
+     over([](const std::string& o) { return cat(small_compare(), {"-o", o}); }, [] { return ctx().m; })},
+    {"compare --html", false, [](const std::string& o) { return cat(small_compare(), {"--html", o}); },
+     over([](const std::string& o) { return cat(small_compare(), {"--html", o}); }, [] { return ctx().t; })},
+    {"compare merge -o", false, [](const std::string& o) { return std::vector<std::string>{"compare", "merge", S(ctx().shard), "-o", o}; },
+     over([](const std::string& o) { return std::vector<std::string>{"compare", "merge", S(ctx().shard), "-o", o}; }, [] { return ctx().shard; })},
+    {"compare merge --html", false, [](const std::string& o) { return std::vector<std::string>{"compare", "merge", S(ctx().shard), "--html", o}; },
+     over([](const std::string& o) { return std::vector<std::string>{"compare", "merge", S(ctx().shard), "--html", o}; }, [] { return ctx().shard; })},
+    {"convert -o", false, [](const std::string& o) { return cat(cat({"convert"}, mt()), {"-o", o}); },
+     over([](const std::string& o) { return cat(cat({"convert"}, mt()), {"-o", o}); }, [] { return ctx().t; })},
+    {"synth -o", false,
+     [](const std::string& o) { return std::vector<std::string>{"synth", "--dim", "8", "--hidden-dim", "8", "--layers", "1", "--heads", "2",
+                                                                "--kv-heads", "2", "--vocab", "8", "--seq-len", "8", "-o", o}; },
+     no_input()},
+};
+
+// Output options that name a folder, not a file (the files inside go through the same OutputFile).
+const char* const kFolderOutputs[] = {"compare --traces"};
+
+void expect_no_temporaries(const fs::path& dir) {
+  for (const auto& e : fs::directory_iterator(dir)) BOOST_TEST(e.path().filename().string().find(".tmp-") == std::string::npos, e.path());
+}
+
+// The subcommands (with their parents: "trace html") and their output options, from --help.
+std::vector<std::string> cli_output_options() {
+  const char* const outputs[] = {"-o", "--output", "--out", "--html", "--trace", "--traces"};
+  std::vector<std::string> found;
+  std::function<void(const std::string&)> walk = [&](const std::string& path) {
+    std::vector<std::string> args;
+    std::istringstream words(path);
+    for (std::string w; words >> w;) args.push_back(w);
+    args.push_back("--help");
+    const auto r = run_cli(args);
+    std::istringstream in(r.out);
+    bool subcommands = false;
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("Subcommands:", 0) == 0 || line.rfind("SUBCOMMANDS:", 0) == 0) { subcommands = true; continue; }
+      if (!line.empty() && line[0] != ' ') subcommands = false;
+      const auto first = line.find_first_not_of(' ');
+      if (first == std::string::npos) continue;
+      const std::string token = line.substr(first, line.find(' ', first) - first);
+      if (subcommands && first == 2 && token[0] != '-') {
+        walk(path.empty() ? token : path + " " + token);
+        continue;
+      }
+      if (token[0] != '-') continue;
+      std::istringstream names(token);
+      std::string match;
+      for (std::string n; std::getline(names, n, ',');)
+        for (const char* o : outputs)
+          if (n == o) match = (n == "-o" || n == "--output" || n == "--out") ? "-o" : n;
+      if (!match.empty()) found.push_back(path + " " + match);
+    }
+  };
+  walk("");
+  std::sort(found.begin(), found.end());
+  found.erase(std::unique(found.begin(), found.end()), found.end());
+  return found;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(output_rule, *boost::unit_test::precondition(gbtest::NeedsShared()))
+
+// A new command, or a new output option, cannot skip the rule: every output option --help shows is a
+// row of kOutputs (or a folder option), and every row is a real option.
+BOOST_AUTO_TEST_CASE(every_output_option_of_the_cli_is_in_the_table) {
+  const auto found = cli_output_options();
+  BOOST_TEST_REQUIRE(found.size() >= 8u, "the --help walk found too little: " << found.size());
+  std::set<std::string> table;
+  for (const auto& r : kOutputs) table.insert(r.name);
+  for (const char* f : kFolderOutputs) table.insert(f);
+  for (const auto& f : found) BOOST_TEST(table.count(f) == 1u, "'" << f << "' writes a file but is not a row of kOutputs");
+  for (const auto& t : table) BOOST_TEST(std::count(found.begin(), found.end(), t) == 1, "row '" << t << "' is no option of the CLI");
+}
+
+// Each row: the output is written (and no temporary file is left); refused, with the input untouched,
+// when it is an input (a derived name too); refused when it is a FIFO (no hang), a device or a folder.
+BOOST_DATA_TEST_CASE(every_output_follows_the_rule, bdata::make(kOutputs), row) {
+  const fs::path dir = gbtest::temp_dir("rel-output-rule");
+  const fs::path out = dir / "out.file";
+  const auto ok = run_cli(row.args(S(out)), "timeout 60");
+  BOOST_TEST_REQUIRE(ok.rc == 0, row.name << ": " << ok.err);
+  BOOST_TEST((fs::exists(out) || fs::exists(dir / "out-turn1.file")), row.name);
+  expect_no_temporaries(dir);
+  if (auto c = row.over_input()) {
+    const std::string before = gbtest::read_file(c->second);
+    const auto r = run_cli(c->first, "timeout 60");
+    expect_one_error(r, "refusing to overwrite");
+    BOOST_TEST(gbtest::read_file(c->second) == before, row.name << ": the input changed");
+    expect_no_temporaries(c->second.parent_path());
+  }
+  ::mkfifo((dir / "fifo").c_str(), 0600);
+  fs::create_directories(dir / "folder");
+  fs::create_directories(dir / "folder-turn1");  // chat's derived name for --trace folder
+  const auto folder = run_cli(row.args(S(dir / "folder")), "timeout 60");
+  BOOST_TEST(folder.rc == 2, row.name << ": " << folder.err);
+  if (!row.live) {
+    const auto fifo = run_cli(row.args(S(dir / "fifo")), "timeout 20");
+    expect_one_error(fifo, "FIFO");
+    BOOST_TEST(fs::is_fifo(dir / "fifo"));
+    const auto dev = run_cli(row.args("/dev/full"), "timeout 20");
+    expect_one_error(dev, "/dev/full");
+    BOOST_TEST(fs::is_character_file("/dev/full"));
+  }
+  expect_no_temporaries(dir);
+  fs::remove_all(dir);
+}
+
+// SIGINT while a command writes its output: the temporary file is removed and an existing file is left
+// as it was (synth of a ~0.5 GB checkpoint takes long enough to interrupt).
+BOOST_AUTO_TEST_CASE(sigint_while_writing_leaves_no_temporary_and_the_old_file) {
+  const fs::path dir = gbtest::temp_dir("rel-sigint-write");
+  const fs::path out = dir / "big.bin";
+  gbtest::write_file(out, "the old file");
+  const pid_t pid = ::fork();
+  BOOST_TEST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::execl(GLASSBOX_BIN, "glassbox", "synth", "--dim", "1024", "--hidden-dim", "2816", "--layers", "8", "--heads", "8", "--kv-heads", "8",
+            "--vocab", "32000", "--seq-len", "256", "-o", out.c_str(), (char*)nullptr);
+    ::_exit(127);
+  }
+  // Wait for its temporary file to appear, then interrupt.
+  bool seen = false;
+  for (int i = 0; i < 2000 && !seen; ++i) {
+    for (const auto& e : fs::directory_iterator(dir)) seen = seen || e.path().filename().string().find(".tmp-") != std::string::npos;
+    if (!seen) ::usleep(5000);
+  }
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  BOOST_TEST(seen);
+  BOOST_TEST((WIFSIGNALED(status) && WTERMSIG(status) == SIGINT), "status " << status);
+  BOOST_TEST(gbtest::read_file(out) == "the old file");
+  expect_no_temporaries(dir);
+  fs::remove_all(dir);
+}
+
+// --context-policy truncate-left with a context of 1 or 2 positions and prompts of 0..several tokens: the
+// policy makes it fit (it used to be a double free for 1 token, a forward error for 2), and the trace validates.
+BOOST_DATA_TEST_CASE(truncate_left_fits_any_prompt_into_a_tiny_context,
+                     bdata::make({"", "x", "Once upon", "Once upon a time"}) * bdata::make({1, 2, 3}), prompt, context) {
+  const fs::path dir = gbtest::temp_dir("rel-truncate");
+  for (const char* policy : {"truncate-left", "shift"}) {
+    const fs::path trace = dir / "t.jsonl";
+    const auto r = run_cli(cat(cat({"run"}, {"--model", model(), "--tokenizer", tok()}),
+                               {"-p", prompt, "--context", std::to_string(context), "--context-policy", policy, "-n", "4", "--trace", S(trace)}),
+                           "timeout 20");
+    BOOST_TEST(r.rc == 0, policy << " '" << prompt << "' context " << context << ": " << r.err);
+    const auto v = run_cli({"trace", "validate", S(trace)});
+    BOOST_TEST(v.rc == 0, policy << " '" << prompt << "' context " << context << ": " << v.out << v.err);
+  }
+  fs::remove_all(dir);
+}
+
+// --pace 60000 (a minute before each token) ends at SIGINT, as a run does: exit 130 within seconds.
+BOOST_AUTO_TEST_CASE(pace_is_interruptible) {
+  int out[2];
+  BOOST_TEST_REQUIRE(::pipe(out) == 0);
+  const pid_t pid = ::fork();
+  BOOST_TEST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::dup2(out[1], 2);
+    ::close(out[0]);
+    ::close(out[1]);
+    ::execl(GLASSBOX_BIN, "glassbox", "run", "--model", model().c_str(), "--tokenizer", tok().c_str(), "--prompt", "Once",
+            "--max-tokens", "5", "--pace", "60000", (char*)nullptr);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  ::usleep(1500000);  // loaded and into its first pause
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, SIGINT);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(out[0]);
+  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT), "status " << status);
+  BOOST_TEST(s < 5.0 * gbtest::kTimeScale, "took " << s << " s after SIGINT");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

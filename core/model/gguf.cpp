@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 
 namespace glassbox {
 
@@ -434,19 +435,6 @@ void put_value(Out& o, const std::string& file, const std::string& where, MetaTy
   }
 }
 
-// Writes all of `s` to fd, or throws naming `path`.
-void write_all(int fd, const char* p, std::size_t n, const std::string& path) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw ModelError(path + ": cannot write: " + std::strerror(errno));
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
 }  // namespace
 
 void GgufWriter::set(std::string key, MetaValue v) { metadata_.set(std::move(key), std::move(v)); }
@@ -506,37 +494,25 @@ void GgufWriter::write(const std::filesystem::path& path, std::uint32_t alignmen
   }
   o.pad_to(alignment);
 
-  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-  std::string tmp = (dir / ("." + path.filename().string() + ".tmp-XXXXXX")).string();
-  const int fd = ::mkstemp(tmp.data());
-  if (fd < 0) throw ModelError(where + ": cannot create a temporary file in " + dir.string() + ": " + std::strerror(errno));
+  // Through OutputFile, the rule for every output (file_io.hpp): never over an input or a FIFO/device,
+  // a temporary file renamed only when complete, removed on failure or signal.
+  // Its errors stay ModelErrors, as the writer's API says (the message names the file either way).
   try {
-    write_all(fd, o.buf.data(), o.buf.size(), where);
+    OutputFile out(path);
+    out.write({o.buf.data(), o.buf.size()});
     static const char zeros[4096] = {};
     for (const auto& t : tensors_) {
-      write_all(fd, reinterpret_cast<const char*>(t.data.data()), t.data.size(), where);
+      out.write({reinterpret_cast<const char*>(t.data.data()), t.data.size()});
       std::size_t pad = (alignment - t.data.size() % alignment) % alignment;
       while (pad > 0) {
         const std::size_t n = std::min(pad, sizeof zeros);
-        write_all(fd, zeros, n, where);
+        out.write({zeros, n});
         pad -= n;
       }
     }
-    if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) throw ModelError(where + ": cannot write: " + std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw ModelError(where + ": cannot write: " + std::strerror(err));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw ModelError(where + ": cannot rename the temporary file into place: " + std::strerror(err));
+    out.commit();
+  } catch (const OutputError& e) {
+    throw ModelError(e.what());
   }
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "glassbox/error.hpp"
+#include "glassbox/file_io.hpp"
 
 namespace glassbox {
 
@@ -39,6 +40,7 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
     throw ModelError(path.string() + ": not a regular file (expected a model file)");
   }
   size_ = static_cast<std::size_t>(st.st_size);
+  note_input(path);  // no output of this process may replace it (file_io.hpp)
   stamp_ = stamp_from(st);
   if (size_ > 0) {
     // Populated up front: every page is read at load anyway (the loaders check each weight), and

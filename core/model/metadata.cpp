@@ -2,6 +2,7 @@
 #include "glassbox/model/metadata.hpp"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "glassbox/error.hpp"
@@ -105,7 +106,19 @@ std::optional<std::int64_t> Metadata::get_int(std::string_view key) const {
 std::optional<double> Metadata::get_float(std::string_view key) const {
   const MetaValue* v = find(key);
   if (!v) return std::nullopt;
-  if (auto d = as_float(*v)) return d;
+  if (auto d = as_float(*v)) {
+    // The model computes in float: an F64 value beyond float's range (1e300 becomes inf) or below its
+    // normal range (1e-50 becomes 0) would run, silently wrong, and write traces that do not validate.
+    const double a = std::fabs(*d);
+    if (!std::isfinite(*d) || a > static_cast<double>(std::numeric_limits<float>::max()) ||
+        (a != 0 && a < static_cast<double>(std::numeric_limits<float>::min()))) {
+      std::ostringstream o;
+      o << *d;
+      throw ModelError((source.empty() ? std::string("model") : source) + ": metadata '" + std::string(key) + "' = " + o.str() +
+                       " is outside float's range (expected 0 or a finite magnitude in 1.2e-38..3.4e38)");
+    }
+    return d;
+  }
   mismatch(*this, key, *v, "a number");
 }
 

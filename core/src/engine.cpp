@@ -137,8 +137,8 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
   std::optional<PolicyEvent> prompt_drop;
   if (n_prompt_given > limit) {
     // Keep the head (BOS, or shift's n_keep) and the newest tokens; leave room to generate.
-    const int head = policy.kind == ContextPolicy::Shift ? std::min(policy.n_keep, limit - 1)
-                                                         : (ids[0] == tok_.bos_id() ? 1 : 0);
+    // The kept head leaves at least one position for the newest token (a 1-position context keeps no BOS).
+    const int head = std::min(policy.kind == ContextPolicy::Shift ? policy.n_keep : (ids[0] == tok_.bos_id() ? 1 : 0), limit - 1);
     const int room = std::max(1, std::min(opt.max_tokens, limit / 2));
     const int keep_tail = std::max(1, limit - room - head);
     PolicyEvent ev;
@@ -331,7 +331,8 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
                     std::to_string(n_past - keep - discard) + " later keys by -" + std::to_string(discard);
       } else {
         // The harness's way: drop the oldest tokens (BOS stays), then prefill what is left again.
-        const int head = seq[0] == tok_.bos_id() ? 1 : 0;
+        // As for the prompt: the head kept leaves something to drop (a 1-position context drops its BOS too).
+        const int head = std::min(seq[0] == tok_.bos_id() ? 1 : 0, n_past - 1);
         const int discard = std::max(1, (n_past - head) / 2);
         ev.policy = "truncate-left";
         ev.dropped_from = head;

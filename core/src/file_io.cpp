@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "glassbox/error.hpp"
 
@@ -30,12 +32,97 @@ mode_t default_mode() {
   return mode;
 }
 
+// The inputs of this process, by device and inode.
+// The status-change time too: a deleted input's inode number may be reused by a new file, which must
+// not inherit its protection.
+struct InputRecord {
+  dev_t dev;
+  ino_t ino;
+  struct timespec ctime;
+  std::string name;
+};
+bool same(const InputRecord& r, const struct stat& st) {
+  return r.dev == st.st_dev && r.ino == st.st_ino && r.ctime.tv_sec == st.st_ctim.tv_sec && r.ctime.tv_nsec == st.st_ctim.tv_nsec;
+}
+std::atomic<bool> g_recording{false};
+std::mutex g_inputs_mutex;
+std::vector<InputRecord>& inputs() {
+  static std::vector<InputRecord> v;
+  return v;
+}
+
+// The temporary files not yet renamed or removed, where a signal handler can read them: fixed slots of
+// heap copies of their paths, claimed and released atomically (a handler never takes a lock).
+constexpr int kTempSlots = 256;
+std::atomic<char*> g_temp_slots[kTempSlots];
+
+void register_temporary(const std::string& path) {
+  char* copy = ::strdup(path.c_str());
+  if (!copy) return;
+  for (auto& slot : g_temp_slots) {
+    char* expected = nullptr;
+    if (slot.compare_exchange_strong(expected, copy)) return;
+  }
+  std::free(copy);  // more than kTempSlots at once: this one is only removed by its owner
+}
+
+void unregister_temporary(const std::string& path) {
+  for (auto& slot : g_temp_slots) {
+    char* p = slot.load();
+    if (p && path == p && slot.compare_exchange_strong(p, nullptr)) {
+      std::free(p);
+      return;
+    }
+  }
+}
+
+std::string kind_of(mode_t m) {
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+  return "not a regular file";
+}
+
 }  // namespace
+
+void record_inputs(bool on) {
+  g_recording = on;
+  if (!on) {
+    std::lock_guard lock(g_inputs_mutex);
+    inputs().clear();
+  }
+}
+
+void note_input(const fs::path& path) {
+  if (!g_recording) return;
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  std::lock_guard lock(g_inputs_mutex);
+  for (const auto& r : inputs())
+    if (same(r, st)) return;
+  inputs().push_back({st.st_dev, st.st_ino, st.st_ctim, path.string()});
+}
+
+std::optional<std::string> recorded_input(const fs::path& path) {
+  struct stat st {};
+  if (!g_recording || path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
+  std::lock_guard lock(g_inputs_mutex);
+  for (const auto& r : inputs())
+    if (same(r, st)) return r.name;
+  return std::nullopt;
+}
+
+void remove_output_temporaries() noexcept {
+  for (auto& slot : g_temp_slots)
+    if (char* p = slot.load()) ::unlink(p);
+}
 
 std::optional<std::string> not_a_regular_file(const fs::path& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return std::nullopt;
-  if (S_ISREG(st.st_mode)) return std::nullopt;
+  if (S_ISREG(st.st_mode)) {
+    note_input(path);
+    return std::nullopt;
+  }
   if (S_ISDIR(st.st_mode)) return "is a folder, not a file";
   if (S_ISFIFO(st.st_mode)) return "is a FIFO, not a regular file";
   if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) return "is a device, not a regular file";
@@ -62,23 +149,36 @@ void refuse_output_over_input(const std::string& output, const std::string& opti
   }
 }
 
-OutputFile::OutputFile(fs::path path) : path_(std::move(path)) {
+namespace {
+void refuse_input(const fs::path& target, const fs::path& named) {
+  if (auto in = recorded_input(target))
+    throw OutputError(named.string() + ": is the same file as the input " + *in + ": refusing to overwrite an input");
+}
+}  // namespace
+
+OutputFile::OutputFile(fs::path path, Live live) : path_(std::move(path)) {
   if (path_.empty()) throw OutputError("output file: empty path");
   struct stat st {};
   const bool exists = ::stat(path_.c_str(), &st) == 0;
   if (exists && S_ISDIR(st.st_mode)) throw OutputError(path_.string() + ": is a folder, cannot write a file there");
   if (exists && !S_ISREG(st.st_mode)) {
-    // A device or FIFO: renaming over it would replace the device node, so write to it directly.
+    const bool stream = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode);
+    if (live == Live::Refused || !stream)
+      throw OutputError(path_.string() + ": is " + kind_of(st.st_mode) +
+                        ", not a regular file: refusing to replace it (outputs are regular files, written whole)");
+    // A live stream (a trace someone reads as it is made): written in place, never renamed over.
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd_ < 0) throw OutputError(path_.string() + ": cannot write: " + err());
     in_place_ = true;
     return;
   }
+  refuse_input(path_, path_);
   const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
   std::string tmpl = (dir / ("." + path_.filename().string() + ".tmp-XXXXXX")).string();
   fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);
   if (fd_ < 0) throw OutputError(path_.string() + ": cannot write (creating a temporary file in " + dir.string() + "): " + err());
   tmp_ = tmpl;
+  register_temporary(tmp_.string());
   ::fchmod(fd_, exists ? (st.st_mode & 07777) : default_mode());
 }
 
@@ -91,7 +191,10 @@ void OutputFile::close_fd() {
 
 void OutputFile::discard() {
   close_fd();
-  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  if (!tmp_.empty()) {
+    ::unlink(tmp_.c_str());
+    unregister_temporary(tmp_.string());
+  }
   tmp_.clear();
 }
 
@@ -118,7 +221,15 @@ void OutputFile::commit_as(const fs::path& target) {
   const int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) throw OutputError(path_.string() + ": write failed on close: " + err());
+  // Again now: an input read since the file was opened (a derived name, a model loaded later) counts.
+  refuse_input(target, target);
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw OutputError(target.string() + ": is " + (S_ISDIR(st.st_mode) ? std::string("a folder") : kind_of(st.st_mode)) +
+                      ", not a regular file: refusing to replace it");
+  if (check_) check_(tmp_);
   if (::rename(tmp_.c_str(), target.c_str()) != 0) throw OutputError(target.string() + ": cannot replace: " + err());
+  unregister_temporary(tmp_.string());
   tmp_.clear();
 }
 

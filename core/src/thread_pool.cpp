@@ -4,6 +4,12 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <string>
+#include <system_error>
+
+#include "glassbox/error.hpp"
+
 namespace glassbox::kernels {
 
 namespace {
@@ -13,7 +19,21 @@ constexpr int kSpins = 20000;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+  try {
+    workers_.reserve(static_cast<std::size_t>(std::max(threads - 1, 0)));
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+  } catch (const std::system_error& e) {
+    // The system refused a thread (a process or address-space limit): stop the ones started and say
+    // how many were asked for, instead of std::terminate from a joinable std::thread's destructor.
+    const std::size_t started = workers_.size();
+    stop_.store(true);
+    gen_.fetch_add(1, std::memory_order_release);
+    gen_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+    throw ConfigError("--threads " + std::to_string(threads) + ": the system refused to start thread " + std::to_string(started + 2) +
+                      " (" + e.code().message() + "); use fewer threads");
+  }
 }
 
 ThreadPool::~ThreadPool() {

@@ -18,6 +18,7 @@
 
 #include <glassbox/error.hpp>
 #include <glassbox/file_io.hpp>
+#include <glassbox/structured_input.hpp>
 #include <glassbox/plugin.hpp>
 
 namespace {
@@ -149,13 +150,9 @@ std::string read_text(const fs::path& p) {
   return ss.str();
 }
 
-json read_json(const fs::path& p) {
-  try {
-    return json::parse(read_text(p));
-  } catch (const json::exception& e) {
-    throw TokenizerError(p.string() + ": not valid JSON: " + e.what());
-  }
-}
+// Every JSON file here goes through the size and nesting limits of structured_input.hpp: a deeply nested
+// pre_tokenizer would otherwise overflow the stack when it is copied.
+json read_json(const fs::path& p) { return glassbox::read_json_input<TokenizerError>(p.string(), "a tokenizer file"); }
 
 class BpeTokenizer final : public glassbox::VocabTokenizer {
  public:
@@ -200,6 +197,10 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
   std::string_view model_kind() const override { return "gpt2"; }
 
  private:
+  // The regexes' bounds (encode_text): every real pre-tokenizer needs a few dozen steps per character.
+  static constexpr int32_t kRegexStackBytes = 8 << 20;
+  static int32_t regex_time_limit(int32_t units) { return 50 + units / 8; }
+
   // Pre-tokenizes text and BPE-encodes every piece. (User-defined tokens were split off before, by
   // VocabTokenizer::encode, as Hugging Face and llama.cpp do.)
   void encode_text(std::string_view text, std::vector<std::int32_t>& out) const override {
@@ -209,13 +210,19 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
     to_utf16(text, u, off);
     // Pieces as UTF-16 ranges; each regex splits every current piece into matches and gaps.
     std::vector<std::pair<int32_t, int32_t>> pieces{{0, u.length()}}, next;
-    for (const auto& pat : patterns_) {
+    for (std::size_t k = 0; k < patterns_.size(); ++k) {
+      const auto& pat = patterns_[k];
       UErrorCode st = U_ZERO_ERROR;
       std::unique_ptr<icu::RegexMatcher> m(pat->matcher(u, st));
       if (U_FAILURE(st)) throw TokenizerError(source_ + ": regex matcher failed: " + u_errorName(st));
+      // A pattern from a file may backtrack catastrophically: ICU stops it after a number of match
+      // steps (its "time limit", in units of about 10,000 steps) that grows with the piece, and its
+      // backtracking stack is capped, instead of running for ever or exhausting memory.
+      m->setStackLimit(kRegexStackBytes, st);
       next.clear();
       for (auto [a, b] : pieces) {
         m->region(a, b, st);
+        m->setTimeLimit(regex_time_limit(b - a), st);
         int32_t at = a;
         while (m->find(st) && U_SUCCESS(st)) {
           const int32_t s = m->start(st), e = m->end(st);
@@ -224,6 +231,10 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
           next.emplace_back(s, e);
           at = e;
         }
+        if (st == U_REGEX_TIME_OUT || st == U_REGEX_STACK_OVERFLOW)
+          throw TokenizerError(source_ + ": pre-tokenizer regex '" + regexes_[k] + "' " +
+                               (st == U_REGEX_TIME_OUT ? "ran past its step limit" : "ran past its stack limit") + " on a piece of " +
+                               std::to_string(b - a) + " UTF-16 units (catastrophic backtracking?)");
         if (U_FAILURE(st)) throw TokenizerError(source_ + ": regex match failed: " + u_errorName(st));
         if (at < b) next.emplace_back(at, b);
       }
@@ -357,6 +368,11 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
         throw TokenizerError((dir / "encoder.json").string() + ": id of '" + k + "' is not an integer in 0..4194303");
       n = std::max(n, v.get<std::size_t>() + 1);
     }
+    // Ids are bounded by the number of entries (a dense table, as GPT-2's is): one id of 4194303 in a
+    // 6 KB file would otherwise size the vocabulary at 4 million pieces.
+    if (n > enc.size())
+      throw TokenizerError((dir / "encoder.json").string() + ": an id of " + std::to_string(n - 1) + " but only " +
+                           std::to_string(enc.size()) + " entries (ids must lie in 0.." + std::to_string(enc.size() - 1) + ")");
     set_vocab_size(n);
     std::vector<bool> seen(n);
     for (const auto& [k, v] : enc.items()) vocab_[v.get<std::size_t>()] = k, seen[v.get<std::size_t>()] = true;
@@ -401,6 +417,11 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
     for (const auto& [k, v] : model["vocab"].items()) n = std::max(n, id_of(v, "model.vocab['" + k + "']") + 1);
     const json added = j.value("added_tokens", json::array());
     for (const auto& a : added) n = std::max(n, id_of(a.value("id", json()), "an added_tokens id") + 1);
+    // Ids are bounded by the number of entries (model.vocab and added_tokens), as for encoder.json.
+    const std::size_t entries = model["vocab"].size() + added.size();
+    if (n > entries)
+      throw fail("an id of " + std::to_string(n - 1) + " but only " + std::to_string(entries) +
+                 " entries in model.vocab and added_tokens (ids must lie in 0.." + std::to_string(entries == 0 ? 0 : entries - 1) + ")");
     set_vocab_size(n);
     std::vector<bool> seen(n);
     for (const auto& [k, v] : model["vocab"].items()) vocab_[v.get<std::size_t>()] = k, seen[v.get<std::size_t>()] = true;

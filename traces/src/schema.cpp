@@ -1,5 +1,6 @@
 // glassbox.trace/1 lines <-> typed structs: the checks of docs/trace.schema.json, by hand, as each field converts.
 #include "glassbox/traces/schema.hpp"
+#include "glassbox/structured_input.hpp"
 
 #include <openssl/evp.h>
 
@@ -148,24 +149,9 @@ class Check {
   const std::string& where_;
 };
 
-// Nesting deeper than kMaxTraceJsonDepth is refused before parsing: nlohmann's parser recurses once per level.
+// Nesting and size are checked before parsing, by the rule every JSON input follows (structured_input.hpp).
 void check_depth(const std::string& text, const std::string& w) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (const char ch : text) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (ch == '\\') escaped = true;
-      else if (ch == '"') in_string = false;
-    } else if (ch == '"') {
-      in_string = true;
-    } else if (ch == '[' || ch == '{') {
-      if (++depth > kMaxTraceJsonDepth)
-        throw TraceError(w + ": JSON nested deeper than " + std::to_string(kMaxTraceJsonDepth) + " levels");
-    } else if (ch == ']' || ch == '}') {
-      --depth;
-    }
-  }
+  if (auto why = structured_text_problem(text, Syntax::Json)) throw TraceError(w + ": JSON " + *why);
 }
 
 // float32 bytes in little-endian order whatever the host's (memcpy where that is already the order).

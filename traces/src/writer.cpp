@@ -671,8 +671,8 @@ struct JsonlWriter::Pipe {
 
 
 JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial, WriterThread thread,
-                         LogitsEncoding logits, std::function<bool()> spare_core)
-    : path_(path), out_(path), tok_(tok), keep_partial_(keep_partial), logits_(logits) {
+                         LogitsEncoding logits, std::function<bool()> spare_core, OutputFile::Live live)
+    : path_(path), out_(path, live), tok_(tok), keep_partial_(keep_partial), logits_(logits) {
   if (thread == WriterThread::None) {
     line_ = std::make_unique<StepLine>();
     return;

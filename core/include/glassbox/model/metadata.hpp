@@ -43,7 +43,9 @@ class Metadata {
   const std::vector<std::pair<std::string, MetaValue>>& entries() const { return entries_; }
 
   std::optional<std::int64_t> get_int(std::string_view key) const;    // any integer type (u64 > 2^63 fails)
-  std::optional<double> get_float(std::string_view key) const;        // floats and integers
+  // Floats and integers, within float's range (finite, 0 or normal: the model computes in float); a
+  // value outside it is a ModelError naming the key and the value.
+  std::optional<double> get_float(std::string_view key) const;
   std::optional<bool> get_bool(std::string_view key) const;
   std::optional<std::string> get_string(std::string_view key) const;
   std::optional<std::vector<std::string>> get_strings(std::string_view key) const;   // array of strings

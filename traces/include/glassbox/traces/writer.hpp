@@ -70,9 +70,13 @@ class JsonlWriter final : public TraceSink {
   // costs ~1/15 of the decimal text to write).
   // `spare_core`: whether the Batched thread may write a regular file's lines at a poll (default
   // kernels::spare_core; tests pass their own).
+  // `live`: a trace is a stream someone may read as it is made, so by default a device or FIFO is written
+  // in place; a command whose trace is a product (trace import) passes Live::Refused (file_io.hpp).
   JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial = false,
               WriterThread thread = WriterThread::EveryLine, LogitsEncoding logits = LogitsEncoding::Base64,
-              std::function<bool()> spare_core = {});
+              std::function<bool()> spare_core = {}, OutputFile::Live live = OutputFile::Live::Allowed);
+  // Runs on the complete temporary trace before summary() renames it into place (OutputFile::check_before_commit).
+  void check_before_commit(std::function<void(const std::filesystem::path& tmp)> check) { out_.check_before_commit(std::move(check)); }
   ~JsonlWriter() override;
   void header(const RunHeader& h) override;
   void step(const StepEvent& e) override;
