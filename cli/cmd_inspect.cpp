@@ -231,9 +231,9 @@ void print_text(const Report& r) {
     field("arch") << (recipe.empty() ? "llama's recipe" : recipe) << "\n";
     std::string facts;
     const auto all = describe(c.arch);
-    for (const auto& [k, v] : describe_config(c)) {
-      const bool desc = std::any_of(all.begin(), all.end(), [&](const auto& d) { return d.first == k; });
-      if (!desc) facts += (facts.empty() ? "" : ", ") + k + " " + v;
+    for (const auto& kv : describe_config(c)) {
+      const bool desc = std::any_of(all.begin(), all.end(), [&](const auto& d) { return d.first == kv.first; });
+      if (!desc) facts += (facts.empty() ? "" : ", ") + kv.first + " " + kv.second;
     }
     field("") << facts << "\n";
   } else {
