@@ -2,6 +2,8 @@
 #include "glassbox/file_io.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -175,10 +177,22 @@ OutputFile::OutputFile(fs::path path, Live live) : path_(std::move(path)) {
   refuse_input(path_, path_);
   const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
   std::string tmpl = (dir / ("." + path_.filename().string() + ".tmp-XXXXXX")).string();
+  // SIGINT/SIGTERM wait while the temporary is created and registered: a signal between the two
+  // would find a file on disk that the cleanup handler does not know, and leave it behind.
+  sigset_t block, previous;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &block, &previous);
   fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);
+  const int made = errno;
+  if (fd_ >= 0) {
+    tmp_ = tmpl;
+    register_temporary(tmp_.string());
+  }
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  errno = made;
   if (fd_ < 0) throw OutputError(path_.string() + ": cannot write (creating a temporary file in " + dir.string() + "): " + err());
-  tmp_ = tmpl;
-  register_temporary(tmp_.string());
   ::fchmod(fd_, exists ? (st.st_mode & 07777) : default_mode());
 }
 
