@@ -50,21 +50,24 @@ Result bench_chain(const Registry& reg, const std::string& chain_text, const std
   SamplerChain chain(build_sampler_stages(reg, parse_plugin_chain(chain_text, "sampler"), warnings), n, 42);
   for (int i = 0; i < 64; ++i) chain.accept(i * 7 % n);  // some history for the penalties
   volatile std::int32_t sink = 0;
-  for (int i = 0; i < 5; ++i) sink = chain.sample(logits[i % logits.size()], record);  // warm-up
+  StageRecorder recorder(chain, n, 10);
+  StageObserver* observer = record ? &recorder : nullptr;
+  for (int i = 0; i < 5; ++i) sink = chain.sample(logits[i % logits.size()], observer).id;  // warm-up
   double kept = 0;
   std::vector<double> batches;  // ns per step of each batch of 8
   const auto t0 = Clock::now();
   long steps = 0;
   while (std::chrono::duration<double>(Clock::now() - t0).count() < seconds || batches.size() < 5) {
     const auto b0 = Clock::now();
-    for (int i = 0; i < 8; ++i, ++steps) sink = chain.sample(logits[steps % logits.size()], record);
+    for (int i = 0; i < 8; ++i, ++steps) sink = chain.sample(logits[steps % logits.size()], observer).id;
     batches.push_back(std::chrono::duration<double, std::nano>(Clock::now() - b0).count() / 8);
   }
   (void)sink;
   // kept: one recorded step per logit vector (outside the timing)
+  StageRecorder one(chain, n, 1);
   for (const auto& l : logits) {
-    chain.sample(l, true, 1);
-    const auto r = chain.stage_records();
+    chain.sample(l, &one);
+    const auto r = one.records();
     kept += r.empty() ? 0 : r.back().kept;
   }
   return {median(batches), kept / logits.size()};

@@ -89,9 +89,7 @@ void add_chat_command(CLI::App& app) {
     GenerateOptions g;
     g.max_tokens = opt.max_tokens;
     g.seed = s->seed;
-    g.record_stages = g.report_distribution = !opt.trace.empty();
-    g.level = opt.trace_level;
-    g.trace_top_k = opt.trace_top;
+    g.watch = watch_spec(opt);
     g.policy = opt.context_policy;
     if (!opt.trace.empty())
       refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path}});
@@ -167,7 +165,7 @@ void add_chat_command(CLI::App& app) {
       }
       std::unique_ptr<traces::JsonlWriter> writer;
       if (!opt.trace.empty()) writer = std::make_unique<traces::JsonlWriter>(turn_trace_path(opt.trace, turn_no), tok, opt.trace_keep_partial,
-                                                                      trace_writer_thread(opt.trace_level), opt.trace_logits);
+                                                                      trace_writer_thread(opt.trace_level, opt.trace_attention.on || opt.trace_lens != LensPoints::Off), opt.trace_logits);
       TraceSink& sink = writer ? static_cast<TraceSink&>(*writer) : null;
       std::string reply;
       const std::string text = render_chat(fmt, messages(o->system, turns));

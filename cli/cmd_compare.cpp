@@ -57,7 +57,7 @@ void emit(const json& report, const Output& o) {
 
 void add_compare_command(CLI::App& app) {
   struct Opts {
-    std::string experiment, prompts_file, model, tokenizer, tokenizer_plugin, attention, traces, shard;
+    std::string experiment, prompts_file, model, tokenizer, tokenizer_plugin, attention, traces, shard, trace_lens;
     std::vector<std::string> prompts, strategies, plugin_path;
     int samples = 0, max_tokens = 0;
     std::uint64_t seed = 0;
@@ -88,6 +88,9 @@ void add_compare_command(CLI::App& app) {
   add_shared_option(cmd, "plugin_path", o->plugin_path);
   cmd->add_option("--jobs,-j", o->jobs, "parallel runs (default: the number of cores)")->check(CLI::Range(1, 1024));
   cmd->add_option("--traces", o->traces, "write each run's trace and viewer page into this folder");
+  cmd->add_option("--trace-lens", o->trace_lens, "with --traces: record the logit lens in each trace (blocks | all)")
+      ->expected(0, 1)
+      ->type_name("[POINTS]");
   cmd->add_option("--shard", o->shard, "run only shard I of N (1 <= I <= N) and write its raw results as JSON");
   cmd->add_flag("--no-progress", o->no_progress, "no progress bar (it is drawn only when stderr is a terminal)");
   add_output_options(cmd, o->out);
@@ -175,6 +178,10 @@ void add_compare_command(CLI::App& app) {
     cmp::SweepOptions so;
     so.jobs = o->jobs > 0 ? o->jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     so.traces_dir = o->traces;
+    if (cmd->count("--trace-lens") > 0) {
+      if (o->traces.empty()) throw ConfigError("--trace-lens records into each run's trace: give --traces DIR");
+      so.lens = parse_lens_points(o->trace_lens);
+    }
     so.progress = !o->no_progress && ::isatty(STDERR_FILENO);
     if (!o->shard.empty()) {
       so.shard = cmp::parse_shard(o->shard);

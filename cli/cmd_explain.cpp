@@ -219,13 +219,15 @@ void add_explain_command(CLI::App& app) {
     for (int i = 0; i < n; ++i) logits[i] = entries[i].logit;
 
     // The step, recorded in full (every candidate), then the remaining draws unrecorded.
-    const std::int32_t selected = chain.sample(logits, /*record_stages=*/true, n);
-    const float u = chain.draw_u(), chosen_p = chain.chosen_prob();
-    std::vector<StageRecord> records(chain.stage_records().begin(), chain.stage_records().end());
+    StageRecorder recorder(chain, n, n);
+    const SampleResult pick = chain.sample(logits, &recorder);
+    const std::int32_t selected = pick.id;
+    const float u = pick.draw_u, chosen_p = recorder.chosen_prob();
+    std::vector<StageRecord> records(recorder.records().begin(), recorder.records().end());
     std::vector<long long> counts(n, 0);
     if (o->samples > 0) {
       ++counts[selected];
-      for (long long i = 1; i < o->samples; ++i) ++counts[chain.sample(logits)];
+      for (long long i = 1; i < o->samples; ++i) ++counts[chain.sample(logits).id];
     }
     // prob of each entry after stage s (NaN: removed)
     auto after = [&](const StageRecord& r) {

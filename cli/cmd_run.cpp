@@ -139,15 +139,11 @@ void add_run_command(CLI::App& app) {
                                                     {"--config", opt.config}, {"--replay", opt.replay}});
     GenerateOptions g;
     g.max_tokens = opt.max_tokens;
-    g.level = opt.trace_level;
-    g.trace_top_k = opt.trace_top;
     g.seed = s->seed;
-    if (opt.json) g.trace_top_k = std::max(g.trace_top_k, opt.top_logprobs);
-    g.record_stages = !opt.trace.empty() || opt.show_probs;  // per-stage records only when shown
-    g.report_distribution = g.record_stages || opt.json;
+    g.watch = watch_spec(opt);
     g.policy = opt.context_policy;
-    g.trace_attention = opt.trace_attention;
-    if (g.trace_attention.on && opt.trace.empty()) warn("--trace-attention records into the trace: name one with --trace");
+    if (opt.trace_attention.on && opt.trace.empty()) warn("--trace-attention records into the trace: name one with --trace");
+    if (opt.trace_lens != LensPoints::Off && opt.trace.empty()) warn("--trace-lens records into the trace: name one with --trace");
     if (!opt.replay.empty()) {
       // Teacher forcing: the golden's chosen tokens are appended whatever this run's sampler picks,
       // so that every step stays comparable with the golden (docs/golden-traces.md).
@@ -178,7 +174,7 @@ void add_run_command(CLI::App& app) {
     sinks.add(&notice);
     if (!opt.trace.empty()) {
       writer = std::make_unique<traces::JsonlWriter>(opt.trace, *s->tokenizer, opt.trace_keep_partial,
-                                                     trace_writer_thread(opt.trace_level, opt.trace_attention.on),
+                                                     trace_writer_thread(opt.trace_level, opt.trace_attention.on || opt.trace_lens != LensPoints::Off),
                                                      opt.trace_logits);
       sinks.add(writer.get());
     }

@@ -446,7 +446,7 @@ class NullSink final : public TraceSink {
   void summary(const Summary&) override {}
 };
 
-Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::string& traces_dir) {
+Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::string& traces_dir, LensPoints lens) {
   Run r;
   r.prompt = p;
   r.strategy = s;
@@ -456,9 +456,7 @@ Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::strin
   GenerateOptions g;
   g.max_tokens = e.max_tokens;
   g.seed = r.seed;
-  g.trace_top_k = kExpectedTop;
-  g.record_stages = true;
-  g.report_distribution = true;
+  g.watch.top_k = kExpectedTop;  // stages and distribution recorded: the report reads both
   RunHeader h = w.headers[s];
   h.seed = r.seed;
   Collector collect(r, *w.session->tokenizer);
@@ -466,9 +464,10 @@ Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::strin
   sinks.add(&collect);
   std::unique_ptr<traces::JsonlWriter> writer;
   if (!traces_dir.empty()) {
+    g.watch.lens = lens;
     r.trace = (fs::path(traces_dir) / ("p" + std::to_string(p) + "-s" + std::to_string(s) + "-n" + std::to_string(i) +
                                        ".jsonl")).string();
-    writer = std::make_unique<traces::JsonlWriter>(r.trace, *w.session->tokenizer, false, trace_writer_thread(g.level));
+    writer = std::make_unique<traces::JsonlWriter>(r.trace, *w.session->tokenizer, false, trace_writer_thread(g.watch.level, lens != LensPoints::Off));
     sinks.add(writer.get());
   }
   std::string text;
@@ -539,7 +538,7 @@ std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::st
       const int i = static_cast<int>(k % e.samples), s = static_cast<int>(k / e.samples % S),
                 p = static_cast<int>(k / e.samples / S);
       try {
-        out[at] = do_run(w, e, p, s, i, opt.traces_dir);
+        out[at] = do_run(w, e, p, s, i, opt.traces_dir, opt.lens);
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (!error) error = std::current_exception();

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "glassbox/step_recorder.hpp"
+
 namespace glassbox::cli::compare {
 
 inline constexpr const char* kReportSchema = "glassbox.compare/1";
@@ -88,6 +90,7 @@ struct SweepOptions {
   int jobs = 1;                            // worker threads, one session (model mapping) each
   std::optional<std::pair<int, int>> shard;  // (I, N), 1 <= I <= N: runs k with k % N == I - 1
   std::string traces_dir;                  // per-run traces (+ viewer pages) here when not empty
+  LensPoints lens = LensPoints::Off;       // with traces_dir: the logit lens in each trace (--trace-lens)
   bool progress = false;                   // progress bar with ETA on stderr
 };
 

@@ -312,6 +312,22 @@ std::vector<RunOption> make_table() {
                        if (!a.on) return std::string();
                        return a.layer < 0 ? std::string("all") : std::to_string(a.layer) + ":" + std::to_string(a.head);
                      }}));
+  {
+    RunOption lens = entry({.key = "trace_lens", .flags = "--trace-lens", .value_name = "[POINTS]",
+                            .help = "record the logit lens into the --trace: each step's top tokens after every block "
+                                    "(all: also after each block's attention); one output-head product per point and step",
+                            .values = "blocks | all", .default_text = "off; blocks when given alone", .example = "all",
+                            .commands = kGenerate},
+                           {K::Value, "",
+                            [](RunOptions& o, const YAML::Node& v, const std::string& where) {
+                              o.trace_lens = named(where, [&] { return parse_lens_points(scalar(v, where)); });
+                            },
+                            [](const RunOptions& o) {
+                              return o.trace_lens == LensPoints::Off ? std::string() : o.trace_lens == LensPoints::All ? "all" : "blocks";
+                            }});
+    lens.value_optional = true;
+    t.push_back(std::move(lens));
+  }
   return t;
 }
 #pragma GCC diagnostic pop
@@ -430,7 +446,10 @@ RunOptionTableBinder::RunOptionTableBinder(CLI::App* cmd, RunCommand command) : 
     switch (e.kind) {
       case RunOption::Kind::Flag: s->option = cmd->add_flag(e.flags, s->flag, e.help_line()); break;
       case RunOption::Kind::List: s->option = cmd->add_option(e.flags, s->list, e.help_line())->type_name(e.value_name); break;
-      case RunOption::Kind::Value: s->option = add_entry(cmd, e, s->text); break;
+      case RunOption::Kind::Value:
+        s->option = add_entry(cmd, e, s->text);
+        if (e.value_optional) s->option->expected(0, 1);
+        break;
     }
     slots_.push_back(std::move(s));
   }
@@ -456,6 +475,19 @@ RunOptions RunOptionTableBinder::merge() {
     given_.insert(s->entry->key);
   }
   return o;
+}
+
+WatchSpec watch_spec(const RunOptions& o) {
+  WatchSpec w;
+  w.level = o.trace_level;
+  w.top_k = o.json ? std::max(o.trace_top, o.top_logprobs) : o.trace_top;
+  w.stages = !o.trace.empty() || o.show_probs;  // per-stage records only when shown
+  w.distribution = w.stages || o.json;
+  if (!o.trace.empty()) {  // attention rows and the lens go into the trace only
+    w.attention = o.trace_attention;
+    w.lens = o.trace_lens;
+  }
+  return w;
 }
 
 std::string run_options_markdown() {

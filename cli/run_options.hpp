@@ -63,7 +63,12 @@ struct RunOptions {
   ContextPolicy context_policy;            // when prompt + generation outgrow the context (default: stop)
   GeluKind gelu = GeluKind::Tanh;          // GELU's form for GELU models (GPT-2, Gemma)
   AttentionTrace trace_attention;          // --trace-attention LAYER:HEAD | all
+  LensPoints trace_lens = LensPoints::Off; // --trace-lens [blocks | all]
 };
+
+// What each step records, decided in one place from the options (run and chat): stage records when a
+// trace or --show-probs reads them, the raw distribution also for --json, attention and lens into a trace.
+WatchSpec watch_spec(const RunOptions& o);
 
 // The commands that take an option (bits).
 enum RunCommand : unsigned { kRun = 1, kChat = 2, kBench = 4, kCompare = 8, kImport = 16 };  // kImport: trace import
@@ -83,6 +88,7 @@ struct RunOption {
   unsigned commands = 0;   // RunCommand bits
   Kind kind = Kind::Value;
   bool in_yaml = true;     // false: command line only (--config)
+  bool value_optional = false;  // Value: `--x` alone is allowed (set() then gets an empty text)
   std::function<void(RunOptions&, const YAML::Node& value, const std::string& where)> set;
   std::function<std::string(const RunOptions&)> show;  // the value in `o`, as text (for tests)
 

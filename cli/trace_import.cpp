@@ -228,10 +228,12 @@ void add_trace_import(CLI::App* trace) {
     s->attention->describe(kv);
     kv.bytes = 0;
     std::int32_t prev = x.prompt_ids.back();
+    StageRecorder recorder(chain, V, top_k);
     for (int k = 0; k < n_steps; ++k) {
       const int pos = P - 1 + k;
       const std::vector<float>& l = x.logits[static_cast<std::size_t>(pos)];
-      const std::int32_t pick = chain.sample(l, true, top_k);
+      const SampleResult picked = chain.sample(l, &recorder);
+      const std::int32_t pick = picked.id;
       const std::int32_t token = x.next[static_cast<std::size_t>(pos)] >= 0 ? x.next[static_cast<std::size_t>(pos)] : pick;
       if (token < 0 || token >= V) throw InputError(a->file + ": position " + std::to_string(pos) + " chose token " + std::to_string(token) + ", outside the vocabulary");
       // The raw distribution, computed as the engine does (engine.cpp's report).
@@ -256,9 +258,9 @@ void add_trace_import(CLI::App* trace) {
       e.entropy = static_cast<float>(std::log(total) - mean_shifted);
       e.top = top;
       e.logits = l;
-      e.stages = chain.stage_records();
-      e.chain_prob = chain.chosen_prob();
-      e.draw_u = chain.draw_u();
+      e.stages = recorder.records();
+      e.chain_prob = recorder.chosen_prob();
+      e.draw_u = picked.draw_u;
       e.sampled = pick;
       e.forced = token != pick;  // the other engine chose otherwise (a near-tie): recorded, as in a replay
       kv.tokens = pos + 1;  // what a cache would hold here; the other engine's own is unknown

@@ -226,7 +226,7 @@ BOOST_DATA_TEST_CASE(modules_generate_llama2c_greedy_text, bdata::make(kEquivale
 
 BOOST_AUTO_TEST_CASE(sliding_window_32_equals_kv_cache_until_position_32_then_differs) {
   auto opt = greedy_opts(100);
-  opt.level = glassbox::TraceLevel::Full;  // every logit of every step
+  opt.watch.level = glassbox::TraceLevel::Full;  // every logit of every step
   auto full = generate("kv-cache", "Once upon a time", opt);
   auto win = generate("sliding-window:32", "Once upon a time", opt);
   BOOST_TEST_REQUIRE(full.logits.size() == 100u);
@@ -288,7 +288,7 @@ BOOST_AUTO_TEST_CASE(attention_weights_are_observed_only_when_asked) {
   auto off = generate("kv-cache", "Once upon a time", greedy_opts(5));
   for (const auto& a : off.attention) BOOST_TEST(a.empty());
   auto opt = greedy_opts(40);
-  opt.trace_attention = glassbox::parse_attention_trace("1:3");
+  opt.watch.attention = glassbox::parse_attention_trace("1:3");
   auto on = generate("sliding-window:16", "Once upon a time", opt);
   for (std::size_t i = 0; i < on.attention.size(); ++i) {
     BOOST_TEST_REQUIRE(on.attention[i].size() == 1u);
@@ -302,7 +302,7 @@ BOOST_AUTO_TEST_CASE(attention_weights_are_observed_only_when_asked) {
     for (float w : row.weights) sum += w;
     BOOST_TEST(sum == 1.0, boost::test_tools::tolerance(1e-5));
   }
-  opt.trace_attention = glassbox::parse_attention_trace("all");
+  opt.watch.attention = glassbox::parse_attention_trace("all");
   opt.max_tokens = 3;
   auto every = generate("kv-cache", "Once upon a time", opt);
   const auto& c = stories().ckpt->config();

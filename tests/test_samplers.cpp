@@ -365,7 +365,7 @@ BOOST_DATA_TEST_CASE(a_bad_value_is_found_wherever_it_falls,
       return std::string(e.what()).find("left no candidate with a finite logit") != std::string::npos;
     });
   } else {
-    BOOST_TEST(chain.sample(l) >= 0);
+    BOOST_TEST(chain.sample(l).id >= 0);
   }
 }
 
@@ -626,8 +626,9 @@ BOOST_AUTO_TEST_CASE(dist_is_appended_and_stages_after_a_selector_warn) {
   SamplerChain chain(std::move(g), 5, 1);
   std::vector<float> l;
   for (double p : kWeather) l.push_back(static_cast<float>(std::log(p)));
-  BOOST_TEST(chain.sample(l, true) == 0);
-  BOOST_TEST(chain.stage_records().size() == 1u);
+  StageRecorder rec(chain, 5, 10);
+  BOOST_TEST(chain.sample(l, &rec).id == 0);
+  BOOST_TEST(rec.records().size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(default_is_the_documented_chain) {
@@ -645,8 +646,10 @@ BOOST_AUTO_TEST_CASE(stage_records_describe_each_distribution) {
   SamplerChain chain(build_sampler_stages(registry(), parse_plugin_chain("top-p:0.9,temperature:0.5", "sampler"), w), 5, 7);
   std::vector<float> l;
   for (double p : kWeather) l.push_back(static_cast<float>(std::log(p)));
-  const int id = chain.sample(l, true, 3);
-  const auto r = chain.stage_records();
+  StageRecorder rec(chain, 5, 3);
+  const SampleResult pick = chain.sample(l, &rec);
+  const int id = pick.id;
+  const auto r = rec.records();
   BOOST_TEST_REQUIRE(r.size() == 3u);
   BOOST_TEST(r[0].name == "top-p");
   BOOST_TEST(r[0].kept == 4);
@@ -662,13 +665,12 @@ BOOST_AUTO_TEST_CASE(stage_records_describe_each_distribution) {
   BOOST_TEST(r[2].name == "dist");
   // The draw: u from the chain's generator, prob of the chosen token in the final distribution.
   Rng probe(7);
-  BOOST_TEST(chain.draw_u() == probe.uniform());
+  BOOST_TEST(pick.draw_u == probe.uniform());
   const auto t = with_temperature({.45, .25, .15, .10}, 0.5);
-  BOOST_TEST(std::fabs(chain.chosen_prob() - t[id]) <= 1e-6);
-  // Without recording: same choices from the same seed, nothing recorded.
+  BOOST_TEST(std::fabs(rec.chosen_prob() - t[id]) <= 1e-6);
+  // Without recording: same choices from the same seed.
   chain.reset(7);
-  BOOST_TEST(chain.sample(l, false) == id);
-  BOOST_TEST(chain.stage_records().empty());
+  BOOST_TEST(chain.sample(l).id == id);
 }
 
 BOOST_AUTO_TEST_CASE(recording_does_not_change_the_draws) {
@@ -684,7 +686,8 @@ BOOST_AUTO_TEST_CASE(recording_does_not_change_the_draws) {
     for (auto& x : v) x = d(g);
     return v;
   }();
-  for (int i = 0; i < 200; ++i) BOOST_TEST_REQUIRE(a.sample(l, true) == b.sample(l, false));
+  StageRecorder rec(a, 512, 10);
+  for (int i = 0; i < 200; ++i) BOOST_TEST_REQUIRE(a.sample(l, &rec).id == b.sample(l).id);
 }
 
 // The raw distribution a recording sample() keeps (weights, statistics, top ids) is computed beside the
@@ -707,21 +710,22 @@ BOOST_DATA_TEST_CASE(the_raw_distribution_is_the_same_on_any_thread,
   for (int th : {1, 2, 3}) {
     glassbox::kernels::set_threads(th);
     SamplerChain chain(build_sampler_stages(registry(), parse_plugin_chain(chain_text, "sampler"), w), vocab, 3);
+    StageRecorder recorder(chain, vocab, 10);
     BOOST_TEST_CONTEXT(th << " threads") {
       for (std::size_t step = 0; step < 40; ++step) {
         const auto& l = logits[step % logits.size()];
-        const std::int32_t id = chain.sample(l, true, 10);
+        const std::int32_t id = chain.sample(l, &recorder).id;
         std::vector<float> want_w(l.size());
         const SoftmaxStats want = softmax_weights(l, want_w);
         std::vector<std::int32_t> want_top(10), scratch(l.size() + l.size() / 16);
         want_top.resize(top_logits(l, 10, want_top.data(), scratch.data()));
-        BOOST_TEST_REQUIRE(chain.raw_stats().sum == want.sum);
-        BOOST_TEST_REQUIRE(chain.raw_stats().weighted == want.weighted);
-        BOOST_TEST_REQUIRE(chain.raw_stats().max == want.max);
-        BOOST_TEST_REQUIRE(std::memcmp(chain.raw_weights().data(), want_w.data(), l.size() * sizeof(float)) == 0);
-        const auto top = chain.raw_top();
+        BOOST_TEST_REQUIRE(recorder.raw_stats().sum == want.sum);
+        BOOST_TEST_REQUIRE(recorder.raw_stats().weighted == want.weighted);
+        BOOST_TEST_REQUIRE(recorder.raw_stats().max == want.max);
+        BOOST_TEST_REQUIRE(std::memcmp(recorder.raw_weights().data(), want_w.data(), l.size() * sizeof(float)) == 0);
+        const auto top = recorder.raw_top();
         BOOST_TEST_REQUIRE(std::vector<std::int32_t>(top.begin(), top.end()) == want_top, boost::test_tools::per_element());
-        const auto rec = chain.stage_records();
+        const auto rec = recorder.records();
         if (th == 1) {
           first.emplace_back(rec.begin(), rec.end());
           first_ids.push_back(id);
@@ -743,9 +747,10 @@ BOOST_DATA_TEST_CASE(the_raw_distribution_is_the_same_on_any_thread,
       // A first stage whose output is not a distribution throws while the raw task may still run;
       // the next recording sample() must work as before.
       SamplerChain bad(build_sampler_stages(registry(), parse_plugin_chain("temperature:1.2e-38", "sampler"), w), vocab, 3);
-      BOOST_CHECK_THROW(bad.sample(logits[0], true, 10), glassbox::ConfigError);
+      StageRecorder bad_recorder(bad, vocab, 10);
+      BOOST_CHECK_THROW(bad.sample(logits[0], &bad_recorder), glassbox::ConfigError);
       chain.reset(3);
-      BOOST_TEST(chain.sample(logits[0], true, 10) == first_ids[0]);
+      BOOST_TEST(chain.sample(logits[0], &recorder).id == first_ids[0]);
     }
   }
   glassbox::kernels::set_threads(threads);
@@ -785,9 +790,10 @@ BOOST_DATA_TEST_CASE(sampling_allocates_nothing_in_steady_state,
     for (auto& x : v) x = d(g);
   for (int i = 0; i < 100; ++i) chain.accept(i * 37 % 32000);
   long at_10 = 0;
+  StageRecorder recorder(chain, 32000, 10);
   for (int step = 0; step < 60; ++step) {
     if (step == 10) at_10 = g_allocs.load();
-    chain.accept(chain.sample(logits[step % 4], record));
+    chain.accept(chain.sample(logits[step % 4], record ? &recorder : nullptr).id);
   }
   BOOST_TEST(g_allocs.load() - at_10 == 0, "allocations in 50 steps: " << g_allocs.load() - at_10);
 }
@@ -917,7 +923,7 @@ BOOST_DATA_TEST_CASE(draws_match_the_stage_distribution, bdata::make(stat_cases(
   std::vector<float> l;
   for (double p : c.input) l.push_back(static_cast<float>(std::log(p)));
   std::vector<long> counts(c.input.size(), 0);
-  for (long i = 0; i < kDraws; ++i) ++counts[chain.sample(l)];
+  for (long i = 0; i < kDraws; ++i) ++counts[chain.sample(l).id];
   for (std::size_t i = 0; i < counts.size(); ++i)
     if (c.expected[i] == 0) BOOST_TEST(counts[i] == 0, "removed token " << i << " never drawn");
   int df = 0;
@@ -934,7 +940,7 @@ BOOST_AUTO_TEST_CASE(the_chi_square_test_can_fail) {
   std::vector<float> l;
   for (double p : kWeather) l.push_back(static_cast<float>(std::log(p)));
   std::vector<long> counts(5, 0);
-  for (long i = 0; i < 200000; ++i) ++counts[chain.sample(l)];
+  for (long i = 0; i < 200000; ++i) ++counts[chain.sample(l).id];
   int df = 0;
   BOOST_TEST(chi_square_p(counts, kWeather, 200000, df) < 0.001);
 }

@@ -77,7 +77,7 @@ void Transformer::set_rope_theta(float theta) {
 }
 
 std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens, int pos, KvStore& kv,
-                                           AttentionObserver* observer) {
+                                           AttentionObserver* observer, LensCapture* lens) {
   const int n = static_cast<int>(tokens.size());
   if (n < 1 || n > max_block_) throw InputError("forward: block of " + std::to_string(n) + " tokens (expected 1.." + std::to_string(max_block_) + ")");
   if (pos < 0 || pos + n > cfg_.seq_len)
@@ -90,6 +90,11 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
   if (s_.scores.size() < seq * k::threads()) s_.scores.assign(seq * k::threads(), 0.0f);
   dots_ = 0;
   std::byte* xq = s_.xq.data();
+  if (lens) {
+    const std::size_t points = static_cast<std::size_t>(cfg_.n_layers) * (lens->inside ? 2 : 1);
+    if (lens->rows.shape(0) != points || lens->rows.shape(1) != dim) lens->rows = xt::zeros<float>({points, dim});
+  }
+  const std::size_t per_layer = lens && lens->inside ? 2 : 1;
 
   // x_t = E[token_t]  (·√dim for Gemma;  + P[pos + t] for learned positions)
   embed(tokens, pos);
@@ -110,6 +115,7 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     if (a.post_norms) k::rmsnorm_rows(s_.xb.data(), s_.xb.data(), lw.post_att_norm.f32(), N, dim, cfg_.norm_eps);
     // x = x + xb
     k::add(s_.x.data(), s_.xb.data(), N * dim);
+    if (lens && lens->inside) lens_row(lens, per_layer * l, n);  // the lens inside the block: after attention
 
     // ---- feed-forward block ----
     // xb = Norm(x)
@@ -120,11 +126,16 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     if (a.post_norms) k::rmsnorm_rows(s_.xb.data(), s_.xb.data(), lw.post_ffn_norm.f32(), N, dim, cfg_.norm_eps);
     // x = x + xb
     k::add(s_.x.data(), s_.xb.data(), N * dim);
+    if (lens) lens_row(lens, per_layer * l + per_layer - 1, n);  // the lens after block l + 1
   }
 
   // logits = Norm(x_last) · Wclsᵀ  (only the last position predicts;  c·tanh(logits/c) for Gemma 2)
-  logits(n, xq);
+  head(&s_.x(n - 1, 0), s_.logits.data());
   return {s_.logits.data(), s_.logits.size()};
+}
+
+void Transformer::lens_row(LensCapture* lens, std::size_t row, int n) const {
+  std::copy_n(&s_.x(n - 1, 0), static_cast<std::size_t>(cfg_.dim), &lens->rows(row, 0));
 }
 
 void Transformer::embed(std::span<const std::int32_t> tokens, int pos) {
@@ -256,18 +267,18 @@ void Transformer::ffn(const LayerWeights& lw, std::size_t N, std::byte* xq) {
   if (a.ffn_bias) k::add_bias(s_.xb.data(), lw.b2.f32(), N, dim);
 }
 
-void Transformer::logits(int n, std::byte* xq) {
+void Transformer::head(const float* x, float* out) {
   const std::size_t dim = cfg_.dim;
-  // last = Norm(x_{n-1})
+  // last = Norm(x)
   if (cfg_.arch.norm == NormKind::LayerNorm)
-    k::layernorm_scalar(s_.last.data(), &s_.x(n - 1, 0), w_.rms_final.f32(), w_.final_norm_bias.data ? w_.final_norm_bias.f32() : nullptr, dim,
+    k::layernorm_scalar(s_.last.data(), x, w_.rms_final.f32(), w_.final_norm_bias.data ? w_.final_norm_bias.f32() : nullptr, dim,
                         cfg_.norm_eps);
   else
-    k::rmsnorm(s_.last.data(), &s_.x(n - 1, 0), w_.rms_final.f32(), dim, cfg_.norm_eps);
+    k::rmsnorm(s_.last.data(), x, w_.rms_final.f32(), dim, cfg_.norm_eps);
   // logits = last · Wclsᵀ
-  k::matmul(s_.logits.data(), s_.last.data(), w_.wcls, 1, xq);
+  k::matmul(out, s_.last.data(), w_.wcls, 1, s_.xq.data());
   // logits = c·tanh(logits/c)   (Gemma 2's final soft-cap)
-  if (cfg_.final_softcap > 0) k::softcap(s_.logits.data(), s_.logits.size(), cfg_.final_softcap);
+  if (cfg_.final_softcap > 0) k::softcap(out, static_cast<std::size_t>(cfg_.vocab_size), cfg_.final_softcap);
 }
 
 void Transformer::remove_positions(KvStore& kv, int p0, int p1) {

@@ -300,20 +300,11 @@ void Candidates::draw(Rng& rng) {
 
 SamplerChain::SamplerChain(std::vector<std::unique_ptr<Sampler>> stages, int vocab_size, std::uint64_t seed)
     : stages_(std::move(stages)), rng_(seed) {
-  // Some stage must choose; stages after the first that does never run (build_sampler_stages
+  // Some stage must choose; stages after the first that does never run (build_sampler_chain
   // warns about them).
   if (std::none_of(stages_.begin(), stages_.end(), [](const auto& st) { return st->selects(); }))
     throw ConfigError("sampler chain has no selecting stage (end it with greedy or dist)");
   cand_.data.reserve(vocab_size);
-  raw_w_.resize(vocab_size);
-  raw_scratch_.resize(static_cast<std::size_t>(vocab_size) + vocab_size / 16);
-  rec_l_.resize(vocab_size);
-  rec_w_.resize(vocab_size);
-  records_.resize(stages_.size());
-  for (std::size_t i = 0; i < stages_.size(); ++i) {
-    records_[i].name = stages_[i]->name();
-    records_[i].params = &stages_[i]->params();
-  }
 }
 
 void SamplerChain::reset(std::uint64_t seed) {
@@ -330,11 +321,67 @@ void SamplerChain::bind(const Tokenizer& vocab) {
   for (auto& s : stages_) s->bind(vocab);
 }
 
-void SamplerChain::record(std::size_t stage, int top_k) {
-  // Reads cand_ without changing it, so recording never changes what the next stage sees: one exp
-  // per kept candidate (softmax_weights), the raw mass from the weights sample() kept, and the
-  // top entries in one pass (a sorted run of the best so far; most candidates lose one comparison).
-  const auto& d = cand_.data;
+// ---- StageRecorder ----
+
+struct StageRecorder::Task {
+  std::optional<kernels::Beside> beside;  // joined by end(): at the end of sample(), or if a stage throws
+  std::atomic<bool> weights{false};       // the raw weights are written (the top ids may still be coming)
+  static void run(void* p) noexcept { static_cast<StageRecorder*>(p)->raw_pass(); }
+};
+
+StageRecorder::StageRecorder(const SamplerChain& chain, int vocab_size, int top_k)
+    : top_k_(std::max(0, top_k)), task_(std::make_unique<Task>()) {
+  const auto V = static_cast<std::size_t>(vocab_size);
+  raw_w_.resize(V);
+  raw_top_.resize(static_cast<std::size_t>(std::max(top_k_, 1)));
+  raw_scratch_.resize(V + V / 16);
+  rec_l_.resize(V);
+  rec_w_.resize(V);
+  rec_top_.resize(std::min<std::size_t>(static_cast<std::size_t>(top_k_), V));
+  records_.resize(chain.stages().size());
+  for (std::size_t i = 0; i < records_.size(); ++i) {
+    records_[i].name = chain.stages()[i]->name();
+    records_[i].params = &chain.stages()[i]->params();
+    records_[i].top.reserve(static_cast<std::size_t>(top_k_));
+  }
+}
+
+StageRecorder::~StageRecorder() { end(); }
+
+// p_raw = softmax(logits), the reference for each stage's kept mass, and its top entries: read-only work
+// over the whole vocabulary that the stages do not need. The first record waits for the weights; the
+// top ids, wanted only by the step record, are waited for by end().
+void StageRecorder::raw_pass() noexcept {
+  raw_stats_ = softmax_weights(logits_, std::span(raw_w_).first(logits_.size()));
+  task_->weights.store(true, std::memory_order_release);
+  raw_top_n_ = top_logits(logits_, raw_top_.size(), raw_top_.data(), raw_scratch_.data());
+}
+
+void StageRecorder::begin(std::span<const float> logits) {
+  end();  // a previous step's task, had end() not come
+  if (logits.size() > raw_w_.size()) throw ConfigError("stage recorder: " + std::to_string(logits.size()) + " logits for a vocabulary of " + std::to_string(raw_w_.size()));
+  logits_ = logits;
+  raw_n_ = logits.size();
+  n_recorded_ = 0;
+  chosen_prob_ = std::numeric_limits<float>::quiet_NaN();
+  task_->weights.store(false, std::memory_order_relaxed);
+  // Over a small vocabulary the pass takes about what handing it over does (stories260K's 512
+  // entries: well under a microsecond).
+  constexpr std::size_t kBesideFrom = 4096;
+  if (logits.size() >= kBesideFrom) task_->beside.emplace(&Task::run, this);
+  else raw_pass();
+}
+
+void StageRecorder::end() noexcept {
+  if (task_ && task_->beside) task_->beside.reset();  // returns once the task has run
+}
+
+void StageRecorder::after_stage(std::size_t stage, const Sampler&, const Candidates& cand) {
+  if (task_->beside) task_->beside->wait_until(task_->weights);
+  // Reads the candidates without changing them, so recording never changes what the next stage sees:
+  // one exp per kept candidate (softmax_weights), the raw mass from the raw weights, and the top
+  // entries in one pass (a sorted run of the best so far; most candidates lose one comparison).
+  const auto& d = cand.data;
   const std::size_t n = d.size();
   for (std::size_t i = 0; i < n; ++i) rec_l_[i] = d[i].logit;
   const SoftmaxStats st = softmax_weights({rec_l_.data(), n}, {rec_w_.data(), n});
@@ -345,9 +392,8 @@ void SamplerChain::record(std::size_t stage, int top_k) {
   r.mass = static_cast<float>(mass / raw_stats_.sum);
   r.entropy = static_cast<float>(st.entropy());
   // A number drawn by a stage that did not select (xtc's coin); a selecting stage's is the step's draw.
-  r.u = cand_.selected < 0 ? cand_.u : -1.0f;
-  const std::size_t kk = std::min<std::size_t>(std::max(top_k, 0), n);
-  if (rec_top_.size() < kk) rec_top_.resize(kk);  // grows once, on the first step
+  r.u = cand.selected < 0 ? cand.u : -1.0f;
+  const std::size_t kk = std::min<std::size_t>(rec_top_.size(), n);
   const std::size_t m = top_run(n, kk, [&](std::int32_t a, std::int32_t b) { return Candidates::before(d[a], d[b]); },
                                 rec_top_.data());
   r.top.clear();
@@ -355,8 +401,9 @@ void SamplerChain::record(std::size_t stage, int top_k) {
     const Candidate& c = d[rec_top_[j]];
     r.top.push_back({c.id, c.logit, st.prob(rec_w_[rec_top_[j]])});
   }
+  n_recorded_ = stage + 1;
   // The chosen token's probability under the distribution the selecting stage chose from.
-  if (cand_.selected >= 0 && cand_.selected < static_cast<int>(n)) chosen_prob_ = st.prob(rec_w_[cand_.selected]);
+  if (cand.selected >= 0 && cand.selected < static_cast<int>(n)) chosen_prob_ = st.prob(rec_w_[cand.selected]);
 }
 
 namespace {
@@ -453,7 +500,7 @@ bool usable_logits(std::span<const float> l) {
 
 }  // namespace
 
-std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_stages, int top_k) {
+SampleResult SamplerChain::sample(std::span<const float> logits, StageObserver* observer) {
   ++step_;
   // Refilled in one range insert from a generating iterator, not resized: the stages shrank it, and
   // growing it back by resize() would zero every entry before the loop writes it (~1% of a 15M
@@ -468,53 +515,24 @@ std::int32_t SamplerChain::sample(std::span<const float> logits, bool record_sta
   // The model's logits are checked in vectors; the candidate-by-candidate check, which names the
   // token, runs only when they fail.
   if (!usable_logits(logits)) check_finite(cand_, step_, [] { return std::string("the model"); });
-  chosen_prob_ = std::numeric_limits<float>::quiet_NaN();
-  // p_raw = softmax(logits), the reference for each stage's kept mass, and its top entries: read-only
-  // work over the whole vocabulary that the stages do not need, so an idle pool worker does it while
-  // the stages run (the same kernels, so the same bits on either thread). The first record waits
-  // for the weights; the top entries, wanted only by the caller's step record, by the end of sample().
-  struct Raw {
-    SamplerChain* chain;
-    std::span<const float> logits;
-    std::size_t k;
-    std::atomic<bool> weights{false};
-    static void run(void* p) noexcept {
-      auto& r = *static_cast<Raw*>(p);
-      SamplerChain& c = *r.chain;
-      c.raw_stats_ = softmax_weights(r.logits, std::span(c.raw_w_).first(r.logits.size()));
-      r.weights.store(true, std::memory_order_release);
-      c.raw_top_n_ = top_logits(r.logits, r.k, c.raw_top_.data(), c.raw_scratch_.data());
-    }
-  } raw{this, logits, static_cast<std::size_t>(std::max(top_k, 1))};
-  std::optional<kernels::Beside> beside;  // joined by its destructor: at the return, or if a stage throws
-  if (record_stages) {
-    if (raw_top_.size() < raw.k) raw_top_.resize(raw.k);  // grows once, on the first step
-    // Over a small vocabulary the pass takes about what handing it over does (stories260K's 512
-    // entries: well under a microsecond).
-    constexpr std::size_t kBesideFrom = 4096;
-    if (logits.size() >= kBesideFrom) beside.emplace(&Raw::run, &raw);
-    else Raw::run(&raw);
-  }
-  std::size_t n_run = 0;
+  // The observer's end() comes however this returns (a stage may throw while its work runs beside).
+  struct Ending {
+    StageObserver* o;
+    ~Ending() { if (o) o->end(); }
+  } ending{observer};
+  if (observer) observer->begin(logits);
   for (std::size_t i = 0; i < stages_.size(); ++i) {
     cand_.u = -1.0f;  // each stage's own draw, for its record; the last one's is the step's
     stages_[i]->apply(cand_, rng_);
-    ++n_run;
     if (cand_.data.empty())
       throw PluginError("sampler stage '" + stages_[i]->name() + "' removed every candidate");
     check_finite(cand_, step_, [&] { return "sampler stage '" + stages_[i]->name() + "'"; });
-    if (record_stages) {
-      if (beside) beside->wait_until(raw.weights);
-      record(i, top_k);
-    }
+    if (observer) observer->after_stage(i, *stages_[i], cand_);
     if (cand_.selected >= 0) break;  // later stages cannot change a made choice
   }
   if (cand_.selected < 0 || cand_.selected >= static_cast<int>(cand_.data.size()))
     throw PluginError("sampler chain ended without selecting a token");
-  const std::int32_t id = cand_.data[cand_.selected].id;
-  n_recorded_ = record_stages ? n_run : 0;
-  draw_u_ = cand_.u;
-  return id;
+  return {cand_.data[cand_.selected].id, cand_.u};
 }
 
 }  // namespace glassbox

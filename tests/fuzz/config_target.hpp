@@ -26,9 +26,10 @@ inline int config(const std::uint8_t* data, std::size_t size) {
     glassbox::cli::check_token_ids(stages, kVocab);
     glassbox::SamplerChain chain(std::move(stages), kVocab, opt.seed.value_or(1));
     std::vector<float> logits(kVocab);
+    glassbox::StageRecorder recorder(chain, kVocab, 5);
     for (int step = 0; step < 4; ++step) {
       for (int i = 0; i < kVocab; ++i) logits[i] = static_cast<float>((i * 7 + step * 3) % 11) - 5.0f;
-      const std::int32_t id = chain.sample(logits, step % 2 == 1, 5);
+      const std::int32_t id = chain.sample(logits, step % 2 == 1 ? &recorder : nullptr).id;
       if (id < 0 || id >= kVocab) {
         std::fprintf(stderr, "fuzz_config: sampler chain chose id %d of a %d-token vocabulary\n", id, kVocab);
         std::abort();

@@ -10,6 +10,7 @@
 #include "glassbox/forward/attention.hpp"
 #include "glassbox/forward/transformer.hpp"
 #include "glassbox/sampling.hpp"
+#include "glassbox/step_recorder.hpp"
 #include "glassbox/tokenizer.hpp"
 #include "glassbox/trace_events.hpp"
 
@@ -25,35 +26,19 @@ struct ContextPolicy {
 // "refuse" | "stop" | "truncate-left" | "shift" | "shift:N"; ConfigError naming the text otherwise.
 ContextPolicy parse_context_policy(const std::string& text);
 
-// Which attention weights to record: one (layer, head), or every one (-1, -1).
-struct AttentionTrace {
-  bool on = false;
-  int layer = -1, head = -1;  // -1: all
-};
-// "LAYER:HEAD" | "all"; ConfigError otherwise (ranges are checked against the model by the engine).
-AttentionTrace parse_attention_trace(const std::string& text);
-
 struct GenerateOptions {
   int max_tokens = 256;           // tokens to generate at most
-  bool stop_at_eos = true;        // EOS ends generation
+  bool stop_at_eos = true;        // EOS (and the vocabulary's other end-of-generation tokens) ends generation
   bool stop_at_bos = true;        // so does BOS: llama2.c-trained models separate texts with it
-  TraceLevel level = TraceLevel::Basic;
-  int trace_top_k = 10;           // candidates listed per step and per stage
   std::uint64_t seed = 0;
-  // Record the distribution after each sampler stage (StepEvent::stages, chain_prob). Costs
-  // a copy and a partial sort per stage per step; turn off when no one reads the events.
-  bool record_stages = true;
-  // Each step's raw distribution: softmax, entropy and top-k (off: steps carry only the token,
-  // KV usage and timing — what a run without a trace needs).
-  bool report_distribution = true;
   // Teacher forcing: when non-empty, these tokens are appended instead of the sampled ones
   // (the distribution and the sampler's choice are still computed and traced).
   std::vector<std::int32_t> forced;
   ContextPolicy policy;
-  AttentionTrace trace_attention;  // off: no observer is installed, no extra work
   // What the caller dropped before encoding the prompt (`glassbox chat`'s pruned turns, policy
   // "prune-turns"): written as a context line right after the header and counted in the summary.
   std::optional<PolicyEvent> pruned;
+  WatchSpec watch;                // what each step records (step_recorder.hpp)
 };
 
 // Receives each generated piece as soon as it is chosen.
@@ -79,15 +64,11 @@ class Engine {
   int context_limit() const;
 
  private:
+  struct Run;  // one generate() call's state (engine.cpp)
   Transformer& model_;
   const Tokenizer& tok_;
   KvStore& attn_;
   SamplerChain& sampler_;
-  std::vector<float> probs_;       // (vocab_size) exp(l_i - max l), when the sampler chain kept none
-  std::vector<std::int32_t> order_;  // (vocab_size) scratch for top-k selection
-  std::vector<std::int32_t> top_scratch_;  // (vocab_size + vocab_size/16) top_logits' scratch
-  std::vector<TokenProb> top_;     // (trace_top_k)
-  KvState kv_;                     // the module's state record, refilled each step
 };
 
 }  // namespace glassbox

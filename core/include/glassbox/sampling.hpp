@@ -1,6 +1,7 @@
 // The sampler chain: turns a step's logits into one token through the user's ordered stages.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -57,54 +58,88 @@ std::size_t top_run(std::size_t n, std::size_t k, Better better, std::int32_t* b
 // compete. `scratch` holds at least n + n/16 ints. No logit may be NaN.
 std::size_t top_logits(std::span<const float> l, std::size_t k, std::int32_t* best, std::int32_t* scratch);
 
+// What one sample() gave: the chosen id and the uniform number of the final draw.
+struct SampleResult {
+  std::int32_t id = -1;
+  float draw_u = -1;  // -1: the selecting stage drew none (argmax)
+};
+
+// Watches the chain work, without changing what it does: before the first stage it is handed the
+// model's logits; after each stage that ran, the candidate array as that stage left it (with the
+// number the stage drew in `u` and, for the selecting stage, `selected`); `end` comes last, also when
+// a stage threw. The engine's step recorder (step_recorder.hpp) and `explain` record through it; the
+// chain itself knows nothing of traces.
+class StageObserver {
+ public:
+  virtual ~StageObserver() = default;
+  virtual void begin(std::span<const float> logits) = 0;
+  virtual void after_stage(std::size_t index, const Sampler& stage, const Candidates& c) = 0;
+  virtual void end() noexcept {}
+};
+
 class SamplerChain {
  public:
-  // `stages` run in order; the last one must select (see build_sampler_chain).
+  // `stages` run in order; the last one must select (see build_sampler_stages).
   SamplerChain(std::vector<std::unique_ptr<Sampler>> stages, int vocab_size, std::uint64_t seed);
 
-  // logits -> candidates -> each stage -> the selected token id. Stages after the one that
-  // selects do not run. With record_stages, stage_records() then holds the distribution
-  // after each stage that ran (top_k entries each) and chosen_prob() is set; without it,
-  // sampling does no work beyond the stages themselves.
-  std::int32_t sample(std::span<const float> logits, bool record_stages = false, int top_k = 10);
+  // logits -> candidates -> each stage -> the selected token. Stages after the one that selects do
+  // not run. `observer`, when given, sees the logits and each stage's output.
+  SampleResult sample(std::span<const float> logits, StageObserver* observer = nullptr);
 
   void accept(std::int32_t token);  // a token joins the sequence (prompt or generated)
   void bind(const Tokenizer& vocab);  // hands every stage the vocabulary (Sampler::bind)
   void reset(std::uint64_t seed);   // new sequence: stage state and generator restart
 
   const std::vector<std::unique_ptr<Sampler>>& stages() const { return stages_; }
-  std::span<const StageRecord> stage_records() const { return {records_.data(), n_recorded_}; }
-  // The chosen token's probability under the distribution the selecting stage chose from
-  // (NaN unless the last sample() recorded stages).
-  float chosen_prob() const { return chosen_prob_; }
-  float draw_u() const { return draw_u_; }            // uniform of the draw, -1 for argmax
-  // The raw model distribution of the last sample() that recorded stages, as weights
-  // w_i = exp(l_i - max l) (empty otherwise) and their statistics (p_i = raw_stats().prob(w_i)): the
-  // engine's step record reuses them instead of a second exp() per vocabulary entry.
-  std::span<const float> raw_weights() const { return n_recorded_ ? std::span<const float>(raw_w_) : std::span<const float>(); }
-  const SoftmaxStats& raw_stats() const { return raw_stats_; }
-  // The same sample()'s max(top_k, 1) highest logits' ids, as top_logits gives them (empty unless it
-  // recorded stages).
-  std::span<const std::int32_t> raw_top() const {
-    return n_recorded_ ? std::span<const std::int32_t>(raw_top_.data(), raw_top_n_) : std::span<const std::int32_t>();
-  }
 
  private:
-  void record(std::size_t stage, int top_k);
   std::vector<std::unique_ptr<Sampler>> stages_;
   Candidates cand_;
   Rng rng_;
+  int step_ = -1;                     // sample() calls since reset(): the engine's step, for messages
+};
+
+// Records what a chain did at one step, through StageObserver: the distribution after each stage that
+// ran (kept count, raw mass, entropy, top entries), the chosen token's probability under the
+// distribution it was chosen from, and the raw model distribution p = softmax(logits) as weights and
+// top ids (the step record reuses them instead of a second exp() per vocabulary entry). The raw pass
+// over the vocabulary runs on an idle pool worker while the stages run (the same kernels, so the same
+// bits on either thread). Buffers are allocated once.
+class StageRecorder final : public StageObserver {
+ public:
+  StageRecorder(const SamplerChain& chain, int vocab_size, int top_k);
+  ~StageRecorder() override;
+  void begin(std::span<const float> logits) override;
+  void after_stage(std::size_t index, const Sampler& stage, const Candidates& c) override;
+  void end() noexcept override;
+
+  int top_k() const { return top_k_; }
+  std::span<const StageRecord> records() const { return {records_.data(), n_recorded_}; }
+  // The chosen token's probability under the distribution the selecting stage chose from (NaN before).
+  float chosen_prob() const { return chosen_prob_; }
+  // The raw distribution of the last step, as weights w_i = exp(l_i - max l) (p_i = raw_stats().prob(w_i)).
+  std::span<const float> raw_weights() const { return {raw_w_.data(), raw_n_}; }
+  const SoftmaxStats& raw_stats() const { return raw_stats_; }
+  // The last step's max(top_k, 1) highest logits' ids, as top_logits gives them.
+  std::span<const std::int32_t> raw_top() const { return {raw_top_.data(), raw_top_n_}; }
+
+ private:
+  struct Task;  // the raw pass beside the stages, on a pool worker
+  void raw_pass() noexcept;
+  int top_k_;
   std::vector<StageRecord> records_;  // one per stage, reused every step
-  std::vector<float> raw_w_;         // (vocab_size) exp(l_i - max l) of the model's logits, for "mass"
+  std::size_t n_recorded_ = 0;
+  std::span<const float> logits_;
+  std::vector<float> raw_w_;               // (vocab_size) exp(l_i - max l) of the model's logits, for "mass"
+  std::size_t raw_n_ = 0;
   std::vector<std::int32_t> raw_top_;      // (max(top_k, 1)) ids of the highest logits
   std::size_t raw_top_n_ = 0;
   std::vector<std::int32_t> raw_scratch_;  // (vocab_size + vocab_size/16) top_logits' scratch
-  std::vector<float> rec_l_, rec_w_;  // (vocab_size) a stage's kept logits and their weights, for its record
-  std::vector<std::int32_t> rec_top_;  // (top_k) indices into cand_.data of a record's top entries
-  int step_ = -1;                     // sample() calls since reset(): the engine's step, for messages
-  std::size_t n_recorded_ = 0;       // stages that ran (and were recorded) last step
-  float chosen_prob_ = 0, draw_u_ = -1;
+  std::vector<float> rec_l_, rec_w_;       // (vocab_size) a stage's kept logits and their weights
+  std::vector<std::int32_t> rec_top_;      // (top_k) indices into the candidates of a record's top entries
+  float chosen_prob_ = 0;
   SoftmaxStats raw_stats_;
+  std::unique_ptr<Task> task_;             // allocated once; holds the pool task while it may run
 };
 
 }  // namespace glassbox

@@ -65,6 +65,15 @@ struct StageRecord {
   std::vector<TokenProb> top;  // its most likely candidates (prob renormalised)
 };
 
+// The logit lens at one point of the residual stream: the output head applied there,
+// softmax(Wcls·Norm_final(h)), as if the model ended at that point.
+struct LensRecord {
+  int layer = 0;             // 1..n_layers: after block `layer`, or inside it (attn)
+  bool attn = false;         // inside the block: after its attention, before its FFN
+  float entropy = 0;         // of that distribution (nats)
+  std::vector<TokenProb> top;  // its most likely tokens
+};
+
 struct StepEvent {
   const char* phase = "decode";          // "prefill" | "decode"
   int step = 0;                          // 0 = prefill
@@ -84,6 +93,7 @@ struct StepEvent {
   const KvState* kv = nullptr;           // the attention module's state after the step
   std::int64_t attention_dots = 0;       // query·key dot products this step (positions × heads × layers)
   std::span<const AttentionRow> attention;  // newest position's weights, only with --trace-attention
+  std::span<const LensRecord> lens;      // the logit lens at each point asked for, only with --trace-lens
   double ms = 0;                         // forward + sampling time of this step
 };
 

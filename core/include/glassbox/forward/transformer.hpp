@@ -40,6 +40,16 @@ struct RunState {
   std::vector<std::byte> xq;
 };
 
+// Where a logit lens reads the residual stream: the block's last position's row x after every layer's
+// block and, with `inside`, also after its attention (before the FFN). Filled by forward() when handed one.
+struct LensCapture {
+  bool inside = false;
+  // (points, dim): without inside, row l is after block l; with it, row 2l after block l's attention and
+  // row 2l + 1 after block l (0-based l).
+  xt::xtensor<float, 2> rows;
+  std::size_t points() const { return rows.shape(0); }
+};
+
 class Transformer {
  public:
   // max_block bounds how many prompt positions one prefill call processes at once. `cfg` and `w`
@@ -51,8 +61,13 @@ class Transformer {
   // K/V in `kv` position by position (each position attends to what the store holds, up to itself, once its own
   // K/V is in), and returns the logits after the last position. `observer`, when given, receives
   // the attention weights of the block's last position.
+  // `lens`, when given, receives the residual rows a logit lens reads (sized here on first use).
   std::span<const float> forward(std::span<const std::int32_t> tokens, int pos, KvStore& kv,
-                                 AttentionObserver* observer = nullptr);
+                                 AttentionObserver* observer = nullptr, LensCapture* lens = nullptr);
+  // The output head on one residual row: out = Norm_final(x)·Wclsᵀ (soft-capped for Gemma 2), what
+  // forward() applies to the last position; the logit lens applies it to earlier rows. `out` holds
+  // vocab_size floats. Uses the run state's scratch: not during a forward().
+  void head(const float* x, float* out);
   // Query·key dot products of the last forward call (positions attended × heads × layers).
   std::int64_t attention_dots() const { return dots_; }
   // Context shift: drops positions [p0, p1) from `kv`, moves the later ones down by d = p1 - p0 and
@@ -70,7 +85,7 @@ class Transformer {
   void qkv_and_position(const LayerWeights& lw, int layer, int pos, std::size_t n, std::byte* xq);
   void attention(int layer, int pos, int n, KvStore& kv, AttentionObserver* observer);
   void ffn(const LayerWeights& lw, std::size_t n, std::byte* xq);
-  void logits(int n, std::byte* xq);
+  void lens_row(LensCapture* lens, std::size_t row, int n) const;
   void rotate(float* q, float* k, const float* cos_sin, std::size_t n) const;
 
   const Config& cfg_;
