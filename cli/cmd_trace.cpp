@@ -1,4 +1,4 @@
-// `glassbox trace validate|diff|render|html`: checking, comparing, drawing and viewing traces.
+// `glassbox trace validate|diff|render|html|lens`: checking, comparing, drawing and viewing traces.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -108,6 +108,52 @@ void add_html(CLI::App* trace) {
   });
 }
 
+// `trace lens`: the logit lens as a table — a row per step, a column per recorded point — each cell the
+// token the output head would pick there and its probability: the terminal twin of the viewer's lens panel.
+void add_lens(CLI::App* trace) {
+  auto file = std::make_shared<std::string>();
+  auto width = std::make_shared<int>(10);
+  auto* cmd = trace->add_subcommand("lens", "print a trace's logit lens (run --trace-lens): each step's top token after every layer");
+  cmd->add_option("FILE", *file, "trace file")->required();
+  cmd->add_option("--width", *width, "characters of token text per cell")->check(CLI::Range(1, 64))->capture_default_str();
+  cmd->callback([file, width] {
+    const auto t = traces::read_trace(*file);
+    const traces::TraceStep* first = nullptr;
+    for (const auto& s : t.steps)
+      if (s.lens) {
+        first = &s;
+        break;
+      }
+    if (!first) throw InputError(*file + ": no step has a logit lens (record one with run --trace --trace-lens)");
+    const int cell = *width + 7;  // "text" + " 0.123"
+    auto pad = [](std::string s, int w) {
+      int shown = 0;  // UTF-8 characters, not bytes
+      for (unsigned char c : s) shown += (c & 0xC0) != 0x80;
+      if (shown < w) s += std::string(static_cast<std::size_t>(w - shown), ' ');
+      return s;
+    };
+    std::cout << pad("step", 6) << pad("token", *width + 3);
+    for (const auto& l : *first->lens) std::cout << pad("L" + std::to_string(l.layer) + (l.attn ? " attn" : ""), cell);
+    std::cout << "\n";
+    for (const auto& s : t.steps) {
+      if (!s.lens) continue;
+      std::cout << pad(std::to_string(s.step), 6) << pad(traces::show_text(s.token_text, static_cast<std::size_t>(*width)), *width + 3);
+      for (const auto& l : *s.lens) {
+        if (l.top.empty()) {
+          std::cout << pad("-", cell);
+          continue;
+        }
+        char prob[16];
+        std::snprintf(prob, sizeof prob, " %.3f", l.top[0].prob);
+        std::cout << pad(traces::show_text(l.top[0].text, static_cast<std::size_t>(*width)) + prob, cell);
+      }
+      std::cout << "\n";
+    }
+    std::cout << "(each cell: the most likely next token if the model ended after that layer, and its probability;\n"
+                 " the last column is the step's own distribution)\n";
+  });
+}
+
 }  // namespace
 
 void add_trace_command(CLI::App& app) {
@@ -117,6 +163,7 @@ void add_trace_command(CLI::App& app) {
   add_diff(trace);
   add_render(trace);
   add_html(trace);
+  add_lens(trace);
   add_trace_import(trace);
 }
 

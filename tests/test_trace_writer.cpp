@@ -116,10 +116,11 @@ struct EventData {
   glassbox::Params params;
   glassbox::KvState kv;
   std::vector<glassbox::AttentionRow> attention;
+  std::vector<glassbox::LensRecord> lens;
   glassbox::StepEvent e;
 };
 
-// Variant v switches the optional parts on and off: logits, attention, forced, paged KV, no KV, no draw.
+// Variant v switches the optional parts on and off: logits, attention, lens, forced, paged KV, no KV, no draw.
 void make_event(EventData& d, int v) {
   std::mt19937 g(v + 1);
   d.input = v % 2 ? std::vector<std::int32_t>{0, 1, 2} : std::vector<std::int32_t>{3};
@@ -149,6 +150,9 @@ void make_event(EventData& d, int v) {
     d.kv.block_table = {3, 7};
   }
   if (v % 4 == 2) d.attention = {{0, 1, 5, 0, {nice(g, 1), nice(g, 1), nice(g, 1)}}, {1, 0, 5, 2, {}}};
+  // the logit lens: a point inside block 1 (after attention) and after it; tokens named here come first in
+  // the line, so their texts must come first from the copy too
+  if (v % 3 != 1) d.lens = {{1, true, std::abs(nice(g, 2)), {d.top[2], d.top[3]}}, {1, false, std::abs(nice(g, 2)), {d.top[4]}}};
   auto& e = d.e;
   e.phase = v == 0 ? "prefill" : "decode";
   e.step = v;
@@ -169,6 +173,7 @@ void make_event(EventData& d, int v) {
   e.kv = v == 3 ? nullptr : &d.kv;
   e.attention_dots = 1234 * v;
   e.attention = d.attention;
+  e.lens = d.lens;
   e.ms = 0.25 + v;
 }
 

@@ -354,6 +354,30 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
         }
       }
     }
+    // ---- the logit lens: which layer a difference starts at ----
+    if (g.lens && x.lens) {
+      auto lens_dist = [&](const TraceLens& l) {
+        Dist ld;
+        const int n = std::min<int>(r.top_k, static_cast<int>(l.top.size()));
+        for (int i = 0; i < n; ++i) {
+          const double lp = std::log(std::max(l.top[i].prob, 1e-45));
+          ld.lp[l.top[i].id] = lp;
+          ld.order.push_back(l.top[i].id);
+          ld.floor = lp;
+        }
+        return ld;
+      };
+      for (const auto& gl : *g.lens) {
+        const auto xl = std::find_if(x.lens->begin(), x.lens->end(),
+                                     [&](const TraceLens& t) { return t.layer == gl.layer && t.attn == gl.attn; });
+        if (xl == x.lens->end()) continue;
+        const Delta ld = delta_logprob(lens_dist(gl), lens_dist(*xl), opt);
+        d.lens.push_back({gl.layer, gl.attn, ld.max});
+        if (ld.worst_ratio > 1)
+          d.failures.push_back("lens " + std::string(gl.attn ? "inside layer " : "after layer ") + std::to_string(gl.layer) +
+                               ": |Δlogprob| " + num(ld.worst_d) + " > " + num(ld.worst_tol) + " for " + token_desc(g, ld.worst_id, &x));
+      }
+    }
     if (!d.failures.empty() && r.first_out_of_tolerance < 0) r.first_out_of_tolerance = k;
 
     if (!d.tokens_agree) {
@@ -470,6 +494,11 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
       if (auto lp = od.logprob(id)) o << " (p " << std::setprecision(4) << std::exp(*lp) << " there)";
       return o.str();
     };
+    if (!d->lens.empty()) {  // the logit lens: at which layer the two runs start to part
+      out << "  lens |Δlogprob| by layer:";
+      for (const auto& l : d->lens) out << " " << l.layer << (l.attn ? "a" : "") << ":" << num(l.dlogprob);
+      out << "  (a: inside the block, after attention)\n";
+    }
     out << "  golden's choice " << where_in(g, g.draw.selected, xd, "new") << "\n";
     out << "  new's choice    " << where_in(x, x.draw.selected, gd, "golden") << "\n";
     if (x.forced && x.token != x.draw.selected)

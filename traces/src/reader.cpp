@@ -126,6 +126,13 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
       if (s.input_ids != expect_in)
         throw TraceError(w + ": step " + std::to_string(k) + " input_ids " + ids_text(s.input_ids) + ", expected " +
                          (k == 0 ? "the header's prompt_ids " : "the previous step's token ") + ids_text(expect_in));
+      if (s.lens) {
+        const int n_layers = t.header.model.config.n_layers;
+        for (std::size_t i = 0; i < s.lens->size(); ++i)
+          if ((*s.lens)[i].layer > n_layers)
+            throw TraceError(w + ": step.lens[" + std::to_string(i) + "].layer: " + std::to_string((*s.lens)[i].layer) +
+                             " (expected 1.." + std::to_string(n_layers) + ", the model's layers)");
+      }
       t.steps.push_back(std::move(s));
       t.step_lines.push_back(line);
       last_step_line = line;

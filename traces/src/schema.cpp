@@ -401,6 +401,37 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
       s.attention->push_back(std::move(r));
     }
   }
+  if (j.contains("lens")) {
+    const json& points = c.array(j, "lens", "step");
+    s.lens.emplace();
+    s.lens->reserve(points.size());
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const std::string p = "step.lens[" + std::to_string(i) + "]";
+      if (!points[i].is_object()) c.fail(p + ": expected an object, got " + points[i].type_name());
+      TraceLens l;
+      l.layer = static_cast<int>(c.integer(points[i], "layer", p, 1, INT32_MAX));
+      if (const auto point = c.opt_string(points[i], "point", p)) {
+        if (*point != "attn" && *point != "block") c.fail(p + ".point: '" + *point + "' (expected attn or block)");
+        l.attn = *point == "attn";
+      }
+      l.entropy = c.number(points[i], "entropy", p, 0.0);
+      const json& tj = c.array(points[i], "top", p);
+      l.top.reserve(tj.size());
+      for (std::size_t k = 0; k < tj.size(); ++k) {
+        const std::string q = p + ".top[" + std::to_string(k) + "]";
+        if (!tj[k].is_object()) c.fail(q + ": expected an object, got " + tj[k].type_name());
+        TraceCandidate t;
+        t.id = c.id(c.field(tj[k], "id", q), q + ".id", vocab);
+        t.text = c.string(tj[k], "text", q);
+        t.logit = c.number(tj[k], "logit", q);
+        t.prob = c.prob(tj[k], "prob", q);
+        if (k > 0 && *t.logit > *l.top.back().logit)
+          c.fail(q + ".logit: " + tj[k]["logit"].dump() + " is above the previous candidate's (top is sorted by logit)");
+        l.top.push_back(std::move(t));
+      }
+      s.lens->push_back(std::move(l));
+    }
+  }
   s.ms = c.number(j, "ms", "step", 0.0);
   auto logits = j.find("logits");
   if (full) {
@@ -599,6 +630,15 @@ json to_json(const TraceStep& s, bool with_logits, bool decimal_logits) {
       rows.push_back({{"layer", r.layer}, {"head", r.head}, {"pos", r.pos}, {"first_pos", r.first_pos},
                       {"weights", float_list(r.weights)}});
     j["attention"] = std::move(rows);
+  }
+  if (s.lens) {
+    json points = json::array();
+    for (const auto& l : *s.lens) {
+      json o = {{"layer", l.layer}, {"entropy", l.entropy}, {"top", candidates_json(l.top)}};
+      if (l.attn) o["point"] = "attn";
+      points.push_back(std::move(o));
+    }
+    j["lens"] = std::move(points);
   }
   if (s.forced) j["forced"] = true;  // replay: token is the golden's, draw.selected the chain's own pick
   if (with_logits && !s.logits.empty()) {

@@ -105,6 +105,14 @@ TraceStep step_record(const StepEvent& e, const Tokenizer& tok) {
     r.attention.emplace();
     for (const auto& a : e.attention) r.attention->push_back({a.layer, a.head, a.pos, a.first_pos, floats(a.weights)});
   }
+  if (!e.lens.empty()) {
+    r.lens.emplace();
+    for (const auto& l : e.lens) {
+      TraceLens t{l.layer, l.attn, json_float(l.entropy), {}};
+      for (const auto& c : l.top) t.top.push_back({c.id, std::string(tok.decode(prev, c.id)), json_float(c.logit), json_float(c.prob)});
+      r.lens->push_back(std::move(t));
+    }
+  }
   r.ms = e.ms;
   r.logits = floats(e.logits);
   r.forced = e.forced;  // replay: token is the golden's, draw.selected the chain's own pick
@@ -367,11 +375,13 @@ struct StepLine {
 };
 
 namespace {
-// Calls f(prev, id) for each token a step line names with its text, in the line's order: each stage's
-// top entries, then the raw distribution's.
+// Calls f(prev, id) for each token a step line names with its text, in the line's order: each lens
+// point's top entries, each stage's, then the raw distribution's.
 template <class F>
 void named_tokens(const StepEvent& e, F&& f) {
   const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
+  for (const auto& l : e.lens)
+    for (const auto& t : l.top) f(prev, t.id);
   for (const auto& st : e.stages)
     for (const auto& t : st.top) f(prev, t.id);
   for (const auto& t : e.top) f(prev, t.id);
@@ -431,6 +441,28 @@ void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logi
     L.key("tokens"), L.integer(kv.tokens);
   }
   L.raw("}");
+  if (!e.lens.empty()) {
+    L.key("lens"), L.raw("[");
+    for (std::size_t i = 0; i < e.lens.size(); ++i) {
+      const auto& l = e.lens[i];
+      L.raw(i ? ",{" : "{");
+      L.key("entropy"), L.real(l.entropy);
+      L.key("layer"), L.integer(l.layer);
+      if (l.attn) L.key("point"), L.raw("\"attn\"");
+      L.key("top"), L.raw("[");
+      for (std::size_t j = 0; j < l.top.size(); ++j) {
+        const auto& t = l.top[j];
+        L.raw(j ? ",{" : "{");
+        L.key("id"), L.integer(t.id);
+        L.key("logit"), L.real(t.logit);
+        L.key("prob"), L.real(t.prob);
+        L.key("text"), L.string(text(prev, t.id));
+        L.raw("}");
+      }
+      L.raw("]}");
+    }
+    L.raw("]");
+  }
   if (!e.logits.empty()) {
     L.key("logits");
     if (logits == LogitsEncoding::Base64) L.reals_base64(e.logits);
@@ -508,6 +540,7 @@ struct StepCopy {
   std::vector<Params> stage_params;  // (stages) what each record's params point to
   KvState kv;
   std::vector<AttentionRow> attention;
+  std::vector<LensRecord> lens;
   std::string texts;                 // the texts of named_tokens(e), one after another ...
   std::vector<std::size_t> text_end; // ... each ending here
 
@@ -555,6 +588,8 @@ struct StepCopy {
     }
     attention.assign(from.attention.begin(), from.attention.end());
     e.attention = attention;
+    lens.assign(from.lens.begin(), from.lens.end());
+    e.lens = lens;
     texts.clear();
     text_end.clear();
     named_tokens(from, [&](std::int32_t prev, std::int32_t id) {
@@ -569,6 +604,7 @@ struct StepCopy {
                     top.size() * sizeof(TokenProb) + logits.size() * 4 + kv.block_table.size() * sizeof(int);
     for (const auto& r : stages) n += sizeof(r) + r.name.size() + r.top.size() * sizeof(TokenProb);
     for (const auto& a : attention) n += sizeof(a) + a.weights.size() * 4;
+    for (const auto& l : lens) n += sizeof(l) + l.top.size() * sizeof(TokenProb);
     return n;
   }
 

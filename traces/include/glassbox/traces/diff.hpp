@@ -32,6 +32,14 @@ struct StepDiff {
   std::string dstage_name;
   int stage_index = -1;         // the first sampler stage whose distribution is out of tolerance (-1: none)
   bool raw_within = true;       // the model's own distribution agrees (a difference, if any, is in a stage)
+  // The logit lens, where both traces have it: per point (after block l, or inside it after attention),
+  // max |Δlogprob| over the union of the two top lists; a point out of tolerance is a failure naming its layer.
+  struct LensPoint {
+    int layer = 0;
+    bool attn = false;
+    double dlogprob = 0;
+  };
+  std::vector<LensPoint> lens;
   std::vector<std::string> failures;  // why this step is out of tolerance (empty: within)
 };
 

@@ -128,6 +128,15 @@ struct TraceAttentionRow {
   bool operator==(const TraceAttentionRow&) const = default;
 };
 
+// The logit lens at one point of the residual stream (run --trace-lens): the output head applied there.
+struct TraceLens {
+  int layer = 0;                     // 1..n_layers
+  bool attn = false;                 // "point": "attn" — inside the block, after its attention; else after the block
+  double entropy = 0;
+  std::vector<TraceCandidate> top;   // sorted by logit, each with its logit
+  bool operator==(const TraceLens&) const = default;
+};
+
 enum class TracePhase { Prefill, Decode };
 
 struct TraceStep {
@@ -143,6 +152,7 @@ struct TraceStep {
   TraceKv kv;
   std::optional<std::int64_t> attention_dots;
   std::optional<std::vector<TraceAttentionRow>> attention;
+  std::optional<std::vector<TraceLens>> lens;  // only with --trace-lens
   double ms = 0;
   std::vector<double> logits;  // every logit (vocab_size of them) at trace level full; empty at basic
   // How the logits were written (as read; to_json writes them back the same way). Not part of what the
