@@ -132,22 +132,26 @@ void add_lens(CLI::App* trace) {
       if (shown < w) s += std::string(static_cast<std::size_t>(w - shown), ' ');
       return s;
     };
-    std::cout << pad("step", 6) << pad("token", *width + 3);
-    for (const auto& l : *first->lens) std::cout << pad("L" + std::to_string(l.layer) + (l.attn ? " attn" : ""), cell);
-    std::cout << "\n";
+    auto end_line = [](std::string line) {  // no trailing blanks
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      std::cout << line << "\n";
+    };
+    std::string line = pad("step", 6) + pad("token", *width + 3);
+    for (const auto& l : *first->lens) line += pad("L" + std::to_string(l.layer) + (l.attn ? " attn" : ""), cell);
+    end_line(line);
     for (const auto& s : t.steps) {
       if (!s.lens) continue;
-      std::cout << pad(std::to_string(s.step), 6) << pad(traces::show_text(s.token_text, static_cast<std::size_t>(*width)), *width + 3);
+      line = pad(std::to_string(s.step), 6) + pad(traces::show_text(s.token_text, static_cast<std::size_t>(*width)), *width + 3);
       for (const auto& l : *s.lens) {
         if (l.top.empty()) {
-          std::cout << pad("-", cell);
+          line += pad("-", cell);
           continue;
         }
         char prob[16];
         std::snprintf(prob, sizeof prob, " %.3f", l.top[0].prob);
-        std::cout << pad(traces::show_text(l.top[0].text, static_cast<std::size_t>(*width)) + prob, cell);
+        line += pad(traces::show_text(l.top[0].text, static_cast<std::size_t>(*width)) + prob, cell);
       }
-      std::cout << "\n";
+      end_line(line);
     }
     std::cout << "(each cell: the most likely next token if the model ended after that layer, and its probability;\n"
                  " the last column is the step's own distribution)\n";
