@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 build=${GLASSBOX_BUILD_DIR:-build}
 tools/install-deps.sh >&2
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >&2
-cmake --build "$build" -j"$(nproc)" >&2
+# Only what `run` needs (the binary, its modules, the toy model): the test suite is tools/test.sh's.
+cmake --build "$build" -j"$(nproc)" --target glassbox_runtime >&2
 prompt=${1:-The weather today is}
 shift || true
 echo "\$ $build/bin/glassbox run --prompt \"$prompt\" --show-probs --echo $*" >&2
