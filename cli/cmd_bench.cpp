@@ -10,6 +10,7 @@
 #include <ctime>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <memory>
 #include <thread>
 
@@ -23,6 +24,25 @@
 namespace glassbox::cli {
 
 namespace {
+
+// One measured test (pp/tg at a thread count): medians over the repeats. bench's JSON "results" entry.
+struct BenchRow {
+  std::string test;
+  int threads = 0, tokens = 0;
+  double tok_s = 0, tok_s_sd = 0, ms_per_token = 0, cpu_ms_per_token = 0;
+  std::optional<double> ttft_ms;            // prefill tests
+  std::optional<double> roofline_fraction;  // unless --no-roofline
+};
+
+nlohmann::json to_json(const BenchRow& e) {
+  nlohmann::json j = {{"test", e.test},         {"threads", e.threads},
+                      {"tokens", e.tokens},      {"tok_s", e.tok_s},
+                      {"tok_s_sd", e.tok_s_sd},  {"ms_per_token", e.ms_per_token},
+                      {"cpu_ms_per_token", e.cpu_ms_per_token}};
+  if (e.ttft_ms) j["ttft_ms"] = *e.ttft_ms;
+  if (e.roofline_fraction) j["roofline_fraction"] = *e.roofline_fraction;
+  return j;
+}
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -263,47 +283,51 @@ void add_bench_command(CLI::App& app) {
         flops[th] = fma_flops_per_s(th);
       }
 
+    // One typed row per test: the table, the CSV and the JSON are three views of the same rows.
     const std::string kset(kernels::kernel_set());
-    nlohmann::json j = {{"model", s->header.model_path},
-                        {"params", static_cast<double>(w.parameter_count())},
-                        {"weight_types", s->header.weight_types},
-                        {"kernels", kset},
-                        {"block", block},
-                        {"repeat", o->repeat},
-                        {"peak_rss_mib", rss},
-                        {"decode_bytes_per_token", matrix_bytes},
-                        {"prefill_flops_per_token", 2 * layer_params},
-                        {"results", nlohmann::json::array()}};
-    for (const auto& [th, bw] : bandwidth)
-      j["machine"][std::to_string(th)] = {{"triad_gb_s", bw / 1e9}, {"fma_gflop_s", flops[th] / 1e9}};
+    std::vector<BenchRow> rows;
     for (const auto& r : results) {
       const bool decode = r.test.rfind("tg", 0) == 0;
-      const double tps = median(r.tok_s);
-      nlohmann::json e = {{"test", r.test},       {"threads", r.threads},
-                          {"tokens", r.tokens},    {"tok_s", tps},
-                          {"tok_s_sd", stddev(r.tok_s)},
-                          {"ms_per_token", 1000 / tps},
-                          {"cpu_ms_per_token", median(r.cpu_ms_per_tok)}};
-      if (!r.ttft_ms.empty()) e["ttft_ms"] = median(r.ttft_ms);
+      BenchRow e;
+      e.test = r.test;
+      e.threads = r.threads;
+      e.tokens = r.tokens;
+      e.tok_s = median(r.tok_s);
+      e.tok_s_sd = stddev(r.tok_s);
+      e.ms_per_token = 1000 / e.tok_s;
+      e.cpu_ms_per_token = median(r.cpu_ms_per_tok);
+      if (!r.ttft_ms.empty()) e.ttft_ms = median(r.ttft_ms);
       if (bandwidth.count(r.threads)) {
         // Decode: bytes actually streamed per second against the triad; prefill: flops against the FMA peak.
-        e["roofline_fraction"] = decode ? tps * matrix_bytes / bandwidth[r.threads] : tps * 2 * layer_params / flops[r.threads];
+        e.roofline_fraction = decode ? e.tok_s * matrix_bytes / bandwidth[r.threads] : e.tok_s * 2 * layer_params / flops[r.threads];
       }
-      j["results"].push_back(e);
+      rows.push_back(std::move(e));
     }
 
     if (o->json) {
+      nlohmann::json j = {{"model", s->header.model_path},
+                          {"params", static_cast<double>(w.parameter_count())},
+                          {"weight_types", s->header.weight_types},
+                          {"kernels", kset},
+                          {"block", block},
+                          {"repeat", o->repeat},
+                          {"peak_rss_mib", rss},
+                          {"decode_bytes_per_token", matrix_bytes},
+                          {"prefill_flops_per_token", 2 * layer_params},
+                          {"results", nlohmann::json::array()}};
+      for (const auto& [th, bw] : bandwidth)
+        j["machine"][std::to_string(th)] = {{"triad_gb_s", bw / 1e9}, {"fma_gflop_s", flops[th] / 1e9}};
+      for (const auto& e : rows) j["results"].push_back(to_json(e));
       std::cout << j.dump(2) << "\n";
       return;
     }
+    auto opt_text = [](const std::optional<double>& v) { return v ? std::to_string(*v) : std::string(); };
     if (o->csv) {
       std::printf("model,kernels,test,threads,tokens,tok_s,tok_s_sd,ms_per_token,cpu_ms_per_token,ttft_ms,roofline_fraction,peak_rss_mib\n");
-      for (const auto& e : j["results"])
-        std::printf("%s,%s,%s,%d,%d,%.3f,%.3f,%.4f,%.4f,%s,%s,%.1f\n", s->header.model_path.c_str(), kset.c_str(),
-                    e["test"].get<std::string>().c_str(), e["threads"].get<int>(), e["tokens"].get<int>(), e["tok_s"].get<double>(),
-                    e["tok_s_sd"].get<double>(), e["ms_per_token"].get<double>(), e["cpu_ms_per_token"].get<double>(),
-                    e.contains("ttft_ms") ? std::to_string(e["ttft_ms"].get<double>()).c_str() : "",
-                    e.contains("roofline_fraction") ? std::to_string(e["roofline_fraction"].get<double>()).c_str() : "", rss);
+      for (const auto& e : rows)
+        std::printf("%s,%s,%s,%d,%d,%.3f,%.3f,%.4f,%.4f,%s,%s,%.1f\n", s->header.model_path.c_str(), kset.c_str(), e.test.c_str(),
+                    e.threads, e.tokens, e.tok_s, e.tok_s_sd, e.ms_per_token, e.cpu_ms_per_token, opt_text(e.ttft_ms).c_str(),
+                    opt_text(e.roofline_fraction).c_str(), rss);
       return;
     }
     std::printf("model     %s (dim %d, %d layers, vocab %d; %s)\n", s->header.model_path.c_str(), c.dim, c.n_layers, c.vocab_size,
@@ -314,15 +338,13 @@ void add_bench_command(CLI::App& app) {
       std::printf("machine   %d thread%s: triad %.1f GB/s, FMA peak %.1f GFLOP/s\n", th, th == 1 ? "" : "s", bw / 1e9, flops[th] / 1e9);
     std::printf("\n%-14s %7s %12s %9s %10s %10s %10s %9s\n", "test", "threads", "tok/s", "± sd", "ms/token", "cpu ms/tok", "ttft ms",
                 "roofline");
-    for (const auto& e : j["results"]) {
-      std::string roof = e.contains("roofline_fraction")
-                             ? std::to_string(static_cast<int>(std::lround(100 * e["roofline_fraction"].get<double>()))) + "%"
-                             : "-";
+    for (const auto& e : rows) {
+      const std::string roof =
+          e.roofline_fraction ? std::to_string(static_cast<int>(std::lround(100 * *e.roofline_fraction))) + "%" : "-";
       char ttft[32] = "-";
-      if (e.contains("ttft_ms")) std::snprintf(ttft, sizeof ttft, "%.1f", e["ttft_ms"].get<double>());
-      std::printf("%-14s %7d %12.1f %9.1f %10.3f %10.3f %10s %9s\n", e["test"].get<std::string>().c_str(), e["threads"].get<int>(),
-                  e["tok_s"].get<double>(), e["tok_s_sd"].get<double>(), e["ms_per_token"].get<double>(),
-                  e["cpu_ms_per_token"].get<double>(), ttft, roof.c_str());
+      if (e.ttft_ms) std::snprintf(ttft, sizeof ttft, "%.1f", *e.ttft_ms);
+      std::printf("%-14s %7d %12.1f %9.1f %10.3f %10.3f %10s %9s\n", e.test.c_str(), e.threads, e.tok_s, e.tok_s_sd, e.ms_per_token,
+                  e.cpu_ms_per_token, ttft, roof.c_str());
     }
     std::printf("\nroofline: decode = bytes streamed per second (%.1f MB of matrices per token) / triad bandwidth;\n"
                 "          prefill = flops per second (%.1f MFLOP per token) / FMA peak. ttft = the prefill's time.\n",
