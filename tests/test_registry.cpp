@@ -58,6 +58,26 @@ BOOST_AUTO_TEST_CASE(a_missing_plugin_folder_is_reported_not_fatal) {
   BOOST_TEST(contains(reg.rejections()[0].to_string(), "/nonexistent/plugins"));
 }
 
+// A symlink loop in a plugin folder is a rejection naming the file (it was an internal error, exit 3); the
+// run goes on with a warning. (An unreadable folder is a rejection too: "cannot read the plugin folder";
+// not testable as root, who reads every folder.)
+BOOST_AUTO_TEST_CASE(a_symlink_loop_in_a_plugin_folder_is_a_rejection) {
+  const fs::path dir = gbtest::temp_dir("plugin-loop");
+  fs::create_symlink(dir / "b.so", dir / "a.so");
+  fs::create_symlink(dir / "a.so", dir / "b.so");
+  glassbox::Registry reg;
+  reg.load_default({dir});
+  BOOST_TEST(reg.find(PluginKind::Sampler, "greedy") != nullptr, "built-ins still load");
+  BOOST_TEST_REQUIRE(reg.rejections().size() == 2u);
+  for (const auto& r : reg.rejections()) {
+    BOOST_TEST(contains(r.to_string(), "cannot resolve the module's path"), r.to_string());
+    BOOST_TEST(contains(r.to_string(), dir.string()), r.to_string());
+  }
+  const auto run = gbtest::run_cli({"run", "--prompt", "x", "--max-tokens", "1", "--plugin-path", dir.string()});
+  BOOST_TEST(run.rc == 0, run.err);
+  BOOST_TEST(contains(run.err, "module rejected: " + (dir / "a.so").string()), run.err);
+}
+
 BOOST_AUTO_TEST_CASE(glassbox_plugin_path_is_searched) {
   ::setenv("GLASSBOX_PLUGIN_PATH", (kTestPlugins / "throwing").c_str(), 1);
   glassbox::Registry reg;

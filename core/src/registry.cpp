@@ -305,8 +305,13 @@ void Registry::load_directory(const fs::path& dir) {
     return;
   }
   std::vector<fs::path> files;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".so") files.push_back(e.path());
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec))
+    if (it->path().extension() == ".so") files.push_back(it->path());
+  if (ec) {  // an unreadable folder is said, not skipped in silence
+    impl_->rejections.push_back({dir, "cannot read the plugin folder: " + ec.message()});
+    return;
+  }
   std::sort(files.begin(), files.end());  // a fixed load order: duplicate resolution is reproducible
   for (const auto& f : files) load_module(f);
 }
@@ -316,7 +321,9 @@ bool Registry::load_module(const fs::path& file) {
     impl_->rejections.push_back({file, why});
     return false;
   };
-  const fs::path canon = fs::weakly_canonical(file);
+  std::error_code canon_ec;
+  const fs::path canon = fs::weakly_canonical(file, canon_ec);  // a symlink loop is a rejection, not a throw
+  if (canon_ec) return reject("cannot resolve the module's path: " + canon_ec.message());
   for (const auto& m : impl_->modules)
     if (m.path == canon) return true;  // already loaded (same file reached twice)
 
