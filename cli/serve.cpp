@@ -585,9 +585,8 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
   ready_or_503();
   auto r = std::make_shared<GenRequest>(parse(read_body(req), api));
   std::vector<std::string> warnings;
-  std::shared_ptr<Pipeline> p;
   try {
-    p = build_pipeline(model_, r->spec, warnings);
+    check_run_spec(*model_->registry, r->spec, warnings);  // names and parameters, before waiting for a slot
   } catch (const Error& e) {
     throw HttpError(400, e.what());
   }
@@ -598,6 +597,13 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
                     "unavailable_error");
   }
   auto guard = std::make_shared<SlotGuard>(slots_, slot);
+  // The pipeline (activations, KV store) only once a slot is ours: a queue of waiting requests holds no memory.
+  std::shared_ptr<Pipeline> p;
+  try {
+    p = build_pipeline(model_, r->spec, warnings);
+  } catch (const Error& e) {
+    throw HttpError(400, e.what());
+  }
   ++metrics_.requests;
   const auto [trace_id, trace_path] = traces_.make();
   const std::string trace_url = "/traces/" + trace_id;
@@ -682,7 +688,8 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
                     {"predicted_n", sum.generated}, {"predicted_ms", predicted_ms},
                     {"predicted_per_token_ms", sum.generated ? predicted_ms / sum.generated : 0.0},
                     {"predicted_per_second", predicted_ms > 0 ? 1000.0 * sum.generated / predicted_ms : 0.0}};
-    Json gb = {{"trace_url", trace_url}, {"seed", p->seed}, {"sampler", r->chain}, {"stop_reason", sum.stop_reason}};
+    Json gb = {{"trace_url", trace_url}, {"seed", p->seed}, {"sampler", r->chain}, {"stop_reason", sum.stop_reason},
+              {"decode_tok_s", sum.decode_tok_s}};
     const std::string finish = sum.stop_reason == "stop_token" || sum.stop_reason == "stop_text" ? "stop" : "length";
     Json usage = {{"completion_tokens", sum.generated}, {"prompt_tokens", prompt_n}, {"total_tokens", prompt_n + sum.generated}};
     (void)trace_id;

@@ -3,7 +3,10 @@
 #define BOOST_TEST_MODULE serve
 #include <boost/test/unit_test.hpp>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -13,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <future>
+#include <map>
 #include <thread>
 
 #include <httplib.h>
@@ -307,7 +311,8 @@ BOOST_AUTO_TEST_CASE(sixteen_concurrent_seeded_requests_equal_glassbox_run) {
 
 BOOST_AUTO_TEST_CASE(queue_bound_disconnect_and_sigterm) {
   // One slot, one place in the queue, 40 ms per streamed token: a long request holds the slot for seconds.
-  ServerProcess s({"--parallel", "1", "--queue", "1", "--pace", "40"});
+  const fs::path traces = gbtest::temp_dir("serve-traces");
+  ServerProcess s({"--parallel", "1", "--queue", "1", "--pace", "40", "--trace-dir", traces.string()});
   std::atomic<int> chunks{0};
   std::atomic<bool> hang_up{false};
   auto a = std::async(std::launch::async, [&] {
@@ -355,6 +360,18 @@ BOOST_AUTO_TEST_CASE(queue_bound_disconnect_and_sigterm) {
   BOOST_TEST(s.stop() == 0, s.stderr_text());
   d.get();
   BOOST_TEST(s.stderr_text().find("stopped by SIGTERM") != std::string::npos, s.stderr_text());
+  // Four requests, four traces: B's and the 503-free ones complete, A's ends where the client hung up,
+  // D's where SIGTERM came.
+  std::map<std::string, int> ends;
+  for (const auto& f : fs::directory_iterator(traces)) {
+    const auto lines = gbtest::read_jsonl(f.path());
+    BOOST_TEST_REQUIRE(!lines.empty());
+    ends[lines.back()["type"].get<std::string>()]++;
+  }
+  BOOST_TEST(ends["summary"] == 1);
+  BOOST_TEST(ends["error"] == 1);
+  BOOST_TEST(ends["interrupted"] == 1);
+  fs::remove_all(traces);
 }
 
 BOOST_AUTO_TEST_CASE(hostile_requests_get_their_status_and_a_json_error) {
@@ -424,6 +441,70 @@ BOOST_AUTO_TEST_CASE(hostile_requests_get_their_status_and_a_json_error) {
   BOOST_TEST_REQUIRE(static_cast<bool>(nt));
   BOOST_TEST(nt->status == 404);
   check_healthy(c);
+}
+
+// A client that sends a streamed request and never reads: once the server's writes stall for --write
+// timeout (5 s) it gives the request up, the slot frees, and the next request is answered.
+BOOST_AUTO_TEST_CASE(a_client_that_never_reads_is_cancelled) {
+  ServerProcess s({"--parallel", "1", "--max-probs", "500"});
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  BOOST_TEST_REQUIRE(fd >= 0);
+  int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(s.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_TEST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  // ~30 kB per streamed token (500 alternatives each), 400 tokens: far more than the socket buffers hold.
+  const std::string body = json{{"prompt", "Once upon a time"}, {"n_predict", 400}, {"stream", true}, {"n_probs", 500}, {"ignore_eos", true}}.dump();
+  const std::string head = "POST /completion HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n";
+  BOOST_TEST_REQUIRE(::send(fd, (head + body).data(), head.size() + body.size(), 0) == static_cast<ssize_t>(head.size() + body.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto c = s.client();
+  check_healthy(c);
+  const auto t0 = std::chrono::steady_clock::now();
+  const json next = post(c, "/completion", {{"prompt", "One day"}, {"n_predict", 3}});
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(waited < 30.0);
+  auto m = c.Get("/metrics");
+  BOOST_TEST_REQUIRE(static_cast<bool>(m));
+  BOOST_TEST(m->body.find("glassbox:requests_cancelled_total 1") != std::string::npos, m->body);
+  ::close(fd);
+  check_healthy(c);
+}
+
+// The official `openai` npm package (installed by tools/test.sh into GLASSBOX_NPM_DIR; never downloaded here).
+struct NeedsOpenAiPackage {
+  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+    const char* env = std::getenv("GLASSBOX_NPM_DIR");
+    const fs::path dir = fs::path(env && *env ? env : GLASSBOX_NPM_DIR) / "node_modules";
+    boost::test_tools::assertion_result r(std::system("node --version >/dev/null 2>&1") == 0 && fs::exists(dir / "openai" / "package.json"));
+    if (!r) r.message() << "node or the openai npm package (" << dir.string() << "/openai) is absent: tools/test.sh installs it";
+    return r;
+  }
+};
+
+BOOST_AUTO_TEST_CASE(the_official_openai_client_completes_and_streams_a_chat, *boost::unit_test::precondition(NeedsOpenAiPackage{})) {
+  ServerProcess s({"--api-key", "sesame"});
+  const char* env = std::getenv("GLASSBOX_NPM_DIR");
+  const fs::path modules = fs::path(env && *env ? env : GLASSBOX_NPM_DIR) / "node_modules";
+  const fs::path dir = gbtest::temp_dir("serve-openai");
+  const std::string cmd = "GLASSBOX_URL=http://127.0.0.1:" + std::to_string(s.port()) + " timeout 60 node " +
+                          gbtest::quote((fs::path(GLASSBOX_SOURCE_DIR) / "tests/data/serve/openai_client.cjs").string()) + " " +
+                          gbtest::quote(modules.string()) + " >" + gbtest::quote((dir / "out").string()) + " 2>" + gbtest::quote((dir / "err").string());
+  BOOST_TEST_REQUIRE(std::system(cmd.c_str()) == 0, gbtest::read_file(dir / "err"));
+  const json j = json::parse(gbtest::read_file(dir / "out"));
+  BOOST_TEST(j["model"] == "stories260K.bin");
+  BOOST_TEST(j["streamed"] == j["chat"]);
+  BOOST_TEST(j["chunks"].get<int>() >= 12);
+  BOOST_TEST(j["finish"] == "length");
+  BOOST_TEST(j["trace_url"].get<std::string>().rfind("/traces/", 0) == 0);
+  const auto cli = run_cli(run_args({"--sampler", "greedy", "-n", "12", "--prompt", "Once upon a time"}));
+  BOOST_TEST_REQUIRE(cli.rc == 0, cli.err);
+  BOOST_TEST(j["completion"].get<std::string>() == cli.out);
+  fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(the_curl_examples_in_docs_serve_md_run) {
