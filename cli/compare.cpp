@@ -428,7 +428,7 @@ std::unique_ptr<Worker> make_worker(const Experiment& e) {
   Session& s = *w->session;
   for (const auto& st : e.strategies) {
     std::vector<std::string> warnings;  // reported once, by validate()
-    auto stages = build_sampler_stages(s.registry, parse_plugin_chain(st.chain, "sampler"), warnings);
+    auto stages = build_sampler_stages(*s.registry, parse_plugin_chain(st.chain, "sampler"), warnings);
     w->chains.push_back(std::make_unique<SamplerChain>(std::move(stages), s.header.config.vocab_size, 0));
     w->engines.push_back(std::make_unique<Engine>(*s.model, *s.tokenizer, *s.attention, *w->chains.back()));
     RunHeader h = s.header;

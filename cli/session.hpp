@@ -12,6 +12,7 @@
 #include "glassbox/engine.hpp"
 #include "glassbox/model.hpp"
 #include "glassbox/registry.hpp"
+#include "glassbox/run_spec.hpp"
 #include "glassbox/sampling.hpp"
 #include "glassbox/trace_events.hpp"
 #include "glassbox/traces/writer.hpp"
@@ -35,18 +36,13 @@ class RunOptionsBinder : public RunOptionTableBinder {
 // Where the embedded default model and tokenizer live (next to the binary, or compiled-in path).
 std::optional<std::pair<std::filesystem::path, std::filesystem::path>> default_model();
 
-// Everything one run needs, built and cross-checked (tokenizer vs model vocabulary).
-struct Session {
-  Registry registry;
-  std::unique_ptr<ModelSource> source;     // the mapped model file
-  Config config;                           // the run's: the model's, with seq_len = the run's context
-  std::unique_ptr<Transformer> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  std::unique_ptr<KvStore> attention;
-  std::unique_ptr<SamplerChain> sampler;
-  RunHeader header;  // model, plugins, seed: ready for Engine::generate
-  std::uint64_t seed = 0;
-};
+// Everything one run needs, built and cross-checked (tokenizer vs model vocabulary): core's Pipeline
+// (glassbox/run_spec.hpp), over a model loaded for this run alone.
+using Session = Pipeline;
+
+// The model part and the run part of the options, as core's specs (model path and tokenizer as given).
+ModelSpec model_spec(const RunOptions& opt);
+RunSpec run_spec(const RunOptions& opt);
 
 // Every plugin name and parameter the options name, checked before any model is read (the tokenizer's
 // only when it is named): returns the sampler stages, adds chain warnings to `warnings`.
@@ -54,7 +50,8 @@ std::vector<std::unique_ptr<Sampler>> check_plugins(const Registry& registry, co
                                                     std::vector<std::string>& warnings);
 
 // Loads the registry (reporting rejected modules as warnings on stderr), then the model,
-// tokenizer, attention and sampler chain. Throws glassbox errors with one-line messages.
+// tokenizer, attention and sampler chain (core's load_model and build_pipeline, with the embedded default
+// model when none is named). Throws glassbox errors with one-line messages.
 std::unique_ptr<Session> open_session(const RunOptions& opt);
 
 void warn(const std::string& message);
@@ -64,8 +61,5 @@ void warn(const std::string& message);
 // lines, whose formatting costs less than a wake-up. Measured on stories260K (bench/trace_cost.py), the
 // batched thread beat formatting on the decode thread with one decoding thread and with two.
 traces::WriterThread trace_writer_thread(TraceLevel level, bool attention = false);
-
-// Throws ConfigError when a stage names a token id outside the vocabulary (logit-bias).
-void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vocab_size);
 
 }  // namespace glassbox::cli

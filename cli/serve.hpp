@@ -1,0 +1,36 @@
+// `glassbox serve`: llama.cpp's and OpenAI's HTTP APIs over one loaded model (cpp-httplib), with a
+// glassbox.trace/1 trace per request. docs/serve.md describes the endpoints and fields.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace glassbox::cli {
+
+struct ServeOptions {
+  std::string model;
+  std::string tokenizer;          // a tokenizer file (llama2.c checkpoints); empty: the model's own
+  std::string host = "127.0.0.1";
+  int port = 8080;                // 0: any free port (the one bound is printed)
+  int threads = 0;                // matrix-product threads (0: one per physical core)
+  int parallel = 1;               // requests decoding at once, each with its own KV store
+  int queue = 16;                 // requests waiting for a slot before 503
+  std::string api_key;            // non-empty: every endpoint but /health and / needs Authorization: Bearer KEY
+  std::string trace_dir;          // where traces are kept (empty: a private temporary folder, newest trace_keep kept)
+  int trace_keep = 256;
+  int context = 0;                // positions per request (0: the model's, capped at 4096)
+  int max_predict = 4096;         // n_predict / max_tokens above this: 400
+  int max_probs = 100;            // n_probs / top_logprobs above this: 400
+  std::size_t max_body = 1 << 20; // request bodies above this: 413
+  double pace_ms = 0;             // pause before each streamed token (class-room demonstrations)
+  std::string alias;              // the model's name in responses (default: the file's name)
+  std::vector<std::filesystem::path> plugin_path;
+};
+
+// Binds, loads the model (GET /health says 503 meanwhile), serves until SIGINT/SIGTERM, then cancels the
+// requests in flight (their traces end in an interrupted line) and returns. Throws glassbox errors for
+// options and a model that cannot be used.
+void run_server(const ServeOptions& opt);
+
+}  // namespace glassbox::cli

@@ -1,0 +1,167 @@
+// Run assembly: a model loaded once (tokenizer chosen from its metadata, digest on its own thread), and
+// pipelines over it (the run's context, attention module, sampler chain, seed and trace header).
+#include "glassbox/run_spec.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <random>
+
+#include "glassbox/error.hpp"
+#include "glassbox/kernels.hpp"
+#include "glassbox/model/mapped_file.hpp"
+#include "glassbox/rng.hpp"
+
+namespace glassbox {
+
+std::shared_ptr<const Registry> load_registry(const std::vector<std::filesystem::path>& extra, std::vector<std::string>& warnings) {
+  auto reg = std::make_shared<Registry>();
+  reg->load_default(extra);
+  for (const auto& r : reg->rejections()) warnings.push_back("module rejected: " + r.to_string());
+  return reg;
+}
+
+std::string tokenizer_for(const Metadata& meta, const std::string& model_path) {
+  const auto family = meta.get_string("tokenizer.ggml.model");
+  if (!family || *family == "llama") return "llama2c";
+  if (*family == "gpt2") return "bpe";
+  throw ConfigError(model_path + ": tokenizer.ggml.model = '" + *family + "' is not supported (supported: llama, gpt2)");
+}
+
+std::shared_ptr<const LoadedModel> load_model(std::shared_ptr<const Registry> registry, const ModelSpec& spec) {
+  auto m = std::make_shared<LoadedModel>();
+  m->registry = registry;
+  m->path = spec.model;
+  m->defer_model_hash = spec.defer_model_hash;
+  PluginSpec tok_spec = spec.tokenizer;
+  if (!tok_spec.name.empty()) registry->resolve(PluginKind::Tokenizer, tok_spec);
+
+  // The digest is computed on another thread, from the model's own mapping, while this one checks
+  // every weight: the hash trails the check over pages already faulted in, and no page is read or
+  // counted in the resident set twice. The thread shares the mapping, so a model that fails its
+  // check is not unmapped under it (the DigestThread tells it to stop when this function throws).
+  auto mapped = std::make_shared<const MappedFile>(spec.model);
+  if (spec.model_hash) m->digest_thread = std::make_shared<DigestThread>(mapped);
+  m->source = ModelSource::open(std::move(mapped));
+  const Metadata& meta = m->source->metadata();
+  if (tok_spec.name.empty()) {
+    tok_spec.name = tokenizer_for(meta, spec.model.string());
+    registry->resolve(PluginKind::Tokenizer, tok_spec);
+  }
+  const bool no_vocabulary = tok_spec.params.empty() && !m->source->gguf();
+  if (no_vocabulary && spec.need_vocabulary)
+    throw ConfigError("--model " + spec.model.string() + " is a llama2.c checkpoint, which holds no vocabulary: name its tokenizer file with --tokenizer");
+  m->config = m->source->config();
+  m->config.gelu = spec.gelu;
+  for (const auto& [k, v] : tok_spec.params)
+    if (k == "path" || k.empty()) m->tokenizer_path = v;
+  if (!no_vocabulary) m->tokenizer = registry->make_tokenizer(tok_spec, meta);
+  if (m->tokenizer && m->tokenizer->vocab_size() != m->config.vocab_size)
+    throw ConfigError("tokenizer " + (m->tokenizer_path.empty() ? spec.model.string() : m->tokenizer_path) + " has " +
+                      std::to_string(m->tokenizer->vocab_size()) + " tokens but model " + spec.model.string() +
+                      " has a vocabulary of " + std::to_string(m->config.vocab_size) + ": they do not belong together");
+  if (m->digest_thread) m->digest = m->digest_thread->digest();
+  return m;
+}
+
+std::vector<std::unique_ptr<Sampler>> check_run_spec(const Registry& registry, const RunSpec& spec, std::vector<std::string>& warnings) {
+  registry.resolve(PluginKind::Attention, spec.attention);
+  return build_sampler_stages(registry, spec.sampler.empty() ? std::vector<PluginSpec>{{"default", {}}} : spec.sampler, warnings);
+}
+
+void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vocab_size) {
+  // logit-bias names token ids; one the model does not have would silently do nothing.
+  for (const auto& st : stages) {
+    if (st->name() != "logit-bias" || !st->params().has("bias")) continue;
+    const std::string& text = st->params().get_string("bias");
+    std::size_t at = 0;
+    while (at <= text.size()) {
+      const std::size_t semi = std::min(text.find(';', at), text.size());
+      const std::string item = text.substr(at, semi - at);
+      at = semi + 1;
+      const auto b = item.find_first_not_of(" \t");
+      if (b == std::string::npos) continue;
+      long long id = -1;
+      std::from_chars(item.data() + b, item.data() + item.size(), id);
+      if (id >= vocab_size)
+        throw ConfigError("sampler 'logit-bias': token id " + std::to_string(id) + " is outside the model's vocabulary of " +
+                          std::to_string(vocab_size) + " tokens");
+    }
+  }
+}
+
+std::unique_ptr<Pipeline> build_pipeline(std::shared_ptr<const LoadedModel> loaded, const RunSpec& spec,
+                                         std::vector<std::string>& warnings) {
+  auto stages = check_run_spec(*loaded->registry, spec, warnings);
+  auto p = std::make_unique<Pipeline>();
+  p->loaded = loaded;
+  p->registry = loaded->registry;
+  p->source = loaded->source.get();
+  p->tokenizer = loaded->tokenizer.get();
+  p->config = loaded->config;
+  Config& cfg = p->config;
+  // The run's context: what was asked, or the model's capped at 4096 (a 128k-context model would
+  // otherwise reserve gigabytes of KV cache up front). The model's own Config stays as the file says.
+  if (spec.context > 0) {
+    if (spec.context > cfg.seq_len)
+      throw ConfigError("--context " + std::to_string(spec.context) + " exceeds the model's context length " + std::to_string(cfg.seq_len));
+    cfg.seq_len = spec.context;
+  } else if (cfg.seq_len > kDefaultContextCap) {
+    warnings.push_back("using a context of " + std::to_string(kDefaultContextCap) + " positions of the model's " +
+                       std::to_string(cfg.seq_len) + " (set --context to change)");
+    cfg.seq_len = kDefaultContextCap;
+  }
+  // Prefill streams every weight matrix once per block, so a block must be long enough that reading
+  // the weights again costs little beside its multiply-adds: float32 weights cost 4 bytes per
+  // multiply-add per block, so it needs about 4·FMA peak / (2·bandwidth) ≈ 30 positions per block
+  // to break even here (175 GFLOP/s, 12 GB/s) and ten times that to make the re-reads a few
+  // percent. Measured on 110M, 256-token prompt: blocks of 64 3.42, 128 3.15, 256 3.08 CPU ms per
+  // token. The activations of 256 positions are 9 MB for 110M (capped at the context length).
+  constexpr int kPrefillBlock = 256;
+  p->model = std::make_unique<Transformer>(p->config, loaded->source->weights(), kPrefillBlock);
+  // Test-only (docs/golden-traces.md): a wrong RoPE base, the perturbation the golden suite must catch.
+  // The trace header keeps the checkpoint's rope_theta, as a silent bug would.
+  if (const char* theta = std::getenv("GLASSBOX_TEST_ROPE_THETA"); theta && *theta) {
+    char* end = nullptr;
+    const float v = std::strtof(theta, &end);
+    if (*end || !(v > 0)) throw ConfigError(std::string("GLASSBOX_TEST_ROPE_THETA = '") + theta + "' (expected a number > 0)");
+    p->model->set_rope_theta(v);
+    warnings.push_back(std::string("test-only GLASSBOX_TEST_ROPE_THETA: RoPE base set to ") + theta + " (results are deliberately wrong)");
+  }
+  p->attention = loaded->registry->make_attention(spec.attention, cfg.attention_shape());
+  p->seed = spec.seed ? *spec.seed : std::random_device{}();
+  if (spec.ignore_eos) {
+    // As llama.cpp's --ignore-eos: every end-of-generation id gets a -inf bias before any other stage
+    // runs, so the chain never picks one; the stage is in the trace like any other.
+    if (!p->tokenizer) throw ConfigError("--ignore-eos: this run has no vocabulary to name its end-of-generation tokens");
+    std::string bias;
+    for (auto id : p->tokenizer->eog_ids()) bias += (bias.empty() ? "" : ";") + std::to_string(id) + "=-inf";
+    if (!bias.empty()) stages.insert(stages.begin(), loaded->registry->make_sampler(PluginSpec{"logit-bias", {{"bias", bias}}}));
+  }
+  check_token_ids(stages, cfg.vocab_size);
+  p->sampler = std::make_unique<SamplerChain>(std::move(stages), cfg.vocab_size, p->seed);
+
+  RunHeader& h = p->header;
+  h.model_path = loaded->path.string();
+  if (loaded->digest) {
+    // Deferred only where a core is left free for it: on a core the matrix products use, hashing
+    // would slow the run by as much as it saves at the start (measured, 15M on 2 threads: a basic
+    // trace cost 13% of decode throughput with the digest deferred, 4% without).
+    if (loaded->defer_model_hash && kernels::threads() < kernels::cores()) h.model_sha256_pending = [f = *loaded->digest] { return f.get(); };
+    else h.model_sha256 = loaded->digest->get();
+  }
+  h.config = cfg;
+  h.weight_types = loaded->source->weights().type_summary();
+  h.tokenizer_path = loaded->tokenizer_path;
+  // Every plugin describes itself (name + resolved parameters) the same way.
+  if (p->tokenizer) h.plugins.push_back({"tokenizer", p->tokenizer->name(), p->tokenizer->params()});
+  h.plugins.push_back({"attention", p->attention->name(), p->attention->params()});
+  for (const auto& st : p->sampler->stages()) h.plugins.push_back({"sampler", st->name(), st->params()});
+  h.seed = p->seed;
+  h.rng = Rng::kName;
+  h.kernels = std::string(kernels::kernel_set());
+  h.threads = kernels::threads();
+  return p;
+}
+
+}  // namespace glassbox

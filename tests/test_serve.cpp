@@ -1,0 +1,565 @@
+// `glassbox serve` end to end: the binary on an ephemeral loopback port, spoken to with cpp-httplib's client;
+// its answers checked against `glassbox run` (content, logprobs, traces), under load, and against hostile requests.
+#define BOOST_TEST_MODULE serve
+#include <boost/test/unit_test.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <map>
+#include <thread>
+
+#include <httplib.h>
+
+#include "browser.hpp"
+#include "support.hpp"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using gbtest::run_cli;
+
+namespace {
+
+// A `glassbox serve` process on a port of its choosing; stopped (SIGTERM) by the destructor.
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::vector<std::string> extra) {
+    dir_ = gbtest::temp_dir("serve");
+    std::vector<std::string> args = {GLASSBOX_BIN, "serve"};
+    for (auto& a : gbtest::stories_args()) args.push_back(a);
+    for (auto& a : {"--port", "0", "--threads", "1"}) args.push_back(a);
+    for (auto& a : extra) args.push_back(a);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, (dir_ / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int rc = posix_spawn(&pid_, GLASSBOX_BIN, &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    BOOST_TEST_REQUIRE(rc == 0);
+    // "glassbox serve: listening on http://127.0.0.1:PORT", then "ready" once the model is loaded.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < until) {
+      const std::string err = stderr_text();
+      if (auto at = err.find("listening on http://127.0.0.1:"); at != std::string::npos && port_ == 0)
+        port_ = std::stoi(err.substr(at + 30));
+      if (err.find("ready:") != std::string::npos) break;
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        BOOST_FAIL("glassbox serve exited: " << err);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    BOOST_TEST_REQUIRE(port_ > 0, "no port announced: " << stderr_text());
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      wait_exit();
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60);
+    return c;
+  }
+  std::string stderr_text() const { return gbtest::read_file(dir_ / "err"); }
+  // SIGTERM, then the exit status (-1 if it had not exited within 20 s).
+  int stop() {
+    kill(pid_, SIGTERM);
+    return wait_exit();
+  }
+  int port() const { return port_; }
+
+ private:
+  int wait_exit() {
+    for (int i = 0; i < 2000; ++i) {
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    return -1;
+  }
+  fs::path dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+json post(httplib::Client& c, const std::string& path, const json& body, int expect = 200) {
+  auto r = c.Post(path, body.dump(), "application/json");
+  BOOST_TEST_REQUIRE(static_cast<bool>(r), path << ": no response (" << httplib::to_string(r.error()) << ")");
+  BOOST_TEST(r->status == expect, path << " " << body.dump().substr(0, 200) << ": status " << r->status << ": " << r->body);
+  return json::parse(r->body);
+}
+
+// The `data: ` events of an SSE body, in order ("[DONE]" kept as a string).
+std::vector<json> sse_events(const std::string& body) {
+  std::vector<json> out;
+  std::size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const auto end = body.find("\n\n", at);
+    const std::string d = body.substr(at + 6, end - at - 6);
+    out.push_back(d == "[DONE]" ? json("[DONE]") : json::parse(d));
+    at = end;
+  }
+  return out;
+}
+
+std::vector<std::string> run_args(std::vector<std::string> more) {
+  std::vector<std::string> a = {"run"};
+  for (auto& x : gbtest::stories_args()) a.push_back(x);
+  a.push_back("--threads");
+  a.push_back("1");
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+// A trace with what legitimately differs between two runs of the same computation removed: timings,
+// and the file-system paths of the model (the same file either way).
+json comparable(json line) {
+  for (const char* k : {"ms", "ttft_ms", "prefill_tok_s", "decode_tok_s", "wall_ms", "created", "time"}) line.erase(k);
+  if (line.contains("summary")) {
+    for (const char* k : {"ttft_ms", "prefill_tok_s", "decode_tok_s"}) line["summary"].erase(k);
+  }
+  return line;
+}
+
+void check_healthy(httplib::Client& c) {
+  auto h = c.Get("/health");
+  BOOST_TEST_REQUIRE(static_cast<bool>(h));
+  BOOST_TEST(h->status == 200);
+  BOOST_TEST(h->body == R"({"status":"ok"})");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(serve, *boost::unit_test::precondition(gbtest::NeedsShared{}))
+
+BOOST_AUTO_TEST_CASE(greedy_content_logprobs_and_trace_equal_glassbox_run) {
+  ServerProcess s({});
+  auto c = s.client();
+  check_healthy(c);
+  const std::string prompt = "Once upon a time";
+  const json j = post(c, "/completion", {{"prompt", prompt}, {"n_predict", 24}, {"temperature", 0}, {"n_probs", 5}});
+  const auto cli = run_cli(run_args({"--sampler", "greedy", "-n", "24", "--prompt", prompt}));
+  BOOST_TEST_REQUIRE(cli.rc == 0, cli.err);
+  BOOST_TEST(j["content"].get<std::string>() == cli.out);
+  BOOST_TEST(j["stop_type"] == "limit");
+  BOOST_TEST(j["tokens_predicted"] == 24);
+  BOOST_TEST(j["glassbox"]["sampler"] == "greedy");
+
+  // n_probs equal run --json's top_logprobs, id by id, logprob by logprob.
+  const auto js = run_cli(run_args({"--sampler", "greedy", "-n", "24", "--prompt", prompt, "--json", "--top-logprobs", "5"}));
+  BOOST_TEST_REQUIRE(js.rc == 0, js.err);
+  std::vector<json> lines;
+  std::istringstream in(js.out);
+  for (std::string l; std::getline(in, l);)
+    if (auto x = json::parse(l); x["type"] == "token" && !x.value("stop", false)) lines.push_back(x);
+  const auto& entries = j["completion_probabilities"];
+  BOOST_TEST_REQUIRE(entries.size() == lines.size());
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    BOOST_TEST(entries[i]["id"] == lines[i]["id"]);
+    BOOST_TEST(entries[i]["bytes"] == lines[i]["bytes"]);
+    BOOST_TEST(std::abs(entries[i]["logprob"].get<double>() - lines[i]["logprob"].get<double>()) < 1e-6);
+    BOOST_TEST_REQUIRE(entries[i]["top_logprobs"].size() == 5u);
+    for (std::size_t k = 0; k < 5; ++k) {
+      BOOST_TEST(entries[i]["top_logprobs"][k]["id"] == lines[i]["top_logprobs"][k]["id"]);
+      BOOST_TEST(std::abs(entries[i]["top_logprobs"][k]["logprob"].get<double>() - lines[i]["top_logprobs"][k]["logprob"].get<double>()) < 1e-6);
+    }
+  }
+
+  // The same request's trace equals run --trace's, timings apart.
+  const fs::path dir = gbtest::temp_dir("serve-trace");
+  const auto traced = run_cli(run_args({"--sampler", "greedy", "-n", "24", "--prompt", prompt, "--seed", "7", "--trace", (dir / "t.jsonl").string()}));
+  BOOST_TEST_REQUIRE(traced.rc == 0, traced.err);
+  const json k = post(c, "/completion", {{"prompt", prompt}, {"n_predict", 24}, {"sampler", "greedy"}, {"seed", 7}});
+  auto t = c.Get(k["glassbox"]["trace_url"].get<std::string>());
+  BOOST_TEST_REQUIRE(static_cast<bool>(t));
+  BOOST_TEST_REQUIRE(t->status == 200);
+  gbtest::write_file(dir / "served.jsonl", t->body);
+  const auto a = gbtest::read_jsonl(dir / "t.jsonl"), b = gbtest::read_jsonl(dir / "served.jsonl");
+  BOOST_TEST_REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(comparable(a[i]) == comparable(b[i]), "line " << i << "\n" << a[i].dump().substr(0, 600) << "\n" << b[i].dump().substr(0, 600));
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(streams_join_to_the_whole_and_openai_shapes) {
+  ServerProcess s({});
+  auto c = s.client();
+  const json body = {{"prompt", "The little bird"}, {"n_predict", 20}, {"temperature", 0.8}, {"seed", 42}, {"n_probs", 3}};
+  const json whole = post(c, "/completion", body);
+  json sb = body;
+  sb["stream"] = true;
+  auto r = c.Post("/completion", sb.dump(), "application/json");
+  BOOST_TEST_REQUIRE(static_cast<bool>(r));
+  BOOST_TEST(r->get_header_value("Content-Type").find("text/event-stream") == 0);
+  const auto events = sse_events(r->body);
+  BOOST_TEST_REQUIRE(events.size() >= 2u);
+  std::string joined;
+  for (std::size_t i = 0; i + 1 < events.size(); ++i) {
+    joined += events[i]["content"].get<std::string>();
+    BOOST_TEST(events[i]["stop"] == false);
+    BOOST_TEST(events[i]["completion_probabilities"].size() == 1u);
+  }
+  BOOST_TEST(joined == whole["content"].get<std::string>());
+  BOOST_TEST(events.back()["stop"] == true);
+  BOOST_TEST(events.back()["glassbox"]["seed"] == 42);
+  BOOST_TEST(events.back()["glassbox"]["trace_url"].get<std::string>().rfind("/traces/", 0) == 0);
+
+  // OpenAI: /v1/completions, streamed, ends with [DONE]; joined text equals the non-streamed one.
+  const json oa = {{"prompt", "The little bird"}, {"max_tokens", 12}, {"temperature", 0}, {"logprobs", 2}};
+  const json one = post(c, "/v1/completions", oa);
+  BOOST_TEST(one["object"] == "text_completion");
+  BOOST_TEST(one["choices"][0]["logprobs"]["content"].size() == 12u);
+  BOOST_TEST(one["usage"]["completion_tokens"] == 12);
+  json os = oa;
+  os["stream"] = true;
+  auto rs = c.Post("/v1/completions", os.dump(), "application/json");
+  BOOST_TEST_REQUIRE(static_cast<bool>(rs));
+  const auto ev = sse_events(rs->body);
+  BOOST_TEST_REQUIRE(ev.size() >= 3u);
+  BOOST_TEST(ev.back() == json("[DONE]"));
+  std::string text;
+  for (std::size_t i = 0; i + 2 < ev.size(); ++i) text += ev[i]["choices"][0]["text"].get<std::string>();
+  BOOST_TEST(text == one["choices"][0]["text"].get<std::string>());
+  BOOST_TEST(ev[ev.size() - 2]["choices"][0]["finish_reason"] == "length");
+
+  // Chat: the model's template (stories260K has none: "User: …\nAssistant:"), streamed with [DONE].
+  const json chat = {{"messages", {{{"role", "user"}, {"content", "Tell me a story about a cat."}}}}, {"max_tokens", 10},
+                     {"temperature", 0}, {"logprobs", true}, {"top_logprobs", 2}};
+  const json cj = post(c, "/v1/chat/completions", chat);
+  BOOST_TEST(cj["object"] == "chat.completion");
+  BOOST_TEST(cj["choices"][0]["message"]["role"] == "assistant");
+  json cs = chat;
+  cs["stream"] = true;
+  auto rc = c.Post("/v1/chat/completions", cs.dump(), "application/json");
+  BOOST_TEST_REQUIRE(static_cast<bool>(rc));
+  const auto cev = sse_events(rc->body);
+  BOOST_TEST_REQUIRE(cev.size() >= 3u);
+  BOOST_TEST(cev.back() == json("[DONE]"));
+  std::string reply;
+  for (std::size_t i = 0; i + 2 < cev.size(); ++i) reply += cev[i]["choices"][0]["delta"]["content"].get<std::string>();
+  BOOST_TEST(reply == cj["choices"][0]["message"]["content"].get<std::string>());
+
+  // Tokenizer endpoints, as llama.cpp's server answers them (captures in ../shared).
+  const auto cap = [](const std::string& stem) {
+    return json::parse(gbtest::read_file(gbtest::shared("golden/engines/llamacpp-server/" + stem + ".response.json")));
+  };
+  const auto req = [](const std::string& stem) {
+    return json::parse(gbtest::read_file(gbtest::shared("golden/engines/llamacpp-server/" + stem + ".request.json")))["request_body"];
+  };
+  for (const std::string stem : {"tokenize-P1-pieces", "tokenize-nonascii-pieces", "tokenize-P1-plain"})
+    BOOST_TEST(post(c, "/tokenize", req(stem)) == cap(stem), stem);
+  for (const std::string stem : {"detokenize-P1-bos", "detokenize-greedy-P1", "detokenize-nonascii"})
+    BOOST_TEST(post(c, "/detokenize", req(stem)) == cap(stem), stem);
+  auto m = c.Get("/v1/models");
+  BOOST_TEST_REQUIRE(static_cast<bool>(m));
+  BOOST_TEST(json::parse(m->body)["data"][0]["id"] == "stories260K.bin");
+  auto met = c.Get("/metrics");
+  BOOST_TEST_REQUIRE(static_cast<bool>(met));
+  BOOST_TEST(met->body.find("glassbox:tokens_predicted_total") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(sixteen_concurrent_seeded_requests_equal_glassbox_run) {
+  ServerProcess s({"--parallel", "4"});
+  const std::vector<std::string> prompts = {"Once upon a time", "The little bird", "Lily wanted to", "One day"};
+  std::vector<std::future<std::string>> got;
+  for (int i = 0; i < 16; ++i)
+    got.push_back(std::async(std::launch::async, [&, i] {
+      auto c = s.client();
+      const json body = {{"prompt", prompts[i % 4]}, {"n_predict", 40}, {"seed", 1000 + i}, {"stream", i % 2 == 1}};
+      auto r = c.Post("/completion", body.dump(), "application/json");
+      if (!r || r->status != 200) return std::string("<failed>");
+      if (i % 2 == 0) return json::parse(r->body)["content"].get<std::string>();
+      std::string text;
+      for (const auto& e : sse_events(r->body)) text += e["content"].get<std::string>();
+      return text;
+    }));
+  for (int i = 0; i < 16; ++i) {
+    const std::string served = got[i].get();
+    // The server's default fields are glassbox's default chain (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8).
+    const auto cli = run_cli(run_args({"-n", "40", "--seed", std::to_string(1000 + i), "--prompt", prompts[i % 4]}));
+    BOOST_TEST_REQUIRE(cli.rc == 0, cli.err);
+    BOOST_TEST(served == cli.out, "request " << i);
+  }
+  auto c = s.client();
+  check_healthy(c);
+}
+
+BOOST_AUTO_TEST_CASE(queue_bound_disconnect_and_sigterm) {
+  // One slot, one place in the queue, 40 ms per streamed token: a long request holds the slot for seconds.
+  const fs::path traces = gbtest::temp_dir("serve-traces");
+  ServerProcess s({"--parallel", "1", "--queue", "1", "--pace", "40", "--trace-dir", traces.string()});
+  std::atomic<int> chunks{0};
+  std::atomic<bool> hang_up{false};
+  auto a = std::async(std::launch::async, [&] {
+    auto c = s.client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/completion";
+    req.body = json{{"prompt", "Once upon a time"}, {"n_predict", 300}, {"stream", true}, {"ignore_eos", true}}.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      ++chunks;
+      return !hang_up.load();  // false: the client closes the connection mid-stream
+    };
+    return c.send(req);
+  });
+  while (chunks < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // B waits in the queue; C finds the queue full.
+  auto b = std::async(std::launch::async, [&] {
+    auto c = s.client();
+    return c.Post("/completion", json{{"prompt", "One day"}, {"n_predict", 3}}.dump(), "application/json");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  {
+    auto c = s.client();
+    const json busy = post(c, "/completion", {{"prompt", "Hi"}, {"n_predict", 3}}, 503);
+    BOOST_TEST(busy["error"]["type"] == "unavailable_error");
+    check_healthy(c);
+  }
+  // A hangs up: its slot frees and B proceeds long before A's 300 paced tokens (12 s) would have ended.
+  const auto t0 = std::chrono::steady_clock::now();
+  hang_up = true;
+  auto rb = b.get();
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST_REQUIRE(static_cast<bool>(rb));
+  BOOST_TEST(rb->status == 200);
+  BOOST_TEST(waited < 5.0);
+  a.get();
+
+  // SIGTERM with a request in flight: exit 0, and that request's trace ends in an interrupted line.
+  auto d = std::async(std::launch::async, [&] {
+    auto c = s.client();
+    return c.Post("/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 300}, {"ignore_eos", true}}.dump(), "application/json");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  BOOST_TEST(s.stop() == 0, s.stderr_text());
+  d.get();
+  BOOST_TEST(s.stderr_text().find("stopped by SIGTERM") != std::string::npos, s.stderr_text());
+  // Four requests, four traces: B's and the 503-free ones complete, A's ends where the client hung up,
+  // D's where SIGTERM came.
+  std::map<std::string, int> ends;
+  for (const auto& f : fs::directory_iterator(traces)) {
+    const auto lines = gbtest::read_jsonl(f.path());
+    BOOST_TEST_REQUIRE(!lines.empty());
+    ends[lines.back()["type"].get<std::string>()]++;
+  }
+  BOOST_TEST(ends["summary"] == 1);
+  BOOST_TEST(ends["error"] == 1);
+  BOOST_TEST(ends["interrupted"] == 1);
+  fs::remove_all(traces);
+}
+
+BOOST_AUTO_TEST_CASE(hostile_requests_get_their_status_and_a_json_error) {
+  ServerProcess s({"--api-key", "sesame", "--context", "64"});
+  httplib::Client c("127.0.0.1", s.port());
+  c.set_read_timeout(30);
+  const httplib::Headers key = {{"Authorization", "Bearer sesame"}};
+  struct Case {
+    std::string what, body;
+    int status;
+    std::string in_message;
+  };
+  const std::string big_prompt(2000, 'a');
+  const std::vector<Case> cases = {
+      {"malformed JSON", R"({"prompt": "Once)", 400, "not valid JSON"},
+      {"not an object", R"([1,2])", 400, "JSON object"},
+      {"wrong type", R"({"prompt": 5})", 400, "'prompt': expected a string"},
+      {"n_predict 10^9", R"({"prompt": "a", "n_predict": 1000000000})", 400, "'n_predict'"},
+      {"negative top_k", R"({"prompt": "a", "top_k": -1})", 400, "'top_k'"},
+      {"unknown sampler", R"({"prompt": "a", "sampler": "top-k:40,warp-drive"})", 400, "warp-drive"},
+      {"unknown samplers entry", R"({"prompt": "a", "samplers": ["top_k", "warp"]})", 400, "warp"},
+      {"prompt over the context", json{{"prompt", big_prompt}}.dump(), 400, "context of 64"},
+      {"seed out of range", R"({"prompt": "a", "seed": -5})", 400, "'seed'"},
+      {"seed not an integer", R"({"prompt": "a", "seed": 1.5})", 400, "'seed'"},
+      {"bad trace level", R"({"prompt": "a", "trace": "everything"})", 400, "'trace'"},
+      {"deep nesting", std::string(100000, '[') + std::string(100000, ']'), 400, "nest"},
+  };
+  for (const auto& k : cases) {
+    auto r = c.Post("/completion", key, k.body, "application/json");
+    BOOST_TEST_REQUIRE(static_cast<bool>(r), k.what);
+    BOOST_TEST(r->status == k.status, k.what << ": " << r->status << " " << r->body);
+    const json e = json::parse(r->body, nullptr, false);
+    BOOST_TEST(e.contains("error"), k.what << ": " << r->body);
+    if (e.contains("error")) {
+      BOOST_TEST(e["error"]["code"] == k.status, k.what);
+      BOOST_TEST(e["error"]["message"].get<std::string>().find(k.in_message) != std::string::npos, k.what << ": " << r->body);
+      BOOST_TEST(e["error"]["type"] == "invalid_request_error", k.what);
+    }
+    check_healthy(c);
+  }
+  // Missing and wrong API keys.
+  for (const httplib::Headers& h : {httplib::Headers{}, httplib::Headers{{"Authorization", "Bearer nope"}}}) {
+    auto r = c.Post("/completion", h, R"({"prompt": "a"})", "application/json");
+    BOOST_TEST_REQUIRE(static_cast<bool>(r));
+    BOOST_TEST(r->status == 401);
+    BOOST_TEST(json::parse(r->body)["error"]["type"] == "authentication_error");
+    check_healthy(c);
+  }
+  // A 10 MB body: 413 before it is read.
+  {
+    auto r = c.Post("/completion", key, std::string(10 << 20, ' '), "application/json");
+    BOOST_TEST_REQUIRE(static_cast<bool>(r), httplib::to_string(r.error()));
+    BOOST_TEST(r->status == 413);
+    BOOST_TEST(json::parse(r->body)["error"]["code"] == 413);
+    check_healthy(c);
+  }
+  // Unknown endpoint, and a trace that is not there.
+  auto nf = c.Get("/nowhere", key);
+  BOOST_TEST_REQUIRE(static_cast<bool>(nf));
+  BOOST_TEST(nf->status == 404);
+  BOOST_TEST(json::parse(nf->body)["error"]["code"] == 404);
+  auto nt = c.Get("/traces/no-such-trace", key);
+  BOOST_TEST_REQUIRE(static_cast<bool>(nt));
+  BOOST_TEST(nt->status == 404);
+  check_healthy(c);
+}
+
+// A client that sends a streamed request and never reads: once the server's writes stall for --write
+// timeout (5 s) it gives the request up, the slot frees, and the next request is answered.
+BOOST_AUTO_TEST_CASE(a_client_that_never_reads_is_cancelled) {
+  ServerProcess s({"--parallel", "1", "--max-probs", "500"});
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  BOOST_TEST_REQUIRE(fd >= 0);
+  int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(s.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_TEST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  // ~30 kB per streamed token (500 alternatives each), 400 tokens: far more than the socket buffers hold.
+  const std::string body = json{{"prompt", "Once upon a time"}, {"n_predict", 400}, {"stream", true}, {"n_probs", 500}, {"ignore_eos", true}}.dump();
+  const std::string head = "POST /completion HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+                           std::to_string(body.size()) + "\r\n\r\n";
+  BOOST_TEST_REQUIRE(::send(fd, (head + body).data(), head.size() + body.size(), 0) == static_cast<ssize_t>(head.size() + body.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  auto c = s.client();
+  check_healthy(c);
+  const auto t0 = std::chrono::steady_clock::now();
+  const json next = post(c, "/completion", {{"prompt", "One day"}, {"n_predict", 3}});
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(waited < 30.0);
+  auto m = c.Get("/metrics");
+  BOOST_TEST_REQUIRE(static_cast<bool>(m));
+  BOOST_TEST(m->body.find("glassbox:requests_cancelled_total 1") != std::string::npos, m->body);
+  ::close(fd);
+  check_healthy(c);
+}
+
+// The official `openai` npm package (installed by tools/test.sh into GLASSBOX_NPM_DIR; never downloaded here).
+struct NeedsOpenAiPackage {
+  boost::test_tools::assertion_result operator()(boost::unit_test::test_unit_id) const {
+    const char* env = std::getenv("GLASSBOX_NPM_DIR");
+    const fs::path dir = fs::path(env && *env ? env : GLASSBOX_NPM_DIR) / "node_modules";
+    boost::test_tools::assertion_result r(std::system("node --version >/dev/null 2>&1") == 0 && fs::exists(dir / "openai" / "package.json"));
+    if (!r) r.message() << "node or the openai npm package (" << dir.string() << "/openai) is absent: tools/test.sh installs it";
+    return r;
+  }
+};
+
+BOOST_AUTO_TEST_CASE(the_official_openai_client_completes_and_streams_a_chat, *boost::unit_test::precondition(NeedsOpenAiPackage{})) {
+  ServerProcess s({"--api-key", "sesame"});
+  const char* env = std::getenv("GLASSBOX_NPM_DIR");
+  const fs::path modules = fs::path(env && *env ? env : GLASSBOX_NPM_DIR) / "node_modules";
+  const fs::path dir = gbtest::temp_dir("serve-openai");
+  const std::string cmd = "GLASSBOX_URL=http://127.0.0.1:" + std::to_string(s.port()) + " timeout 60 node " +
+                          gbtest::quote((fs::path(GLASSBOX_SOURCE_DIR) / "tests/data/serve/openai_client.cjs").string()) + " " +
+                          gbtest::quote(modules.string()) + " >" + gbtest::quote((dir / "out").string()) + " 2>" + gbtest::quote((dir / "err").string());
+  BOOST_TEST_REQUIRE(std::system(cmd.c_str()) == 0, gbtest::read_file(dir / "err"));
+  const json j = json::parse(gbtest::read_file(dir / "out"));
+  BOOST_TEST(j["model"] == "stories260K.bin");
+  BOOST_TEST(j["streamed"] == j["chat"]);
+  BOOST_TEST(j["chunks"].get<int>() >= 12);
+  BOOST_TEST(j["finish"] == "length");
+  BOOST_TEST(j["trace_url"].get<std::string>().rfind("/traces/", 0) == 0);
+  const auto cli = run_cli(run_args({"--sampler", "greedy", "-n", "12", "--prompt", "Once upon a time"}));
+  BOOST_TEST_REQUIRE(cli.rc == 0, cli.err);
+  BOOST_TEST(j["completion"].get<std::string>() == cli.out);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(the_curl_examples_in_docs_serve_md_run) {
+  ServerProcess s({});
+  const std::string doc = gbtest::read_file(fs::path(GLASSBOX_SOURCE_DIR) / "docs/serve.md");
+  const auto begin = doc.find("<!-- serve-test: begin -->"), end = doc.find("<!-- serve-test: end -->");
+  BOOST_TEST_REQUIRE((begin != std::string::npos && end != std::string::npos));
+  const std::string part = doc.substr(begin, end - begin);
+  int blocks = 0;
+  for (std::size_t at = 0; (at = part.find("```sh\n", at)) != std::string::npos;) {
+    const auto stop = part.find("```\n", at + 6);
+    const std::string script = part.substr(at + 6, stop - at - 6);
+    at = stop + 4;
+    ++blocks;
+    const fs::path dir = gbtest::temp_dir("serve-doc");
+    gbtest::write_file(dir / "block.sh", "set -e -o pipefail\n" + script);
+    const std::string cmd = "URL=http://127.0.0.1:" + std::to_string(s.port()) + " timeout 60 bash " + gbtest::quote((dir / "block.sh").string()) +
+                            " >" + gbtest::quote((dir / "out").string()) + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    BOOST_TEST(rc == 0, "docs/serve.md block " << blocks << " failed:\n" << script << "\n" << gbtest::read_file(dir / "out"));
+    BOOST_TEST(!gbtest::read_file(dir / "out").empty(), script);
+    fs::remove_all(dir);
+  }
+  BOOST_TEST(blocks >= 5);
+}
+
+// The class-room page in headless Chromium: a prompt given, tokens and their bars appear, no console errors.
+BOOST_AUTO_TEST_CASE(classroom_page_streams_tokens_with_bars, *boost::unit_test::precondition(gbtest::NeedsChromium{})) {
+  ServerProcess s({});
+  const fs::path dir = gbtest::temp_dir("serve-page");
+  const std::string url = "http://127.0.0.1:" + std::to_string(s.port()) + "/?prompt=Once%20upon%20a%20time&n=12&temperature=0&go=1";
+  const std::string cmd = "timeout 90 " + gbtest::quote(gbtest::chromium()) +
+                          " --headless --no-sandbox --disable-gpu --no-first-run --disable-background-networking"
+                          " --disable-component-update --disable-sync --disable-extensions --enable-logging=stderr --v=0"
+                          " --user-data-dir=" + gbtest::quote((dir / "profile").string()) +
+                          " --virtual-time-budget=15000 --dump-dom " + gbtest::quote(url) + " >" + gbtest::quote((dir / "dom").string()) +
+                          " 2>" + gbtest::quote((dir / "err").string()) + " </dev/null";
+  BOOST_TEST_REQUIRE(std::system(cmd.c_str()) == 0, gbtest::read_file(dir / "err"));
+  const std::string dom = gbtest::read_file(dir / "dom");
+  auto count = [&](const std::string& what) {
+    int n = 0;
+    for (std::size_t at = 0; (at = dom.find(what, at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  BOOST_TEST(count("class=\"tok") == 12, dom.substr(0, 3000));
+  BOOST_TEST(count("class=\"bar") >= 2, dom.substr(0, 3000));
+  BOOST_TEST(dom.find("id=\"viewer-link\"") != std::string::npos);
+  // The greedy text the page shows is `glassbox run`'s.
+  const auto cli = run_cli(run_args({"--sampler", "greedy", "-n", "12", "--prompt", "Once upon a time"}));
+  BOOST_TEST_REQUIRE(cli.rc == 0, cli.err);
+  std::string text;  // the page's text, tags removed: each token is a span of its own
+  for (std::size_t i = 0, depth = 0; i < dom.size(); ++i) {
+    if (dom[i] == '<') ++depth;
+    else if (dom[i] == '>') --depth;
+    else if (depth == 0) text += dom[i];
+  }
+  BOOST_TEST(text.find(cli.out) != std::string::npos, cli.out);
+  for (const auto& line : gbtest::console_lines(gbtest::read_file(dir / "err"))) BOOST_TEST(line.empty(), "console: " << line);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
