@@ -239,6 +239,7 @@ std::string dialect_of(const json& j) {
   if (j.contains("token") && j["token"].is_object()) return "tgi";
   if (j.contains("details") && j["details"].is_object() && j["details"].contains("tokens")) return "tgi";
   if (j.contains("generated_text")) return "";  // TGI's last event without details
+  if (j.contains("stop") && j.contains("content")) return "";  // llama.cpp /completion's last stream event
   if (auto ch = j.find("choices"); ch != j.end() && ch->is_array()) {
     if (ch->empty()) return "";
     const json& c = (*ch)[0];
@@ -868,15 +869,18 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
       a.id = resolve(r.tok);
     } else if (auto id = resolve(r.tok)) {
       a.id = id;
-    } else {
-      std::string b = r.tok.bytes ? *r.tok.bytes : r.tok.text.value_or("");
-      // llama.cpp's merged entry: held-back bytes, then the token's own piece. The longest suffix that
-      // is one token, with only non-ASCII bytes before it, when those are shown as bytes (not U+FFFD).
-      for (std::size_t cut = 1; cut < b.size() && !a.id; ++cut) {
-        const std::string head = b.substr(0, cut), tail = b.substr(cut);
-        if (std::any_of(head.begin(), head.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) break;
-        if (auto id = vocab.by_bytes(tail)) a.id = id, a.prefix = head;
-      }
+    } else if (run.dialect.rfind("llamacpp", 0) == 0) {
+      const std::string b = r.tok.bytes ? *r.tok.bytes : r.tok.text.value_or("");
+      // llama.cpp's merged entry: held-back bytes that left the text inside a UTF-8 character, then the
+      // token's own piece: the longest suffix that is one token after such a head. Not where the text
+      // shows U+FFFD instead of the bytes (the old shape's `content`): those bytes are not known.
+      if (b.find("\xEF\xBF\xBD") == std::string::npos || r.tok.bytes)
+        for (std::size_t cut = 1; cut < b.size() && !a.id; ++cut) {
+          const std::string head = b.substr(0, cut), tail = b.substr(cut);
+          if (std::any_of(head.begin(), head.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) break;
+          if (!ends_incomplete(head)) continue;
+          if (auto id = vocab.by_bytes(tail)) a.id = id, a.prefix = head;
+        }
     }
     if (r.tok.id && r.tok.bytes && a.id) {
       const std::string& own = vocab.bytes(*a.id);
@@ -904,7 +908,7 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
       }
       acc.clear();
       if (e < al.size()) {
-        if (al[e].id && *al[e].id != tokens[i])
+        if (p.entries[e].tok.id && al[e].id && *al[e].id != tokens[i])
           throw InputError(al[e].where + ": the entry is token " + std::to_string(*al[e].id) + " but the response's tokens[" + std::to_string(i) +
                            "] is " + std::to_string(tokens[i]) + " (cannot align the entries with the generated ids)");
         entry_of.push_back(static_cast<int>(e++));

@@ -247,6 +247,13 @@ void import_engine(const std::string& file, const std::string& from, int index, 
     }
     st.draw.selected = x.token;
     st.draw.prob = st.prob;
+    if (run.dialect == "llamacpp-kld" && !st.top.empty() && st.top[0].id != x.token) {
+      // llama-perplexity scores a given text: each step's token is the text's (teacher-forced, as a replay's),
+      // and the engine's own pick would have been its argmax.
+      st.draw.selected = st.top[0].id;
+      st.draw.prob = st.top[0].prob;
+      st.forced = true;
+    }
     st.kv.tokens = st.pos + 1;
     out.write(traces::dump(traces::to_json(st)) + "\n");
     if (tok.is_eog(x.token) || x.token == tok.eos_id() || x.token == tok.bos_id()) {

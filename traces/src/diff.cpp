@@ -242,6 +242,14 @@ Known known_post(const TraceStep& s, bool imported) {
     if (!k.lp.count(s.token) && s.prob > 0) k.lp[s.token] = std::log(s.prob);
     return k;
   }
+  if (!s.draw.u) {
+    // An argmax chain (greedy): after it only the pick is left, with probability 1 (what llama.cpp reports
+    // for temperature 0: the argmax 1.0, the other survivors 0).
+    k.lp[s.draw.selected] = 0;
+    k.listed.push_back(s.draw.selected);
+    k.complete = true;
+    return k;
+  }
   if (s.stages.empty()) return known_raw(s, false);
   const TraceStage& st = s.stages.back();
   for (const auto& t : st.top) k.lp[t.id] = t.prob > 0 ? std::log(t.prob) : -HUGE_VAL, k.listed.push_back(t.id);
@@ -356,7 +364,7 @@ const std::vector<std::pair<std::string, DiffOptions>>& profiles() {
       {"q4_k", p(5.0, 0.1, 5e-2, false)},
       {"q5_k", p(5.0, 0.1, 5e-2, false)},
       {"q6_k", p(5.0, 0.1, 5e-2, false)},
-      {"llamacpp-server", p(7e-4, 1e-4, 1e-5, true)},
+      {"llamacpp-server", p(0.01, 1e-4, 1e-5, true)},
       {"openai", p(1.0, 0.1, 1e-1, false)},
   };
   return all;
