@@ -127,6 +127,7 @@ struct RawEntry {
   std::vector<RawCandidate> top;
   bool has_top = false;
   std::string where;
+  std::optional<long> predicted;  // llama.cpp's running tokens_predicted on a stream event (counts held-back tokens)
 };
 
 struct Parsed {
@@ -482,7 +483,10 @@ void read_sse(const std::string& text, const std::string& file, const std::strin
     if (out.dialect.empty()) out.dialect = d;
     else if (d != out.dialect)
       throw InputError(w + ": an event in dialect " + d + " in a stream of " + out.dialect + " events (mixed dialects)");
+    const std::size_t before = out.entries.size();
     entries_of(j, d, w, out);
+    if (out.entries.size() == before + 1 && j.is_object() && j.contains("tokens_predicted") && j["tokens_predicted"].is_number_integer())
+      out.entries.back().predicted = j["tokens_predicted"].get<long>();
     last_line = l.number;
   }
   if (!finished && !done)
@@ -920,7 +924,8 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
     const int held = static_cast<int>(std::count(entry_of.begin(), entry_of.end(), -1));
     if (held) run.notes.push_back(std::to_string(held) + " of " + std::to_string(tokens.size()) + " steps have no reported distribution (held back for incomplete UTF-8, or trimmed by a stop word)");
   } else {
-    int rebuilt = 0;
+    int rebuilt = 0, zero_byte = 0;
+    long predicted = 0;
     for (std::size_t e = 0; e < al.size(); ++e) {
       if (!al[e].id) {
         const RawToken& t = p.entries[e].tok;
@@ -929,16 +934,34 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
       }
       // Held-back bytes given with the entry: their byte-fallback tokens (a zero-byte token such as a BOS
       // between them cannot be seen and is lost).
-      for (unsigned char c : al[e].prefix) {
+      // llama.cpp's stream counts every token (tokens_predicted): more than the bytes account for means
+      // zero-byte tokens among the held-back ones. A token generated while the text is complete is
+      // emitted at once, so they follow the first held-back byte; of the tokens without bytes only a
+      // control token can be one (EOS would have ended the run), taken as BOS and said so.
+      long hidden = 0;
+      if (p.entries[e].predicted) {
+        hidden = *p.entries[e].predicted - predicted - static_cast<long>(al[e].prefix.size()) - 1;
+        predicted = *p.entries[e].predicted;
+        if (hidden < 0) hidden = 0;
+      }
+      for (std::size_t i = 0; i < al[e].prefix.size(); ++i) {
+        const unsigned char c = static_cast<unsigned char>(al[e].prefix[i]);
         const std::int32_t b = vocab.byte_token(c);
         if (b < 0) throw InputError(al[e].where + ": held-back byte " + std::to_string(c) + " has no byte-fallback token in this vocabulary");
         tokens.push_back(b);
         entry_of.push_back(-1);
         ++rebuilt;
+        for (; i == 0 && hidden > 0 && tok.bos_id() >= 0; --hidden, ++zero_byte) {
+          tokens.push_back(tok.bos_id());
+          entry_of.push_back(-1);
+        }
       }
       tokens.push_back(*al[e].id);
       entry_of.push_back(static_cast<int>(e));
     }
+    if (zero_byte)
+      run.notes.push_back(std::to_string(zero_byte) + " held-back token(s) without bytes (tokens_predicted counts them, the bytes do not): taken as BOS, "
+                          "after the first held-back byte");
     if (rebuilt)
       run.notes.push_back(std::to_string(rebuilt) + " held-back tokens rebuilt from the entries' bytes as byte tokens (the stream does not list them; a token without bytes between them would be missed)");
   }

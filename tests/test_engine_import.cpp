@@ -57,7 +57,14 @@ const std::vector<Capture>& captures() {
       // post-sampling: greedy (after llama.cpp's default truncation the argmax keeps 1.0) and sampled chains
       {"llamacpp-server/completion-g-n5-json-post.response.json", "stories260K-f32.gguf", "", "greedy", "llamacpp-post", "f32"},
       {"llamacpp-server/completion-g-n10-sse-post.response.sse", "stories260K-f32.gguf", "", "greedy", "llamacpp-post", "f32"},
+      {"llamacpp-server/completion-g-n10-json-post.response.json", "stories260K-f32.gguf", "", "greedy", "llamacpp-post", "f32"},
+      {"llamacpp-server/completion-g-n5-sse-post.response.sse", "stories260K-f32.gguf", "", "greedy", "llamacpp-post", "f32"},
+      {"llamacpp-server/completion-g-n5-json-post-logitbias.response.json", "stories260K-f32.gguf", "", "logit-bias:383=-inf,greedy", "llamacpp-post", "f32"},
       {"llamacpp-server/completion-s-n5-json-raw.response.json", "stories260K-f32.gguf", "", kDefault, "llamacpp-completion", "f32", true},
+      {"llamacpp-server/completion-s-n10-json-raw.response.json", "stories260K-f32.gguf", "", kDefault, "llamacpp-completion", "f32", true},
+      {"llamacpp-server/completion-s-n5-sse-raw.response.sse", "stories260K-f32.gguf", "", kDefault, "llamacpp-completion", "f32", true},
+      {"llamacpp-server/completion-s-n5-json-post.response.json", "stories260K-f32.gguf", "", kDefault, "llamacpp-post", "f32", true},
+      {"llamacpp-server/completion-s-n10-sse-post.response.sse", "stories260K-f32.gguf", "", kDefault, "llamacpp-post", "f32", true},
       {"llamacpp-server/completion-s-n10-sse-raw.response.sse", "stories260K-f32.gguf", "", kDefault, "llamacpp-completion", "f32", true},
       {"llamacpp-server/completion-s-n10-json-post.response.json", "stories260K-f32.gguf", "", kDefault, "llamacpp-post", "f32", true},
       {"llamacpp-server/completion-s-n5-sse-post.response.sse", "stories260K-f32.gguf", "", kDefault, "llamacpp-post", "f32", true},
@@ -77,6 +84,7 @@ const std::vector<Capture>& captures() {
       // synth128: held-back incomplete UTF-8 (24 tokens, 19 entries), a generated BOS ends glassbox's run
       {"llamacpp-server/synth128-completion-g-n5-json-raw-return_tokens.response.json", "synth128-f32.gguf", "", "greedy", "llamacpp-completion", "f32", false, true},
       {"llamacpp-server/synth128-completion-g-n5-json-post-return_tokens.response.json", "synth128-f32.gguf", "", "greedy", "llamacpp-post", "f32", false, true},
+      {"llamacpp-server/synth128-completion-g-n5-sse-raw-return_tokens.response.sse", "synth128-f32.gguf", "", "greedy", "llamacpp-completion", "f32", false, true},
       {"llamacpp-server/synth128-completion-s-n10-json-raw-return_tokens.response.json", "synth128-f32.gguf", "", "temperature:1", "llamacpp-completion", "f32", true, true},
       // constructed dialects
       {"constructed/old-llamacpp-completion-g-n5.json", "stories260K-f32.gguf", "Once upon a time", "greedy", "llamacpp-old", "f32"},
@@ -96,11 +104,6 @@ const std::vector<Capture>& captures() {
       {"llamacpp-kld/stories260K-f32-c128.kld", "stories260K-f32.gguf", "", "greedy", "llamacpp-kld", "f32", true},
   };
   return all;
-}
-
-std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
 }
 
 // Imports `c` (the dialect detected), runs glassbox the same way, returns the diff under `profile`.
@@ -187,6 +190,38 @@ BOOST_AUTO_TEST_CASE(held_back_tokens_align) {
   BOOST_TEST(t[3]["token"]["id"] == 352);
   BOOST_TEST(t[3]["unlisted"].get<double>() < 1.0);
   BOOST_TEST(t.back()["stop_token"] == 1);
+}
+
+// TGI's stream (no capture here): built from TGI's documented event shape with llama.cpp's numbers,
+// token{id, text, logprob, special} + top_tokens per event, generated_text and details on the last one.
+BOOST_AUTO_TEST_CASE(tgi_stream_imports_and_diffs_clean) {
+  const fs::path dir = gbtest::temp_dir("engine-tgi");
+  const json src = json::parse(gbtest::read_file(engines("llamacpp-server/completion-g-n5-json-raw.response.json")));
+  std::string sse;
+  int i = 0;
+  for (const auto& e : src["completion_probabilities"]) {
+    json tops = json::array();
+    for (const auto& t : e["top_logprobs"]) tops.push_back({{"id", t["id"]}, {"text", t["token"]}, {"logprob", t["logprob"]}, {"special", false}});
+    const json ev = {{"index", i++}, {"token", {{"id", e["id"]}, {"text", e["token"]}, {"logprob", e["logprob"]}, {"special", false}}},
+                     {"top_tokens", tops}, {"generated_text", nullptr}, {"details", nullptr}};
+    sse += "data:" + ev.dump() + "\n\n";
+  }
+  sse += "data:" + json({{"index", i}, {"token", {{"id", 2}, {"text", ""}, {"logprob", -20.0}, {"special", true}}}, {"top_tokens", json::array()},
+                         {"generated_text", src["content"]}, {"details", {{"finish_reason", "length"}, {"generated_tokens", i}, {"seed", nullptr}}}})
+                        .dump() +
+         "\n\n";
+  // The last event above carries a token too (TGI's final event has one); drop it: 16 tokens were asked for.
+  sse = sse.substr(0, sse.rfind("data:")) + "data:" +
+        json({{"generated_text", src["content"]}, {"details", {{"finish_reason", "length"}, {"generated_tokens", i}, {"seed", nullptr}}}}).dump() + "\n\n";
+  gbtest::write_file(dir / "tgi.sse", sse);
+  const Capture c("", "stories260K-f32.gguf", "Once upon a time", "greedy", "tgi", "f32");
+  const auto d = import_and_diff(c, dir, "f32", dir / "tgi.sse");
+  BOOST_TEST(d.rc == 0, d.out);
+  // Cut after the third event: a truncated stream.
+  gbtest::write_file(dir / "cut.sse", sse.substr(0, sse.find("data:", sse.find("data:", sse.find("data:") + 1) + 1)));
+  const auto r = run_cli({"trace", "import", (dir / "cut.sse").string(), "-m", gguf("stories260K-f32.gguf"), "-o", (dir / "t.jsonl").string(), "--prompt", "x"});
+  BOOST_TEST(r.rc == 2);
+  BOOST_TEST(r.err.find("truncated SSE stream") != std::string::npos, r.err);
 }
 
 // `trace import` with no --from on a file of no known dialect, and --from naming an unknown one: exit 2.

@@ -779,7 +779,7 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
   line("max |Δlogit|:    ", mlg, mlg_s);
   line(r.full_logits ? "max KL:          " : "max KL (bound):  ", mkl, mkl_s);
   const auto [mkr, mkr_s] = at(&StepDiff::kl_reverse);
-  line(r.full_logits ? "max KL(new‖gold):" : "max KL(new‖gold) (bound): ", mkr, mkr_s);
+  line(r.full_logits ? "max KL(new‖gold): " : "max KL(new‖gold) (bound): ", mkr, mkr_s);
   const auto [mnm, mnm_s] = at(&StepDiff::nmse);
   if (mnm >= 0 && r.full_logits) line("max NMSE:        ", mnm, mnm_s);
   int outside = 0, silent = 0;
