@@ -604,7 +604,9 @@ bool is_engine_file(const std::string& path) {
     if (line.empty() || line == "\r") continue;
     if (line.rfind("data:", 0) == 0 || line[0] == ':' || line.rfind("event:", 0) == 0) return true;
     // A golden JSONL line has "steps"; anything else in JSON is another engine's response.
-    if (line[0] == '{' || line[0] == '[') return line.find("\"steps\"") == std::string::npos;
+    // A glassbox trace ("schema": "glassbox.trace/1") is refused by the golden path with its own message.
+    if (line[0] == '{' || line[0] == '[')
+      return line.find("\"steps\"") == std::string::npos && line.find("glassbox.trace/") == std::string::npos;
     return false;
   }
   return false;

@@ -776,7 +776,7 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
     out << "\n";
   };
   line("max |Δlogprob|:  ", mlp, mlp_s);
-  line("max |Δlogit|:    ", mlg, mlg_s);
+  if (!r.imported) line("max |Δlogit|:    ", mlg, mlg_s);  // an imported side has logprobs, not logits
   line(r.full_logits ? "max KL:          " : "max KL (bound):  ", mkl, mkl_s);
   const auto [mkr, mkr_s] = at(&StepDiff::kl_reverse);
   line(r.full_logits ? "max KL(new‖gold): " : "max KL(new‖gold) (bound): ", mkr, mkr_s);
@@ -795,7 +795,7 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
     else
       out << "  histories:       differ from step " << r.history_divergence << " on (not compared; `glassbox run --replay GOLDEN` compares them on the golden's history)\n";
   }
-  line("max stage |Δlp|: ", mst, mst_s);
+  if (!r.imported) line("max stage |Δlp|: ", mst, mst_s);  // an imported side has no stages
   out << "\nhow to read this\n"
          "  logprob      log of a token's probability (0 = certain; -0.69 = one chance in two)\n"
          "  |Δlogprob|   how far apart the two runs put the same token's logprob (0.01 ≈ 1% relative)\n"
