@@ -48,8 +48,9 @@ void add_validate(CLI::App* trace) {
 
 void add_diff(CLI::App* trace) {
   struct Args {
-    std::string golden, next;
+    std::string golden, next, profile;
     traces::DiffOptions opt;
+    bool per_step = false;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = trace->add_subcommand(
@@ -60,14 +61,36 @@ void add_diff(CLI::App* trace) {
   cmd->add_option("--rtol", a->opt.rtol, "relative tolerance (times |golden value|)")->capture_default_str();
   cmd->add_option("--kl", a->opt.kl, "largest KL(golden || new) per step, nats")->capture_default_str();
   cmd->add_option("--top", a->opt.top_k, "candidates compared per step (0: all both traces list)")->capture_default_str();
-  cmd->callback([a] {
+  cmd->add_option("--nmse", a->opt.nmse, "largest NMSE of the centred logits, where both traces have every logit")->capture_default_str();
+  std::string names;
+  for (const auto& n : traces::diff_profile_names()) names += (names.empty() ? "" : "|") + n;
+  cmd->add_option("--profile", a->profile, "a tolerance profile for the weights or engine compared (" + names +
+                                               "; docs/golden-traces.md); --atol/--rtol/--kl/--nmse given as well override it");
+  cmd->add_flag("--per-step", a->per_step, "print one verdict line per compared step");
+  cmd->callback([a, cmd] {
+    if (!a->profile.empty()) {
+      auto p = traces::diff_profile(a->profile);
+      if (!p) throw ConfigError("--profile '" + a->profile + "': unknown (expected one of " + [] {
+        std::string all;
+        for (const auto& n : traces::diff_profile_names()) all += (all.empty() ? "" : ", ") + n;
+        return all;
+      }() + ")");
+      const traces::DiffOptions given = a->opt;
+      a->opt = *p;
+      a->opt.top_k = given.top_k;
+      if (cmd->get_option("--atol")->count()) a->opt.atol = given.atol;
+      if (cmd->get_option("--rtol")->count()) a->opt.rtol = given.rtol;
+      if (cmd->get_option("--kl")->count()) a->opt.kl = given.kl;
+      if (cmd->get_option("--nmse")->count()) a->opt.nmse = given.nmse;
+    }
     // NaN compares false with everything: a NaN tolerance would pass any difference.
-    for (const auto& [name, v] : {std::pair{"--atol", a->opt.atol}, {"--rtol", a->opt.rtol}, {"--kl", a->opt.kl}})
+    for (const auto& [name, v] : {std::pair{"--atol", a->opt.atol}, {"--rtol", a->opt.rtol}, {"--kl", a->opt.kl}, {"--nmse", a->opt.nmse}})
       if (!(v >= 0 && v < HUGE_VAL)) throw ConfigError(std::string(name) + " = " + std::to_string(v) + " (expected a finite number >= 0)");
     if (a->opt.top_k < 0) throw ConfigError("--top = " + std::to_string(a->opt.top_k) + " (expected >= 0)");
     const auto golden = traces::read_trace(a->golden);
     const auto next = traces::read_trace(a->next);
     const auto r = traces::diff_traces(golden, next, a->opt);
+    if (a->per_step) traces::write_step_verdicts(std::cout, golden, next, r);
     traces::write_diff_report(std::cout, golden, next, r, a->opt);
     if (r.regression()) g_exit_code = 1;
   });

@@ -36,5 +36,7 @@ void add_inspect_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_chat_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+// `check SUITE.yaml` (cmd_check.cpp): a suite of golden cases for CI.
+void add_check_command(CLI::App& app);
 
 }  // namespace glassbox::cli

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   add_synth_command(app);
   add_chat_command(app);
   add_serve_command(app);
+  add_check_command(app);
   // CLI11 reports an unknown command as "A subcommand is required": name it instead.
   if (argc > 1 && argv[1][0] != '-') {
     std::string known;

@@ -15,6 +15,7 @@
 #include "glassbox/traces/writer.hpp"
 #include "glassbox/structured_input.hpp"
 #include "glassbox/file_io.hpp"
+#include "engine_import.hpp"
 #include "session.hpp"
 
 namespace fs = std::filesystem;
@@ -109,16 +110,181 @@ External from_dump(const std::string& path, int vocab) {
   return x;
 }
 
+// Another engine's output (engine_import.hpp) as a trace: header.imported names the dialect and what each
+// step's distribution is (raw, post-sampling, every logit); a top-N list keeps its unlisted mass.
+void import_engine(const std::string& file, const std::string& from, int index, const std::string& out_path, int trace_top,
+                   RunOptions& opt, const std::optional<std::string>& prompt_arg) {
+  if (opt.model.empty())
+    throw ConfigError("name the model the other engine ran with --model: its vocabulary aligns the tokens and the trace's header records it");
+  auto s = open_session(opt);
+  const Tokenizer& tok = *s->tokenizer;
+  const int V = s->config.vocab_size;
+  ImportedRun run = read_engine_file(file, from, index, tok);
+  for (const auto& n : run.notes) std::cerr << "glassbox: " << file << ": " << n << "\n";
+
+  // The prompt: --prompt, else the file's own ids, else its text, else the request saved beside it
+  // (STEM.request.json next to STEM.response.json/.sse, as the llama.cpp captures are stored).
+  std::string prompt;
+  std::vector<std::int32_t> ids;
+  if (prompt_arg) {
+    prompt = *prompt_arg;
+  } else if (run.prompt_ids) {
+    ids = *run.prompt_ids;
+    prompt = run.prompt.value_or("");
+  } else if (run.prompt) {
+    prompt = *run.prompt;
+  } else {
+    std::string stem = file;
+    for (const char* ext : {".response.json", ".response.sse"})
+      if (stem.size() > std::strlen(ext) && stem.compare(stem.size() - std::strlen(ext), std::strlen(ext), ext) == 0)
+        stem.resize(stem.size() - std::strlen(ext));
+    const std::string req = stem + ".request.json";
+    std::string why;
+    std::optional<std::string> text = stem != file ? read_structured_file(req, why) : std::nullopt;
+    const json r = text ? parse_json_input<InputError>(*text, req) : json();
+    if (r.is_object() && r.contains("request_body") && r["request_body"].is_object() && r["request_body"].contains("prompt") &&
+        r["request_body"]["prompt"].is_string()) {
+      prompt = r["request_body"]["prompt"].get<std::string>();
+      std::cerr << "glassbox: " << file << ": the prompt is " << req << "'s request_body.prompt\n";
+    } else {
+      throw ConfigError(file + ": the " + run.dialect + " response does not hold its prompt: give it with --prompt (the text the engine was sent)");
+    }
+  }
+  if (ids.empty()) ids = tok.encode(prompt, tok.add_bos(), false);
+  if (ids.empty()) throw InputError(file + ": the prompt encodes to no tokens");
+  for (auto id : ids)
+    if (id < 0 || id >= V) throw InputError(file + ": prompt token " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(V));
+  if (prompt.empty()) {
+    for (std::size_t i = 0; i < ids.size(); ++i) prompt += std::string(tok.decode(i ? ids[i - 1] : -1, ids[i]));
+    if (!ids.empty() && ids[0] == tok.bos_id()) prompt = prompt.substr(std::string(tok.decode(-1, ids[0])).size());
+    if (!prompt.empty() && prompt[0] == ' ') prompt.erase(0, 1);  // SentencePiece's dummy prefix
+  }
+  const int P = static_cast<int>(ids.size());
+  int n_steps = static_cast<int>(run.steps.size());
+  if (P + n_steps - 1 > s->config.seq_len) n_steps = std::max(0, s->config.seq_len - P + 1);
+  if (n_steps == 0) throw InputError(file + ": the prompt fills the model's context: no step fits");
+
+  traces::TraceHeader h = traces::header_record(s->header);
+  h.prompt = prompt;
+  h.prompt_ids = ids;
+  h.max_tokens = n_steps;
+  const bool logits = run.distribution == "logits";
+  h.level = logits ? TraceLevel::Full : TraceLevel::Basic;
+  h.seed = 0;
+  h.imported = traces::TraceImport{run.dialect, file, run.distribution};
+
+  OutputFile out(out_path, OutputFile::Live::Refused);
+  std::size_t validated_steps = 0;
+  out.check_before_commit([&](const fs::path& tmp) {
+    try {
+      validated_steps = traces::read_trace(tmp.string()).steps.size();
+    } catch (const Error& e) {
+      throw InputError(out_path + ": the imported trace does not validate, nothing written: " + e.what());
+    }
+  });
+  out.write(traces::dump(traces::to_json(h)) + "\n");
+  traces::TraceSummary sum;
+  sum.stop_reason = "max_tokens";
+  std::int32_t prev = ids.back();
+  int reported = 0;
+  const bool post = run.distribution == "post";
+  for (int k = 0; k < n_steps; ++k) {
+    const ImportedStep& x = run.steps[static_cast<std::size_t>(k)];
+    if (x.token < 0 || x.token >= V) throw InputError(file + ": step " + std::to_string(k) + " chose token " + std::to_string(x.token) + ", outside the vocabulary");
+    traces::TraceStep st;
+    st.phase = k == 0 ? traces::TracePhase::Prefill : traces::TracePhase::Decode;
+    st.step = k;
+    st.pos = P - 1 + k;
+    st.input_ids = k == 0 ? ids : std::vector<std::int32_t>{prev};
+    st.token = x.token;
+    auto text = [&](std::int32_t id) { return std::string(tok.decode(prev, id)); };
+    st.token_text = text(x.token);
+    if (logits && x.reported) {
+      // Every logit: the distribution is exact, as in a full glassbox trace.
+      const std::vector<float>& l = x.logits;
+      double m = -HUGE_VAL;
+      for (float v : l) m = std::max<double>(m, v);
+      double z = 0, ent = 0;
+      for (float v : l) z += std::exp(v - m);
+      for (float v : l) {
+        const double q = std::exp(v - m) / z;
+        if (q > 0) ent -= q * std::log(q);
+      }
+      std::vector<std::int32_t> order(static_cast<std::size_t>(V));
+      std::iota(order.begin(), order.end(), 0);
+      const int K = std::min(trace_top, V);
+      std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](std::int32_t a2, std::int32_t b2) { return l[a2] > l[b2] || (l[a2] == l[b2] && a2 < b2); });
+      for (int i = 0; i < K; ++i)
+        st.top.push_back({order[i], text(order[i]), traces::json_float(l[order[i]]), traces::json_float(static_cast<float>(std::exp(l[order[i]] - m) / z))});
+      st.logprob = traces::json_float(static_cast<float>(l[x.token] - m - std::log(z)));
+      st.prob = traces::json_float(static_cast<float>(std::exp(l[x.token] - m) / z));
+      st.entropy = traces::json_float(static_cast<float>(ent));
+      for (float v : l) st.logits.push_back(traces::json_float(v));
+      st.written.logits = traces::LogitsEncoding::Base64;
+    } else if (x.reported) {
+      // A partial distribution: the listed entries (logit = logprob, a log-softmax being one choice of
+      // logits), and the mass of the rest.
+      double listed = 0, ent = 0;
+      for (const auto& c : x.top) {
+        const double p = post ? c.value : std::exp(c.value);
+        if (!(p > 0)) continue;  // p = 0 (a post list's zeroed survivors, -FLT_MAX): nothing to compare in log space
+        const double lp = post ? std::log(p) : c.value;
+        st.top.push_back({c.id, text(c.id), lp, p});
+        listed += p;
+        ent -= p * std::log(p);
+      }
+      std::stable_sort(st.top.begin(), st.top.end(), [](const traces::TraceCandidate& a2, const traces::TraceCandidate& b2) { return *a2.logit > *b2.logit; });
+      const double rest = std::clamp(x.unlisted.value_or(1 - listed), 0.0, 1.0);
+      if (rest > 0) ent -= rest * std::log(rest);
+      st.unlisted = rest;
+      st.entropy = std::max(0.0, ent);
+      if (!x.chosen) throw InputError(x.where + ": no probability for the chosen token " + std::to_string(x.token));
+      st.prob = post ? *x.chosen : std::exp(*x.chosen);
+      st.logprob = post ? (st.prob > 0 ? std::log(st.prob) : -1e30) : *x.chosen;
+      ++reported;
+    } else {
+      st.unlisted = 1.0;  // the engine reported nothing for this step
+    }
+    st.draw.selected = x.token;
+    st.draw.prob = st.prob;
+    if (run.dialect == "llamacpp-kld" && !st.top.empty() && st.top[0].id != x.token) {
+      // llama-perplexity scores a given text: each step's token is the text's (teacher-forced, as a replay's),
+      // and the engine's own pick would have been its argmax.
+      st.draw.selected = st.top[0].id;
+      st.draw.prob = st.top[0].prob;
+      st.forced = true;
+    }
+    st.kv.tokens = st.pos + 1;
+    out.write(traces::dump(traces::to_json(st)) + "\n");
+    if (tok.is_eog(x.token) || x.token == tok.eos_id() || x.token == tok.bos_id()) {
+      sum.stop_reason = "stop_token";
+      sum.stop_token = x.token;
+      sum.stop_token_text = std::string(tok.piece(x.token));
+      if (k + 1 < static_cast<int>(run.steps.size()))
+        std::cerr << "glassbox: " << file << ": step " << k << " chose " << traces::show_text(std::string(tok.piece(x.token)))
+                  << ", which ends a glassbox run: the " << run.steps.size() - k - 1 << " later steps are left out\n";
+      break;
+    }
+    prev = x.token;
+    ++sum.generated;
+  }
+  out.write(traces::dump(traces::to_json(sum)) + "\n");
+  out.commit();
+  std::cerr << "glassbox: " << out_path << ": " << run.dialect << " (" << run.distribution << " distribution) " << file << ", prompt "
+            << traces::show_text(prompt, 40) << ", " << validated_steps << " steps, " << reported + (logits ? static_cast<int>(validated_steps) : 0)
+            << " with the engine's distribution\n";
+}
+
 }  // namespace
 
 void add_trace_import(CLI::App* trace) {
   struct Args {
-    std::string file, out, sampler = "greedy";
+    std::string file, out, sampler = "greedy", from;
     int index = -1, top = 10;
   };
   auto a = std::make_shared<Args>();
   auto* cmd = trace->add_subcommand(
-      "import", "turn another engine's logits (llama2.c/llama.cpp golden JSONL, float32 dump) into a glassbox trace");
+      "import", "turn another engine's output (llama.cpp server, OpenAI, vLLM, TGI, HF .npy, llama.cpp .kld, golden JSONL, float32 dump) into a glassbox trace");
   cmd->add_option("FILE", a->file, "golden JSONL (one prompt per line) or raw float32 logits dump")->required();
   cmd->add_option("-o,--output", a->out, "the glassbox trace to write")->required();
   cmd->add_option("--prompt-index", a->index, "which line (prompt) of a golden JSONL, from 0 (default 0)")->check(CLI::NonNegativeNumber);
@@ -129,11 +295,18 @@ void add_trace_import(CLI::App* trace) {
   auto binder = std::make_shared<RunOptionsBinder>(cmd, kImport);
   auto prompt = std::make_shared<std::string>();
   cmd->add_option("--prompt,-p", *prompt, "the prompt a float32 dump started from (a golden JSONL names its own)");
+  cmd->add_option("--from", a->from, "the other engine's dialect, when its shape does not tell (llamacpp-completion, llamacpp-post, "
+                                     "llamacpp-old, openai-chat, openai-chat-post, openai-legacy, vllm, tgi, hf-npy, llamacpp-kld)");
   cmd->callback([a, binder, prompt, cmd] {
     RunOptions opt = binder->finish();
     opt.sampler = parse_plugin_chain(a->sampler, "sampler");
     opt.seed = 0;  // the chain re-applied here must select by argmax: a drawing chain would pick at random
     if (auto why = not_a_regular_file(a->file)) throw InputError(a->file + ": " + *why + " (expected a golden JSONL or a float32 dump)");
+    if (!a->from.empty() || is_engine_file(a->file)) {
+      import_engine(a->file, a->from, a->index, a->out, a->top, opt,
+                    cmd->get_option("--prompt")->count() ? std::optional<std::string>(*prompt) : std::nullopt);
+      return;
+    }
     std::ifstream in(a->file, std::ios::binary);
     if (!in) throw InputError(a->file + ": cannot read: " + std::strerror(errno));
     const bool is_json = in.peek() == '{';

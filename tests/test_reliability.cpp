@@ -740,7 +740,7 @@ const OutputRow kOutputs[] = {
 };
 
 // Output options that name a folder, not a file (the files inside go through the same OutputFile).
-const char* const kFolderOutputs[] = {"compare --traces"};
+const char* const kFolderOutputs[] = {"compare --traces", "check --html"};
 
 void expect_no_temporaries(const fs::path& dir) {
   for (const auto& e : fs::directory_iterator(dir)) BOOST_TEST(e.path().filename().string().find(".tmp-") == std::string::npos, e.path());

@@ -199,6 +199,110 @@ std::string token_desc(const TraceStep& step, std::int32_t id, const TraceStep* 
   return "id " + std::to_string(id);
 }
 
+// ---- partial distributions (imported traces): what each side knows, compared over the union ----
+
+// One side's distribution at a step as far as it is known: exact log-probabilities of some ids, and
+// whether those are all (a complete softmax, or a stage's whole list). Every id it does not know shares
+// the rest of the mass, 1 - sum of the known.
+struct Known {
+  std::map<std::int32_t, double> lp;  // id -> logprob (-inf: known to be 0)
+  bool complete = false;              // unknown ids have probability 0
+  std::vector<std::int32_t> listed;   // the list as the side shows it (membership), most likely first
+};
+
+bool unreported(const TraceStep& s) { return s.unlisted && *s.unlisted >= 1 - 1e-12 && s.top.empty(); }
+
+// The raw distribution: every logit when the step has them, else the listed candidates (and the chosen
+// token's own logprob, which llama.cpp gives even when it is not listed).
+Known known_raw(const TraceStep& s, bool use_logits) {
+  Known k;
+  for (const auto& t : s.top) k.listed.push_back(t.id);
+  if (use_logits && !s.logits.empty()) {
+    double mx = -HUGE_VAL, z = 0;
+    for (double v : s.logits) mx = std::max(mx, v);
+    for (double v : s.logits) z += std::exp(v - mx);
+    const double lse = mx + std::log(z);
+    for (std::size_t i = 0; i < s.logits.size(); ++i) k.lp[static_cast<std::int32_t>(i)] = s.logits[i] - lse;
+    k.complete = true;
+    return k;
+  }
+  if (!s.top.empty()) {
+    const double lse = s.top[0].logit.value_or(0) - std::log(std::max(s.top[0].prob, 1e-300));
+    for (const auto& t : s.top) k.lp[t.id] = t.logit.value_or(0) - lse;
+  }
+  if (!k.lp.count(s.token) && s.prob > 0) k.lp[s.token] = s.logprob;
+  return k;
+}
+
+// After the sampler chain: an imported post-sampling step's list, or glassbox's last stage.
+Known known_post(const TraceStep& s, bool imported) {
+  Known k;
+  if (imported) {
+    for (const auto& t : s.top) k.lp[t.id] = std::log(std::max(t.prob, 1e-300)), k.listed.push_back(t.id);
+    if (!k.lp.count(s.token) && s.prob > 0) k.lp[s.token] = std::log(s.prob);
+    return k;
+  }
+  if (!s.draw.u) {
+    // An argmax chain (greedy): after it only the pick is left, with probability 1 (what llama.cpp reports
+    // for temperature 0: the argmax 1.0, the other survivors 0).
+    k.lp[s.draw.selected] = 0;
+    k.listed.push_back(s.draw.selected);
+    k.complete = true;
+    return k;
+  }
+  if (s.stages.empty()) return known_raw(s, false);
+  const TraceStage& st = s.stages.back();
+  for (const auto& t : st.top) k.lp[t.id] = t.prob > 0 ? std::log(t.prob) : -HUGE_VAL, k.listed.push_back(t.id);
+  k.complete = st.kept == static_cast<int>(st.top.size());
+  return k;
+}
+
+// The ids both sides know a probability for.
+std::vector<std::int32_t> shared_ids(const Known& a, const Known& b) {
+  std::vector<std::int32_t> out;
+  for (const auto& [id, v] : a.lp)
+    if (b.lp.count(id) || b.complete) out.push_back(id);
+  for (const auto& [id, v] : b.lp)
+    if (!a.lp.count(id) && a.complete) out.push_back(id);
+  return out;
+}
+double lp_of(const Known& k, std::int32_t id) {
+  auto it = k.lp.find(id);
+  return it != k.lp.end() ? it->second : -HUGE_VAL;  // only asked for ids it knows (or a complete side's zeros)
+}
+
+// KL(a || b) over the partition {each shared id, everything else}: exact where both sides are complete,
+// otherwise a lower bound of the true KL (coarsening never increases it), and finite: the rest of the mass
+// is one bucket on each side. A shared id with p > 0 on a and 0 on b counts with p_b = 1e-12.
+double kl_partition(const Known& a, const Known& b, const std::vector<std::int32_t>& ids) {
+  constexpr double kFloor = 1e-12;
+  double kl = 0, sa = 0, sb = 0;
+  for (auto id : ids) {
+    const double pa = std::exp(lp_of(a, id)), pb = std::exp(lp_of(b, id));
+    sa += pa, sb += pb;
+    if (pa > 0) kl += pa * (std::log(pa) - std::log(std::max(pb, kFloor)));
+  }
+  const double ra = std::max(0.0, 1 - sa), rb = std::max(0.0, 1 - sb);
+  if (ra > 1e-9) kl += ra * (std::log(ra) - std::log(std::max(rb, kFloor)));
+  return std::max(0.0, kl);
+}
+
+// NMSE of two logit vectors after removing each one's mean (logits are defined up to a constant):
+// sum((a - b)^2) / sum(a^2), the measure of llama.cpp's test-backend-ops.
+double nmse_of(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size() || a.empty()) return -1;
+  double ma = 0, mb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) ma += a[i], mb += b[i];
+  ma /= a.size(), mb /= b.size();
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double x = a[i] - ma, y = b[i] - mb;
+    num += (x - y) * (x - y);
+    den += x * x;
+  }
+  return den > 0 ? num / den : (num > 0 ? HUGE_VAL : 0);
+}
+
 int max_top(const Trace& t) {
   std::size_t k = 0;
   for (const auto& s : t.steps) k = std::max(k, s.top.size());
@@ -240,6 +344,97 @@ int DiffResult::first_divergent_step() const {
   return std::min(first_token_divergence, first_out_of_tolerance);
 }
 
+namespace {
+
+// Where each number comes from: docs/golden-traces.md#tolerance-profiles. atol bounds |Δlogprob| (twice the
+// logit tolerance of ../shared/gguf/README.md's table: a log-softmax moves by at most twice the largest logit
+// change), kl the KL in either direction, nmse the centred logits' NMSE.
+const std::vector<std::pair<std::string, DiffOptions>>& profiles() {
+  auto p = [](double atol, double kl, double nmse, bool exact) {
+    DiffOptions o;
+    o.atol = atol, o.rtol = 1e-5, o.kl = kl, o.nmse = nmse, o.tokens_exact = exact;
+    return o;
+  };
+  static const std::vector<std::pair<std::string, DiffOptions>> all = {
+      {"f32", p(2e-4, 1e-5, 1e-6, true)},
+      {"f16", p(0.04, 1e-3, 1e-4, false)},
+      {"q8_0", p(1.0, 0.03, 1e-2, false)},
+      {"q4_0", p(1.0, 0.05, 1e-2, false)},
+      {"q4_1", p(1.0, 0.05, 1e-2, false)},
+      {"q4_k", p(5.0, 0.1, 5e-2, false)},
+      {"q5_k", p(5.0, 0.1, 5e-2, false)},
+      {"q6_k", p(5.0, 0.1, 5e-2, false)},
+      {"llamacpp-server", p(0.01, 1e-4, 1e-5, true)},
+      {"openai", p(1.0, 0.1, 1e-1, false)},
+  };
+  return all;
+}
+
+}  // namespace
+
+std::optional<DiffOptions> diff_profile(const std::string& name) {
+  for (const auto& [n, o] : profiles())
+    if (n == name) {
+      DiffOptions x = o;
+      x.profile = n;
+      return x;
+    }
+  return std::nullopt;
+}
+
+const std::vector<std::string>& diff_profile_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& [n, o] : profiles()) v.push_back(n);
+    return v;
+  }();
+  return names;
+}
+
+namespace {
+// Compares one step where either side was imported from another engine: the distributions over what both
+// know (raw, or after the chain for a post-sampling import), KL both ways, NMSE with every logit.
+void compare_imported(const TraceStep& g, const TraceStep& x, std::int32_t gp, std::int32_t xp, bool post, bool g_imp, bool x_imp,
+                      const DiffOptions& opt, StepDiff& d) {
+  if (unreported(g) || unreported(x)) {
+    d.reported = false;
+    return;
+  }
+  const bool logits = !g.logits.empty() && !x.logits.empty();
+  const Known a = post ? known_post(g, g_imp) : known_raw(g, true);
+  const Known b = post ? known_post(x, x_imp) : known_raw(x, true);
+  // vLLM's check, on each side's own pick (in a replay the appended tokens are the same by construction)
+  d.golden_in_new = gp == xp || std::find(b.listed.begin(), b.listed.end(), gp) != b.listed.end();
+  d.new_in_golden = gp == xp || std::find(a.listed.begin(), a.listed.end(), xp) != a.listed.end();
+  const auto ids = shared_ids(a, b);
+  d.shared = static_cast<int>(ids.size());
+  double worst_ratio = 0, worst_d = 0, worst_tol = 0;
+  std::int32_t worst_id = -1;
+  for (auto id : ids) {
+    const double la = lp_of(a, id), lb = lp_of(b, id);
+    if (!std::isfinite(la) || !std::isfinite(lb)) continue;  // kept on one side, cut on the other: the KL says how much
+    const double dd = std::abs(la - lb);
+    if (dd > d.dlogprob) d.dlogprob = dd, d.dlogprob_id = id;
+    const double tol = opt.atol + opt.rtol * std::abs(la);
+    if (dd / tol > worst_ratio) worst_ratio = dd / tol, worst_d = dd, worst_tol = tol, worst_id = id;
+  }
+  if (worst_ratio > 1)
+    d.failures.push_back(std::string(post ? "after the chain: " : "") + "|Δlogprob| " + num(worst_d) + " > " + num(worst_tol) + " for " +
+                         token_desc(g, worst_id, &x));
+  d.kl = kl_partition(a, b, ids);
+  d.kl_reverse = kl_partition(b, a, ids);
+  d.kl_exact = a.complete && b.complete;
+  if (d.kl > opt.kl) d.failures.push_back("KL(golden‖new) " + num(d.kl) + " > " + num(opt.kl));
+  else if (d.kl_reverse > opt.kl) d.failures.push_back("KL(new‖golden) " + num(d.kl_reverse) + " > " + num(opt.kl));
+  if (logits && !post) {
+    d.nmse = nmse_of(g.logits, x.logits);
+    if (d.nmse > opt.nmse) d.failures.push_back("NMSE of the logits " + num(d.nmse) + " > " + num(opt.nmse));
+  }
+  d.raw_within = d.failures.empty();
+}
+
+}  // namespace
+
 DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions& opt) {
   if (opt.atol < 0 || opt.rtol < 0 || opt.kl < 0) throw ConfigError("diff tolerances must be >= 0");
   if (opt.top_k < 0) throw ConfigError("--top must be >= 0");
@@ -279,8 +474,20 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
   if (gh.seed != nh.seed && (draws(golden) || draws(next)))
     r.notes.push_back("seeds differ: golden " + std::to_string(gh.seed) + ", new " + std::to_string(nh.seed));
   if (gh.rng != nh.rng) r.notes.push_back("generators differ: golden \"" + gh.rng + "\", new \"" + nh.rng + "\"");
-  if (gh.samplers != nh.samplers)
-    r.regressions.push_back("sampler chain differs: golden " + golden.sampler_chain() + ", new " + next.sampler_chain());
+  r.imported = gh.imported || nh.imported;
+  const bool post = (gh.imported && gh.imported->distribution == "post") || (nh.imported && nh.imported->distribution == "post");
+  r.compared = post ? "post" : "raw";
+  for (const Trace* t : {&golden, &next})
+    if (t->header.imported)
+      r.notes.push_back((t == &golden ? "golden" : "new") + std::string(" is another engine's output: ") + t->header.imported->dialect + " (" +
+                        t->header.imported->distribution + " distribution) from " + t->header.imported->file +
+                        (t->header.imported->distribution == "post" ? "; compared with the other side's distribution after its sampler chain" : ""));
+  if (gh.samplers != nh.samplers) {
+    // An imported trace's chain is the one its importer was told the engine ran: worth a note, but the
+    // engine's own settings are what they are.
+    if (r.imported) r.notes.push_back("sampler chains differ: golden " + golden.sampler_chain() + ", new " + next.sampler_chain());
+    else r.regressions.push_back("sampler chain differs: golden " + golden.sampler_chain() + ", new " + next.sampler_chain());
+  }
   if (golden.full() != next.full())
     r.notes.push_back("only one trace has every logit: comparing the top-" + std::to_string(r.top_k) + " lists");
   const bool same_prompt = gh.prompt_ids == nh.prompt_ids;
@@ -300,13 +507,20 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
     StepDiff d;
     d.step = k;
     const std::int32_t g_tok = g.token, x_tok = x.token;
-    const std::int32_t g_pick = g.draw.selected, x_pick = x.draw.selected;
+    // A replay of another engine's sampled run: its draws came from its own generator, which glassbox cannot
+    // reproduce, so only the appended (forced) tokens and the distributions are compared, not the picks.
+    const bool other_rng = (gh.imported && x.forced && x.draw.u) || (nh.imported && g.forced && g.draw.u);
+    const std::int32_t g_pick = other_rng ? g.token : g.draw.selected, x_pick = other_rng ? x.token : x.draw.selected;
     d.tokens_agree = g_tok == x_tok && g_pick == x_pick;
     if (d.tokens_agree) ++r.token_agree;
     else if (r.first_token_divergence < 0) r.first_token_divergence = k;
 
+    if (x.forced && x.token != x.draw.selected && !other_rng && r.history_divergence < 0) r.history_divergence = k + 1;
     const Dist gd = raw_dist(g, r.top_k, r.full_logits);
     const Dist xd = raw_dist(x, r.top_k, r.full_logits);
+    if (r.imported) {
+      compare_imported(g, x, g_pick, x_pick, post, gh.imported.has_value(), nh.imported.has_value(), opt, d);
+    } else {
     const Delta lp = delta_logprob(gd, xd, opt);
     d.dlogprob = lp.max, d.dlogprob_id = lp.id, d.dlogprob_bound = lp.bound;
     if (lp.worst_ratio > 1)
@@ -317,6 +531,18 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
       d.failures.push_back("|Δlogit| " + num(lg.worst_d) + " > " + num(lg.worst_tol) + " for " + token_desc(g, lg.worst_id, &x));
     d.kl = kl_divergence(gd, xd, d.kl_exact);
     if (d.kl > opt.kl) d.failures.push_back("KL " + num(d.kl) + " > " + num(opt.kl));
+    {
+      bool exact_r = false;
+      d.kl_reverse = kl_divergence(xd, gd, exact_r);
+      if (d.kl <= opt.kl && d.kl_reverse > opt.kl) d.failures.push_back("KL(new‖golden) " + num(d.kl_reverse) + " > " + num(opt.kl));
+    }
+    if (r.full_logits) {
+      d.nmse = nmse_of(g.logits, x.logits);
+      if (d.nmse > opt.nmse && opt.profile.size()) d.failures.push_back("NMSE of the logits " + num(d.nmse) + " > " + num(opt.nmse));
+    }
+    d.golden_in_new = g_pick == x_pick || xd.rank(g_pick) > 0;
+    d.new_in_golden = g_pick == x_pick || gd.rank(x_pick) > 0;
+    d.shared = static_cast<int>(gd.order.size());
 
     d.raw_within = d.failures.empty();
     const std::vector<TraceStage>& gs = g.stages;
@@ -354,6 +580,7 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
         }
       }
     }
+    }  // not imported
     // ---- the logit lens: which layer a difference starts at ----
     if (g.lens && x.lens) {
       auto lens_dist = [&](const TraceLens& l) {
@@ -387,7 +614,17 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
       const bool argmax = !g.draw.u && !x.draw.u;
       const bool tie = argmax && d.failures.empty() && g_tok == g_pick && x_tok == x_pick && lg_pick && lx_pick &&
                        std::abs(*lg_pick - *lx_pick) <= opt.atol + opt.rtol * std::abs(*lx_pick);
-      if (tie) {
+      const bool members = d.golden_in_new && d.new_in_golden;
+      if (!tie && !opt.tokens_exact && members) {
+        r.notes.push_back("step " + std::to_string(k) + ": new chose " + token_desc(x, x_pick, &g) + " where the golden chose " +
+                          token_desc(g, g_pick, &x) + "; each is in the other's top-N list (profile " + opt.profile + " allows that)");
+      } else if (!tie && !members) {
+        if (!d.golden_in_new) d.failures.insert(d.failures.begin(), "golden's token " + token_desc(g, g_pick, &x) + " is not in new's top-N list");
+        if (!d.new_in_golden) d.failures.insert(d.failures.begin(), "new's token " + token_desc(x, x_pick, &g) + " is not in golden's top-N list");
+      }
+      if (!tie && !opt.tokens_exact) {
+        // judged by membership above
+      } else if (tie) {
         r.notes.push_back("step " + std::to_string(k) + ": near-tie: the argmax chose " + token_desc(x, x_pick) +
                           " where the golden chose " + token_desc(g, g_pick) + ", their logprobs differ by " +
                           num(std::abs(*lg_pick - *lx_pick)) + " (within tolerance)");
@@ -400,9 +637,11 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
                                                     token_desc(g, g_tok));
       }
     }
+    if (!d.failures.empty() && r.first_out_of_tolerance < 0) r.first_out_of_tolerance = k;
     r.steps.push_back(std::move(d));
     if (g_tok != x_tok) {  // from here on the two runs continue different texts
       r.context_divergence = k;
+      if (r.history_divergence < 0) r.history_divergence = k + 1;
       break;
     }
   }
@@ -426,6 +665,29 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
   return r;
 }
 
+void write_step_verdicts(std::ostream& out, const Trace& golden, const Trace& next, const DiffResult& r) {
+  out << "per-step verdicts (" << r.compared << " distribution)\n";
+  out << "  step  token         tokens  g∈new  new∈g  KL(g‖n)    KL(n‖g)    max|Δlp|   NMSE       verdict\n";
+  for (const auto& d : r.steps) {
+    const TraceStep& g = golden.steps[d.step];
+    const TraceStep& x = next.steps[d.step];
+    char buf[256];
+    const std::string tok = show_text(g.token_text, 10);
+    auto f = [](double v) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%-10.3g", v);
+      return std::string(b);
+    };
+    std::snprintf(buf, sizeof buf, "  %4d  %-13s %-7s %-6s %-6s ", d.step, tok.c_str(),
+                  g.token == x.token && g.draw.selected == x.draw.selected ? "same" : "DIFF", d.golden_in_new ? "yes" : "NO",
+                  d.new_in_golden ? "yes" : "NO");
+    out << buf;
+    if (!d.reported) out << std::left << std::setw(44) << "(no distribution reported)" << std::right;
+    else out << f(d.kl) << " " << f(d.kl_reverse) << " " << f(d.dlogprob) << " " << (d.nmse >= 0 ? f(d.nmse) : std::string("-         "));
+    out << " " << (d.failures.empty() ? "ok" : "FAIL: " + d.failures[0]) << "\n";
+  }
+}
+
 void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next, const DiffResult& r,
                        const DiffOptions& opt) {
   auto describe = [](const Trace& t) {
@@ -439,8 +701,10 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
   };
   out << "golden: " << golden.path << "\n        " << describe(golden) << "\n";
   out << "new:    " << next.path << "\n        " << describe(next) << "\n";
-  out << "tolerance: |Δlogprob|, |Δlogit| <= " << num(opt.atol) << " + " << num(opt.rtol) << "·|golden|, KL <= "
-      << num(opt.kl) << ", top-" << r.top_k << (r.full_logits ? ", every logit" : "") << "\n";
+  out << "tolerance: " << (opt.profile.empty() ? std::string() : "profile " + opt.profile + ": ") << "|Δlogprob|"
+      << (r.imported ? "" : ", |Δlogit|") << " <= " << num(opt.atol) << " + " << num(opt.rtol) << "·|golden|, KL <= " << num(opt.kl)
+      << " (both directions), " << (opt.tokens_exact ? "tokens exact" : "tokens within each other's top-N") << ", top-" << r.top_k
+      << (r.full_logits ? ", every logit (NMSE <= " + num(opt.nmse) + ")" : "") << "\n";
   for (const auto& n : r.notes) out << "note: " << n << "\n";
 
   // One step side by side: both top-K lists, and where each side's choice ranks in the other's.
@@ -456,8 +720,12 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
     // The model's distribution, or, when it agrees and a sampler stage is where the runs part, that stage's.
     const bool stage_view = d->raw_within && d->stage_index >= 0 && d->stage_index < static_cast<int>(g.stages.size()) &&
                             d->stage_index < static_cast<int>(x.stages.size());
-    const std::vector<TraceCandidate>& glist = stage_view ? g.stages[d->stage_index].top : g.top;
-    const std::vector<TraceCandidate>& xlist = stage_view ? x.stages[d->stage_index].top : x.top;
+    // A post-sampling import is shown beside the other side's last stage (what it is compared with).
+    auto post_list = [&](const Trace& t, const TraceStep& s) -> const std::vector<TraceCandidate>& {
+      return r.compared == "post" && !t.header.imported && !s.stages.empty() ? s.stages.back().top : s.top;
+    };
+    const std::vector<TraceCandidate>& glist = stage_view ? g.stages[d->stage_index].top : post_list(golden, g);
+    const std::vector<TraceCandidate>& xlist = stage_view ? x.stages[d->stage_index].top : post_list(next, x);
     if (stage_view)
       out << "  the model's distributions agree; they part after sampler stage " << d->stage_index + 1 << ", "
           << g.stages[d->stage_index].name << " (kept: golden " << g.stages[d->stage_index].kept << ", new "
@@ -537,9 +805,26 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
     out << "\n";
   };
   line("max |Δlogprob|:  ", mlp, mlp_s);
-  line("max |Δlogit|:    ", mlg, mlg_s);
+  if (!r.imported) line("max |Δlogit|:    ", mlg, mlg_s);  // an imported side has logprobs, not logits
   line(r.full_logits ? "max KL:          " : "max KL (bound):  ", mkl, mkl_s);
-  line("max stage |Δlp|: ", mst, mst_s);
+  const auto [mkr, mkr_s] = at(&StepDiff::kl_reverse);
+  line(r.full_logits ? "max KL(new‖gold): " : "max KL(new‖gold) (bound): ", mkr, mkr_s);
+  const auto [mnm, mnm_s] = at(&StepDiff::nmse);
+  if (mnm >= 0 && r.full_logits) line("max NMSE:        ", mnm, mnm_s);
+  int outside = 0, silent = 0;
+  for (const auto& s : r.steps) outside += !s.golden_in_new || !s.new_in_golden, silent += !s.reported;
+  out << "  top-N membership: " << (outside ? std::to_string(outside) + " step(s) where a side's pick is not in the other's list" : std::string("every pick in the other's list")) << "\n";
+  if (silent) out << "  not reported:    " << silent << " step(s) without a distribution from the engine (tokens compared only)\n";
+  if (r.history_divergence >= 0) {
+    bool replay = false;
+    for (const auto& s : next.steps) replay = replay || s.forced;
+    if (replay)
+      out << "  histories:       new's own pick departs from the golden's at step " << r.history_divergence - 1 << "; from step "
+          << r.history_divergence << " on, new was teacher-forced on the golden's tokens (compared on the golden's history)\n";
+    else
+      out << "  histories:       differ from step " << r.history_divergence << " on (not compared; `glassbox run --replay GOLDEN` compares them on the golden's history)\n";
+  }
+  if (!r.imported) line("max stage |Δlp|: ", mst, mst_s);  // an imported side has no stages
   out << "\nhow to read this\n"
          "  logprob      log of a token's probability (0 = certain; -0.69 = one chance in two)\n"
          "  |Δlogprob|   how far apart the two runs put the same token's logprob (0.01 ≈ 1% relative)\n"

@@ -295,6 +295,16 @@ TraceHeader parse_header(const json& j, const std::string& w) {
   }
   h.kernels = c.opt_string(j, "kernels", "header");
   if (auto t = c.opt_integer(j, "threads", "header", 1, INT32_MAX)) h.threads = static_cast<int>(*t);
+  if (const json* im = c.optional(j, "imported")) {
+    if (!im->is_object()) c.fail("header.imported: expected an object, got " + std::string(im->type_name()));
+    TraceImport x;
+    x.dialect = c.string(*im, "dialect", "header.imported");
+    x.file = c.string(*im, "file", "header.imported");
+    x.distribution = c.string(*im, "distribution", "header.imported");
+    if (x.distribution != "raw" && x.distribution != "post" && x.distribution != "logits")
+      c.fail("header.imported.distribution: '" + x.distribution + "' (expected raw, post or logits)");
+    h.imported = std::move(x);
+  }
   return h;
 }
 
@@ -467,6 +477,7 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
   auto forced = j.find("forced");
   if (forced != j.end() && *forced != true) c.fail("step.forced: expected true (or no field), got " + forced->dump());
   s.forced = forced != j.end();
+  if (j.contains("unlisted")) s.unlisted = c.prob(j, "unlisted", "step");  // a partial (imported) distribution
   if (!s.forced && s.draw.selected != s.token)
     c.fail("step.draw.selected " + std::to_string(s.draw.selected) + " differs from step.token.id " + std::to_string(s.token) +
            " on a step that was not forced");
@@ -583,6 +594,7 @@ json to_json(const TraceHeader& h) {
   // Where the numbers came from: the summation order (last bits of the logits) depends on the kernel set.
   if (h.kernels) j["kernels"] = *h.kernels;
   if (h.threads) j["threads"] = *h.threads;
+  if (h.imported) j["imported"] = {{"dialect", h.imported->dialect}, {"file", h.imported->file}, {"distribution", h.imported->distribution}};
   return j;
 }
 
@@ -641,6 +653,7 @@ json to_json(const TraceStep& s, bool with_logits, bool decimal_logits) {
     j["lens"] = std::move(points);
   }
   if (s.forced) j["forced"] = true;  // replay: token is the golden's, draw.selected the chain's own pick
+  if (s.unlisted) j["unlisted"] = *s.unlisted;  // a partial (imported) distribution
   if (with_logits && !s.logits.empty()) {
     if (s.written.logits == LogitsEncoding::Base64 && !decimal_logits) {
       std::vector<float> f(s.logits.begin(), s.logits.end());  // each the float it was read from

@@ -1,6 +1,7 @@
 // Comparing two traces step by step: tokens, distributions, sampler stages (docs/golden-traces.md).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -13,9 +14,19 @@ namespace glassbox::traces {
 struct DiffOptions {
   double atol = 1e-4;  // absolute part of every tolerance (logprob, logit)
   double rtol = 1e-5;  // relative part: |Δx| <= atol + rtol * |x_golden|
-  double kl = 1e-6;    // largest KL(golden || new) per step, in nats
+  double kl = 1e-6;    // largest KL per step, in nats, in either direction
   int top_k = 0;       // candidates compared per step; 0: as many as both traces list
+  double nmse = 1e-6;  // largest NMSE of the (centred) logits where both traces have every logit
+  // Whether a different token is a regression by itself. false (quantized profiles, other engines): only
+  // when one side's token is not in the other's top-N list (vLLM's check); otherwise a note.
+  bool tokens_exact = true;
+  std::string profile;  // the profile these came from ("" : the defaults or flags), for the report
 };
+
+// Named tolerance profiles (docs/golden-traces.md#tolerance-profiles): f32, f16, q8_0, q4_0, q4_1, q4_k,
+// q5_k, q6_k, llamacpp-server, openai. nullopt for an unknown name.
+std::optional<DiffOptions> diff_profile(const std::string& name);
+const std::vector<std::string>& diff_profile_names();
 
 // One compared step.
 struct StepDiff {
@@ -40,6 +51,12 @@ struct StepDiff {
     double dlogprob = 0;
   };
   std::vector<LensPoint> lens;
+  bool reported = true;         // both sides give a distribution at this step (an engine may report none)
+  double kl_reverse = 0;        // KL(new || golden), over the same partition as kl
+  double nmse = -1;             // NMSE of the centred logits where both have every logit, else -1
+  int shared = 0;               // candidates whose probability both sides know
+  bool golden_in_new = true;    // golden's token is in new's listed top-N (vLLM's membership check) ...
+  bool new_in_golden = true;    // ... and new's in golden's
   std::vector<std::string> failures;  // why this step is out of tolerance (empty: within)
 };
 
@@ -52,6 +69,10 @@ struct DiffResult {
   int first_token_divergence = -1;  // first compared step whose tokens differ
   int first_out_of_tolerance = -1;  // first compared step with a failure
   int context_divergence = -1;      // first step whose appended tokens differ: later steps are not comparable
+  int history_divergence = -1;      // in a replay: the first step whose own pick differed from the forced token
+                                    // (from the next step on, the compared histories are the golden's, not new's own)
+  std::string compared;             // "raw", or "post" (an imported post-sampling distribution against new's last stage)
+  bool imported = false;            // either side came from another engine (trace import)
   std::vector<std::string> regressions;  // each one line; any -> exit 1
   std::vector<std::string> notes;        // differences that are not regressions (other seed, model file, ...)
 
@@ -65,6 +86,9 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
 // The human report: headers, the first divergent step side by side, the summary, the verdict.
 void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next, const DiffResult& r,
                        const DiffOptions& opt);
+
+// One line per compared step: tokens, top-N membership both ways, KL both ways, max |Δlogprob|, NMSE, verdict.
+void write_step_verdicts(std::ostream& out, const Trace& golden, const Trace& next, const DiffResult& r);
 
 // A token's text for a one-line report: quoted, control characters escaped, at most `max` characters.
 std::string show_text(const std::string& text, std::size_t max = 16);

@@ -58,6 +58,15 @@ struct TracePlugin {
   bool operator==(const TracePlugin& o) const { return name == o.name && params.values() == o.params.values(); }
 };
 
+// header.imported: the trace was made by `glassbox trace import` from another engine's output (optional,
+// since glassbox 0.5; docs/trace-format.md). `distribution` says what each step's `top`/`prob` hold:
+// "raw" the model's distribution (log-softmax of the logits), "post" the engine's distribution after its
+// own sampler chain, "logits" raw with every logit (the step's `logits` are the engine's).
+struct TraceImport {
+  std::string dialect, file, distribution;
+  bool operator==(const TraceImport&) const = default;
+};
+
 struct TraceHeader {
   TraceModel model;
   std::string tokenizer_path;
@@ -70,6 +79,7 @@ struct TraceHeader {
   TraceLevel level = TraceLevel::Basic;
   std::optional<std::string> kernels;
   std::optional<int> threads;
+  std::optional<TraceImport> imported;  // made by `trace import` (another engine's numbers)
   bool operator==(const TraceHeader&) const = default;
 };
 
@@ -162,6 +172,10 @@ struct TraceStep {
     bool operator==(const Written&) const { return true; }
   } written;
   bool forced = false;         // teacher-forced (a replay): token is the golden's, draw.selected the chain's
+  // A partial distribution (imported top-N): the probability mass of every candidate `top` does not list.
+  // 1 with an empty `top`: the engine reported nothing for this step (llama.cpp's held-back tokens).
+  // Absent: glassbox's own step, whose rest is 1 - sum(top.prob) of a complete softmax.
+  std::optional<double> unlisted;
   bool operator==(const TraceStep&) const = default;
 };
 

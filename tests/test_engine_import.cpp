@@ -1,0 +1,429 @@
+// Other engines against glassbox (issue #29): every capture in ../shared/golden/engines imports with its
+// dialect detected, and diffs clean against glassbox's own run of the same model, prompt and chain under the
+// matching profile; a perturbed logprob fails at its step; Q8_0 vs F32 fails under f32 and passes under q8_0;
+// hostile files are one-line errors with exit 2; `glassbox check` runs a mixed suite, --jobs 2 = --jobs 1,
+// and its JUnit XML is read by Python's xml.etree.
+#define BOOST_TEST_MODULE engine_import
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+namespace bdata = boost::unit_test::data;
+using gbtest::run_cli;
+using nlohmann::json;
+
+namespace {
+
+fs::path engines(const std::string& rel) { return gbtest::shared("golden/engines/" + rel); }
+std::string gguf(const std::string& name) { return gbtest::shared("gguf/" + name).string(); }
+
+const char* kChat = "<|im_start|>user\nTell me a story about a cat.<|im_end|>\n<|im_start|>assistant\n";
+const char* kDefault = "top-k:40,top-p:0.95,min-p:0.05,temperature:0.8";  // llama.cpp's default chain
+
+// One capture and the glassbox run it is compared with.
+struct Capture {
+  std::string file;     // under golden/engines/
+  std::string model;    // gguf file
+  std::string prompt;   // "" : the importer finds it (request sidecar, npy sidecar, vLLM's prompt ids)
+  std::string sampler;  // the chain glassbox runs (greedy, or the capture's chain for a replay)
+  std::string dialect;  // what the importer must detect
+  std::string profile;
+  bool replay = false;  // a sampled capture: glassbox replays the engine's tokens (its generator is not ours)
+  bool ignore_eos = false;
+  std::string run_prompt;  // the prompt glassbox runs, when the importer was not given one
+  Capture(std::string f, std::string m, std::string p, std::string s, std::string d, std::string pr, bool rep = false, bool ie = false,
+          std::string rp = "")
+      : file(std::move(f)), model(std::move(m)), prompt(std::move(p)), sampler(std::move(s)), dialect(std::move(d)), profile(std::move(pr)),
+        replay(rep), ignore_eos(ie), run_prompt(std::move(rp)) {}
+};
+std::ostream& operator<<(std::ostream& o, const Capture& c) { return o << c.file; }
+
+const std::vector<Capture>& captures() {
+  static const std::vector<Capture> all = {
+      // llama.cpp /completion, raw: greedy, json and sse, n_probs 5 and 10
+      {"llamacpp-server/completion-g-n5-json-raw.response.json", "stories260K-f32.gguf", "", "greedy", "llamacpp-completion", "f32"},
+      {"llamacpp-server/completion-g-n10-json-raw.response.json", "stories260K-f32.gguf", "", "greedy", "llamacpp-completion", "f32"},
+      {"llamacpp-server/completion-g-n5-sse-raw.response.sse", "stories260K-f32.gguf", "", "greedy", "llamacpp-completion", "f32"},
+      {"llamacpp-server/completion-g-n10-sse-raw.response.sse", "stories260K-f32.gguf", "", "greedy", "llamacpp-completion", "f32"},
+      {"llamacpp-server/completion-g-n5-json-raw-return_tokens.response.json", "stories260K-f32.gguf", "", "greedy", "llamacpp-completion", "f32"},
+      {"llamacpp-server/completion-g-n5-sse-raw-return_tokens.response.sse", "stories260K-f32.gguf", "", "greedy", "llamacpp-completion", "f32"},
+      {"llamacpp-server/completion-g-n5-json-raw-stopword.response.json", "stories260K-f32.gguf", "", "greedy", "llamacpp-completion", "f32"},
+      {"llamacpp-server/completion-g-n5-json-raw-logitbias.response.json", "stories260K-f32.gguf", "", "logit-bias:383=-inf,greedy", "llamacpp-completion", "f32"},
+      {"llamacpp-server/kvf16-completion-g-n10-json-raw.response.json", "stories260K-f32.gguf", "", "greedy", "llamacpp-completion", "llamacpp-server"},
+      // post-sampling: greedy (after llama.cpp's default truncation the argmax keeps 1.0) and sampled chains
+      {"llamacpp-server/completion-g-n5-json-post.response.json", "stories260K-f32.gguf", "", "greedy", "llamacpp-post", "f32"},
+      {"llamacpp-server/completion-g-n10-sse-post.response.sse", "stories260K-f32.gguf", "", "greedy", "llamacpp-post", "f32"},
+      {"llamacpp-server/completion-g-n10-json-post.response.json", "stories260K-f32.gguf", "", "greedy", "llamacpp-post", "f32"},
+      {"llamacpp-server/completion-g-n5-sse-post.response.sse", "stories260K-f32.gguf", "", "greedy", "llamacpp-post", "f32"},
+      {"llamacpp-server/completion-g-n5-json-post-logitbias.response.json", "stories260K-f32.gguf", "", "logit-bias:383=-inf,greedy", "llamacpp-post", "f32"},
+      {"llamacpp-server/completion-s-n5-json-raw.response.json", "stories260K-f32.gguf", "", kDefault, "llamacpp-completion", "f32", true},
+      {"llamacpp-server/completion-s-n10-json-raw.response.json", "stories260K-f32.gguf", "", kDefault, "llamacpp-completion", "f32", true},
+      {"llamacpp-server/completion-s-n5-sse-raw.response.sse", "stories260K-f32.gguf", "", kDefault, "llamacpp-completion", "f32", true},
+      {"llamacpp-server/completion-s-n5-json-post.response.json", "stories260K-f32.gguf", "", kDefault, "llamacpp-post", "f32", true},
+      {"llamacpp-server/completion-s-n10-sse-post.response.sse", "stories260K-f32.gguf", "", kDefault, "llamacpp-post", "f32", true},
+      {"llamacpp-server/completion-s-n10-sse-raw.response.sse", "stories260K-f32.gguf", "", kDefault, "llamacpp-completion", "f32", true},
+      {"llamacpp-server/completion-s-n10-json-post.response.json", "stories260K-f32.gguf", "", kDefault, "llamacpp-post", "f32", true},
+      {"llamacpp-server/completion-s-n5-sse-post.response.sse", "stories260K-f32.gguf", "", kDefault, "llamacpp-post", "f32", true},
+      {"llamacpp-server/completion-samplersA-n10-json-raw.response.json", "stories260K-f32.gguf", "", "top-k:8,temperature:1.5,top-p:0.8", "llamacpp-completion", "f32", true},
+      {"llamacpp-server/completion-samplersA-n10-json-post.response.json", "stories260K-f32.gguf", "", "top-k:8,temperature:1.5,top-p:0.8", "llamacpp-post", "f32", true},
+      {"llamacpp-server/completion-samplersB-n10-sse-post.response.sse", "stories260K-f32.gguf", "", "min-p:0.02,temperature:2", "llamacpp-post", "f32", true},
+      // OpenAI-compatible endpoints of llama.cpp (entries with ids)
+      {"llamacpp-server/v1-completions-g-lp5-json.response.json", "stories260K-f32.gguf", "", "greedy", "openai-chat", "f32"},
+      {"llamacpp-server/v1-completions-g-lp5-sse.response.sse", "stories260K-f32.gguf", "", "greedy", "openai-chat", "f32"},
+      {"llamacpp-server/v1-completions-s-lp5-json.response.json", "stories260K-f32.gguf", "", kDefault, "openai-chat", "f32", true},
+      {"llamacpp-server/v1-chat-g-top5-json.response.json", "stories260K-f32.gguf", kChat, "greedy", "openai-chat", "f32"},
+      {"llamacpp-server/v1-chat-g-top5-sse.response.sse", "stories260K-f32.gguf", kChat, "greedy", "openai-chat", "f32"},
+      {"llamacpp-server/v1-chat-s-top5-json.response.json", "stories260K-f32.gguf", kChat, kDefault, "openai-chat", "f32", true},
+      {"llamacpp-server/v1-chat-s-top5-json-post.response.json", "stories260K-f32.gguf", kChat, kDefault, "openai-chat-post", "f32", true},
+      // Q8_0 weights against glassbox's F32 run (see also the f32-fails test below)
+      {"llamacpp-server/q8_0-completion-g-n10-json-raw.response.json", "stories260K-f32.gguf", "", "greedy", "llamacpp-completion", "q8_0"},
+      // synth128: held-back incomplete UTF-8 (24 tokens, 19 entries), a generated BOS ends glassbox's run
+      {"llamacpp-server/synth128-completion-g-n5-json-raw-return_tokens.response.json", "synth128-f32.gguf", "", "greedy", "llamacpp-completion", "f32", false, true},
+      {"llamacpp-server/synth128-completion-g-n5-json-post-return_tokens.response.json", "synth128-f32.gguf", "", "greedy", "llamacpp-post", "f32", false, true},
+      {"llamacpp-server/synth128-completion-g-n5-sse-raw-return_tokens.response.sse", "synth128-f32.gguf", "", "greedy", "llamacpp-completion", "f32", false, true},
+      {"llamacpp-server/synth128-completion-s-n10-json-raw-return_tokens.response.json", "synth128-f32.gguf", "", "temperature:1", "llamacpp-completion", "f32", true, true},
+      // constructed dialects
+      {"constructed/old-llamacpp-completion-g-n5.json", "stories260K-f32.gguf", "Once upon a time", "greedy", "llamacpp-old", "f32"},
+      {"constructed/old-llamacpp-completion-s-n10.json", "stories260K-f32.gguf", "The little bird", kDefault, "llamacpp-old", "f32", true},
+      {"constructed/old-llamacpp-synth128-completion-g-n5.json", "synth128-f32.gguf", "Once upon a time", "greedy", "llamacpp-old", "f32", false, true},
+      {"constructed/openai-legacy-completion-g-lp5.json", "stories260K-f32.gguf", "Once upon a time", "greedy", "openai-legacy", "f32"},
+      {"constructed/openai-legacy-completion-s-lp5.json", "stories260K-f32.gguf", "The little bird", kDefault, "openai-legacy", "f32", true},
+      {"constructed/openai-chat-completion-g-top5.json", "stories260K-f32.gguf", kChat, "greedy", "openai-chat", "f32"},
+      {"constructed/openai-chat-completion-s-top5.json", "stories260K-f32.gguf", kChat, kDefault, "openai-chat", "f32", true},
+      {"constructed/openai-chat-completion-g-top5.sse", "stories260K-f32.gguf", kChat, "greedy", "openai-chat", "f32"},
+      {"constructed/vllm-completion-prompt_logprobs-g-lp5.json", "stories260K-f32.gguf", "", "greedy", "vllm", "f32", false, false, "Once upon a time"},
+      {"constructed/hf-output_logits-stories260K-f32-P1-greedy16.npy", "stories260K-f32.gguf", "", "greedy", "hf-npy", "f32"},
+      {"constructed/hf-output_logits-stories260K-f32-P2-sampled16.npy", "stories260K-f32.gguf", "", kDefault, "hf-npy", "f32", true},
+      {"constructed/hf-output_logits-synth128-f32-P1-greedy24.npy", "synth128-f32.gguf", "", "greedy", "hf-npy", "f32", false, true},
+      {"constructed/edge-llamacpp-pzero-logprob.json", "stories260K-f32.gguf", "Once upon a time", "greedy", "llamacpp-completion", "f32"},
+      // llama-perplexity's KL-divergence base file: chunk 0, replayed
+      {"llamacpp-kld/stories260K-f32-c128.kld", "stories260K-f32.gguf", "", "greedy", "llamacpp-kld", "f32", true},
+  };
+  return all;
+}
+
+// Imports `c` (the dialect detected), runs glassbox the same way, returns the diff under `profile`.
+gbtest::CliResult import_and_diff(const Capture& c, const fs::path& dir, const std::string& profile, const fs::path& src) {
+  const fs::path imp = dir / "imported.jsonl", ours = dir / "glassbox.jsonl";
+  std::vector<std::string> args = {"trace", "import", src.string(), "-m", gguf(c.model), "-o", imp.string(), "--sampler", c.sampler};
+  if (!c.prompt.empty()) args.insert(args.end(), {"--prompt", c.prompt});
+  const auto i = run_cli(args);
+  BOOST_TEST_REQUIRE(i.rc == 0, c.file << ": " << i.err);
+  BOOST_TEST(i.err.find(c.dialect + " (") != std::string::npos, i.err);
+  const auto golden = gbtest::read_jsonl(imp);
+  BOOST_TEST_REQUIRE(golden.front().contains("imported"));
+  BOOST_TEST(golden.front()["imported"]["dialect"] == c.dialect);
+  std::vector<std::string> run = {"run", "-m", gguf(c.model), "--trace", ours.string(), "--trace-top", "20"};
+  if (c.replay) {
+    run.insert(run.end(), {"--replay", imp.string(), "--sampler", c.sampler, "--seed", "1"});
+  } else {
+    const std::string prompt = golden.front()["prompt"];
+    run.insert(run.end(), {"-p", c.prompt.empty() ? (c.run_prompt.empty() ? prompt : c.run_prompt) : c.prompt, "-n",
+                           std::to_string(golden.front()["max_tokens"].get<int>()), "--sampler", c.sampler});
+  }
+  if (golden.front()["trace_level"] == "full") run.insert(run.end(), {"--trace-level", "full"});
+  if (c.ignore_eos) run.push_back("--ignore-eos");
+  const auto r = run_cli(run);
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  return run_cli({"trace", "diff", imp.string(), ours.string(), "--profile", profile, "--per-step"});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(captures_vs_glassbox, *boost::unit_test::precondition(gbtest::NeedsShared()))
+
+// Every capture: its dialect detected, and within its profile of glassbox's own run.
+BOOST_DATA_TEST_CASE(capture_imports_and_diffs_clean, bdata::make(captures()), c) {
+  const fs::path dir = gbtest::temp_dir("engine-" + fs::path(c.file).stem().string());
+  const auto d = import_and_diff(c, dir, c.profile, engines(c.file));
+  BOOST_TEST(d.rc == 0, c.file << "\n" << d.out << d.err);
+}
+
+// One raw logprob moved by 0.5 (a listed alternative of the 4th entry) fails at that step, naming it.
+BOOST_DATA_TEST_CASE(perturbed_logprob_fails_at_its_step, bdata::xrange(2), which) {
+  const Capture& c = captures()[which == 0 ? 0 : 2];  // a json and an sse capture
+  const fs::path dir = gbtest::temp_dir("engine-perturbed" + std::to_string(which));
+  std::string text = gbtest::read_file(engines(c.file));
+  // The 4th entry's second alternative: " a" after " there was" -> find its logprob text and add 0.5.
+  std::size_t at = 0;
+  for (int entry = 0; entry < 4; ++entry) at = text.find("\"top_logprobs\"", at + 1);
+  const std::size_t second = text.find("\"logprob\":", text.find("\"id\":", text.find("}", at) + 1));
+  BOOST_TEST_REQUIRE(second != std::string::npos);
+  const std::size_t start = second + 10, end = text.find_first_of(",}", start);
+  const double v = std::stod(text.substr(start, end - start));
+  text.replace(start, end - start, std::to_string(v + 0.5));
+  const fs::path src = dir / fs::path(c.file).filename();
+  gbtest::write_file(src, text);
+  fs::copy_file(engines(c.file.substr(0, c.file.find(".response")) + ".request.json"), dir / (fs::path(c.file).stem().stem().string() + ".request.json"));
+  const auto d = import_and_diff(c, dir, "f32", src);
+  BOOST_TEST(d.rc == 1, d.out << d.err);
+  BOOST_TEST(d.out.find("step 3: |Δlogprob| 0.5") != std::string::npos, d.out);
+}
+
+// llama.cpp's Q8_0 output against glassbox's F32 run: a regression under f32, within q8_0.
+BOOST_AUTO_TEST_CASE(q8_0_capture_fails_f32_passes_q8_0) {
+  const Capture& c = *std::find_if(captures().begin(), captures().end(), [](const Capture& x) { return x.file.find("q8_0") != std::string::npos; });
+  const fs::path dir = gbtest::temp_dir("engine-q8");
+  const auto f32 = import_and_diff(c, dir, "f32", engines(c.file));
+  BOOST_TEST(f32.rc == 1, f32.out);
+  BOOST_TEST(f32.out.find("REGRESSION") != std::string::npos, f32.out);
+  const auto q8 = run_cli({"trace", "diff", (dir / "imported.jsonl").string(), (dir / "glassbox.jsonl").string(), "--profile", "q8_0"});
+  BOOST_TEST(q8.rc == 0, q8.out);
+}
+
+// A capture with held-back UTF-8 tokens: 19 entries on 24 tokens; glassbox stops at the generated BOS (step 6)
+// like the imported trace; the steps without a distribution are said so.
+BOOST_AUTO_TEST_CASE(held_back_tokens_align) {
+  const fs::path dir = gbtest::temp_dir("engine-held");
+  const auto i = run_cli({"trace", "import", engines("llamacpp-server/synth128-completion-g-n5-json-raw-return_tokens.response.json").string(),
+                          "-m", gguf("synth128-f32.gguf"), "-o", (dir / "t.jsonl").string()});
+  BOOST_TEST_REQUIRE(i.rc == 0, i.err);
+  const auto t = gbtest::read_jsonl(dir / "t.jsonl");
+  // steps: 151, 216 (held), 352, 323, 499, 217 (held), 1 (BOS: held, ends the run)
+  BOOST_TEST_REQUIRE(t.size() == 9u);
+  BOOST_TEST(t[2]["token"]["id"] == 216);
+  BOOST_TEST(t[2]["unlisted"] == 1.0);
+  BOOST_TEST(t[3]["token"]["id"] == 352);
+  BOOST_TEST(t[3]["unlisted"].get<double>() < 1.0);
+  BOOST_TEST(t.back()["stop_token"] == 1);
+}
+
+// TGI's stream (no capture here): built from TGI's documented event shape with llama.cpp's numbers,
+// token{id, text, logprob, special} + top_tokens per event, generated_text and details on the last one.
+BOOST_AUTO_TEST_CASE(tgi_stream_imports_and_diffs_clean) {
+  const fs::path dir = gbtest::temp_dir("engine-tgi");
+  const json src = json::parse(gbtest::read_file(engines("llamacpp-server/completion-g-n5-json-raw.response.json")));
+  std::string sse;
+  int i = 0;
+  for (const auto& e : src["completion_probabilities"]) {
+    json tops = json::array();
+    for (const auto& t : e["top_logprobs"]) tops.push_back({{"id", t["id"]}, {"text", t["token"]}, {"logprob", t["logprob"]}, {"special", false}});
+    const json ev = {{"index", i++}, {"token", {{"id", e["id"]}, {"text", e["token"]}, {"logprob", e["logprob"]}, {"special", false}}},
+                     {"top_tokens", tops}, {"generated_text", nullptr}, {"details", nullptr}};
+    sse += "data:" + ev.dump() + "\n\n";
+  }
+  sse += "data:" + json({{"index", i}, {"token", {{"id", 2}, {"text", ""}, {"logprob", -20.0}, {"special", true}}}, {"top_tokens", json::array()},
+                         {"generated_text", src["content"]}, {"details", {{"finish_reason", "length"}, {"generated_tokens", i}, {"seed", nullptr}}}})
+                        .dump() +
+         "\n\n";
+  // The last event above carries a token too (TGI's final event has one); drop it: 16 tokens were asked for.
+  sse = sse.substr(0, sse.rfind("data:")) + "data:" +
+        json({{"generated_text", src["content"]}, {"details", {{"finish_reason", "length"}, {"generated_tokens", i}, {"seed", nullptr}}}}).dump() + "\n\n";
+  gbtest::write_file(dir / "tgi.sse", sse);
+  const Capture c("", "stories260K-f32.gguf", "Once upon a time", "greedy", "tgi", "f32");
+  const auto d = import_and_diff(c, dir, "f32", dir / "tgi.sse");
+  BOOST_TEST(d.rc == 0, d.out);
+  // Cut after the third event: a truncated stream.
+  gbtest::write_file(dir / "cut.sse", sse.substr(0, sse.find("data:", sse.find("data:", sse.find("data:") + 1) + 1)));
+  const auto r = run_cli({"trace", "import", (dir / "cut.sse").string(), "-m", gguf("stories260K-f32.gguf"), "-o", (dir / "t.jsonl").string(), "--prompt", "x"});
+  BOOST_TEST(r.rc == 2);
+  BOOST_TEST(r.err.find("truncated SSE stream") != std::string::npos, r.err);
+}
+
+// `trace import` with no --from on a file of no known dialect, and --from naming an unknown one: exit 2.
+BOOST_AUTO_TEST_CASE(unknown_dialect_is_named) {
+  const fs::path dir = gbtest::temp_dir("engine-unknown");
+  gbtest::write_file(dir / "x.json", "{\"hello\": 1}\n");
+  const auto r = run_cli({"trace", "import", (dir / "x.json").string(), "-m", gguf("stories260K-f32.gguf"), "-o", (dir / "t.jsonl").string(), "--prompt", "x"});
+  BOOST_TEST(r.rc == 2);
+  BOOST_TEST(r.err.find("no known logprob dialect (keys: hello)") != std::string::npos, r.err);
+  const auto f = run_cli({"trace", "import", (dir / "x.json").string(), "-m", gguf("stories260K-f32.gguf"), "-o", (dir / "t.jsonl").string(), "--from", "nope"});
+  BOOST_TEST(f.rc == 2);
+  BOOST_TEST(f.err.find("--from 'nope': unknown dialect") != std::string::npos, f.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---- hostile imports: each a one-line error naming the line/field, exit 2 ----
+
+namespace {
+
+struct Hostile {
+  std::string name, file_name, content, expect;
+};
+std::ostream& operator<<(std::ostream& o, const Hostile& h) { return o << h.name; }
+
+std::string npy(const std::string& descr, const std::string& shape, std::size_t data_bytes) {
+  std::string h = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + h.size() + 1) % 64) h += ' ';
+  h += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(h.size() & 0xff);
+  out += static_cast<char>(h.size() >> 8);
+  return out + h + std::string(data_bytes, '\0');
+}
+
+std::string entry(const std::string& token, const std::string& lp, const std::string& tops) {
+  return "{\"token\":\"" + token + "\",\"logprob\":" + lp + ",\"bytes\":null,\"top_logprobs\":[" + tops + "]}";
+}
+
+const std::vector<Hostile>& hostile() {
+  static const std::vector<Hostile> all = [] {
+    std::vector<Hostile> v;
+    v.push_back({"unknown token strings", "a.json",
+                 "{\"choices\":[{\"logprobs\":{\"content\":[" + entry("\\u4e2d\\u6587\\u5b57", "-0.1", "") + "]}}]}",
+                 "choices[0].logprobs.content[0]: token \"\\xe4\\xb8\\xad\\xe6\\x96\\x87\\xe5\\xad\\x97\" matches no entry of the model's vocabulary (512 tokens)"});
+    std::string tops;
+    for (int i = 0; i < 513; ++i) tops += std::string(i ? "," : "") + "{\"id\":" + std::to_string(i % 512) + ",\"token\":\"a\",\"logprob\":-7}";
+    v.push_back({"top list longer than the vocabulary", "b.json",
+                 "{\"completion_probabilities\":[{\"id\":432,\"token\":\",\",\"logprob\":-0.1,\"top_logprobs\":[" + tops + "]}]}",
+                 "completion_probabilities[0]: a top list of 513 candidates, more than the model's vocabulary of 512"});
+    v.push_back({"NaN logprob", "c.json", "{\"completion_probabilities\":[{\"id\":432,\"token\":\",\",\"logprob\":\"NaN\",\"top_logprobs\":[]}]}",
+                 "completion_probabilities[0].logprob: expected a logprob (a number <= 0), got \"NaN\""});
+    v.push_back({"null chosen logprob", "d.json", "{\"completion_probabilities\":[{\"id\":432,\"token\":\",\",\"logprob\":null,\"top_logprobs\":[]}]}",
+                 "completion_probabilities[0].logprob: null (probability 0) for the token the engine chose"});
+    v.push_back({"-FLT_MAX chosen logprob", "e.json",
+                 "{\"completion_probabilities\":[{\"id\":432,\"token\":\",\",\"logprob\":-3.4028234663852886e+38,\"top_logprobs\":[]}]}",
+                 "completion_probabilities[0].logprob: -3.4028234663852886e+38 (probability 0) for the token the engine chose"});
+    v.push_back({"positive logprob", "f.json", "{\"completion_probabilities\":[{\"id\":432,\"token\":\",\",\"logprob\":0.5,\"top_logprobs\":[]}]}",
+                 "completion_probabilities[0].logprob: 0.5 is not a logprob"});
+    v.push_back({"mixed dialects in one JSONL", "g.jsonl",
+                 "{\"completion_probabilities\":[{\"id\":432,\"token\":\",\",\"logprob\":-0.1,\"top_logprobs\":[]}]}\n"
+                 "{\"choices\":[{\"logprobs\":{\"content\":[" + entry(",", "-0.1", "") + "]}}]}\n",
+                 "g.jsonl:2: a openai-chat response in a JSONL whose first response is llamacpp-completion (mixed dialects)"});
+    v.push_back({"truncated SSE stream", "h.sse",
+                 "data: {\"content\":\",\",\"stop\":false,\"completion_probabilities\":[{\"id\":432,\"token\":\",\",\"logprob\":-0.1,\"top_logprobs\":[]}]}\n\n",
+                 "h.sse:3: truncated SSE stream: it ends after line 1 without its final event"});
+    v.push_back({"SSE cut mid-line", "i.sse", "data: {\"content\":\",\",\"stop\":false,\"completion_probabilities\":[{\"id\":43",
+                 "i.sse:1: the stream stops in the middle of a line (truncated SSE stream)"});
+    v.push_back({"npy of the wrong dtype", "j.npy", npy("<i4", "(2, 512)", 2 * 512 * 4), "j.npy: .npy dtype '<i4' (expected little-endian float32"});
+    v.push_back({"npy of the wrong shape", "k.npy", npy("<f4", "(2, 500)", 2 * 500 * 4),
+                 "k.npy: .npy shape [2, 500]: rows of 500 logits but the model's vocabulary has 512 tokens"});
+    v.push_back({"npy shorter than its shape", "l.npy", npy("<f4", "(2, 512)", 100), "l.npy: .npy data is 100 bytes, shape and dtype say 4096"});
+    v.push_back({"id outside the vocabulary", "m.json", "{\"completion_probabilities\":[{\"id\":9999,\"token\":\",\",\"logprob\":-0.1,\"top_logprobs\":[]}]}",
+                 "completion_probabilities[0]: token id 9999 is outside the model's vocabulary of 512"});
+    return v;
+  }();
+  return all;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(hostile_imports, *boost::unit_test::precondition(gbtest::NeedsShared()))
+
+BOOST_DATA_TEST_CASE(one_line_error_exit_2, bdata::make(hostile()), h) {
+  const fs::path dir = gbtest::temp_dir("engine-hostile");
+  gbtest::write_file(dir / h.file_name, h.content);
+  const auto r = run_cli({"trace", "import", (dir / h.file_name).string(), "-m", gguf("stories260K-f32.gguf"), "-o", (dir / "t.jsonl").string(),
+                          "--prompt", "Once upon a time"});
+  BOOST_TEST(r.rc == 2, h.name << ": " << r.err);
+  BOOST_TEST(r.err.find(h.expect) != std::string::npos, h.name << ": " << r.err);
+  BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);  // one line
+  BOOST_TEST(!fs::exists(dir / "t.jsonl"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---- glassbox check ----
+
+namespace {
+
+// A suite of 12 cases over the captures (several dialects), one of them perturbed.
+fs::path write_suite(const fs::path& dir) {
+  std::string text = "cases:\n";
+  auto add = [&](const std::string& name, const std::string& golden, const std::string& model, const std::string& prompt,
+                 const std::string& sampler, const std::string& profile, bool replay = false, bool ignore_eos = false) {
+    text += "  - name: " + name + "\n    model: " + model + "\n    golden: " + golden + "\n    sampler: \"" + sampler + "\"\n    profile: " + profile + "\n";
+    if (!prompt.empty()) text += "    prompt: " + json(prompt).dump() + "\n";
+    if (replay) text += "    replay: true\n    seed: 1\n";
+    if (ignore_eos) text += "    ignore_eos: true\n";
+  };
+  const std::string e = engines("").string(), f32 = gguf("stories260K-f32.gguf"), s128 = gguf("synth128-f32.gguf");
+  add("llamacpp-raw", e + "llamacpp-server/completion-g-n5-json-raw.response.json", f32, "Once upon a time", "greedy", "f32");
+  add("llamacpp-sse", e + "llamacpp-server/completion-g-n10-sse-raw.response.sse", f32, "Once upon a time", "greedy", "f32");
+  add("llamacpp-post", e + "llamacpp-server/completion-g-n5-json-post.response.json", f32, "Once upon a time", "greedy", "f32");
+  add("llamacpp-sampled", e + "llamacpp-server/completion-s-n5-json-raw.response.json", f32, "The little bird", kDefault, "f32", true);
+  add("q8_0", e + "llamacpp-server/q8_0-completion-g-n10-json-raw.response.json", f32, "Once upon a time", "greedy", "q8_0");
+  add("old-llamacpp", e + "constructed/old-llamacpp-completion-g-n5.json", f32, "Once upon a time", "greedy", "f32");
+  add("openai-legacy", e + "constructed/openai-legacy-completion-g-lp5.json", f32, "Once upon a time", "greedy", "f32");
+  add("openai-chat", e + "constructed/openai-chat-completion-g-top5.json", f32, kChat, "greedy", "f32");
+  add("vllm", e + "constructed/vllm-completion-prompt_logprobs-g-lp5.json", f32, "Once upon a time", "greedy", "f32");
+  add("hf-npy", e + "constructed/hf-output_logits-stories260K-f32-P1-greedy16.npy", f32, "", "greedy", "f32");
+  add("synth128-held-back", e + "llamacpp-server/synth128-completion-g-n5-json-raw-return_tokens.response.json", s128, "Once upon a time", "greedy", "f32", false, true);
+  // perturbed: the first entry's second alternative moved by 0.5
+  std::string t = gbtest::read_file(engines("llamacpp-server/completion-g-n5-json-raw.response.json"));
+  const std::string from = "\"logprob\":-3.549839496612549", to = "\"logprob\":-3.049839496612549";
+  t.replace(t.find(from), from.size(), to);
+  gbtest::write_file(dir / "goldens" / "perturbed.json", t);
+  add("perturbed", "goldens/perturbed.json", f32, "Once upon a time", "greedy", "f32");
+  gbtest::write_file(dir / "suite.yaml", text);
+  return dir / "suite.yaml";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(check, *boost::unit_test::precondition(gbtest::NeedsShared()))
+
+BOOST_AUTO_TEST_CASE(suite_verdicts_junit_html_and_jobs) {
+  const fs::path dir = gbtest::temp_dir("check-suite");
+  fs::create_directories(dir / "goldens");
+  const fs::path suite = write_suite(dir);
+  const auto one = run_cli({"check", suite.string(), "--jobs", "1", "--junit", (dir / "junit.xml").string(), "--html", (dir / "report").string()});
+  BOOST_TEST(one.rc == 1, one.out << one.err);
+  BOOST_TEST(one.out.find("FAIL  perturbed: step 0: |Δlogprob| 0.5") != std::string::npos, one.out);
+  BOOST_TEST(one.out.find("12 cases: 11 passed, 1 regressed, 0 could not run") != std::string::npos, one.out);
+  const auto two = run_cli({"check", suite.string(), "--jobs", "2"});
+  BOOST_TEST(two.rc == 1);
+  // The same verdict lines (the summary's "wrote" lines aside).
+  auto verdicts = [](const std::string& out) {
+    std::string v;
+    std::istringstream s(out);
+    for (std::string line; std::getline(s, line);)
+      if (line.rfind("PASS", 0) == 0 || line.rfind("FAIL", 0) == 0 || line.rfind("ERROR", 0) == 0) v += line + "\n";
+    return v;
+  };
+  BOOST_TEST(verdicts(one.out) == verdicts(two.out));
+  // JUnit XML as a CI reads it: Python's xml.etree, the counts and the failing case's message.
+  const fs::path py = dir / "junit_check.py";
+  gbtest::write_file(py,
+                     "import sys, xml.etree.ElementTree as ET\n"
+                     "root = ET.parse(sys.argv[1]).getroot()\n"
+                     "assert root.tag == 'testsuites', root.tag\n"
+                     "s = root.find('testsuite')\n"
+                     "cases = s.findall('testcase')\n"
+                     "failed = [c for c in cases if c.find('failure') is not None]\n"
+                     "errors = [c for c in cases if c.find('error') is not None]\n"
+                     "assert int(s.get('tests')) == len(cases) == 12, s.get('tests')\n"
+                     "assert int(s.get('failures')) == len(failed) == 1, s.get('failures')\n"
+                     "assert int(s.get('errors')) == len(errors) == 0\n"
+                     "assert failed[0].get('name') == 'perturbed'\n"
+                     "assert 'step 0' in failed[0].find('failure').get('message')\n"
+                     "assert all(float(c.get('time')) >= 0 for c in cases)\n"
+                     "print('junit ok')\n");
+  const int rc = std::system(("python3 " + py.string() + " " + (dir / "junit.xml").string() + " > " + (dir / "py.out").string() + " 2>&1").c_str());
+  BOOST_TEST(rc == 0, gbtest::read_file(dir / "py.out"));
+  const std::string html = gbtest::read_file(dir / "report" / "index.html");
+  BOOST_TEST(html.find("perturbed-golden.html") != std::string::npos);
+  BOOST_TEST(html.find("perturbed-new.html") != std::string::npos);
+  BOOST_TEST(html.find("step 0") != std::string::npos);
+  BOOST_TEST(fs::exists(dir / "report" / "perturbed-new.html"));
+}
+
+BOOST_AUTO_TEST_CASE(record_writes_goldens_and_says_so) {
+  const fs::path dir = gbtest::temp_dir("check-record");
+  gbtest::write_file(dir / "suite.yaml", "cases:\n  - name: cat\n    model: " + gguf("stories260K-f32.gguf") +
+                                             "\n    prompt: \"The cat sat on\"\n    sampler: greedy\n    max_tokens: 8\n    golden: goldens/cat.jsonl\n    profile: f32\n");
+  fs::create_directories(dir / "goldens");
+  const auto rec = run_cli({"check", (dir / "suite.yaml").string(), "--record"});
+  BOOST_TEST_REQUIRE(rec.rc == 0, rec.out << rec.err);
+  BOOST_TEST(rec.out.find("WROTE cat: recorded " + (dir / "goldens" / "cat.jsonl").lexically_normal().string() + " (8 steps)") != std::string::npos, rec.out);
+  const auto chk = run_cli({"check", (dir / "suite.yaml").string()});
+  BOOST_TEST(chk.rc == 0, chk.out << chk.err);
+  BOOST_TEST(chk.out.find("PASS  cat: 8 steps, 8/8 tokens agree") != std::string::npos, chk.out);
+}
+
+BOOST_AUTO_TEST_CASE(bad_suite_is_exit_2_naming_the_line) {
+  const fs::path dir = gbtest::temp_dir("check-bad");
+  gbtest::write_file(dir / "suite.yaml", "cases:\n  - name: a\n    model: m.gguf\n    golden: g.json\n    colour: blue\n");
+  const auto r = run_cli({"check", (dir / "suite.yaml").string()});
+  BOOST_TEST(r.rc == 2);
+  BOOST_TEST(r.err.find("suite.yaml:5: unknown key 'colour' in a case") != std::string::npos, r.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
