@@ -17,6 +17,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "glassbox/registry.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -165,6 +166,20 @@ void run_doc(const std::string& rel) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(readme_commands_run_as_written) { run_doc("README.md"); }
+
+// The README's plugin table has a row for every plugin the built-in modules register: kind, name, module.
+BOOST_AUTO_TEST_CASE(readme_plugin_table_lists_every_plugin_and_module) {
+  const std::string readme = gbtest::read_file(kSource / "README.md");
+  glassbox::Registry reg;
+  reg.load_directory(glassbox::Registry::builtin_dir());
+  BOOST_TEST_REQUIRE(reg.rejections().empty());
+  const auto entries = reg.list();
+  BOOST_TEST_REQUIRE(entries.size() >= 20u);
+  for (const auto& e : entries) {
+    const std::string row = "| " + glassbox::kind_name(e.kind) + " | `" + e.info.name + "` | `" + e.module_name + "` |";
+    BOOST_TEST(readme.find(row) != std::string::npos, "README.md's plugin table lacks " << row);
+  }
+}
 BOOST_AUTO_TEST_CASE(tour_commands_run_and_print_what_it_shows) { run_doc("docs/tour.md"); }
 
 // The extractor itself: fences inside HTML comments are not blocks, a skip tag is read, output blocks pair up.
