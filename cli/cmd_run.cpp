@@ -190,7 +190,7 @@ void add_run_command(CLI::App& app) {
       note_streamed("\n");
       std::fflush(stdout);
     }
-    std::cerr << "[glassbox] " << summary_line(sum, draws.n_prompt);
+    std::cerr << "[glassbox] " << summary_line(sum, draws.n_prompt, s->config.dim);
     if (draws.drew) std::cerr << ", seed " << s->seed;
     std::cerr << "\n";
   });

@@ -116,7 +116,7 @@ void PacedStream::finish() {
   if (held_) show_prefill(0);  // no decode step ran: the prefill is shown as one ordinary step
 }
 
-std::string summary_line(const Summary& s, int n_prompt) {
+std::string summary_line(const Summary& s, int n_prompt, int model_dim) {
   char buf[160];
   std::string line = std::to_string(s.generated) + (s.generated == 1 ? " token" : " tokens") + ", stop: " + s.stop_reason;
   std::snprintf(buf, sizeof buf, ", ttft %.2f ms", s.ttft_ms);
@@ -131,9 +131,9 @@ std::string summary_line(const Summary& s, int n_prompt) {
     std::snprintf(buf, sizeof buf, ", decode %.3g ms/token (%.0f tok/s)", decode, s.decode_tok_s);
     line += buf;
   }
-  if (prefill > 0 && decode > 0 && n_prompt > 1 && prefill >= decode)
-    line += "\n[glassbox] note: prefill is not cheaper per token than decode here: this model is too small for computing the prompt "
-            "positions together to pay off (try a larger model, e.g. stories15M)";
+  if (prefill > 0 && decode > 0 && n_prompt > 1 && model_dim < kSmallModelDim)
+    line += "\n[glassbox] note: a model of dim " + std::to_string(model_dim) + " is too small for prefill's batching to show: its "
+            "matrix products do not keep the cores busy, so prefill per token is not reliably cheaper than decode (try stories15M's shape)";
   return line;
 }
 

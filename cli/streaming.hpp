@@ -72,8 +72,10 @@ class PacedStream final : public TraceSink {
 };
 
 // The summary line's words for a run: "12 tokens, stop: max_tokens, ttft 3.1 ms, prefill 0.21 ms/token
-// (14 prompt tokens), decode 0.95 ms/token" (no decode figure without a decode step; "1 token"), and a
-// note when prefill per token is not cheaper than decode (a model too small for batching to show).
-std::string summary_line(const Summary& s, int n_prompt);
+// (14 prompt tokens), decode 0.95 ms/token" (no decode figure without a decode step; "1 token"), and,
+// for a model narrower than kSmallModelDim, a note that it is too small for prefill's batching to show
+// (decided by the model's shape, not the timings, so that the same run prints the same words).
+constexpr int kSmallModelDim = 256;
+std::string summary_line(const Summary& s, int n_prompt, int model_dim);
 
 }  // namespace glassbox::cli
