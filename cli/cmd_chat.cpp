@@ -1,7 +1,10 @@
 // `glassbox chat`: a conversation read line by line; the whole history is re-tokenized every turn in the
-// model's turn format, and the oldest turns are pruned (never --system) when it no longer fits.
+// model's turn format, and the oldest turns are pruned (never --system) when it no longer fits. Every
+// option `chat --help` lists acts on each turn's run as it does on `run` (docs/options.md).
 #include <unistd.h>
 
+#include <array>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <cstring>
@@ -13,8 +16,12 @@
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
+#include "glassbox/pipeline.hpp"
+#include "glassbox/traces/terminal.hpp"
 #include "glassbox/traces/writer.hpp"
+#include "chat_reply.hpp"
 #include "session.hpp"
+#include "streaming.hpp"
 
 namespace glassbox::cli {
 
@@ -64,6 +71,24 @@ bool read_bounded_line(std::istream& in, std::string& line, const std::string& w
   }
 }
 
+// The embedded toy model was trained on conversations with ten names (models/toy/grammar.py's PEOPLE,
+// one token each): it recalls one of these, and answers another name with one of them.
+constexpr std::array<std::string_view, 10> kToyNames = {"Lily", "Tom", "Mia", "Ben", "Anna", "Sam", "Zoe", "Max", "Lucy", "Jack"};
+
+// The name in "My name is NAME." (any case for "my name is"), or "".
+std::string given_name(std::string_view turn) {
+  std::string lower(turn);
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const auto at = lower.find("my name is ");
+  if (at == std::string::npos) return {};
+  std::size_t b = at + 11, e = b;
+  while (e < turn.size() && (std::isalnum(static_cast<unsigned char>(turn[e])) || turn[e] == '-' || (turn[e] & 0x80))) ++e;
+  return std::string(turn.substr(b, e - b));
+}
+
+// The turn marker of the plain format ("User: ...\nAssistant:"): a reply ends where the model starts it.
+constexpr std::string_view kNextTurn = "\nUser:";
+
 }  // namespace
 
 void add_chat_command(CLI::App& app) {
@@ -91,8 +116,19 @@ void add_chat_command(CLI::App& app) {
     g.seed = s->seed;
     g.watch = watch_spec(opt);
     g.policy = opt.context_policy;
+    if (opt.trace_attention.on && opt.trace.empty()) warn("--trace-attention records into the trace: name one with --trace");
+    if (opt.trace_lens != LensPoints::Off && opt.trace.empty()) warn("--trace-lens records into the trace: name one with --trace");
+    const auto pace = pace_delay(opt);
     if (!opt.trace.empty())
       refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path}});
+
+    // The toy model (the embedded one, wherever it is named from) recalls only the names it was trained on.
+    bool toy = false;
+    if (const auto def = default_model()) {
+      std::error_code ec;
+      toy = std::filesystem::file_size(s->header.model_path, ec) == std::filesystem::file_size(def->first, ec) && !ec &&
+            sha256_file_cached(s->header.model_path) == sha256_file_cached(def->first);
+    }
 
     std::ifstream file;
     if (!o->input.empty()) {
@@ -116,6 +152,26 @@ void add_chat_command(CLI::App& app) {
       if (line.empty()) continue;
       turns.push_back({true, line});
       ++turn_no;
+      if (const std::string name = toy ? given_name(line) : std::string();
+          !name.empty() && std::find(kToyNames.begin(), kToyNames.end(), name) == kToyNames.end()) {
+        std::string list;
+        for (auto n : kToyNames) list += (list.empty() ? "" : ", ") + std::string(n);
+        warn("the toy model knows ten names (" + list + "): it cannot recall \"" + name +
+             "\" and will answer one of those (models/toy/README.md)");
+      }
+      // The user's turn in the transcript: typed at a terminal it is on screen already; piped, it is
+      // shown on stderr ("> TEXT", as the terminal would), or with --echo on stdout before the reply.
+      if (opt.json) {
+        JsonTokenSink::print({{"type", "user"}, {"turn", turn_no}, {"text", line}});
+      } else if (opt.echo) {
+        const std::string shown = "> " + line + "\n";
+        std::fwrite(shown.data(), 1, shown.size(), stdout);
+        note_streamed(shown);
+        std::fflush(stdout);
+      } else if (!tty) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "> %s\n", line.c_str());
+      }
       // The conversation's ids: the template's markers become control tokens, the messages' text
       // never does (a user typing "<|im_start|>" gets the characters).
       auto encode = [&] { return encode_chat(tok, fmt, messages(o->system, turns)); };
@@ -124,6 +180,10 @@ void add_chat_command(CLI::App& app) {
       // Fit: the history plus room for a reply must hold in the context; drop the oldest turns.
       std::size_t dropped_turns = 0;
       std::vector<Turn> dropped;
+      if (n + g.max_tokens > limit && g.policy.kind == ContextPolicy::Refuse)
+        throw InputError("chat turn " + std::to_string(turn_no) + ": the conversation is " + std::to_string(n) + " tokens; with a reply of up to " +
+                         std::to_string(g.max_tokens) + " it does not fit the " + std::to_string(limit) +
+                         " positions, and --context-policy refuse drops nothing (the other policies drop the oldest turns)");
       while (n + g.max_tokens > limit && turns.size() > 1) {
         const std::size_t drop = turns.size() >= 2 && !turns[1].user ? 2 : 1;  // a user turn and its reply
         dropped.insert(dropped.end(), turns.begin(), turns.begin() + static_cast<std::ptrdiff_t>(drop));
@@ -155,24 +215,38 @@ void add_chat_command(CLI::App& app) {
                     (o->system.empty() ? std::string() : "; the system message stays");
         g.pruned = std::move(ev);
       }
-      if (n + g.max_tokens > limit && g.policy.kind == ContextPolicy::Refuse)
-        throw InputError("chat turn " + std::to_string(turn_no) + " alone is " + std::to_string(n) + " tokens; with a reply of up to " +
-                         std::to_string(g.max_tokens) + " it does not fit the " + std::to_string(limit) + " positions (--context-policy refuse)");
       GenerateOptions turn_opt = g;
       if (g.policy.kind == ContextPolicy::Stop || g.policy.kind == ContextPolicy::Refuse) {
         // a single turn longer than the window: let the engine drop its oldest tokens rather than fail
         if (n > limit) turn_opt.policy = parse_context_policy("truncate-left");
       }
+      // The turn's sinks, as run's: its trace, --show-probs' charts, --json's token lines, the pace.
+      TeeSink sinks;
       std::unique_ptr<traces::JsonlWriter> writer;
-      if (!opt.trace.empty()) writer = std::make_unique<traces::JsonlWriter>(turn_trace_path(opt.trace, turn_no), tok, opt.trace_keep_partial,
-                                                                      trace_writer_thread(opt.trace_level, opt.trace_attention.on || opt.trace_lens != LensPoints::Off), opt.trace_logits);
-      TraceSink& sink = writer ? static_cast<TraceSink&>(*writer) : null;
+      if (!opt.trace.empty()) {
+        writer = std::make_unique<traces::JsonlWriter>(turn_trace_path(opt.trace, turn_no), tok, opt.trace_keep_partial,
+                                                       trace_writer_thread(opt.trace_level, opt.trace_attention.on || opt.trace_lens != LensPoints::Off), opt.trace_logits);
+        sinks.add(writer.get());
+      }
+      std::unique_ptr<traces::ProbsSink> probs;
+      if (opt.show_probs) {
+        probs = std::make_unique<traces::ProbsSink>(std::cerr, tok);
+        sinks.add(probs.get());
+      }
+      std::unique_ptr<JsonTokenSink> json_out;
+      if (opt.json) {
+        json_out = std::make_unique<JsonTokenSink>(tok, opt.top_logprobs);
+        json_out->extra["turn"] = turn_no;
+        sinks.add(json_out.get());
+      }
+      sinks.add(&null);
       std::string reply;
       const std::string text = render_chat(fmt, messages(o->system, turns));
       std::size_t shown = 0;  // bytes of reply already on stdout
       // Show the reply up to `end`, holding back a tail that may be the start of the next turn's marker
       // (the model writes "\nUser:" piece by piece: "\n", "U", "s", "er", ":").
       auto show = [&](std::size_t end) {
+        if (opt.json) return;  // --json: the reply is in the token lines and the turn's summary line
         if (end > shown) {
           std::fwrite(reply.data() + shown, 1, end - shown, stdout);
           note_streamed(std::string_view(reply).substr(shown, end - shown));
@@ -180,30 +254,42 @@ void add_chat_command(CLI::App& app) {
         }
         std::fflush(stdout);
       };
-      static constexpr std::string_view kNextTurn = "\nUser:";
+      const std::string_view marker = fmt == ChatFormat::Plain ? kNextTurn : std::string_view();
+      PacedStream paced(pace, [&](std::string_view piece) {
+        reply.append(piece);
+        if (marker.empty()) return show(reply.size());
+        const ReplyCut cut = cut_reply(reply, marker);
+        show(cut.show);
+        if (cut.found) {
+          reply.resize(cut.show);
+          throw StopGeneration{};
+        }
+      }, /*announce=*/!opt.json);
+      sinks.add(&paced);
+      Summary sum;
       try {
-        engine.generate(std::move(ids), text, turn_opt, s->header, sink, [&](std::string_view piece) {
-          reply.append(piece);
-          if (fmt != ChatFormat::Plain) return show(reply.size());
-          if (const auto cut = reply.find(kNextTurn); cut != std::string::npos) {
-            reply.resize(cut);
-            show(cut);
-            throw StopGeneration{};
-          }
-          std::size_t hold = std::min(reply.size(), kNextTurn.size() - 1);
-          while (hold > 0 && reply.compare(reply.size() - hold, hold, kNextTurn.substr(0, hold)) != 0) --hold;
-          show(reply.size() - hold);
-        });
+        sum = engine.generate(std::move(ids), text, turn_opt, s->header, sinks, [&](std::string_view piece) { paced.piece(piece); });
+        try {
+          paced.finish();
+        } catch (const StopGeneration&) {  // the piece held back for the pace completed the marker
+        }
       } catch (const std::exception& e) {
+        if (probs) probs->flush();
         if (writer) writer->error(e.what());
         throw;
       }
-      show(reply.size());
-      std::fputs("\n", stdout);
-      note_streamed("\n");
-      std::fflush(stdout);
-      while (!reply.empty() && (reply.front() == ' ')) reply.erase(0, 1);
-      while (!reply.empty() && (reply.back() == '\n' || reply.back() == ' ')) reply.pop_back();
+      // A marker begun but not finished when the reply ended (--max-tokens) is no one's: not shown,
+      // not kept in the history.
+      reply = finished_reply(reply, marker);
+      if (opt.json) {
+        JsonTokenSink::print({{"type", "summary"}, {"turn", turn_no}, {"text", reply}, {"generated", sum.generated},
+                              {"stop_reason", sum.stop_reason}, {"ttft_ms", sum.ttft_ms}, {"prefill_tok_s", sum.prefill_tok_s},
+                              {"decode_tok_s", sum.decode_tok_s}});
+      } else {
+        std::fputs("\n", stdout);
+        note_streamed("\n");
+        std::fflush(stdout);
+      }
       turns.push_back({false, reply});
     }
   });

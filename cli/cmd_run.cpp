@@ -17,6 +17,7 @@
 #include "glassbox/traces/writer.hpp"
 #include "interrupt.hpp"
 #include "session.hpp"
+#include "streaming.hpp"
 
 namespace glassbox::cli {
 
@@ -48,70 +49,14 @@ class PolicyNotice final : public TraceSink {
   const Tokenizer& tok_;
 };
 
-// --json: one JSON object per chosen token on stdout, shaped like OpenAI's `logprobs.content[]` entries
-// (token, bytes, logprob, top_logprobs) plus the token id, so tools that already parse those read these.
-// Logprobs are the raw model distribution's, as in the trace's `logprob` and `top`.
-// --pace MS / --pace-tps R: the pause before each streamed token, so a class can read along.
-std::chrono::microseconds pace_delay(const RunOptions& o) {
-  double ms = o.pace_ms;
-  if (o.pace_tps > 0) ms = std::max(ms, 1000.0 / o.pace_tps);
-  return std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000));
-}
-
 // Notes whether any step drew a random number: a greedy run's seed changes nothing, so it is not announced.
 class DrawWatch final : public TraceSink {
  public:
-  void header(const RunHeader&) override {}
+  void header(const RunHeader& h) override { n_prompt = static_cast<int>(h.prompt_ids.size()); }
   void step(const StepEvent& e) override { drew = drew || e.draw_u >= 0; }
   void summary(const Summary&) override {}
   bool drew = false;
-};
-
-class JsonTokenSink final : public TraceSink {
- public:
-  using Json = nlohmann::ordered_json;
-  JsonTokenSink(const Tokenizer& tok, int top_n) : tok_(tok), top_n_(top_n) {}
-  void header(const RunHeader&) override {}
-  void step(const StepEvent& e) override {
-    const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
-    // log Σ exp(logits), from the chosen token when listed (its logprob is exact), else from the first.
-    double lse = 0;
-    if (!e.top.empty()) {
-      lse = e.top[0].logit - std::log(static_cast<double>(e.top[0].prob));
-      for (const auto& t : e.top)
-        if (t.id == e.token) lse = static_cast<double>(t.logit) - e.logprob;
-    }
-    Json top = Json::array();
-    for (std::size_t i = 0; i < e.top.size() && static_cast<int>(i) < top_n_; ++i) {
-      const auto& t = e.top[i];
-      const std::string text(tok_.decode(prev, t.id));
-      top.push_back({{"id", t.id}, {"token", text}, {"bytes", bytes(text)},
-                     {"logprob", traces::json_float(t.id == e.token ? e.logprob : static_cast<float>(t.logit - lse))}});
-    }
-    const std::string text(e.token_text);
-    Json j = {{"type", "token"}, {"step", e.step}, {"phase", e.phase}, {"pos", e.pos}, {"id", e.token},
-              {"token", text}, {"bytes", bytes(text)}, {"logprob", traces::json_float(e.logprob)}, {"top_logprobs", top}};
-    if (e.forced) j["forced"] = true;
-    if (tok_.token_type(e.token) == TokenType::Control) j["special"] = true;  // BOS, EOS, ...: a marker, not text
-    const auto eog = tok_.eog_ids();
-    if (e.token == tok_.bos_id() || std::find(eog.begin(), eog.end(), e.token) != eog.end())
-      j["stop"] = true;  // a stop token: it ends the run and is never printed
-    print(j);
-  }
-  void summary(const Summary&) override {}
-  // Key order as written (type first), invalid UTF-8 in half-character pieces replaced, never thrown on.
-  static void print(const Json& j) {
-    std::cout << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n" << std::flush;
-  }
-
- private:
-  static Json bytes(const std::string& s) {
-    Json b = Json::array();
-    for (unsigned char c : s) b.push_back(c);
-    return b;
-  }
-  const Tokenizer& tok_;
-  int top_n_;
+  int n_prompt = 0;  // the prompt's tokens, for the summary line's per-token prefill cost
 };
 
 // Streams a piece to stdout; a write error (disk full, closed stdout) stops the run.
@@ -207,15 +152,14 @@ void add_run_command(CLI::App& app) {
     try {
       if (opt.echo && !opt.json) stream_out(opt.prompt);
       std::string text;
-      const auto pace = pace_delay(opt);
-      sum = engine.generate(opt.prompt, g, s->header, sinks, [&](std::string_view piece) {
-        if (pace.count() > 0) sleep_interruptibly(pace);  // SIGINT ends even a 60 s pause
-        if (opt.json) {
-          text += piece;
-          return;
-        }
-        stream_out(piece);
-      });
+      // SIGINT ends even a 60 s pause; the prefill's token waits in proportion to its real cost.
+      PacedStream paced(pace_delay(opt), [&](std::string_view piece) {
+        if (opt.json) text += piece;
+        else stream_out(piece);
+      }, /*announce=*/!opt.json);
+      sinks.add(&paced);
+      sum = engine.generate(opt.prompt, g, s->header, sinks, [&](std::string_view piece) { paced.piece(piece); });
+      paced.finish();
       if (opt.json) {
         JsonTokenSink::Json j = {{"type", "summary"}, {"text", text}, {"generated", sum.generated},
                                  {"stop_reason", sum.stop_reason}, {"ttft_ms", sum.ttft_ms},
@@ -236,9 +180,13 @@ void add_run_command(CLI::App& app) {
     std::cout.flush();  // --json writes through std::cout
     if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout))
       throw OutputError(std::string("stdout: write failed: ") + std::strerror(errno));
-    std::cerr << "\n[glassbox] " << sum.generated << " tokens, stop: " << sum.stop_reason << ", ttft "
-              << sum.ttft_ms << " ms, prefill " << sum.prefill_tok_s << " tok/s, decode " << sum.decode_tok_s
-              << " tok/s";
+    // The continuation ends its line, so the shell's prompt does not run into the text.
+    if (!opt.json && g_stdout_mid_line) {
+      std::fputs("\n", stdout);
+      note_streamed("\n");
+      std::fflush(stdout);
+    }
+    std::cerr << "[glassbox] " << summary_line(sum, draws.n_prompt, s->config.dim);
     if (draws.drew) std::cerr << ", seed " << s->seed;
     std::cerr << "\n";
   });

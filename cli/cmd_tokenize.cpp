@@ -8,6 +8,7 @@
 #include "glassbox/model/model_source.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "session.hpp"
+#include "streaming.hpp"
 
 namespace glassbox::cli {
 
@@ -25,7 +26,7 @@ void add_tokenize_command(CLI::App& app) {
                   "tokenizer plugin: llama2c (SentencePiece) or bpe (byte-level BPE; default: llama2c, or the GGUF's family)");
   cmd->add_option("--plugin-path", o->plugin_path, "extra folder of plugin modules");
   cmd->add_option("text", o->text, "the text to encode")->required();
-  cmd->add_flag("--json", o->json, "print {\"ids\":[...],\"pieces\":[...]}");
+  cmd->add_flag("--json", o->json, "print {\"ids\":[...],\"pieces\":[...],\"special\":[...]} (a control token's piece is its name, e.g. </s>)");
   cmd->add_flag("--no-bos", o->no_bos, "do not prepend BOS (prepended only when the vocabulary asks for it)");
   cmd->add_flag("--eos", o->eos, "append EOS");
   cmd->add_flag("--parse-special", o->special,
@@ -62,20 +63,21 @@ void add_tokenize_command(CLI::App& app) {
     eo.eos = o->eos;
     eo.parse_special = o->special;
     const auto ids = tok->encode(o->text, eo);
+    // Control tokens (BOS, EOS) by their bare name, marked: llama2.c's vocabulary spells BOS "\n<s>\n".
     std::vector<std::string> pieces;
-    for (auto id : ids) pieces.emplace_back(tok->piece(id));
+    std::vector<bool> special;
+    for (auto id : ids) {
+      special.push_back(tok->token_type(id) == TokenType::Control);
+      pieces.emplace_back(special.back() ? control_name(*tok, id) : std::string(tok->piece(id)));
+    }
     if (o->json) {
-      std::cout << traces::dump(nlohmann::json{{"ids", ids}, {"pieces", pieces}}) << "\n";
+      std::cout << traces::dump(nlohmann::json{{"ids", ids}, {"pieces", pieces}, {"special", special}}) << "\n";
       return;
     }
-    // Control tokens (BOS, EOS) by their bare name, marked: llama2.c's vocabulary spells BOS "\n<s>\n".
     for (std::size_t i = 0; i < ids.size(); ++i) {
       std::cout << ids[i] << "\t";
-      if (tok->token_type(ids[i]) == TokenType::Control) {
-        std::string name = pieces[i];
-        const auto b = name.find_first_not_of(" \n\r\t"), e = name.find_last_not_of(" \n\r\t");
-        if (b != std::string::npos) name = name.substr(b, e - b + 1);
-        std::cout << name << " (special)\n";
+      if (special[i]) {
+        std::cout << pieces[i] << " (special)\n";
       } else {
         std::cout << traces::dump(nlohmann::json(pieces[i])) << "\n";
       }

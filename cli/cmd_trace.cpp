@@ -11,6 +11,9 @@
 #include "glassbox/registry.hpp"
 #include "glassbox/traces/diff.hpp"
 #include "glassbox/traces/html.hpp"
+#include "glassbox/model/model_source.hpp"
+#include "session.hpp"
+#include "streaming.hpp"
 #include "glassbox/traces/reader.hpp"
 #include "glassbox/traces/render.hpp"
 
@@ -118,6 +121,37 @@ void add_render(CLI::App* trace) {
   });
 }
 
+// The prompt's tokens as the trace's own tokenizer decodes them, for the viewer's attention labels (a
+// trace records texts only for generated tokens). Empty, with a warning, when that tokenizer cannot be
+// opened from here (paths in a trace are as given where it was recorded).
+std::vector<std::string> prompt_texts(const traces::Trace& t) {
+  const auto& h = t.header;
+  try {
+    Registry reg;
+    reg.load_default();
+    PluginSpec spec{h.tokenizer.name, {}};
+    for (const auto& [k, v] : h.tokenizer.params.values()) spec.params.emplace_back(k, traces::param_text(v));
+    std::unique_ptr<Tokenizer> tok;
+    if (h.tokenizer_path.empty()) {
+      auto model = ModelSource::open(h.model.path);  // a GGUF model's own vocabulary
+      tok = reg.make_tokenizer(spec, model->metadata());
+    } else {
+      tok = reg.make_tokenizer(spec);
+    }
+    std::vector<std::string> texts;
+    std::int32_t prev = -1;
+    for (auto id : h.prompt_ids) {
+      if (id < 0 || id >= tok->vocab_size()) throw ConfigError("prompt id " + std::to_string(id) + " is outside its vocabulary");
+      texts.push_back(tok->token_type(id) == TokenType::Control ? control_name(*tok, id) : std::string(tok->decode(prev, id)));
+      prev = id;
+    }
+    return texts;
+  } catch (const std::exception& e) {
+    warn("the trace's tokenizer could not be opened (" + std::string(e.what()) + "): the viewer labels prompt tokens by id");
+    return {};
+  }
+}
+
 void add_html(CLI::App* trace) {
   auto file = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
@@ -127,7 +161,7 @@ void add_html(CLI::App* trace) {
   cmd->callback([file, out] {
     refuse_output_over_input(*out, "-o", {{"FILE", *file}});
     const auto t = traces::read_trace(*file);
-    write_file_atomically(*out, traces::trace_html(t));
+    write_file_atomically(*out, traces::trace_html(t, prompt_texts(t)));
   });
 }
 

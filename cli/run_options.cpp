@@ -226,7 +226,7 @@ std::vector<RunOption> make_table() {
                     integer(&RunOptions::threads, 1, 1024)));
   t.push_back(entry({.key = "prompt", .flags = "--prompt,-p", .value_name = "TEXT",
                      .help = "prompt text; without one, run reads a prompt piped on stdin",
-                     .default_text = "empty, start from BOS", .example = "Once upon a time", .commands = kGenerate},
+                     .default_text = "empty, start from BOS", .example = "Once upon a time", .commands = kRun},
                     text(&RunOptions::prompt)));
   t.push_back(entry({.key = "max_tokens", .flags = "--max-tokens,-n", .value_name = "N", .help = "tokens to generate at most",
                      .default_text = "256; chat: 64", .example = "8", .commands = kGenerate},
@@ -283,7 +283,7 @@ std::vector<RunOption> make_table() {
                     flag(&RunOptions::show_probs)));
   t.push_back(entry({.key = "replay", .flags = "--replay", .value_name = "TRACE",
                      .help = "teacher-force the tokens chosen in this trace (docs/golden-traces.md)", .example = "golden.jsonl",
-                     .commands = kGenerate},
+                     .commands = kRun},
                     text(&RunOptions::replay)));
   t.push_back(entry({.key = "json", .flags = "--json",
                      .help = "stdout: one JSON object per token (id, token, logprob, top_logprobs), then a summary object",
@@ -468,7 +468,15 @@ RunOptions RunOptionTableBinder::merge() {
   // --config first: the file's values are the base the command line's are laid over.
   for (const auto& s : slots_)
     if (s->entry->key == "config" && s->option->count() > 0) s->entry->set(o, node_of(*s), s->entry->long_flag());
-  if (!o.config.empty()) load_run_config(o.config, o, &given_);
+  if (!o.config.empty()) {
+    load_run_config(o.config, o, &given_);
+    // A config shared with `run` may set what chat has no use for (a prompt, a golden to replay): said,
+    // not silently ignored.
+    if (command_ == kChat)
+      for (const auto& key : given_)
+        if (!(run_option(key).commands & kChat))
+          std::fprintf(stderr, "glassbox: warning: --config %s: %s is not an option of chat (ignored)\n", o.config.c_str(), key.c_str());
+  }
   for (const auto& s : slots_) {
     if (s->entry->key == "config" || s->option->count() == 0) continue;
     s->entry->set(o, node_of(*s), s->entry->long_flag());

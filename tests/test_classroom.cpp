@@ -52,7 +52,13 @@ BOOST_DATA_TEST_CASE(json_matches_trace, boost::unit_test::data::make({"top-k:40
     BOOST_TEST(j["type"] == "token");
     BOOST_TEST(j["step"] == steps[i]["step"]);
     BOOST_TEST(j["id"] == steps[i]["token"]["id"]);
-    BOOST_TEST(j["token"] == steps[i]["token"]["text"]);
+    // a control token by its name, marked special (the trace keeps llama2.c's "\n</s>\n")
+    if (j.contains("special")) {
+      BOOST_TEST(j["token"] == "</s>");
+      BOOST_TEST(steps[i]["token"]["text"] == "\n</s>\n");
+    } else {
+      BOOST_TEST(j["token"] == steps[i]["token"]["text"]);
+    }
     BOOST_TEST(j["logprob"].get<double>() == steps[i]["logprob"].get<double>(), "step " << i);  // the same float
     BOOST_TEST_REQUIRE(j["top_logprobs"].size() == 3u);
     for (std::size_t k = 0; k < 3; ++k) {
@@ -68,7 +74,7 @@ BOOST_DATA_TEST_CASE(json_matches_trace, boost::unit_test::data::make({"top-k:40
   }
   const json& s = lines.back();
   BOOST_TEST(s["type"] == "summary");
-  BOOST_TEST(s["text"] == plain.out);
+  BOOST_TEST(s["text"].get<std::string>() + "\n" == plain.out);  // the plain run ends its line
   BOOST_TEST(s["generated"] == trace.back()["generated"]);
   BOOST_TEST(s["stop_reason"] == trace.back()["stop_reason"]);
 }
@@ -92,6 +98,32 @@ BOOST_AUTO_TEST_CASE(pace_slows_streaming) {
   auto tps = a;
   tps.insert(tps.end(), {"--pace-tps", "-1"});
   BOOST_TEST(run_cli(tps).rc == 2);
+}
+
+// The class's rough edges: stdout ends its line (the shell prompt does not run into the text); one token
+// is "1 token", with no decode rate when nothing was decoded; the summary gives per-token costs.
+BOOST_AUTO_TEST_CASE(summary_line_words_and_stdout_ends_its_line) {
+  const auto one = run_cli({"run", "--prompt", "The weather", "--max-tokens", "1", "--sampler", "greedy"});
+  BOOST_TEST_REQUIRE(one.rc == 0, one.err);
+  BOOST_TEST((!one.out.empty() && one.out.back() == '\n'), one.out);
+  BOOST_TEST(one.err.find("[glassbox] 1 token, stop: max_tokens") != std::string::npos, one.err);
+  BOOST_TEST(one.err.find("decode") == std::string::npos, one.err);
+  BOOST_TEST(one.err.find("ms/token (3 prompt tokens)") != std::string::npos, one.err);
+  const auto more = run_cli({"run", "--prompt", "The weather", "--max-tokens", "4", "--sampler", "greedy", "--ignore-eos"});
+  BOOST_TEST(more.err.find("[glassbox] 4 tokens") != std::string::npos, more.err);
+  BOOST_TEST(more.err.find(", decode ") != std::string::npos, more.err);
+  BOOST_TEST(more.err.find("ms/token") != std::string::npos, more.err);
+}
+
+// --pace shows the prefill as one step in proportion to its real cost, and says so on stderr.
+BOOST_AUTO_TEST_CASE(pace_shows_the_prefill_as_one_step_of_its_cost) {
+  const auto r = run_cli({"run", "--prompt", "The weather today is", "--max-tokens", "3", "--sampler", "greedy", "--ignore-eos", "--pace", "40"});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(r.err.find("[glassbox] prefill: 5 prompt tokens in ") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find(" decode steps of ") != std::string::npos, r.err);
+  // the text is what an unpaced run prints
+  const auto fast = run_cli({"run", "--prompt", "The weather today is", "--max-tokens", "3", "--sampler", "greedy", "--ignore-eos"});
+  BOOST_TEST(r.out == fast.out);
 }
 
 // A prompt piped on stdin is the prompt when --prompt is absent; --prompt wins over it.

@@ -56,7 +56,7 @@ BOOST_DATA_TEST_CASE(greedy_run_matches_llama2c, bdata::xrange(4), i) {
        "--trace", trace.string(), "--trace-level", "full"})));
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   const std::string want = g["greedy_continuation"];
-  BOOST_TEST(r.out == want);
+  BOOST_TEST(r.out == want + "\n");  // stdout ends its line
 
   const auto lines = gbtest::read_jsonl(trace);
   BOOST_TEST_REQUIRE(lines.size() >= 3u);
@@ -108,7 +108,7 @@ BOOST_AUTO_TEST_CASE(trace_steps_are_consistent) {
     text += st["token"]["text"].get<std::string>();
   }
   BOOST_TEST(lines[1]["input_ids"].size() == h["prompt_ids"].size());
-  BOOST_TEST(text == r.out);
+  BOOST_TEST(text + "\n" == r.out);
   BOOST_TEST(lines[6]["generated"] == 5);
   BOOST_TEST(lines[6]["stop_reason"] == "max_tokens");
   fs::remove_all(dir);
@@ -136,9 +136,9 @@ BOOST_AUTO_TEST_CASE(yaml_config_sets_options_and_the_command_line_wins) {
                      "prompt: Once upon a time\nmax_tokens: 3\nsampler: [greedy]\nattention: {name: kv-cache, capacity: 64}\n");
   auto a = run_cli({"run", "--config", (dir / "c.yaml").string()});
   BOOST_TEST_REQUIRE(a.rc == 0, a.err);
-  BOOST_TEST(a.out == ", there was");
+  BOOST_TEST(a.out == ", there was\n");
   auto b = run_cli({"run", "--config", (dir / "c.yaml").string(), "--max-tokens", "1", "--echo"});
-  BOOST_TEST(b.out == "Once upon a time,");
+  BOOST_TEST(b.out == "Once upon a time,\n");
   gbtest::write_file(dir / "bad.yaml", "modle: x\n");
   expect_error(run_cli({"run", "--config", (dir / "bad.yaml").string()}), "modle: unknown option");
   fs::remove_all(dir);

@@ -5,18 +5,21 @@
 // skipped without ../shared; "<!-- readme-test: skip REASON -->" just before a fence skips that block;
 // ```output blocks are compared after masking the numbers of "[glassbox] ..." timing lines, and
 // ```output-varies blocks (timings) are only refreshed. GLASSBOX_UPDATE_DOCS=1 rewrites the output blocks
-// (tools/update-tour.sh).
+// (tools/update-tour.sh). The blocks run with the AVX2 kernel set where the CPU has it (kernels_env).
 #define BOOST_TEST_MODULE readme
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 
+#include "glassbox/registry.hpp"
+#include "glassbox/kernels.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -101,6 +104,16 @@ std::string quote(const std::string& s) {
   return q + "'";
 }
 
+// The recorded outputs hold numbers (logprobs, probabilities) whose last digits depend on the kernel set's
+// summation order (docs/performance.md): the blocks run with the AVX2 set wherever the CPU has it (every
+// AVX-512 machine does), so that a block recorded on one machine reads the same on another. Set by hand,
+// GLASSBOX_KERNELS wins.
+std::string kernels_env() {
+  if (std::getenv("GLASSBOX_KERNELS")) return "";
+  const auto sets = glassbox::kernels::kernel_sets();
+  return std::find(sets.begin(), sets.end(), "avx2") != sets.end() ? "GLASSBOX_KERNELS=avx2 " : "";
+}
+
 void run_doc(const std::string& rel) {
   const fs::path doc = kSource / rel;
   auto lines = lines_of(gbtest::read_file(doc));
@@ -128,7 +141,7 @@ void run_doc(const std::string& rel) {
       continue;
     }
     gbtest::write_file(top / "block.sh", b.body);
-    const std::string cmd = "cd " + quote(work.string()) + " && PATH=" + quote(bin.string()) + ":\"$PATH\" timeout 300 sh -e " +
+    const std::string cmd = "cd " + quote(work.string()) + " && " + kernels_env() + "PATH=" + quote(bin.string()) + ":\"$PATH\" timeout 300 sh -e " +
                             quote((top / "block.sh").string()) + " </dev/null >" + quote((top / "out").string()) + " 2>&1";
     const int status = std::system(cmd.c_str());
     const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
@@ -165,6 +178,20 @@ void run_doc(const std::string& rel) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(readme_commands_run_as_written) { run_doc("README.md"); }
+
+// The README's plugin table has a row for every plugin the built-in modules register: kind, name, module.
+BOOST_AUTO_TEST_CASE(readme_plugin_table_lists_every_plugin_and_module) {
+  const std::string readme = gbtest::read_file(kSource / "README.md");
+  glassbox::Registry reg;
+  reg.load_directory(glassbox::Registry::builtin_dir());
+  BOOST_TEST_REQUIRE(reg.rejections().empty());
+  const auto entries = reg.list();
+  BOOST_TEST_REQUIRE(entries.size() >= 20u);
+  for (const auto& e : entries) {
+    const std::string row = "| " + glassbox::kind_name(e.kind) + " | `" + e.info.name + "` | `" + e.module_name + "` |";
+    BOOST_TEST(readme.find(row) != std::string::npos, "README.md's plugin table lacks " << row);
+  }
+}
 BOOST_AUTO_TEST_CASE(tour_commands_run_and_print_what_it_shows) { run_doc("docs/tour.md"); }
 
 // The extractor itself: fences inside HTML comments are not blocks, a skip tag is read, output blocks pair up.

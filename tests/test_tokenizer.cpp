@@ -244,6 +244,9 @@ BOOST_AUTO_TEST_CASE(cli_tokenize_parse_special) {
   auto r = gbtest::run_cli({"tokenize", "--json", "--no-bos", "--parse-special", "--tokenizer", tok, "</s>"});
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   BOOST_TEST(json::parse(r.out)["ids"] == json::array({2}));
+  // a control token is given by its name (llama2.c's vocabulary spells it "\n</s>\n"), marked special
+  BOOST_TEST(json::parse(r.out)["pieces"] == json::array({"</s>"}));
+  BOOST_TEST(json::parse(r.out)["special"] == json::array({true}));
   auto plain = gbtest::run_cli({"tokenize", "--json", "--no-bos", "--tokenizer", tok, "</s>"});
   BOOST_TEST_REQUIRE(plain.rc == 0, plain.err);
   BOOST_TEST(json::parse(plain.out)["ids"] == json(tokenizer("tok512.bin").encode("</s>", false, false)));

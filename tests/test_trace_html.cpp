@@ -5,6 +5,7 @@
 #define BOOST_TEST_MODULE trace_html
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
 
@@ -60,9 +61,14 @@ BOOST_AUTO_TEST_CASE(page_is_self_contained_and_embeds_the_trace) {
     BOOST_TEST(!has(page, remote), remote);
   const json data = embedded(page);
   const auto lines = read_jsonl(trace);
-  BOOST_TEST(data.size() == lines.size());
+  // the trace's lines, then the prompt's token texts (its tokenizer is found from here)
+  BOOST_TEST(data.size() == lines.size() + 1);
   BOOST_TEST(data[0]["type"] == "header");
-  BOOST_TEST(data.back()["type"] == "summary");
+  BOOST_TEST(data[data.size() - 2]["type"] == "summary");
+  BOOST_TEST(data.back()["type"] == "prompt_texts");
+  BOOST_TEST(data.back()["texts"].size() == lines[0]["prompt_ids"].size());
+  BOOST_TEST(data.back()["texts"][0] == "<s>");  // BOS by its name
+  BOOST_TEST(data.back()["texts"][1] == "Lily");
   BOOST_TEST(data[3]["top"] == lines[3]["top"]);
   BOOST_TEST(!has(page, "@GLASSBOX_TRACE_JSON@"));
 }
@@ -149,6 +155,120 @@ BOOST_AUTO_TEST_CASE(draws_attention_weights_and_the_kv_state) {
   BOOST_TEST(count(w.out, "class=\"attn-cell\"") == 8u);   // one head over the window
 }
 
+// Every text element of one class in the DOM, in order ("<text class=\"attn-xlabel\" ...>TEXT</text>").
+std::vector<std::string> texts_of(const std::string& dom, const std::string& cls) {
+  std::vector<std::string> out;
+  const std::string open = "class=\"" + cls;
+  for (auto at = dom.find(open); at != std::string::npos; at = dom.find(open, at + 1)) {
+    const auto gt = dom.find('>', at), end = dom.find("</text>", gt);
+    out.push_back(dom.substr(gt + 1, end - gt - 1));
+  }
+  return out;
+}
+
+// The attention matrix labels both axes with token texts (the prompt's from its tokenizer, not #ID), marks
+// what a sliding window no longer holds as gone, and shows every head grouped by its K/V head.
+BOOST_AUTO_TEST_CASE(attention_axes_are_token_texts_and_gone_positions_are_marked) {
+  const auto t = stories_trace("attn-labels", {"--prompt", "Once upon a time there was", "--max-tokens", "14", "--sampler", "greedy",
+                                               "--attention", "sliding-window:8", "--trace-attention", "all"});
+  const auto b = browse(page_for(t, "attn-labels"), "--dump-dom", "#step=13");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""), b.out.substr(0, 2000));
+  BOOST_TEST(console_lines(b.err).empty(), "console: " << (console_lines(b.err).empty() ? "" : console_lines(b.err)[0]));
+  const auto x = texts_of(b.out, "attn-xlabel"), y = texts_of(b.out, "attn-ylabel");
+  BOOST_TEST_REQUIRE(!x.empty());
+  BOOST_TEST_REQUIRE(y.size() == 14u);  // one row per step, the query token fed there
+  for (const auto& l : x) BOOST_TEST(l.rfind("#", 0) != 0u, "an axis label is an id, not a text: " << l);
+  auto named = [&](const std::vector<std::string>& v, const std::string& text) { return std::find(v.begin(), v.end(), text) != v.end(); };
+  BOOST_TEST(named(x, "\"Once\""));
+  BOOST_TEST(named(x, "\" upon\""));
+  BOOST_TEST(named(y, "\" was\""));  // the prefill's query: the prompt's last token
+  BOOST_TEST(named(x, "&lt;s&gt; (special)"));
+  // a window of 8 over 6 + 14 positions: the early columns are gone for the late rows
+  BOOST_TEST(count(b.out, "attn-gone-cell") > 0u);
+  // stories260K: 8 heads over 4 K/V heads, every head of 5 layers recorded
+  BOOST_TEST(count(b.out, "class=\"attn-head-label\"") == 40u);
+  BOOST_TEST(has(b.out, ">L4 h7 kv3</text>"));
+  BOOST_TEST(has(b.out, "shares K/V head 0 with heads 0, 1"));
+  BOOST_TEST(count(b.out, "<option value=") >= 5u + 8u);  // the layer and head selectors
+}
+
+// After a policy drops tokens the text panel shows them struck out; a recompute run's KV panel says there
+// is no cache instead of a percentage of zero.
+BOOST_AUTO_TEST_CASE(dropped_text_is_shown_as_dropped_and_recompute_says_no_cache) {
+  const auto t = stories_trace("drop-text", {"--prompt", "Once upon a time there was", "--max-tokens", "12", "--sampler", "greedy",
+                                             "--context", "12", "--context-policy", "truncate-left"});
+  const auto b = browse(page_for(t, "drop-text"), "--dump-dom", "#step=11");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""), b.out.substr(0, 2000));
+  BOOST_TEST(count(b.out, "class=\"prompt gone\"") > 0u, "no prompt token struck out");
+  BOOST_TEST(has(b.out, "the model no longer sees it"));
+  const auto early = browse(page_for(t, "drop-text-0"), "--dump-dom", "#step=0");
+  BOOST_TEST(count(early.out, "class=\"prompt gone\"") == 0u, "struck out before the drop");
+
+  const auto r = stories_trace("recompute", {"--prompt", "Once upon a time", "--max-tokens", "6", "--sampler", "greedy",
+                                             "--attention", "recompute"});
+  const auto k = browse(page_for(r, "recompute"), "--dump-dom", "#step=5");
+  BOOST_TEST(has(k.out, "id=\"console-errors\" data-count=\"0\""), k.out.substr(0, 2000));
+  BOOST_TEST(!has(k.out, "of 0 positions"), k.out.substr(0, 4000));
+  BOOST_TEST(has(k.out, "no cache (recompute): nothing is kept between steps</span>"), k.out.substr(0, 4000));
+}
+
+// A lens on each step (the field a --trace-lens run writes: {"layer", "top": [...]} per block, and points
+// inside a block): the grid has one cell per (layer, point) and step, each its top token; no lens, no panel.
+BOOST_AUTO_TEST_CASE(lens_grid_has_a_cell_per_layer_and_step) {
+  const auto trace = sampled_basic_trace();
+  const fs::path page = page_for(trace, "lens");
+  std::string html = read_file(page);
+  json data = embedded(html);
+  const int layers = data[0]["model"]["config"]["n_layers"];
+  int steps = 0;
+  for (auto& l : data) {
+    if (l["type"] != "step") continue;
+    ++steps;
+    json lens = json::array();
+    for (int layer = 1; layer <= layers; ++layer) {
+      // made-up but well-formed: the step's own top candidates, sharper with depth; the last block is the step's
+      json top = json::array();
+      for (std::size_t k = 0; k < 3 && k < l["top"].size(); ++k)
+        top.push_back({{"id", l["top"][k]["id"]}, {"text", l["top"][k]["text"]},
+                       {"prob", layer == layers ? l["top"][k]["prob"].get<double>() : l["top"][k]["prob"].get<double>() * layer / layers}});
+      lens.push_back({{"layer", layer}, {"top", top}});
+      if (layer == 2) lens.push_back({{"layer", layer}, {"point", "attn"}, {"top", top}});
+    }
+    l["lens"] = lens;
+  }
+  const std::string open = "<script type=\"application/json\" id=\"trace-data\">";
+  const auto a = html.find(open) + open.size(), e = html.find("</script>", a);
+  std::string dumped;
+  for (char c : data.dump()) dumped += c == '<' ? std::string("\\u003c") : std::string(1, c);
+  html.replace(a, e - a, dumped);
+  write_file(page, html);
+  const auto b = browse(page, "--dump-dom", "#step=3");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""), b.out.substr(0, 2000));
+  BOOST_TEST(count(b.out, "class=\"lens-cell") == static_cast<std::size_t>((layers + 1) * steps));
+  BOOST_TEST(count(b.out, "class=\"lens-cell current\"") == static_cast<std::size_t>(layers + 1));
+  BOOST_TEST(has(b.out, ">layer 2 attn</th>"));
+  BOOST_TEST(!has(b.out, "id=\"lens-section\" class=\"wide\" hidden"));
+  // without a lens the panel stays hidden
+  const auto plain = browse(page_for(trace, "no-lens"), "--dump-dom");
+  BOOST_TEST(has(plain.out, "id=\"lens-section\" class=\"wide\" hidden"));
+  BOOST_TEST(count(plain.out, "class=\"lens-cell") == 0u);
+}
+
+// The same grid from a real `run --trace-lens all` trace (stories260K: 5 layers, a point inside and after each).
+BOOST_AUTO_TEST_CASE(a_real_lens_trace_fills_the_grid) {
+  const auto t = stories_trace("real-lens", {"--prompt", "Once upon a time", "--max-tokens", "4", "--sampler", "greedy",
+                                             "--trace-lens", "all", "--trace-top", "3"});
+  const auto b = browse(page_for(t, "real-lens"), "--dump-dom", "#step=2");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""), b.out.substr(0, 2000));
+  BOOST_TEST(count(b.out, "class=\"lens-cell") == static_cast<std::size_t>(2 * 5 * 4));
+  BOOST_TEST(count(b.out, "class=\"lens-cell current\"") == 10u);
+  BOOST_TEST(has(b.out, ">layer 5 attn</th>"));
+}
+
 BOOST_AUTO_TEST_CASE(a_step_in_the_address_opens_there) {
   const auto b = browse(page_for(sampled_basic_trace(), "fragment"), "--dump-dom", "#step=5");
   BOOST_TEST_REQUIRE(b.rc == 0, b.err);
@@ -163,7 +283,16 @@ BOOST_AUTO_TEST_CASE(tricky_text_shows_as_text) {
   BOOST_TEST_REQUIRE(b.rc == 0, b.err);
   BOOST_TEST(has(b.out, "data-ready=\"1\""));
   BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""));
-  BOOST_TEST(has(b.out, "&lt;/script&gt;&lt;script&gt;alert(1)"), "the prompt is shown as text");
+  // the text panel (one span per prompt token), its tags removed: the prompt's characters, as text
+  const auto a = b.out.find("id=\"text\""), e = b.out.find("</section>", a);
+  std::string panel;
+  bool in_tag = false;
+  for (char c : b.out.substr(a, e - a)) {
+    if (c == '<') in_tag = true;
+    else if (c == '>') in_tag = false;
+    else if (!in_tag) panel += c;
+  }
+  BOOST_TEST(has(panel, "&lt;/script&gt;&lt;script&gt;alert(1)"), "the prompt is shown as text: " << panel);
 }
 
 // The error hook itself works: a page with a script error reports it in the DOM (so zero means zero).
@@ -181,10 +310,10 @@ BOOST_AUTO_TEST_CASE(the_console_error_hook_reports_errors) {
 
 BOOST_AUTO_TEST_CASE(screenshot) {
   const auto trace = stories_trace("screenshot", {"--prompt", "Once upon a time", "--max-tokens", "40", "--sampler",
-                                                  "top-k:40,temperature:0.8", "--seed", "7"});
+                                                  "top-k:40,temperature:0.8", "--seed", "7", "--trace-attention", "all"});
   const fs::path page = page_for(trace, "screenshot");
   const fs::path png = page.parent_path() / "trace-viewer.png";
-  const auto b = browse(page, "--window-size=1400,860 --screenshot=" + quote(png.string()), "#step=21");
+  const auto b = browse(page, "--window-size=1400,1400 --screenshot=" + quote(png.string()), "#step=21");
   BOOST_TEST_REQUIRE(b.rc == 0, b.err);
   const std::string img = read_file(png);
   BOOST_TEST_REQUIRE(img.rfind("\x89PNG\r\n\x1a\n", 0) == 0u);
@@ -193,7 +322,7 @@ BOOST_AUTO_TEST_CASE(screenshot) {
            (static_cast<unsigned char>(img[at + 2]) << 8) | static_cast<unsigned char>(img[at + 3]);
   };
   BOOST_TEST(be32(16) == 1400u);  // IHDR width, height
-  BOOST_TEST(be32(20) == 860u);
+  BOOST_TEST(be32(20) == 1400u);
   BOOST_TEST(img.size() > 40'000u, "a blank page compresses to a few KB");
   if (const char* u = std::getenv("GLASSBOX_UPDATE_SCREENSHOT"); u && *u && std::string(u) != "0") {
     const fs::path dest = fs::path(GLASSBOX_SOURCE_DIR) / "docs" / "images" / "trace-viewer.png";

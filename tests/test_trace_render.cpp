@@ -198,6 +198,9 @@ BOOST_AUTO_TEST_CASE(plugins_graph_draws_each_sampler_stage_in_order) {
   const auto k = r.out.find("top-k"), p = r.out.find("top-p"), t = r.out.find("temperature"), d = r.out.find("SAMPLER 4");
   BOOST_TEST((k < p && p < t && t < d && d != std::string::npos), r.out);
   for (const char* box : {"TOKENIZE", "PREFILL", "DECODE", "DETOKENIZE", "kv-cache"}) BOOST_TEST(has(r.out, box), box);
+  // the lesson's words: the logits become a probability distribution, which the chain then reshapes
+  BOOST_TEST(has(r.out, "softmax → probability distribution"), r.out);
+  BOOST_TEST(!has(r.out, "logits → candidates"), r.out);
   // an SVG file, parsed
   const fs::path dir = temp_dir("plugins-graph");
   r = run_cli({"plugins", "--graph", "-o", (dir / "pipe.svg").string(), "--attention", "kv-cache:64"});

@@ -1,12 +1,14 @@
-// The viewer as an instrument: its sampling controls (top-k -> top-p -> temperature, re-applied in the page to
+// The viewer as an instrument: its sampling controls (top-k -> typical-p -> top-p -> min-p -> temperature, re-applied in the page to
 // a step's recorded logits) give `glassbox explain`'s distribution for the same logits and chain, within 1e-4,
 // in headless Chromium with zero console errors; a 600-step trace does not push the page sideways.
 #define BOOST_TEST_MODULE viewer_whatif
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <sstream>
 
 #include "browser.hpp"
@@ -21,8 +23,11 @@ namespace {
 struct Chain {
   int k;
   double p, t;
+  double min_p = 0, typical_p = 1;
 };
-std::ostream& operator<<(std::ostream& o, const Chain& c) { return o << "k=" << c.k << " p=" << c.p << " T=" << c.t; }
+std::ostream& operator<<(std::ostream& o, const Chain& c) {
+  return o << "k=" << c.k << " p=" << c.p << " T=" << c.t << " min-p=" << c.min_p << " typical-p=" << c.typical_p;
+}
 
 std::string fmt(double x) {
   std::ostringstream s;
@@ -75,7 +80,8 @@ std::map<int, double> explain_dist(const std::vector<std::pair<int, double>>& lo
   for (const auto& [id, l] : logits) s += std::exp(l - m);
   std::string dist;
   for (const auto& [id, l] : logits) dist += (dist.empty() ? "" : ",") + std::to_string(id) + "=" + fmt(std::exp(l - m) / s);
-  const std::string chain = "top-k:" + std::to_string(c.k) + ",top-p:" + fmt(c.p) + ",temperature:" + fmt(c.t);
+  const std::string chain = "top-k:" + std::to_string(c.k) + ",typical-p:" + fmt(c.typical_p) + ",top-p:" + fmt(c.p) +
+                            ",min-p:" + fmt(c.min_p) + ",temperature:" + fmt(c.t);
   const auto r = run_cli({"explain", "--dist", dist, "--sampler", chain, "--json"});
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   const json j = json::parse(r.out);
@@ -84,7 +90,8 @@ std::map<int, double> explain_dist(const std::vector<std::pair<int, double>>& lo
   return out;
 }
 
-const Chain kChains[] = {{0, 1.0, 1.0}, {4, 1.0, 0.7}, {0, 0.9, 1.3}, {3, 0.8, 0.5}, {0, 1.0, 0.0}, {10, 0.95, 2.0}};
+const Chain kChains[] = {{0, 1.0, 1.0}, {4, 1.0, 0.7}, {0, 0.9, 1.3}, {3, 0.8, 0.5}, {0, 1.0, 0.0}, {10, 0.95, 2.0},
+                         {0, 1.0, 1.0, 0.1}, {0, 1.0, 0.8, 0.0, 0.5}, {20, 0.95, 0.8, 0.05, 0.9}};
 
 void check(bool full, const Chain& c) {
   const fs::path trace = toy_trace(full);
@@ -102,7 +109,8 @@ void check(bool full, const Chain& c) {
   const auto r = run_cli({"trace", "html", trace.string(), "-o", page.string()});
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   const auto b = browse(page, "--dump-dom",
-                        "#step=" + std::to_string(step) + "&temperature=" + fmt(c.t) + "&top_k=" + std::to_string(c.k) + "&top_p=" + fmt(c.p));
+                        "#step=" + std::to_string(step) + "&temperature=" + fmt(c.t) + "&top_k=" + std::to_string(c.k) + "&top_p=" + fmt(c.p) +
+                            "&min_p=" + fmt(c.min_p) + "&typical_p=" + fmt(c.typical_p));
   BOOST_TEST(b.out.find("id=\"console-errors\" data-count=\"0\"") != std::string::npos, b.out.substr(0, 2000));
   BOOST_TEST(console_lines(b.err).empty(), "console: " << (console_lines(b.err).empty() ? "" : console_lines(b.err)[0]));
   BOOST_TEST(b.out.find("What this step would have looked like") != std::string::npos);
@@ -165,6 +173,44 @@ BOOST_AUTO_TEST_CASE(a_600_step_trace_fits_the_window) {
   const auto k = browse(dir / "long.html", "--window-size=1280,800 --dump-dom", "#step=10&keys=ArrowRight,ArrowRight,ArrowRight,ArrowLeft");
   BOOST_TEST(k.out.find("step 12 / 599") != std::string::npos, k.out.substr(0, 3000));
   BOOST_TEST(k.out.find("id=\"console-errors\" data-count=\"0\"") != std::string::npos);
+}
+
+// "Roll the die": N seeded draws from the distribution after the chain, counted; the same seed gives the
+// same counts, every draw is a kept candidate, and a temperature of 0 draws the argmax every time.
+BOOST_AUTO_TEST_CASE(the_die_draws_from_the_distribution_after_the_chain) {
+  const fs::path trace = toy_trace(true);
+  const auto lines = read_jsonl(trace);
+  const int step = widest_step(lines);
+  const fs::path page = trace.parent_path() / "die.html";
+  BOOST_TEST_REQUIRE(run_cli({"trace", "html", trace.string(), "-o", page.string()}).rc == 0);
+  auto counts = [&](const std::string& fragment) {
+    const auto b = browse(page, "--dump-dom", "#step=" + std::to_string(step) + fragment);
+    BOOST_TEST(b.out.find("id=\"console-errors\" data-count=\"0\"") != std::string::npos, b.out.substr(0, 2000));
+    std::string text = attribute(b.out, "data-counts=\"");
+    for (std::size_t p; (p = text.find("&quot;")) != std::string::npos;) text.replace(p, 6, "\"");
+    std::map<int, int> out;
+    const json parsed = json::parse(text);
+    for (auto it = parsed.begin(); it != parsed.end(); ++it) out[std::stoi(it.key())] = it.value().get<int>();
+    BOOST_TEST(std::stoi(attribute(b.out, "data-draws=\"")) == std::accumulate(out.begin(), out.end(), 0, [](int a, auto& x) { return a + x.second; }));
+    return std::make_pair(out, page_dist(b.out));
+  };
+  const auto [a, dist] = counts("&top_k=5&temperature=1&roll=400&seed=3");
+  const auto [again, unused] = counts("&top_k=5&temperature=1&roll=400&seed=3");
+  BOOST_TEST(a == again);
+  int n = 0;
+  for (const auto& [id, k] : a) {
+    BOOST_TEST(dist.count(id) == 1u, "drew id " << id << ", which the chain cut");
+    n += k;
+  }
+  BOOST_TEST(n == 400);
+  BOOST_TEST(a.size() >= 2u, "400 draws over top-5 of the widest step picked one token only");
+  // the most likely token is drawn about as often as its probability says (400 draws: within 4 sigma)
+  const auto best = std::max_element(dist.begin(), dist.end(), [](auto& x, auto& y) { return x.second < y.second; });
+  const double expect = 400 * best->second, sigma = std::sqrt(400 * best->second * (1 - best->second));
+  BOOST_TEST(std::abs(a.count(best->first) ? a.at(best->first) - expect : expect) <= 4 * sigma + 1);
+  const auto [greedy, gd] = counts("&temperature=0&roll=50&seed=9");
+  BOOST_TEST_REQUIRE(greedy.size() == 1u);
+  BOOST_TEST(greedy.begin()->second == 50);
 }
 
 // The toy model ends its sentence with EOS, stored as "\n</s>\n": the page names it as a special token.

@@ -51,8 +51,8 @@ message(STATUS "explain: epsilon:0.12 keeps ${kept} of 5")
 if(EXISTS ${SOURCE_DIR}/models/toy/toy.bin)
   execute_process(COMMAND ${gb} run --prompt "The weather today is" --sampler greedy --max-tokens 2
                   WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0 OR NOT out STREQUAL " sunny.")
-    message(FATAL_ERROR "installed glassbox with its default model: rc ${rc}, output '${out}' (expected ' sunny.')\n${err}")
+  if(NOT rc EQUAL 0 OR NOT out STREQUAL " sunny.\n")  # stdout ends its line
+    message(FATAL_ERROR "installed glassbox with its default model: rc ${rc}, output '${out}' (expected ' sunny.' and a newline)\n${err}")
   endif()
   message(STATUS "installed default model: '${out}'")
 endif()

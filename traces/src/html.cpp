@@ -15,7 +15,7 @@ constexpr std::string_view kPlaceholder = "@GLASSBOX_TRACE_JSON@";
 
 std::string viewer_html() { return kViewerHtml; }
 
-std::string trace_html(const Trace& t) {
+std::string trace_html(const Trace& t, const std::vector<std::string>& prompt_texts) {
   // The page's data is the trace's lines as the schema writes them (fields it does not know are not carried).
   json lines = json::array();
   lines.push_back(to_json(t.header));
@@ -28,6 +28,12 @@ std::string trace_html(const Trace& t) {
   }
   for (const auto& c : t.context) lines.push_back(to_json(c));  // context-policy firings (the viewer matches them by step)
   if (t.summary) lines.push_back(to_json(*t.summary));
+  if (!prompt_texts.empty()) {
+    if (prompt_texts.size() != t.header.prompt_ids.size())
+      throw TraceError("internal: " + std::to_string(prompt_texts.size()) + " prompt texts for " +
+                       std::to_string(t.header.prompt_ids.size()) + " prompt ids");
+    lines.push_back({{"type", "prompt_texts"}, {"texts", prompt_texts}});
+  }
   // Inside <script type="application/json"> only "</script" or "<!--" could end or confuse the element;
   // '<' never occurs in JSON outside strings, so writing it as \u003c inside them removes both.
   std::string data;

@@ -250,7 +250,7 @@ void build_pipeline(Graph& G, const PipelineDesc& p) {
                                        {"fillcolor", "#dde8f7"}, {"class", "decode"}});
   Agnode_t* attn = G.node("attention", {{"label", box("ATTENTION (K/V cache)", p.attention)}, {"shape", "cylinder"},
                                         {"fillcolor", "#fff4dd"}, {"class", "attention"}});
-  Agnode_t* dist = G.node("distribution", {{"label", "logits → candidates"}, {"shape", "box"}, {"style", "dashed"},
+  Agnode_t* dist = G.node("distribution", {{"label", "softmax → probability distribution"}, {"shape", "box"}, {"style", "dashed"},
                                            {"fillcolor", "white"}});
   G.edge(prompt, tok, {});
   G.edge(tok, prefill, {{"label", "token ids"}});

@@ -1,0 +1,385 @@
+// `glassbox chat` honours every option it lists: one case per entry of the run option table that chat
+// takes (data-driven over the table, so a new chat option without a case fails here), each showing the
+// option's effect on a conversation; and the transcript's own rules (echoed turns, no half-written marker).
+#define BOOST_TEST_MODULE chat
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "../cli/chat_reply.hpp"
+#include "../cli/run_options.hpp"
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+namespace bdata = boost::unit_test::data;
+using nlohmann::json;
+using gbtest::CliResult;
+
+namespace {
+
+const std::string kTurns = "My name is Lily.\nWhat is my name?\n";
+
+// The toy model's own files, named explicitly (the default is the installed copy of them).
+std::string toy(const std::string& f) { return (fs::path(GLASSBOX_SOURCE_DIR) / "models" / "toy" / f).string(); }
+
+struct Chat {
+  fs::path dir;
+  // `glassbox chat` over kTurns (two turns) with `more`.
+  CliResult operator()(std::vector<std::string> more, const std::string& env = "") const {
+    std::vector<std::string> a = {"chat", "--input", (dir / "turns.txt").string()};
+    // a seed and a short reply unless the case sets its own
+    if (std::find(more.begin(), more.end(), "--seed") == more.end()) a.insert(a.end(), {"--seed", "1"});
+    if (std::find(more.begin(), more.end(), "--max-tokens") == more.end()) a.insert(a.end(), {"--max-tokens", "6"});
+    a.insert(a.end(), more.begin(), more.end());
+    return gbtest::run_cli(a, env);
+  }
+  std::string trace() const { return (dir / "c.jsonl").string(); }
+  std::vector<json> turn(int n) const { return gbtest::read_jsonl(dir / ("c-turn" + std::to_string(n) + ".jsonl")); }
+  json header(int n = 1) const { return turn(n).front(); }
+  json first_step(int n = 1) const {
+    for (const auto& l : turn(n))
+      if (l["type"] == "step") return l;
+    return {};
+  }
+};
+
+std::vector<json> lines_of(const std::string& out) {
+  std::vector<json> v;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) v.push_back(json::parse(line));
+  return v;
+}
+
+bool has(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// One case per chat option: the option's effect, checked. Each case runs chat itself.
+using Case = std::function<void(const Chat&)>;
+const std::map<std::string, Case>& cases() {
+  static const std::map<std::string, Case> m = {
+      {"config",
+       [](const Chat& c) {
+         gbtest::write_file(c.dir / "c.yaml", "sampler: [greedy]\ntrace_top: 2\nprompt: not for chat\n");
+         const auto r = c({"--config", (c.dir / "c.yaml").string(), "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "greedy");
+         BOOST_TEST(c.first_step()["top"].size() == 2u);
+         BOOST_TEST(has(r.err, "prompt is not an option of chat (ignored)"), r.err);
+       }},
+      {"model",
+       [](const Chat& c) {
+         const auto r = c({"--model", toy("toy.bin"), "--tokenizer", toy("toy-tok.bin"), "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["model"]["path"] == toy("toy.bin"));
+       }},
+      {"tokenizer",
+       [](const Chat& c) {
+         const auto r = c({"--model", toy("toy.bin"), "--tokenizer", toy("toy-tok.bin"), "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["tokenizer"]["path"] == toy("toy-tok.bin"));
+       }},
+      {"tokenizer_plugin",
+       [](const Chat& c) {
+         const auto r = c({"--tokenizer-plugin", "bpe"});  // the toy's vocabulary is no byte-level BPE file
+         BOOST_TEST(r.rc == 2, r.err);
+         BOOST_TEST(has(r.err, "not valid JSON"), r.err);  // read as a tokenizer.json: the plugin was used
+       }},
+      {"context",
+       [](const Chat& c) {
+         const auto r = c({"--context", "40", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["model"]["config"]["seq_len"] == 40);
+       }},
+      {"attention",
+       [](const Chat& c) {
+         const auto r = c({"--attention", "kv-cache:64", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["plugins"]["attention"]["params"]["capacity"] == 64);
+       }},
+      {"plugin_path",
+       [](const Chat& c) {
+         const auto r = c({"--plugin-path", (fs::path(GLASSBOX_TEST_PLUGIN_DIR) / "bad_abi").string()});
+         BOOST_TEST(r.rc == 0, r.err);
+         BOOST_TEST(has(r.err, "bad_abi.so: ABI version 999"), r.err);
+       }},
+      {"context_policy",
+       [](const Chat& c) {
+         // 40 positions hold the first turn and its reply, not the second turn with them: the default
+         // drops the oldest exchange, refuse drops nothing and stops.
+         const auto pruned = c({"--context", "40"});
+         BOOST_TEST(pruned.rc == 0, pruned.err);
+         BOOST_TEST(has(pruned.err, "dropped the oldest exchange"), pruned.err);
+         const auto refused = c({"--context", "40", "--context-policy", "refuse"});
+         BOOST_TEST(refused.rc == 2, refused.err);
+         BOOST_TEST(has(refused.err, "chat turn 2: the conversation is "), refused.err);
+         BOOST_TEST(has(refused.err, "--context-policy refuse drops nothing"), refused.err);
+         BOOST_TEST(!has(refused.err, "dropped the oldest"), refused.err);
+       }},
+      {"gelu",
+       [](const Chat& c) {
+         // Only a GELU model has a GELU: the GPT-2 test model's first logprob moves with its form.
+         if (!gbtest::shared_dir()) {
+           BOOST_TEST_MESSAGE("gelu: skipped, ../shared is absent");
+           return;
+         }
+         const std::string model = gbtest::shared("gguf/arch/gpt2-synth-f32.gguf").string();
+         const CliResult with_tanh = c({"--model", model, "--json", "--sampler", "greedy"});
+         const CliResult with_erf = c({"--model", model, "--json", "--sampler", "greedy", "--gelu", "erf"});
+         BOOST_TEST_REQUIRE(with_tanh.rc == 0, with_tanh.err);
+         BOOST_TEST_REQUIRE(with_erf.rc == 0, with_erf.err);
+         const std::vector<json> lt = lines_of(with_tanh.out), le = lines_of(with_erf.out);
+         BOOST_TEST_REQUIRE(lt.size() > 1u);
+         BOOST_TEST_REQUIRE(le.size() > 1u);
+         const double pa = lt[1].value("logprob", 0.0), pb = le[1].value("logprob", 0.0);
+         BOOST_TEST(pa != pb, "tanh and erf GELU give the same first logprob " << pa);
+       }},
+      {"threads",
+       [](const Chat& c) {
+         const auto r = c({"--threads", "1", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["threads"] == 1);
+       }},
+      {"max_tokens",
+       [](const Chat& c) {
+         const auto r = c({"--max-tokens", "2", "--ignore-eos", "--json"});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         int summaries = 0;
+         for (const auto& l : lines_of(r.out))
+           if (l["type"] == "summary") {
+             ++summaries;
+             BOOST_TEST(l["generated"].get<int>() <= 2, l.dump());
+           }
+         BOOST_TEST(summaries == 2);
+       }},
+      {"sampler",
+       [](const Chat& c) {
+         const auto r = c({"--sampler", "greedy", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "greedy");
+         BOOST_TEST(c.header()["plugins"]["sampler"].size() == 1u);
+       }},
+      {"ignore_eos",
+       [](const Chat& c) {
+         const auto r = c({"--ignore-eos", "--max-tokens", "20", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "logit-bias");
+         BOOST_TEST(c.turn(1).back()["stop_reason"] != "stop_token");
+       }},
+      {"seed",
+       [](const Chat& c) {
+         const auto r = c({"--seed", "42", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["seed"] == 42);
+       }},
+      {"trace",
+       [](const Chat& c) {
+         const auto r = c({"--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.turn(1).back()["type"] == "summary");
+         BOOST_TEST(c.turn(2).back()["type"] == "summary");
+       }},
+      {"trace_keep_partial",
+       [](const Chat& c) {
+         // A turn that fails (a temperature that overflows the logits) ends its trace in an error line:
+         // kept beside an existing trace without the option, written over it with.
+         const fs::path t1 = c.dir / "c-turn1.jsonl";
+         const std::vector<std::string> failing = {"--sampler", "temperature:1.5e-38,dist", "--trace", c.trace()};
+         gbtest::write_file(t1, "old\n");
+         const auto kept = c(failing);
+         BOOST_TEST(kept.rc == 2, kept.err);
+         BOOST_TEST(gbtest::read_file(t1) == "old\n");
+         BOOST_TEST(fs::exists(t1.string() + ".partial"));
+         auto with = failing;
+         with.push_back("--trace-keep-partial");
+         const auto replaced = c(with);
+         BOOST_TEST(replaced.rc == 2, replaced.err);
+         BOOST_TEST(has(gbtest::read_file(t1), "\"type\":\"error\""), gbtest::read_file(t1));
+       }},
+      {"trace_level",
+       [](const Chat& c) {
+         const auto r = c({"--trace-level", "full", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.first_step().contains("logits"));
+       }},
+      {"trace_logits",
+       [](const Chat& c) {
+         const auto r = c({"--trace-level", "full", "--trace-logits", "decimal", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.first_step()["logits"].is_array());
+       }},
+      {"trace_top",
+       [](const Chat& c) {
+         const auto r = c({"--trace-top", "3", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.first_step()["top"].size() == 3u);
+       }},
+      {"echo",
+       [](const Chat& c) {
+         const auto r = c({"--echo"});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(r.out.rfind("> My name is Lily.\n", 0) == 0u, r.out);
+         BOOST_TEST(has(r.out, "\n> What is my name?\n"), r.out);
+         BOOST_TEST(!has(r.err, "> My name"), r.err);  // on stdout, not twice
+       }},
+      {"show_probs",
+       [](const Chat& c) {
+         const auto plain = c({});
+         const auto r = c({"--show-probs"});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(has(r.err, "█"), r.err);
+         BOOST_TEST(!has(plain.err, "█"), plain.err);
+       }},
+      {"json",
+       [](const Chat& c) {
+         const auto r = c({"--json"});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         std::vector<json> lines;
+         BOOST_REQUIRE_NO_THROW(lines = lines_of(r.out));
+         std::vector<std::string> kinds;
+         for (const auto& l : lines)
+           if (kinds.empty() || kinds.back() != l["type"]) kinds.push_back(l["type"]);
+         BOOST_TEST(kinds == (std::vector<std::string>{"user", "token", "summary", "user", "token", "summary"}),
+                    boost::test_tools::per_element());
+         BOOST_TEST(lines.front()["text"] == "My name is Lily.");
+         BOOST_TEST(lines.front()["turn"] == 1);
+         // a turn's summary text is its tokens' text, without the marker and spaces around it
+         std::string text;
+         for (const auto& l : lines)
+           if (l["type"] == "token" && l["turn"] == 1 && !l.contains("special")) text += l["token"].get<std::string>();
+           else if (l["type"] == "summary" && l["turn"] == 1) BOOST_TEST(has(text, l["text"].get<std::string>()), text);
+       }},
+      {"top_logprobs",
+       [](const Chat& c) {
+         const auto r = c({"--json", "--top-logprobs", "2"});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         for (const auto& l : lines_of(r.out))
+           if (l["type"] == "token") BOOST_TEST(l["top_logprobs"].size() == 2u);
+       }},
+      {"pace",
+       [](const Chat& c) {
+         // n tokens at 120 ms take at least (n - 1) × 120 ms (the first waits as long as the prefill really took, scaled)
+         const auto t0 = std::chrono::steady_clock::now();
+         const auto r = c({"--pace", "120", "--ignore-eos", "--max-tokens", "4"});
+         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(ms >= 2 * 3 * 120, ms);
+         BOOST_TEST(has(r.err, "[glassbox] prefill: "), r.err);
+       }},
+      {"pace_tps",
+       [](const Chat& c) {
+         const auto t0 = std::chrono::steady_clock::now();
+         const auto r = c({"--pace-tps", "8", "--ignore-eos", "--max-tokens", "4"});
+         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(ms >= 2 * 3 * 125, ms);
+       }},
+      {"trace_attention",
+       [](const Chat& c) {
+         const auto r = c({"--trace-attention", "0:1", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.first_step().contains("attention"), c.first_step().dump());
+       }},
+      {"trace_lens",
+       [](const Chat& c) {
+         const auto r = c({"--trace-lens", "all", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.first_step()["lens"].size() == 8u, c.first_step().dump());  // the toy's 4 layers, 2 points each
+       }},
+  };
+  return m;
+}
+
+std::vector<std::string> chat_keys() {
+  std::vector<std::string> keys;
+  for (const auto& e : glassbox::cli::run_option_table())
+    if (e.commands & glassbox::cli::kChat) keys.push_back(e.key);
+  return keys;
+}
+
+}  // namespace
+
+// Every option chat lists has a case here showing its effect in chat.
+BOOST_DATA_TEST_CASE(every_option_chat_lists_acts_in_chat, bdata::make(chat_keys()), key) {
+  const auto it = cases().find(key);
+  BOOST_TEST_REQUIRE((it != cases().end()), "chat lists --" << key << " but no test shows its effect in chat: add a case, or stop listing it");
+  Chat c{gbtest::temp_dir("chat-" + key)};
+  gbtest::write_file(c.dir / "turns.txt", kTurns);
+  it->second(c);
+  fs::remove_all(c.dir);
+}
+
+// Options chat does not take are refused, not ignored.
+BOOST_DATA_TEST_CASE(options_chat_does_not_list_are_refused, bdata::make({"--prompt", "--replay"}), flag) {
+  const auto r = gbtest::run_cli({"chat", flag, "x"});
+  BOOST_TEST(r.rc != 0);
+  BOOST_TEST(has(r.err, std::string(flag)), r.err);
+}
+
+// Turns piped in are shown on stderr as the terminal would show them typed; a reply never leaks a
+// half-written "User" marker (toy model, seed 1, 8 tokens: the reply ends "...Lily!\nUs").
+BOOST_AUTO_TEST_CASE(piped_turns_are_echoed_and_no_half_marker_leaks) {
+  const fs::path dir = gbtest::temp_dir("chat-pipe");
+  gbtest::write_file(dir / "turns.txt", kTurns);
+  const auto r = gbtest::run_cli({"chat", "--input", (dir / "turns.txt").string(), "--seed", "1", "--max-tokens", "8", "--trace",
+                                  (dir / "c.jsonl").string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(has(r.err, "> My name is Lily.\n"), r.err);
+  BOOST_TEST(has(r.err, "> What is my name?\n"), r.err);
+  // The first reply's tokens spell the start of a marker; neither stdout nor the next turn's prompt has it.
+  std::string tokens;
+  for (const auto& l : gbtest::read_jsonl(dir / "c-turn1.jsonl"))
+    if (l["type"] == "step") tokens += l["token"]["text"].get<std::string>();
+  BOOST_TEST_MESSAGE("turn 1 tokens: " << json(tokens).dump());
+  const std::string prompt2 = gbtest::read_jsonl(dir / "c-turn2.jsonl").front()["prompt"];
+  BOOST_TEST(!has(prompt2, "\nUs\n"), prompt2);
+  BOOST_TEST(!has(r.out, "Us\n"), r.out);
+  fs::remove_all(dir);
+}
+
+// The toy model recalls only the ten names it was trained on (models/toy/grammar.py's PEOPLE): chat warns,
+// in one line naming them, when a turn gives another; the README lists the same ten.
+BOOST_AUTO_TEST_CASE(toy_model_warns_of_a_name_it_cannot_recall) {
+  const std::string grammar = gbtest::read_file(fs::path(GLASSBOX_SOURCE_DIR) / "models" / "toy" / "grammar.py");
+  const auto people = grammar.find("PEOPLE = ["), end = grammar.find("]\n", people);
+  BOOST_TEST_REQUIRE(people != std::string::npos);
+  std::vector<std::string> names;
+  for (auto at = grammar.find("(\"", people); at < end; at = grammar.find("(\"", at + 1))
+    names.push_back(grammar.substr(at + 2, grammar.find('"', at + 2) - at - 2));
+  BOOST_TEST_REQUIRE(names.size() == 10u);
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  const fs::path dir = gbtest::temp_dir("chat-names");
+  gbtest::write_file(dir / "ada.txt", "My name is Ada.\nWhat is my name?\n");
+  gbtest::write_file(dir / "lily.txt", "My name is " + names[0] + ".\nWhat is my name?\n");
+  const auto ada = gbtest::run_cli({"chat", "--input", (dir / "ada.txt").string(), "--sampler", "greedy", "-n", "12"});
+  BOOST_TEST_REQUIRE(ada.rc == 0, ada.err);
+  BOOST_TEST(has(ada.err, "glassbox: warning: the toy model knows ten names (" + list + "): it cannot recall \"Ada\""), ada.err);
+  BOOST_TEST(!has(ada.out, "Ada"), ada.out);  // what the warning says: another name comes back
+  const auto lily = gbtest::run_cli({"chat", "--input", (dir / "lily.txt").string(), "--sampler", "greedy", "-n", "12"});
+  BOOST_TEST(!has(lily.err, "warning"), lily.err);
+  BOOST_TEST(has(lily.out, "Your name is " + names[0]), lily.out);
+  const std::string readme = gbtest::read_file(fs::path(GLASSBOX_SOURCE_DIR) / "README.md");
+  BOOST_TEST(has(readme, "(Lily, Tom, Mia, Ben, Anna, Sam, Zoe,\nMax, Lucy, Jack:"), "README.md does not list the ten names");
+  for (const auto& n : names) BOOST_TEST(has(readme, n), "README.md does not list " << n);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(reply_cut_holds_back_a_marker_begun) {
+  using glassbox::cli::cut_reply, glassbox::cli::finished_reply;
+  const std::string_view m = "\nUser:";
+  BOOST_TEST(cut_reply("Hello", m).show == 5u);
+  BOOST_TEST(cut_reply("Hello\nUs", m).show == 5u);
+  BOOST_TEST(!cut_reply("Hello\nUs", m).found);
+  BOOST_TEST(cut_reply("Hello\nUser: hi", m).show == 5u);
+  BOOST_TEST(cut_reply("Hello\nUser: hi", m).found);
+  BOOST_TEST(cut_reply("Hello\nUsed", m).show == 10u);
+  BOOST_TEST(finished_reply(" Hello, Lily!\nUs", m) == "Hello, Lily!");
+  BOOST_TEST(finished_reply(" Hello\n", m) == "Hello");
+  BOOST_TEST(finished_reply(" Hi <|im", "") == "Hi <|im");
+  BOOST_TEST(finished_reply("  \n", m).empty());
+}
