@@ -308,6 +308,25 @@ TraceHeader parse_header(const json& j, const std::string& w) {
   return h;
 }
 
+// A list of candidates each with its logit, sorted by logit (a step's raw top, a lens point's top).
+static std::vector<TraceCandidate> ranked_candidates(Check& c, const json& list, const std::string& path, int vocab) {
+  std::vector<TraceCandidate> out;
+  out.reserve(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string p = path + "[" + std::to_string(i) + "]";
+    if (!list[i].is_object()) c.fail(p + ": expected an object, got " + list[i].type_name());
+    TraceCandidate t;
+    t.id = c.id(c.field(list[i], "id", p), p + ".id", vocab);
+    t.text = c.string(list[i], "text", p);
+    t.logit = c.number(list[i], "logit", p);
+    t.prob = c.prob(list[i], "prob", p);
+    if (i > 0 && *t.logit > *out.back().logit)
+      c.fail(p + ".logit: " + list[i]["logit"].dump() + " is above the previous candidate's (top is sorted by logit)");
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) {
   Check c(w);
   TraceStep s;
@@ -326,20 +345,7 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
   s.prob = c.prob(j, "prob", "step");
   s.logprob = c.number(j, "logprob", "step", -HUGE_VAL, 0.0);
   s.entropy = c.number(j, "entropy", "step", 0.0);
-  const json& top = c.array(j, "top", "step");
-  s.top.reserve(top.size());
-  for (std::size_t i = 0; i < top.size(); ++i) {
-    const std::string p = "step.top[" + std::to_string(i) + "]";
-    if (!top[i].is_object()) c.fail(p + ": expected an object, got " + top[i].type_name());
-    TraceCandidate t;
-    t.id = c.id(c.field(top[i], "id", p), p + ".id", vocab);
-    t.text = c.string(top[i], "text", p);
-    t.logit = c.number(top[i], "logit", p);
-    t.prob = c.prob(top[i], "prob", p);
-    if (i > 0 && *t.logit > *s.top.back().logit)
-      c.fail(p + ".logit: " + top[i]["logit"].dump() + " is above the previous candidate's (top is sorted by logit)");
-    s.top.push_back(std::move(t));
-  }
+  s.top = ranked_candidates(c, c.array(j, "top", "step"), "step.top", vocab);
   const json& stages = c.array(j, "stages", "step");
   s.stages.reserve(stages.size());
   for (std::size_t i = 0; i < stages.size(); ++i) {
@@ -425,20 +431,7 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
         l.attn = *point == "attn";
       }
       l.entropy = c.number(points[i], "entropy", p, 0.0);
-      const json& tj = c.array(points[i], "top", p);
-      l.top.reserve(tj.size());
-      for (std::size_t k = 0; k < tj.size(); ++k) {
-        const std::string q = p + ".top[" + std::to_string(k) + "]";
-        if (!tj[k].is_object()) c.fail(q + ": expected an object, got " + tj[k].type_name());
-        TraceCandidate t;
-        t.id = c.id(c.field(tj[k], "id", q), q + ".id", vocab);
-        t.text = c.string(tj[k], "text", q);
-        t.logit = c.number(tj[k], "logit", q);
-        t.prob = c.prob(tj[k], "prob", q);
-        if (k > 0 && *t.logit > *l.top.back().logit)
-          c.fail(q + ".logit: " + tj[k]["logit"].dump() + " is above the previous candidate's (top is sorted by logit)");
-        l.top.push_back(std::move(t));
-      }
+      l.top = ranked_candidates(c, c.array(points[i], "top", p), p + ".top", vocab);
       s.lens->push_back(std::move(l));
     }
   }

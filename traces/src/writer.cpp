@@ -392,6 +392,20 @@ void named_tokens(const StepEvent& e, F&& f) {
 template <class Text>
 void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logits) {
   const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
+  // A list of candidates with their logits (the raw distribution's top, a lens point's top).
+  auto ranked = [&](std::span<const TokenProb> list) {
+    L.raw("[");
+    for (std::size_t j = 0; j < list.size(); ++j) {
+      const auto& t = list[j];
+      L.raw(j ? ",{" : "{");
+      L.key("id"), L.integer(t.id);
+      L.key("logit"), L.real(t.logit);
+      L.key("prob"), L.real(t.prob);
+      L.key("text"), L.string(text(prev, t.id));
+      L.raw("}");
+    }
+    L.raw("]");
+  };
   L.clear();
   L.raw("{");
   if (!e.attention.empty()) {
@@ -449,17 +463,8 @@ void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logi
       L.key("entropy"), L.real(l.entropy);
       L.key("layer"), L.integer(l.layer);
       if (l.attn) L.key("point"), L.raw("\"attn\"");
-      L.key("top"), L.raw("[");
-      for (std::size_t j = 0; j < l.top.size(); ++j) {
-        const auto& t = l.top[j];
-        L.raw(j ? ",{" : "{");
-        L.key("id"), L.integer(t.id);
-        L.key("logit"), L.real(t.logit);
-        L.key("prob"), L.real(t.prob);
-        L.key("text"), L.string(text(prev, t.id));
-        L.raw("}");
-      }
-      L.raw("]}");
+      L.key("top"), ranked(l.top);
+      L.raw("}");
     }
     L.raw("]");
   }
@@ -503,17 +508,7 @@ void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logi
   L.key("id"), L.integer(e.token);
   L.key("text"), L.string(e.token_text);
   L.raw("}");
-  L.key("top"), L.raw("[");
-  for (std::size_t j = 0; j < e.top.size(); ++j) {
-    const auto& t = e.top[j];
-    L.raw(j ? ",{" : "{");
-    L.key("id"), L.integer(t.id);
-    L.key("logit"), L.real(t.logit);
-    L.key("prob"), L.real(t.prob);
-    L.key("text"), L.string(text(prev, t.id));
-    L.raw("}");
-  }
-  L.raw("]");
+  L.key("top"), ranked(e.top);
   L.key("type"), L.raw("\"step\"}");
 }
 
