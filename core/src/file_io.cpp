@@ -58,24 +58,23 @@ std::vector<InputRecord>& inputs() {
 constexpr int kTempSlots = 256;
 std::atomic<char*> g_temp_slots[kTempSlots];
 
-void register_temporary(const std::string& path) {
+// Returns the claimed slot, or -1. Only the owner releases its slot, by index: another thread's
+// unregister that read a slot's path while its owner freed it would read freed memory.
+int register_temporary(const std::string& path) {
   char* copy = ::strdup(path.c_str());
-  if (!copy) return;
-  for (auto& slot : g_temp_slots) {
+  if (!copy) return -1;
+  for (int i = 0; i < kTempSlots; ++i) {
     char* expected = nullptr;
-    if (slot.compare_exchange_strong(expected, copy)) return;
+    if (g_temp_slots[i].compare_exchange_strong(expected, copy)) return i;
   }
   std::free(copy);  // more than kTempSlots at once: this one is only removed by its owner
+  return -1;
 }
 
-void unregister_temporary(const std::string& path) {
-  for (auto& slot : g_temp_slots) {
-    char* p = slot.load();
-    if (p && path == p && slot.compare_exchange_strong(p, nullptr)) {
-      std::free(p);
-      return;
-    }
-  }
+void unregister_temporary(int& slot) {
+  if (slot < 0) return;
+  std::free(g_temp_slots[slot].exchange(nullptr));
+  slot = -1;
 }
 
 std::string kind_of(mode_t m) {
@@ -188,7 +187,7 @@ OutputFile::OutputFile(fs::path path, Live live) : path_(std::move(path)) {
   const int made = errno;
   if (fd_ >= 0) {
     tmp_ = tmpl;
-    register_temporary(tmp_.string());
+    temp_slot_ = register_temporary(tmp_.string());
   }
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   errno = made;
@@ -207,7 +206,7 @@ void OutputFile::discard() {
   close_fd();
   if (!tmp_.empty()) {
     ::unlink(tmp_.c_str());
-    unregister_temporary(tmp_.string());
+    unregister_temporary(temp_slot_);
   }
   tmp_.clear();
 }
@@ -243,7 +242,7 @@ void OutputFile::commit_as(const fs::path& target) {
                       ", not a regular file: refusing to replace it");
   if (check_) check_(tmp_);
   if (::rename(tmp_.c_str(), target.c_str()) != 0) throw OutputError(target.string() + ": cannot replace: " + err());
-  unregister_temporary(tmp_.string());
+  unregister_temporary(temp_slot_);
   tmp_.clear();
 }
 

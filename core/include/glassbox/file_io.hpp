@@ -71,6 +71,7 @@ class OutputFile {
   std::filesystem::path path_, tmp_;
   std::function<void(const std::filesystem::path&)> check_;
   int fd_ = -1;
+  int temp_slot_ = -1;  // this file's slot in the signal handler's list of temporaries (-1: none)
   bool in_place_ = false;
 };
 
