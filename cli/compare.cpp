@@ -963,4 +963,56 @@ std::string csv(const json& rep) {
   return o.str();
 }
 
+
+json merge_shards(const std::vector<std::string>& files) {
+  if (files.empty()) throw ConfigError("compare merge: no shard files");
+  // Shards are untrusted files: parsed through the JSON limits, every field typed by its key path,
+  // the experiment bounded as a fresh one is, shard indexes within 1..N and run indexes within the sweep.
+  std::vector<Run> runs;
+  std::optional<json> experiment;
+  std::optional<Experiment> e;
+  std::string sha;
+  int count = 0;
+  std::set<int> seen;
+  double wall = 0;
+  for (const auto& path : files) {
+    const json j = read_json_input<ConfigError>(path, "a shard result of `compare --shard`");
+    if (!j.is_object() || !j.contains("schema") || j["schema"] != kShardSchema)
+      throw ConfigError(path + ": not a shard result (expected schema " + std::string(kShardSchema) + ")");
+    const JsonIn<ConfigError> in(j, path);
+    const int n = in.at("shard").at("count").get<int>(1, 1 << 20);
+    const int index = in.at("shard").at("index").get<int>(1, n);
+    const std::string model_sha = in.at("model_sha256").get<std::string>();
+    if (!experiment) {
+      e = experiment_from_json(in.at("experiment").raw(), path);
+      experiment = j["experiment"];
+      sha = model_sha;
+      count = n;
+    } else {
+      if (j["experiment"] != *experiment)
+        throw ConfigError(path + ": another experiment than " + files[0] + " (prompts, strategies, seed, ...)");
+      if (model_sha != sha)
+        throw ConfigError(path + ": run with another model file (sha256 " + model_sha + ") than " + files[0]);
+      if (n != count)
+        throw ConfigError(path + ": shard " + std::to_string(index) + "/" + std::to_string(n) + " but " +
+                          files[0] + " is one of " + std::to_string(count));
+    }
+    if (!seen.insert(index).second) throw ConfigError(path + ": shard " + std::to_string(index) + " given twice");
+    in.at("runs").each([&](const JsonIn<ConfigError>& r) { runs.push_back(run_from_json(r.raw(), path + ": " + r.path(), *e)); });
+    wall = std::max(wall, in.at("timings").at("wall_s").get<double>(0));
+  }
+  if (static_cast<int>(seen.size()) != count) {
+    std::string missing;
+    for (int i = 1; i <= count; ++i)
+      if (!seen.count(i)) missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+    throw ConfigError("shards " + missing + " of " + std::to_string(count) + " are missing");
+  }
+  if (static_cast<long long>(runs.size()) != e->runs())
+    throw ConfigError(files[0] + ": the shards hold " + std::to_string(runs.size()) + " runs, the experiment has " +
+                      std::to_string(e->runs()));
+  json report = make_report(*e, std::move(runs), wall);
+  report["model_sha256"] = sha;
+  return report;
+}
+
 }  // namespace glassbox::cli::compare

@@ -106,6 +106,11 @@ std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::st
 // Timings go under "timings" only, so that the rest is a pure function of the experiment.
 nlohmann::json make_report(const Experiment& e, std::vector<Run> runs, double wall_s);
 
+// `compare merge`: the report of a sweep from its shard result files (every shard exactly once). Shards are
+// untrusted files: parsed through the JSON limits, every field typed by its key path, the experiment bounded
+// as a fresh one is, shard indexes within 1..N and run indexes within the sweep. Throws ConfigError.
+nlohmann::json merge_shards(const std::vector<std::string>& files);
+
 std::string markdown(const nlohmann::json& report);
 std::string csv(const nlohmann::json& report);
 // A self-contained page; trace links are made relative to the folder of `html_path`.

@@ -8,8 +8,11 @@
 #include <boost/test/unit_test.hpp>
 #include <nlohmann/json.hpp>
 
-// GBTEST_ASAN: built with AddressSanitizer (GCC says so with __SANITIZE_ADDRESS__, clang with __has_feature).
-#if defined(__SANITIZE_ADDRESS__)
+// GBTEST_ASAN: the library under test is built with AddressSanitizer. tests/CMakeLists.txt defines it in the
+// sanitizer build (the test code itself is not instrumented there); otherwise GCC says so with
+// __SANITIZE_ADDRESS__, clang with __has_feature.
+#if defined(GBTEST_ASAN)
+#elif defined(__SANITIZE_ADDRESS__)
 #define GBTEST_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)

@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE fuzz_regressions
 #include <boost/test/unit_test.hpp>
 
+#include "fuzz/cli_targets.hpp"
 #include "fuzz/config_target.hpp"
 #include "fuzz/targets.hpp"
 #include "support.hpp"
@@ -36,6 +37,24 @@ BOOST_AUTO_TEST_CASE(bpe_inputs) { BOOST_TEST(replay("bpe", bpe_tok) > 0); }
 BOOST_AUTO_TEST_CASE(trace_inputs) { BOOST_TEST(replay("trace", gbfuzz::trace) > 0); }
 BOOST_AUTO_TEST_CASE(config_inputs) { BOOST_TEST(replay("config", gbfuzz::config) > 0); }
 BOOST_AUTO_TEST_CASE(encode_inputs) { BOOST_TEST(replay("encode", gbfuzz::encode) > 0); }
+BOOST_AUTO_TEST_CASE(shard_inputs) { BOOST_TEST(replay("shard", gbfuzz::shard) > 0); }
+BOOST_AUTO_TEST_CASE(import_inputs) { BOOST_TEST(replay("import", gbfuzz::import) > 0); }
+
+// The shard target reaches the merge: its kept valid shard (a 1-of-1 sweep of the toy model) merges.
+BOOST_AUTO_TEST_CASE(shard_target_reaches_the_merge) {
+  const auto path = fs::path(GLASSBOX_SOURCE_DIR) / "tests" / "fuzz" / "regressions" / "shard" / "toy-1of1.json";
+  const auto report = glassbox::cli::compare::merge_shards({path.string()});
+  BOOST_TEST(report["runs"].size() == 4u);
+  BOOST_CHECK_THROW(glassbox::cli::compare::merge_shards({path.string(), path.string()}), glassbox::ConfigError);
+}
+
+// The import target reaches the dialect readers: a llama.cpp /completion capture in the toy vocabulary reads.
+BOOST_AUTO_TEST_CASE(import_target_reaches_the_dialects) {
+  const auto path = fs::path(GLASSBOX_SOURCE_DIR) / "tests" / "fuzz" / "regressions" / "import" / "llamacpp-completion.json";
+  const auto run = glassbox::cli::read_engine_file(path.string(), "", 0, *gbfuzz::import_vocabs().front().tok);
+  BOOST_TEST(run.dialect == "llamacpp-completion");
+  BOOST_TEST(run.steps.size() == 1u);
+}
 
 // The targets are not vacuous: on real files they reach the real loaders (no Error swallowed there).
 BOOST_AUTO_TEST_CASE(targets_reach_the_real_loaders, *boost::unit_test::precondition(gbtest::NeedsShared())) {
