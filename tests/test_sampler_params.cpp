@@ -42,6 +42,10 @@ const PluginEntry& entry(const std::string& stage) {
 const std::map<std::string, std::string> kStringSamples{
     {"logit-bias/bias", "3=-1.5;7=-inf"},
     {"dry/breakers", "x|\\n|a b"},
+    {"grammar/file", GLASSBOX_SOURCE_DIR "/docs/grammars/yesno.gbnf"},
+    {"grammar/gbnf", "root ::= \"a\" [b-c]* # ab"},
+    {"grammar/schema_file", GLASSBOX_SOURCE_DIR "/docs/grammars/answer.schema.json"},
+    {"grammar/json_schema", "{\"type\": \"boolean\"}"},
 };
 
 // A value for `p` other than its default that its stage accepts (as text, as a user types it).
