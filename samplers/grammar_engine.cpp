@@ -294,16 +294,16 @@ class Parser {
       changed = false;
       for (std::size_t id = 0; id < n; ++id) {
         if (nullable[id]) continue;
-        bool alt_nullable = true;
+        bool alt_nullable = true, any = false;  // this alternative so far; some alternative
         for (const Element& e : g_.rules[id]) {
           if (e.type == Type::Alt || e.type == Type::End) {
-            if (alt_nullable) break;
+            any = any || alt_nullable;
             alt_nullable = true;
             continue;
           }
           if (e.type != Type::RuleRef || !nullable[e.value]) alt_nullable = false;
         }
-        if (alt_nullable) nullable[id] = changed = true;
+        if (any) nullable[id] = changed = true;
       }
     }
     std::vector<std::vector<std::uint32_t>> left(n);  // rules each rule may start with
@@ -519,6 +519,8 @@ std::string to_gbnf(const Grammar& g) {
     const Rule& r = g.rules[id];
     for (std::size_t i = 0; i < r.size(); ++i) {
       const Element& e = r[i];
+      // An empty alternative is written "", so that no line ends in '|' (which would go on to the next line).
+      if ((e.type == Type::End || e.type == Type::Alt) && (i == 0 || r[i - 1].type == Type::Alt)) out += " \"\"";
       switch (e.type) {
         case Type::End: break;
         case Type::Alt: out += " |"; break;
