@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <functional>
 #include <limits>
 
 #include <glassbox/error.hpp>
@@ -157,6 +156,11 @@ class Parser {
   void repeat(const std::string& rule_name, Rule& out, std::size_t last_sym_start, int min, int max, std::size_t at) {
     if (last_sym_start == out.size()) fail(at, "expected an element before " + show_char(src_[at]) + " to repeat");
     const Rule prev(out.begin() + static_cast<std::ptrdiff_t>(last_sym_start), out.end());
+    // Repetitions are written out (min copies, then a rule per optional one): bound what that makes.
+    const std::size_t copies = static_cast<std::size_t>(min) + static_cast<std::size_t>(max < 0 ? 1 : max - min);
+    elements_ += copies * (prev.size() + 3);
+    if (elements_ > kMaxElements)
+      fail(at, "the grammar grows past " + std::to_string(kMaxElements) + " elements once its repetitions are written out");
     if (min == 0) out.resize(last_sym_start);
     else
       for (int i = 1; i < min; ++i) out.insert(out.end(), prev.begin(), prev.end());
@@ -215,6 +219,7 @@ class Parser {
         last_sym_start = out.size();
         out.push_back({Type::RuleRef, symbol(name, at)});
       } else if (c == '(') {
+        if (++depth_ > kMaxDepth) fail(at, "groups nested more than " + std::to_string(kMaxDepth) + " deep");
         ++pos_;
         space(true);
         const std::uint32_t sub = generated(rule_name);
@@ -223,6 +228,7 @@ class Parser {
         out.push_back({Type::RuleRef, sub});
         if (peek() != ')') fail(pos_, "expected ')' to close the group opened at " + where(at) + ", found " + found());
         ++pos_;
+        --depth_;
       } else if (c == '.') {
         ++pos_;
         last_sym_start = out.size();
@@ -324,29 +330,45 @@ class Parser {
       }
     }
     std::vector<int> state(n, 0);  // 0 new, 1 on the path, 2 done
-    std::vector<std::uint32_t> path;
-    std::function<void(std::uint32_t)> visit = [&](std::uint32_t id) {
-      state[id] = 1;
-      path.push_back(id);
-      for (auto next : left[id]) {
+    // Depth-first, with an explicit stack (a chain of 100,000 rules must not overflow the call stack).
+    std::vector<std::uint32_t> path;      // rules on the current path
+    std::vector<std::size_t> next_edge;   // per path entry: the next of its edges to follow
+    for (std::uint32_t start = 0; start < n; ++start) {
+      if (state[start] != 0) continue;
+      state[start] = 1;
+      path.push_back(start);
+      next_edge.push_back(0);
+      while (!path.empty()) {
+        const std::uint32_t id = path.back();
+        if (next_edge.back() == left[id].size()) {
+          state[id] = 2;
+          path.pop_back();
+          next_edge.pop_back();
+          continue;
+        }
+        const std::uint32_t next = left[id][next_edge.back()++];
         if (state[next] == 1) {
           std::string cycle;
           for (auto it = std::find(path.begin(), path.end(), next); it != path.end(); ++it) cycle += g_.names[*it] + " -> ";
           throw ConfigError(source_ + ": rule '" + g_.names[next] + "' is left-recursive (" + cycle + g_.names[next] +
                             " before any character): rewrite it with repetition, e.g. x ::= y (\"+\" y)*");
         }
-        if (state[next] == 0) visit(next);
+        if (state[next] == 0) {
+          state[next] = 1;
+          path.push_back(next);
+          next_edge.push_back(0);
+        }
       }
-      path.pop_back();
-      state[id] = 2;
-    };
-    for (std::uint32_t id = 0; id < n; ++id)
-      if (state[id] == 0) visit(id);
+    }
   }
 
+  static constexpr std::size_t kMaxElements = 4'000'000;  // ~50 MB of rules
+  static constexpr int kMaxDepth = 1000;                   // groups inside groups
   std::string_view src_;
   std::string source_;
   std::size_t pos_ = 0;
+  std::size_t elements_ = 0;  // elements written by repetitions so far
+  int depth_ = 0;
   Grammar g_;
   std::map<std::string, std::uint32_t> ids_;
   std::vector<std::size_t> first_use_;

@@ -116,6 +116,11 @@ class Converter {
   }
 
   std::string visit(const json& s, const std::string& path) {
+    if (++depth_ > 100) fail(path, "schemas nested more than 100 deep");
+    struct Leave {
+      int& d;
+      ~Leave() { --d; }
+    } leave{depth_};
     if (s.is_boolean()) {
       if (s.get<bool>()) return use("value");
       fail(path, "schema 'false' matches nothing");
@@ -235,6 +240,7 @@ class Converter {
 
   std::string source_;
   std::set<std::string> used_;
+  int depth_ = 0;
 };
 
 }  // namespace

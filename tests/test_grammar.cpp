@@ -217,6 +217,14 @@ BOOST_DATA_TEST_CASE(syntax_errors_name_line_and_column,
                          {"root ::= expr\nexpr ::= expr \"+\" \"1\" | \"1\"\n", "rule 'expr' is left-recursive"},
                          {"root ::= ws root \"x\" | \"y\"\nws ::= \" \"*\n", "rule 'root' is left-recursive"},
                          {"", "g.gbnf: the grammar is empty"},
+                         {"root ::= " + [] {
+                            std::string r;
+                            for (int i = 0; i < 8; ++i) r += "\"abcd\"{100000} ";
+                            return r;
+                          }() + "\n",
+                          "g.gbnf:1:91: the grammar grows past 4000000 elements"},
+                         {"root ::= " + std::string(2000, '(') + "\"a\"" + std::string(2000, ')') + "\n",
+                          "g.gbnf:1:1010: groups nested more than 1000 deep"},
                      }),
                      c) {
   const std::string m = parse_error(c.text);
@@ -303,6 +311,12 @@ BOOST_DATA_TEST_CASE(json_schema_errors_name_the_key_path,
                          {R"({"type": ["string", "null"]})", "at /type"},
                          {R"({"type": "object", "additionalProperties": {"type": "string"}})", "at /additionalProperties"},
                          {"{\"type\": ", "s.json: not valid JSON"},
+                         {[] {
+                            std::string deep = "{\"type\": \"string\"}";
+                            for (int i = 0; i < 150; ++i) deep = "{\"type\": \"array\", \"items\": " + deep + "}";
+                            return deep;
+                          }(),
+                          "schemas nested more than 100 deep"},
                      }),
                      c) {
   std::string m = "(no error)";
