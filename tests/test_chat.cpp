@@ -180,7 +180,7 @@ const std::map<std::string, Case>& cases() {
          for (int t = 1; t <= 2; ++t) {
            std::string text;
            for (const auto& l : c.turn(t))
-             if (l["type"] == "step") text += l["token_text"].get<std::string>();
+             if (l["type"] == "step") text += l["token"]["text"].get<std::string>();
            BOOST_TEST((text.rfind("yes.", 0) == 0 || text.rfind("no.", 0) == 0), "turn " << t << ": '" << text << "'");
            BOOST_TEST(c.turn(t).back()["stop_reason"] == "stop_token");
          }
@@ -194,7 +194,7 @@ const std::map<std::string, Case>& cases() {
          for (int t = 1; t <= 2; ++t) {
            std::string text;
            for (const auto& l : c.turn(t))
-             if (l["type"] == "step") text += l["token_text"].get<std::string>();
+             if (l["type"] == "step") text += l["token"]["text"].get<std::string>();
            BOOST_TEST((text.rfind("true", 0) == 0 || text.rfind("false", 0) == 0), "turn " << t << ": '" << text << "'");
          }
        }},
