@@ -247,6 +247,14 @@ std::vector<RunOption> make_table() {
                      .help = "never end at an end-of-generation token: a logit-bias stage banning each one runs first",
                      .example = "true", .commands = kGenerate},
                     flag(&RunOptions::ignore_eos)));
+  t.push_back(entry({.key = "grammar", .flags = "--grammar", .value_name = "FILE",
+                     .help = "constrain the output to a GBNF grammar (llama.cpp's format): a grammar stage runs first in the chain",
+                     .example = "answer.gbnf", .commands = kGenerate},
+                    text(&RunOptions::grammar)));
+  t.push_back(entry({.key = "json_schema", .flags = "--json-schema", .value_name = "FILE",
+                     .help = "constrain the output to JSON valid under this schema (converted to a grammar; docs/samplers.md lists the subset)",
+                     .example = "schema.json", .commands = kGenerate},
+                    text(&RunOptions::json_schema)));
   t.push_back(entry({.key = "seed", .flags = "--seed", .value_name = "N", .help = "random seed",
                      .values = "0.." + std::to_string(UINT64_MAX), .default_text = "chosen at random, recorded in the trace",
                      .example = "42", .commands = kGenerate},

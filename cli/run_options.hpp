@@ -32,6 +32,8 @@ struct RunOptions {
   PluginSpec attention{"kv-cache", {}};
   std::vector<PluginSpec> sampler;         // empty: "default"
   bool ignore_eos = false;                 // ban the end-of-generation tokens (a logit-bias stage first in the chain)
+  std::string grammar;                     // GBNF file: a "grammar" stage first in the chain
+  std::string json_schema;                 // JSON schema file: the same, converted to a grammar
   std::string prompt;
   int max_tokens = 256;
   int context = 0;                         // positions the run may use (0: the model's, capped at 4096)

@@ -170,6 +170,34 @@ const std::map<std::string, Case>& cases() {
          BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "logit-bias");
          BOOST_TEST(c.turn(1).back()["stop_reason"] != "stop_token");
        }},
+      {"grammar",
+       [](const Chat& c) {
+         // Every reply is a sentence of the grammar, ended by the end-of-generation token once complete.
+         gbtest::write_file(c.dir / "yn.gbnf", "root ::= (\"yes\" | \"no\") \".\"\n");
+         const auto r = c({"--grammar", (c.dir / "yn.gbnf").string(), "--max-tokens", "12", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "grammar");
+         for (int t = 1; t <= 2; ++t) {
+           std::string text;
+           for (const auto& l : c.turn(t))
+             if (l["type"] == "step") text += l["token"]["text"].get<std::string>();
+           BOOST_TEST((text.rfind("yes.", 0) == 0 || text.rfind("no.", 0) == 0), "turn " << t << ": '" << text << "'");
+           BOOST_TEST(c.turn(t).back()["stop_reason"] == "stop_token");
+         }
+       }},
+      {"json_schema",
+       [](const Chat& c) {
+         gbtest::write_file(c.dir / "b.json", R"({"type": "boolean"})");
+         const auto r = c({"--json-schema", (c.dir / "b.json").string(), "--max-tokens", "12", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "grammar");
+         for (int t = 1; t <= 2; ++t) {
+           std::string text;
+           for (const auto& l : c.turn(t))
+             if (l["type"] == "step") text += l["token"]["text"].get<std::string>();
+           BOOST_TEST((text.rfind("true", 0) == 0 || text.rfind("false", 0) == 0), "turn " << t << ": '" << text << "'");
+         }
+       }},
       {"seed",
        [](const Chat& c) {
          const auto r = c({"--seed", "42", "--trace", c.trace()});

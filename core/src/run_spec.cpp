@@ -66,7 +66,11 @@ std::shared_ptr<const LoadedModel> load_model(std::shared_ptr<const Registry> re
 
 std::vector<std::unique_ptr<Sampler>> check_run_spec(const Registry& registry, const RunSpec& spec, std::vector<std::string>& warnings) {
   registry.resolve(PluginKind::Attention, spec.attention);
-  return build_sampler_stages(registry, spec.sampler.empty() ? std::vector<PluginSpec>{{"default", {}}} : spec.sampler, warnings);
+  auto stages = build_sampler_stages(registry, spec.sampler.empty() ? std::vector<PluginSpec>{{"default", {}}} : spec.sampler, warnings);
+  // The grammar masks the raw distribution before any other stage, as llama.cpp's grammar-first sampling
+  // does: truncating stages then only see tokens the grammar allows.
+  if (spec.grammar) stages.insert(stages.begin(), registry.make_sampler(*spec.grammar));
+  return stages;
 }
 
 void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vocab_size) {

@@ -203,6 +203,9 @@ void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
     std::string label = label_text(s.token_text) + "\\np " + fmt_prob(p) + " · step " + std::to_string(k) +
                         (s.forced ? " (forced)" : "") + "\\nKV " + std::to_string(kv.tokens) + "/" +
                         std::to_string(kv.capacity) + " · " + fmt_bytes(static_cast<double>(kv.bytes));
+    // A grammar stage's cut: how many candidates it left and how much of the model's mass they hold.
+    for (const auto& st : s.stages)
+      if (st.name == "grammar") label += "\\ngrammar kept " + std::to_string(st.kept) + " · mass " + fmt_prob(st.mass);
     if (stopped && k == static_cast<int>(t.steps.size()) - 1) label += "\\n(stop)";
     const std::string id = "s" + std::to_string(k);
     Agnode_t* node = G.node(id, {{"label", label}, {"style", "filled,bold"}, {"fillcolor", prob_colour(p)},

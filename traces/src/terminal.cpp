@@ -83,6 +83,11 @@ std::string probs_chart(const StepEvent& e, const Tokenizer& tok, int top, int w
   if (!chosen_listed)
     s += "  " + pad(token_label(tok, prev, e.token, 14), 18) + bar(e.prob, width) + " " + fixed(e.prob, 3) +
          " ◀ (chosen, not in the top " + std::to_string(n) + ")\n";
+  // A grammar stage's cut, which the columns above hide when the model's favourites are all cut.
+  for (const auto& st : e.stages)
+    if (st.name == "grammar")
+      s += "  grammar: kept " + std::to_string(st.kept) + " candidates holding " + fixed(st.mass, 3) +
+           " of the model's probability (removed " + fixed(1.0 - st.mass, 3) + ")\n";
   return s;
 }
 

@@ -59,6 +59,7 @@ struct RunSpec {
   PluginSpec attention{"kv-cache", {}};
   std::vector<PluginSpec> sampler;  // empty: "default"
   bool ignore_eos = false;          // a logit-bias stage banning every end-of-generation token, first in the chain
+  std::optional<PluginSpec> grammar;  // a "grammar" stage before the chain's own (llama.cpp applies the grammar first)
   int context = 0;                  // positions the run may use (0: the model's, capped at kDefaultContextCap)
   std::optional<std::uint64_t> seed;  // none: a random one
 };
