@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 
 #include "glassbox/beam_search.hpp"
 #include "glassbox/engine.hpp"
@@ -238,6 +239,44 @@ BOOST_AUTO_TEST_CASE(toy_width_one_is_greedy, *boost::unit_test::precondition(Ne
   const auto tg = glassbox::traces::read_trace((dir / "g.jsonl").string());
   const auto tb = glassbox::traces::read_trace((dir / "b.jsonl").string());
   BOOST_TEST(tb.tokens() == tg.tokens(), boost::test_tools::per_element());
+}
+
+// compare takes beam:N as a strategy: beam:1 writes greedy's texts, the report says what the search cost,
+// and each run's command is the `run --beam-width` that reproduces it.
+BOOST_AUTO_TEST_CASE(compare_takes_beam_strategies) {
+  std::vector<std::string> args{"compare"};
+  for (const auto& x : gbtest::stories_args()) args.push_back(x);
+  for (const char* x : {"-p", "Once upon a time", "-p", "The cat", "-s", "greedy", "-s", "beam:1", "-s", "wide=beam:width=3;length_penalty=0.5",
+                        "-N", "2", "-n", "12", "-j", "1", "--json"})
+    args.push_back(x);
+  const auto r = gbtest::run_cli(args);
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const auto rep = nlohmann::json::parse(r.out);
+  const auto& st = rep.at("strategies");
+  BOOST_TEST_REQUIRE(st.size() == 3u);
+  BOOST_TEST(!st[0].contains("beam"));
+  BOOST_TEST(st[1].at("beam").at("width") == 1);
+  BOOST_TEST(st[1].at("beam").at("forwards_per_step").get<double>() == 1.0, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(st[2].at("label") == "wide");
+  BOOST_TEST(st[2].at("beam").at("width") == 3);
+  BOOST_TEST(st[2].at("beam").at("length_penalty").get<double>() == 0.5);
+  BOOST_TEST(st[2].at("beam").at("forwards_per_step").get<double>() > 2.0);
+  std::map<std::pair<int, int>, std::string> greedy;
+  for (const auto& run : rep.at("runs"))
+    if (run.at("strategy") == 0) greedy[{run.at("prompt").get<int>(), run.at("sample").get<int>()}] = run.at("text");
+  int checked = 0;
+  for (const auto& run : rep.at("runs")) {
+    if (run.at("strategy") == 1) {
+      BOOST_TEST(run.at("text") == greedy.at({run.at("prompt").get<int>(), run.at("sample").get<int>()}));
+      ++checked;
+    }
+    if (run.at("strategy") == 2)
+      BOOST_TEST(run.at("command").get<std::string>().find("--beam-width 3 --length-penalty 0.5") != std::string::npos);
+  }
+  BOOST_TEST(checked == 4);
+  const auto bad = gbtest::run_cli({"compare", "-p", "Hi", "-s", "beam:0", "-N", "1", "-n", "2"});
+  BOOST_TEST(bad.rc == 2);
+  BOOST_TEST(bad.err.find("width '0'") != std::string::npos, bad.err);
 }
 
 struct BadCase {
