@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "glassbox/beam_search.hpp"
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
@@ -67,6 +68,31 @@ void stream_out(std::string_view piece) {
     throw OutputError(std::string("stdout: write failed: ") + std::strerror(errno));
 }
 
+// The options the session is built from: with --beam-width, the greedy chain (the search does not sample);
+// a chain other than greedy, --replay, or --length-penalty without --beam-width is a ConfigError.
+RunOptions beam_session_options(const RunOptions& opt, bool length_penalty_given) {
+  if (opt.beam_width == 0) {
+    if (length_penalty_given) throw ConfigError("--length-penalty applies to beam search only: add --beam-width N");
+    return opt;
+  }
+  for (const auto& p : opt.sampler)
+    if (p.name != "greedy")
+      throw ConfigError("--beam-width ranks continuations by the model's own log-probabilities; the sampler chain does not "
+                        "apply: drop --sampler " + p.to_string() + " (docs/beam-search.md)");
+  if (!opt.replay.empty()) throw ConfigError("--beam-width cannot replay a golden (--replay): a beam search chooses whole sequences");
+  // What BeamSearch itself would refuse, said before a model is read or a trace file opened.
+  if (opt.trace_level == TraceLevel::Full)
+    throw ConfigError("beam search records each beam's ranking, not every logit: use --trace-level basic with --beam-width");
+  if (opt.trace_attention.on || opt.trace_lens != LensPoints::Off)
+    throw ConfigError("beam search does not record attention weights or the logit lens (--trace-attention, --trace-lens)");
+  if (opt.context_policy.kind != ContextPolicy::Stop && opt.context_policy.kind != ContextPolicy::Refuse)
+    throw ConfigError("--context-policy " + opt.context_policy.to_string() +
+                      " drops tokens from one sequence; beam search keeps several: use stop or refuse with --beam-width");
+  RunOptions o = opt;
+  o.sampler = {PluginSpec{"greedy", {}}};
+  return o;
+}
+
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "generate text from a prompt, streaming it to stdout");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, kRun);
@@ -78,7 +104,10 @@ void add_run_command(CLI::App& app) {
       return o;
     }();
     install_interrupt_handlers();
-    auto s = open_session(opt);
+    // Beam search ranks by the model's own log-probabilities: the session's chain is greedy (what width 1
+    // equals), named so in the header; any other chain is refused rather than silently ignored.
+    const RunOptions session_opt = beam_session_options(opt, binder->given("length_penalty"));
+    auto s = open_session(session_opt);
     // A trace written over an input would destroy it (the model is memory-mapped: truncating it is SIGBUS).
     refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path},
                                                     {"--config", opt.config}, {"--replay", opt.replay}});
@@ -158,7 +187,24 @@ void add_run_command(CLI::App& app) {
         else stream_out(piece);
       }, /*announce=*/!opt.json);
       sinks.add(&paced);
-      sum = engine.generate(opt.prompt, g, s->header, sinks, [&](std::string_view piece) { paced.piece(piece); });
+      const StreamFn on_piece = [&](std::string_view piece) { paced.piece(piece); };
+      if (opt.beam_width > 0) {
+        // One K/V store per beam (the session's is the first), or the one a module that keeps nothing needs.
+        BeamOptions bo{opt.beam_width, opt.length_penalty, opt.ignore_eos, [] { check_interrupt(); }};
+        check_beam_options(bo, s->config.vocab_size);
+        check_beam_attention(*s->attention, s->attention->name());
+        std::vector<std::unique_ptr<KvStore>> extra;
+        std::vector<KvStore*> stores{s->attention.get()};
+        for (int i = 1; i < opt.beam_width && s->attention->persistent(); ++i) {
+          extra.push_back(s->registry->make_attention(opt.attention, s->config.attention_shape()));
+          stores.push_back(extra.back().get());
+        }
+        BeamSearch search(*s->model, *s->tokenizer, std::move(stores));
+        sum = search.generate(s->tokenizer->encode(opt.prompt, s->tokenizer->add_bos(), false), opt.prompt, g, bo, s->header,
+                              sinks, on_piece);
+      } else {
+        sum = engine.generate(opt.prompt, g, s->header, sinks, on_piece);
+      }
       paced.finish();
       if (opt.json) {
         JsonTokenSink::Json j = {{"type", "summary"}, {"text", text}, {"generated", sum.generated},

@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +23,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "glassbox/beam_search.hpp"
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
@@ -110,6 +113,39 @@ Strategy parse_strategy(const std::string& text) {
     if (label.find_first_of(":,") == std::string::npos) return {label, text.substr(eq + 1)};
   }
   return {text, text};
+}
+
+std::optional<BeamOptions> beam_strategy(const std::string& chain) {
+  if (chain != "beam" && chain.rfind("beam:", 0) != 0) return std::nullopt;
+  BeamOptions b;
+  b.width = 0;
+  const std::string rest = chain.size() > 5 ? chain.substr(5) : "";
+  std::size_t at = 0;
+  while (at <= rest.size() && !rest.empty()) {
+    const std::size_t end = std::min(rest.find(';', at), rest.size());
+    const std::string item = rest.substr(at, end - at);
+    const auto eq = item.find('=');
+    const std::string key = eq == std::string::npos ? "width" : item.substr(0, eq);
+    const std::string value = eq == std::string::npos ? item : item.substr(eq + 1);
+    char* stop = nullptr;
+    errno = 0;
+    if (key == "width") {
+      const long w = std::strtol(value.c_str(), &stop, 10);
+      if (value.empty() || *stop || errno || w < 1 || w > (1 << 20))
+        throw ConfigError("strategy '" + chain + "': width '" + value + "' (expected an integer >= 1)");
+      b.width = static_cast<int>(w);
+    } else if (key == "length_penalty") {
+      const double a = std::strtod(value.c_str(), &stop);
+      if (value.empty() || *stop || !std::isfinite(a) || a < -10 || a > 10)
+        throw ConfigError("strategy '" + chain + "': length_penalty '" + value + "' (expected a number in -10..10)");
+      b.length_penalty = a;
+    } else {
+      throw ConfigError("strategy '" + chain + "': unknown parameter '" + key + "' (beam takes width and length_penalty)");
+    }
+    at = end + 1;
+  }
+  if (b.width == 0) throw ConfigError("strategy '" + chain + "': beam needs a width (beam:N or beam:width=N)");
+  return b;
 }
 
 std::vector<std::string> read_prompts(const std::string& path) {
@@ -235,6 +271,7 @@ void validate(const Experiment& e, const std::string& where) {
     const auto& s = e.strategies[i];
     try {
       if (s.chain.empty()) throw ConfigError("empty sampler chain");
+      if (beam_strategy(s.chain)) continue;  // checked as it parses; its width against the vocabulary when it runs
       std::vector<std::string> warnings;
       build_sampler_stages(reg, parse_plugin_chain(s.chain, "sampler"), warnings);
       for (const auto& w : warnings) warn("strategy '" + s.label + "': " + w);
@@ -269,7 +306,13 @@ std::string run_command(const Experiment& e, int prompt, int strategy, int sampl
   if (!e.attention.empty()) c += " --attention " + quote_shell(e.attention);
   for (const auto& p : e.plugin_path) c += " --plugin-path " + quote_shell(p);
   c += " --prompt " + quote_shell(e.prompts[prompt]);
-  c += " --sampler " + quote_shell(e.strategies[strategy].chain);
+  if (const auto b = beam_strategy(e.strategies[strategy].chain)) {
+    std::ostringstream a;
+    a << b->length_penalty;
+    c += " --beam-width " + std::to_string(b->width) + " --length-penalty " + a.str();
+  } else {
+    c += " --sampler " + quote_shell(e.strategies[strategy].chain);
+  }
   c += " --seed " + std::to_string(run_seed(e, prompt, strategy, sample));
   c += " --max-tokens " + std::to_string(e.max_tokens);
   return c;
@@ -289,7 +332,7 @@ json run_json(const Run& r) {
     expected.push_back({{"id", r.first_expected[i].first},
                         {"text", r.first_expected_text[i]},
                         {"prob", static_cast<double>(r.first_expected[i].second)}});
-  return {{"prompt", r.prompt},
+  json j = {{"prompt", r.prompt},
           {"strategy", r.strategy},
           {"sample", r.sample},
           {"seed", r.seed},
@@ -304,6 +347,11 @@ json run_json(const Run& r) {
           {"stop_reason", r.stop_reason},
           {"trace", r.trace},
           {"ms", r.ms}};
+  if (r.beam_forwards > 0) {
+    j["beam_forwards"] = r.beam_forwards;
+    j["beam_kv_copies"] = r.beam_kv_copies;
+  }
+  return j;
 }
 
 Run run_from_json(const json& j, const std::string& where, const Experiment& e) {
@@ -333,6 +381,10 @@ Run run_from_json(const json& j, const std::string& where, const Experiment& e) 
   r.stop_reason = in.at("stop_reason").get<std::string>();
   r.trace = in.at("trace").get<std::string>();
   r.ms = in.at("ms").get<double>(0);
+  if (in.has("beam_forwards")) {
+    r.beam_forwards = in.at("beam_forwards").get<std::int64_t>(1);
+    r.beam_kv_copies = in.at("beam_kv_copies").get<std::int64_t>(0);
+  }
   if (r.entropy.empty() || r.entropy.size() != r.chain_entropy.size() || r.entropy.size() != r.logprob.size() ||
       r.pieces.size() != r.tokens.size() || static_cast<long long>(r.tokens.size()) > e.max_tokens)
     in.fail("per-step arrays of different lengths, empty, or longer than max_tokens");
@@ -388,6 +440,7 @@ class Collector final : public TraceSink {
   }
   void summary(const Summary& s) override {
     r_.stop_reason = s.stop_reason;
+    if (s.beam) r_.beam_forwards = s.beam->forwards, r_.beam_kv_copies = s.beam->kv_copies;
     const auto n = static_cast<std::size_t>(s.generated);
     tokens_.resize(std::min(n, tokens_.size()));
     pieces_.resize(tokens_.size());
@@ -408,6 +461,8 @@ struct Worker {
   std::vector<std::unique_ptr<SamplerChain>> chains;
   std::vector<std::unique_ptr<Engine>> engines;
   std::vector<RunHeader> headers;
+  std::vector<std::optional<BeamOptions>> beams;      // per strategy: a beam search instead of the chain
+  std::vector<std::unique_ptr<KvStore>> beam_stores;  // the widest beam strategy's stores beyond the session's
 };
 
 RunOptions session_options(const Experiment& e) {
@@ -426,9 +481,17 @@ std::unique_ptr<Worker> make_worker(const Experiment& e) {
   auto w = std::make_unique<Worker>();
   w->session = open_session(session_options(e));
   Session& s = *w->session;
+  int widest = 0;
   for (const auto& st : e.strategies) {
     std::vector<std::string> warnings;  // reported once, by validate()
-    auto stages = build_sampler_stages(*s.registry, parse_plugin_chain(st.chain, "sampler"), warnings);
+    // A beam strategy's header names the greedy chain, as `run --beam-width` does (docs/beam-search.md).
+    w->beams.push_back(beam_strategy(st.chain));
+    if (w->beams.back()) {
+      check_beam_options(*w->beams.back(), s.header.config.vocab_size);
+      check_beam_attention(*s.attention, s.attention->name());
+      widest = std::max(widest, w->beams.back()->width);
+    }
+    auto stages = build_sampler_stages(*s.registry, parse_plugin_chain(w->beams.back() ? "greedy" : st.chain, "sampler"), warnings);
     w->chains.push_back(std::make_unique<SamplerChain>(std::move(stages), s.header.config.vocab_size, 0));
     w->engines.push_back(std::make_unique<Engine>(*s.model, *s.tokenizer, *s.attention, *w->chains.back()));
     RunHeader h = s.header;
@@ -436,6 +499,8 @@ std::unique_ptr<Worker> make_worker(const Experiment& e) {
     for (const auto& stage : w->chains.back()->stages()) h.plugins.push_back({"sampler", stage->name(), stage->params()});
     w->headers.push_back(std::move(h));
   }
+  for (int i = 1; i < widest && s.attention->persistent(); ++i)
+    w->beam_stores.push_back(s.registry->make_attention(session_options(e).attention, s.config.attention_shape()));
   return w;
 }
 
@@ -471,7 +536,18 @@ Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::strin
     sinks.add(writer.get());
   }
   std::string text;
-  w.engines[s]->generate(e.prompts[p], g, h, sinks, [&](std::string_view piece) { text += piece; });
+  if (const auto& beam = w.beams[s]) {
+    // One store per beam: the session's, then the worker's extra ones (a recompute module needs one).
+    std::vector<KvStore*> stores{w.session->attention.get()};
+    for (int k = 1; k < beam->width && k - 1 < static_cast<int>(w.beam_stores.size()); ++k) stores.push_back(w.beam_stores[k - 1].get());
+    g.watch.lens = LensPoints::Off;  // a beam search records no logit lens (docs/beam-search.md)
+    BeamSearch search(*w.session->model, *w.session->tokenizer, std::move(stores));
+    const Tokenizer& tok = *w.session->tokenizer;
+    search.generate(tok.encode(e.prompts[p], tok.add_bos(), false), e.prompts[p], g, *beam, h, sinks,
+                    [&](std::string_view piece) { text += piece; });
+  } else {
+    w.engines[s]->generate(e.prompts[p], g, h, sinks, [&](std::string_view piece) { text += piece; });
+  }
   r.text = clean_utf8(text);
   if (writer) {
     writer.reset();  // flushed and closed
@@ -754,6 +830,14 @@ json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
         lp_steps += r->logprob.size();
       }
     st["stop_reasons"] = stops;
+    if (const auto b = beam_strategy(e.strategies[s].chain)) {
+      // What only a beam search has: its cost in forward passes per generated token and its K/V copies.
+      double fw = 0, copies = 0, steps = 0;
+      for (int p = 0; p < P; ++p)
+        for (const Run* r : runs_of(p, s)) fw += r->beam_forwards, copies += r->beam_kv_copies, steps += r->logprob.size();
+      st["beam"] = {{"width", b->width}, {"length_penalty", b->length_penalty},
+                    {"forwards_per_step", steps > 0 ? fw / steps : 0.0}, {"kv_copies_per_run", copies / (P * N)}};
+    }
     st["perplexity_pooled"] = std::exp(-lp_sum / static_cast<double>(lp_steps));
     strategies.push_back(st);
     // Mean entropy at each step index over the runs that reached it.

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "glassbox/beam_search.hpp"
 #include "glassbox/step_recorder.hpp"
 
 namespace glassbox::cli::compare {
@@ -45,6 +46,9 @@ Experiment experiment_from_json(const nlohmann::json& j, const std::string& wher
 
 // "label=CHAIN" or "CHAIN": the text before the first '=' is a label when it holds no ':' or ','.
 Strategy parse_strategy(const std::string& text);
+// A beam-search strategy instead of a chain: "beam:N" or "beam:width=N;length_penalty=A" (docs/compare.md);
+// nullopt for a sampler chain. ConfigError naming the text for a bad width or penalty.
+std::optional<BeamOptions> beam_strategy(const std::string& chain);
 // One prompt per line; a line starting with '{' is a JSON object with "prompt", one starting with '"' a
 // JSON string (JSONL, for prompts with newlines). Blank lines are skipped.
 std::vector<std::string> read_prompts(const std::string& path);
@@ -81,6 +85,8 @@ struct Run {
   std::string stop_reason;
   std::string trace;                       // trace file written for this run, or empty
   double ms = 0;                           // wall time of the run (not part of any comparison)
+  std::int64_t beam_forwards = 0;          // beam strategies: forward passes of the search (0: a sampled run)
+  std::int64_t beam_kv_copies = 0;         // beam strategies: beams whose K/V rows were copied
 };
 
 nlohmann::json run_json(const Run& r);

@@ -255,6 +255,16 @@ std::vector<RunOption> make_table() {
                      .help = "constrain the output to JSON valid under this schema (converted to a grammar; docs/samplers.md lists the subset)",
                      .example = "schema.json", .commands = kGenerate},
                     text(&RunOptions::json_schema)));
+  t.push_back(entry({.key = "beam_width", .flags = "--beam-width", .value_name = "N",
+                     .help = "beam search: keep the N most likely continuations by total log-probability, each with its own "
+                             "K/V rows, instead of sampling (docs/beam-search.md); the sampler chain does not apply",
+                     .default_text = "off (sample with the chain)", .example = "4", .commands = kRun},
+                    integer(&RunOptions::beam_width, 1, 1 << 20)));
+  t.push_back(entry({.key = "length_penalty", .flags = "--length-penalty", .value_name = "A",
+                     .help = "beam search: a finished hypothesis scores sum_logprob / length^A (Hugging Face's length_penalty; "
+                             "A > 0 favours longer ones)",
+                     .default_text = "1", .example = "0.5", .commands = kRun},
+                    real(&RunOptions::length_penalty, -10, 10)));
   t.push_back(entry({.key = "seed", .flags = "--seed", .value_name = "N", .help = "random seed",
                      .values = "0.." + std::to_string(UINT64_MAX), .default_text = "chosen at random, recorded in the trace",
                      .example = "42", .commands = kGenerate},

@@ -35,6 +35,8 @@ struct RunOptions {
   std::string grammar;                     // GBNF file: a "grammar" stage first in the chain
   std::string json_schema;                 // JSON schema file: the same, converted to a grammar
   std::string prompt;
+  int beam_width = 0;                      // beam search with this many beams (0: off, sample with the chain)
+  double length_penalty = 1.0;             // beam search: score / length^A
   int max_tokens = 256;
   int context = 0;                         // positions the run may use (0: the model's, capped at 4096)
   int threads = 0;                         // threads for the matrix products (0: one per physical core)

@@ -45,6 +45,15 @@ std::ifstream open_trace(const std::string& path) {
   return f;
 }
 
+// Every entry of a beam-search step extends one of the previous step's `n_parents` live beams.
+void check_beam_parents(const TraceBeams& b, int n_parents, const std::string& where) {
+  for (const auto* l : {&b.live, &b.finished, &b.pruned})
+    for (const auto& e : *l)
+      if (e.parent < 0 || e.parent >= n_parents)
+        throw TraceError(where + ": an entry's parent " + std::to_string(e.parent) + " is not one of the " + std::to_string(n_parents) +
+                         " live beams of the step before");
+}
+
 }  // namespace
 
 Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& opt) {
@@ -58,6 +67,8 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
   bool full = false;
   std::optional<TraceContext> context;      // a context line not yet followed by its step
   std::optional<TraceContext> pruned_then;  // the engine's context line after a chat's prune-turns line, both before step 0
+  int beam_path = 0;             // beam search: the live beam the winner's latest step went through
+  bool beam_path_ended = false;  // ... or its token finished the winner
   while (read_line(in, text, name, line + 1)) {
     ++line;
     const std::string w = where(name, line);
@@ -133,6 +144,27 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
             throw TraceError(w + ": step.lens[" + std::to_string(i) + "].layer: " + std::to_string((*s.lens)[i].layer) +
                              " (expected 1.." + std::to_string(n_layers) + ", the model's layers)");
       }
+      if (s.beams || (k > 0 && t.steps.back().beams)) {
+        if (!s.beams || (k > 0 && !t.steps.back().beams))
+          throw TraceError(w + ": step " + std::to_string(k) + (s.beams ? " has" : " lacks") +
+                           " step.beams but the step before it " + (s.beams ? "does not" : "does") + " (a beam search records every step)");
+        check_beam_parents(*s.beams, k == 0 ? 1 : static_cast<int>(t.steps.back().beams->live.size()), w + ": step.beams");
+        if (beam_path_ended)
+          throw TraceError(w + ": step " + std::to_string(k) + " follows a step whose token finished the winning hypothesis");
+        // The step's token is the winner's: an entry extending the beam the previous step's token kept.
+        int found = -1;
+        for (std::size_t i = 0; i < s.beams->live.size() && found < 0; ++i)
+          if (s.beams->live[i].parent == beam_path && s.beams->live[i].token == s.token) found = static_cast<int>(i);
+        if (found < 0) {
+          bool fin = false;
+          for (const auto& e : s.beams->finished) fin = fin || (e.parent == beam_path && e.token == s.token);
+          if (!fin)
+            throw TraceError(w + ": step.token " + std::to_string(s.token) + " is neither a live beam nor a finished hypothesis "
+                             "extending beam " + std::to_string(beam_path) + " of the step before (step.beams)");
+          beam_path_ended = true;
+        }
+        beam_path = found;
+      }
       t.steps.push_back(std::move(s));
       t.step_lines.push_back(line);
       last_step_line = line;
@@ -165,6 +197,23 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
                          std::to_string(expect) + " steps, but the trace has " + std::to_string(t.steps.size()));
       if (gen > t.header.max_tokens)
         throw TraceError(w + ": summary says " + std::to_string(gen) + " generated, more than max_tokens " + std::to_string(t.header.max_tokens));
+      const bool beam_steps = !t.steps.empty() && t.steps.back().beams;
+      if (x.beam.has_value() != beam_steps && !(x.beam && t.steps.empty()))
+        throw TraceError(w + ": " + (x.beam ? "summary.beam present but the steps have no step.beams"
+                                             : "the steps carry step.beams but the summary has no summary.beam"));
+      if (x.beam && !t.steps.empty()) {
+        const TraceBeamSummary& b = *x.beam;
+        if (b.hypotheses.empty() || b.hypotheses[0].tokens != t.tokens())
+          throw TraceError(w + ": summary.beam.hypotheses[0] (the winner) is not the steps' tokens " + ids_text(t.tokens()));
+        if (b.search_steps != static_cast<int>(t.steps.size() + b.after.size()))
+          throw TraceError(w + ": summary.beam.search_steps " + std::to_string(b.search_steps) + ", but the trace records " +
+                           std::to_string(t.steps.size()) + " steps and " + std::to_string(b.after.size()) + " after them");
+        int n_live = static_cast<int>(t.steps.back().beams->live.size());
+        for (std::size_t i = 0; i < b.after.size(); ++i) {
+          check_beam_parents(b.after[i], n_live, w + ": summary.beam.after[" + std::to_string(i) + "]");
+          n_live = static_cast<int>(b.after[i].live.size());
+        }
+      }
       t.summary = std::move(x);
       t.summary_line = line;
       ended = true;

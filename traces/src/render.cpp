@@ -176,7 +176,10 @@ void common_style(Graph& G, const std::string& title, const char* edge_fontsize)
   G.edge_default("fontsize", edge_fontsize);
 }
 
+void build_beam_tree(Graph& G, const Trace& t, const TreeOptions& opt);
+
 void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
+  if (!t.steps.empty() && t.steps[0].beams) return build_beam_tree(G, t, opt);
   const int n = static_cast<int>(t.steps.size());
   const int first = std::clamp(opt.first, 0, n);
   const int last = opt.last < 0 ? n : std::clamp(opt.last, first, n);
@@ -229,6 +232,62 @@ void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
     G.edge(prev, node, {{"label", fmt_prob(p)}, {"penwidth", penwidth(p)}, {"color", prob_colour(p)},
                         {"weight", "100"}});
     prev = node;
+  }
+}
+
+// A beam search's trace (step.beams): every beam each step kept, every hypothesis it finished, and up to
+// top_k of the candidates it pruned, each joined to the beam it extends; the winner's path in bold.
+void build_beam_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
+  std::vector<const TraceBeams*> steps;
+  for (const auto& s : t.steps) steps.push_back(&*s.beams);
+  if (t.summary && t.summary->beam)
+    for (const auto& a : t.summary->beam->after) steps.push_back(&a);
+  G.graph_attr("rankdir", "LR");
+  G.graph_attr("nodesep", "0.06");
+  G.graph_attr("ranksep", "0.35");
+  const TraceBeamSummary* bs = t.summary && t.summary->beam ? &*t.summary->beam : nullptr;
+  common_style(G, "glassbox trace " + tail_text(t.path, 60) + ": beam search, width " + std::to_string(steps.empty() ? 0 : steps[0]->width) +
+                      (bs ? ", length penalty " + fmt_prob(bs->length_penalty) : std::string()) + "; bold: the winner",
+               "8");
+  G.node("root", {{"label", "prompt\n" + tail_text(t.header.prompt, 40)}, {"style", "filled,rounded"}, {"fillcolor", "#f2f2f2"},
+                  {"class", "root"}});
+  // The winner's path: at each of its steps, the index of its entry in live (-1: it finished there).
+  std::vector<int> path;
+  int via = 0;
+  for (std::size_t k = 0; k < t.steps.size(); ++k) {
+    int found = -1;
+    const auto& live = t.steps[k].beams->live;
+    for (std::size_t i = 0; i < live.size() && found < 0; ++i)
+      if (live[i].parent == via && live[i].token == t.steps[k].token) found = static_cast<int>(i);
+    path.push_back(found);
+    via = found;
+  }
+  auto parent_id = [](std::size_t k, int parent) { return k == 0 ? std::string("root") : "b" + std::to_string(k - 1) + "_" + std::to_string(parent); };
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    const TraceBeams& b = *steps[k];
+    const int path_parent = k == 0 ? 0 : (k - 1 < path.size() ? path[k - 1] : -2);
+    auto draw = [&](const TraceBeamEntry& e, const std::string& id, const char* kind, bool on_path) {
+      const double p = std::exp(e.logprob);
+      std::string label = label_text(e.text) + "\nlog p " + fmt_prob(e.logprob) + " · Σ " + fmt_prob(e.score);
+      if (e.normalized) label += "\nfinished: " + fmt_prob(*e.normalized);
+      const bool pruned = std::string(kind) == "pruned";
+      Agnode_t* n = G.node(id, {{"label", label}, {"class", kind},
+                                {"style", pruned ? "rounded,dashed" : on_path ? "filled,bold" : "filled,rounded"},
+                                {"fillcolor", on_path ? "#2b6cb0" : e.normalized ? "#fde2b8" : "#e8f0fb"},
+                                {"fontcolor", on_path ? "white" : pruned ? "#777777" : "black"},
+                                {"tooltip", "step " + std::to_string(k) + ", id " + std::to_string(e.token)}});
+      G.edge(G.node(parent_id(k, e.parent), {}), n,
+             {{"penwidth", on_path ? "3" : penwidth(p)}, {"color", on_path ? "#2b6cb0" : prob_colour(p)},
+              {"style", pruned ? "dashed" : "solid"}, {"weight", on_path ? "100" : "1"}, {"arrowsize", "0.5"}});
+    };
+    for (std::size_t i = 0; i < b.live.size(); ++i)
+      draw(b.live[i], "b" + std::to_string(k) + "_" + std::to_string(i), "live",
+           k < path.size() && path[k] == static_cast<int>(i));
+    for (std::size_t i = 0; i < b.finished.size(); ++i)
+      draw(b.finished[i], "f" + std::to_string(k) + "_" + std::to_string(i), "finished",
+           k + 1 == t.steps.size() && path[k] < 0 && b.finished[i].parent == path_parent && b.finished[i].token == t.steps[k].token);
+    for (std::size_t i = 0; i < b.pruned.size() && static_cast<int>(i) < opt.top_k; ++i)
+      draw(b.pruned[i], "p" + std::to_string(k) + "_" + std::to_string(i), "pruned", false);
   }
 }
 

@@ -327,6 +327,48 @@ static std::vector<TraceCandidate> ranked_candidates(Check& c, const json& list,
   return out;
 }
 
+// step.beams / summary.beam.after[i]: one beam-search step's record. Entry lists are checked on their own
+// here (ids, signs, order); the reader checks parents against the previous step.
+static TraceBeams parse_beams(Check& c, const json& b, const std::string& path, int vocab) {
+  if (!b.is_object()) c.fail(path + ": expected an object, got " + b.type_name());
+  TraceBeams r;
+  r.width = static_cast<int>(c.integer(b, "width", path, 1, vocab));
+  auto list = [&](const char* key, std::vector<TraceBeamEntry>& out, bool finished) {
+    const std::string lp = path + "." + key;
+    const json& a = c.array(b, key, path);
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      const std::string p = lp + "[" + std::to_string(i) + "]";
+      if (!a[i].is_object()) c.fail(p + ": expected an object, got " + a[i].type_name());
+      TraceBeamEntry e;
+      e.parent = c.int32(a[i], "parent", p);
+      e.token = c.id(c.field(a[i], "token", p), p + ".token", vocab);
+      e.text = c.string(a[i], "text", p);
+      e.logprob = c.number(a[i], "logprob", p, -HUGE_VAL, 0.0);
+      e.score = c.number(a[i], "score", p, -HUGE_VAL, 0.0);
+      if (e.score > e.logprob + 1e-9)
+        c.fail(p + ".score: " + std::to_string(e.score) + " above its own logprob " + std::to_string(e.logprob) +
+               " (a score sums log-probabilities, each <= 0)");
+      if (finished) {
+        e.length = static_cast<int>(c.integer(a[i], "length", p, 1, INT32_MAX));
+        e.normalized = c.number(a[i], "normalized", p);
+      } else if (a[i].contains("length") || a[i].contains("normalized")) {
+        c.fail(p + ": length and normalized belong to finished hypotheses only");
+      }
+      if (i > 0 && e.score > out.back().score)
+        c.fail(p + ".score: " + std::to_string(e.score) + " above the previous entry's (" + key + " is sorted by score)");
+      out.push_back(std::move(e));
+    }
+  };
+  list("live", r.live, false);
+  list("finished", r.finished, true);
+  list("pruned", r.pruned, false);
+  if (static_cast<int>(r.live.size()) > r.width)
+    c.fail(path + ".live: " + std::to_string(r.live.size()) + " beams, more than width " + std::to_string(r.width));
+  if (static_cast<int>(r.finished.size()) > r.width)
+    c.fail(path + ".finished: " + std::to_string(r.finished.size()) + " hypotheses, more than width " + std::to_string(r.width));
+  return r;
+}
+
 TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) {
   Check c(w);
   TraceStep s;
@@ -471,6 +513,7 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
   if (forced != j.end() && *forced != true) c.fail("step.forced: expected true (or no field), got " + forced->dump());
   s.forced = forced != j.end();
   if (j.contains("unlisted")) s.unlisted = c.prob(j, "unlisted", "step");  // a partial (imported) distribution
+  if (const json* b = c.optional(j, "beams")) s.beams = parse_beams(c, *b, "step.beams", vocab);
   if (!s.forced && s.draw.selected != s.token)
     c.fail("step.draw.selected " + std::to_string(s.draw.selected) + " differs from step.token.id " + std::to_string(s.token) +
            " on a step that was not forced");
@@ -523,6 +566,46 @@ TraceSummary parse_summary(const json& j, const std::string& w) {
   if (auto f = c.opt_integer(j, "policy_firings", "summary", 0, INT32_MAX)) s.policy_firings = static_cast<int>(*f);
   if (auto t = c.opt_integer(j, "stop_token", "summary", 0, INT32_MAX)) s.stop_token = static_cast<std::int32_t>(*t);
   s.stop_token_text = c.opt_string(j, "stop_token_text", "summary");
+  if (const json* b = c.optional(j, "beam")) {
+    const std::string p = "summary.beam";
+    if (!b->is_object()) c.fail(p + ": expected an object, got " + b->type_name());
+    TraceBeamSummary r;
+    r.width = static_cast<int>(c.integer(*b, "width", p, 1, INT32_MAX));
+    r.length_penalty = c.number(*b, "length_penalty", p, -10.0, 10.0);
+    r.early_stopping = c.string(*b, "early_stopping", p);
+    if (r.early_stopping != "heuristic") c.fail(p + ".early_stopping: '" + r.early_stopping + "' (expected heuristic)");
+    r.search_steps = c.int32(*b, "search_steps", p);
+    r.forwards = c.integer(*b, "forwards", p);
+    r.kv_copies = c.integer(*b, "kv_copies", p);
+    const json& hs = c.array(*b, "hypotheses", p);
+    if (static_cast<int>(hs.size()) > r.width)
+      c.fail(p + ".hypotheses: " + std::to_string(hs.size()) + ", more than width " + std::to_string(r.width));
+    for (std::size_t i = 0; i < hs.size(); ++i) {
+      const std::string hp = p + ".hypotheses[" + std::to_string(i) + "]";
+      if (!hs[i].is_object()) c.fail(hp + ": expected an object, got " + hs[i].type_name());
+      TraceBeamHypothesis h;
+      const json& toks = c.array(hs[i], "tokens", hp);
+      h.tokens = c.ids(toks, hp + ".tokens", INT32_MAX);
+      h.text = c.string(hs[i], "text", hp);
+      h.score = c.number(hs[i], "score", hp, -HUGE_VAL, 0.0);
+      h.normalized = c.number(hs[i], "normalized", hp);
+      h.length = c.int32(hs[i], "length", hp, 1);
+      h.step = c.int32(hs[i], "step", hp);
+      h.ended = c.string(hs[i], "ended", hp);
+      if (h.ended != "stop_token" && h.ended != "max_tokens" && h.ended != "context_full")
+        c.fail(hp + ".ended: '" + h.ended + "' (expected stop_token, max_tokens or context_full)");
+      if (h.length != static_cast<int>(h.tokens.size()))
+        c.fail(hp + ".length: " + std::to_string(h.length) + " but it holds " + std::to_string(h.tokens.size()) + " tokens");
+      if (i > 0 && h.normalized > r.hypotheses.back().normalized)
+        c.fail(hp + ".normalized: above the previous hypothesis's (hypotheses are sorted best first)");
+      r.hypotheses.push_back(std::move(h));
+    }
+    const json& after = c.array(*b, "after", p);
+    for (std::size_t i = 0; i < after.size(); ++i)
+      r.after.push_back(parse_beams(c, after[i], p + ".after[" + std::to_string(i) + "]", INT32_MAX));
+    if (r.hypotheses.empty() && s.generated > 0) c.fail(p + ".hypotheses: empty, but the run generated tokens");
+    s.beam = std::move(r);
+  }
   return s;
 }
 
@@ -647,6 +730,7 @@ json to_json(const TraceStep& s, bool with_logits, bool decimal_logits) {
   }
   if (s.forced) j["forced"] = true;  // replay: token is the golden's, draw.selected the chain's own pick
   if (s.unlisted) j["unlisted"] = *s.unlisted;  // a partial (imported) distribution
+  if (s.beams) j["beams"] = to_json(*s.beams);
   if (with_logits && !s.logits.empty()) {
     if (s.written.logits == LogitsEncoding::Base64 && !decimal_logits) {
       std::vector<float> f(s.logits.begin(), s.logits.end());  // each the float it was read from
@@ -677,7 +761,34 @@ json to_json(const TraceSummary& s) {
   if (s.policy_firings) j["policy_firings"] = *s.policy_firings;
   if (s.stop_token) j["stop_token"] = *s.stop_token;
   if (s.stop_token_text) j["stop_token_text"] = *s.stop_token_text;
+  if (s.beam) j["beam"] = to_json(*s.beam);
   return j;
+}
+
+json to_json(const TraceBeams& b) {
+  auto list = [](const std::vector<TraceBeamEntry>& l) {
+    json a = json::array();
+    for (const auto& e : l) {
+      json o = {{"parent", e.parent}, {"token", e.token}, {"text", e.text}, {"logprob", e.logprob}, {"score", e.score}};
+      if (e.length) o["length"] = *e.length;
+      if (e.normalized) o["normalized"] = *e.normalized;
+      a.push_back(std::move(o));
+    }
+    return a;
+  };
+  return {{"width", b.width}, {"live", list(b.live)}, {"finished", list(b.finished)}, {"pruned", list(b.pruned)}};
+}
+
+json to_json(const TraceBeamSummary& b) {
+  json hs = json::array();
+  for (const auto& h : b.hypotheses)
+    hs.push_back({{"tokens", h.tokens}, {"text", h.text}, {"score", h.score}, {"normalized", h.normalized},
+                  {"length", h.length}, {"step", h.step}, {"ended", h.ended}});
+  json after = json::array();
+  for (const auto& a : b.after) after.push_back(to_json(a));
+  return {{"width", b.width}, {"length_penalty", b.length_penalty}, {"early_stopping", b.early_stopping},
+          {"search_steps", b.search_steps}, {"forwards", b.forwards}, {"kv_copies", b.kv_copies},
+          {"hypotheses", std::move(hs)}, {"after", std::move(after)}};
 }
 
 json to_json(const TraceEnd& e) {

@@ -51,6 +51,21 @@ std::string token_label(const Tokenizer& tok, std::int32_t prev, std::int32_t id
 
 }  // namespace
 
+std::string beams_text(const BeamStep& b) {
+  std::string s = "  beam search, width " + std::to_string(b.width) + ": " + std::to_string(b.live.size()) + " kept, " +
+                  std::to_string(b.finished.size()) + " finished, " + std::to_string(b.pruned.size()) + " pruned\n";
+  for (std::size_t i = 0; i < b.live.size(); ++i)
+    s += "    beam " + pad(std::to_string(i), 3) + " ← " + pad(std::to_string(b.live[i].parent), 3) + " " +
+         pad(show_text(b.live[i].text, 14), 18) + " Σ log p " + fixed(b.live[i].score, 3) + "\n";
+  for (const auto& f : b.finished)
+    s += "    done     ← " + pad(std::to_string(f.parent), 3) + " " + pad(show_text(f.text, 14), 18) + " Σ log p " +
+         fixed(f.score, 3) + " · length " + std::to_string(f.length) + " · score " + fixed(f.normalized, 3) + "\n";
+  if (!b.pruned.empty())
+    s += "    pruned: best " + show_text(b.pruned[0].text, 14) + " (from beam " + std::to_string(b.pruned[0].parent) +
+         ", Σ log p " + fixed(b.pruned[0].score, 3) + ")\n";
+  return s;
+}
+
 std::string probs_chart(const StepEvent& e, const Tokenizer& tok, int top, int width) {
   const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
   // The phase on every step: the prefill reads the whole prompt in one pass, each decode step one token.
@@ -88,6 +103,7 @@ std::string probs_chart(const StepEvent& e, const Tokenizer& tok, int top, int w
     if (st.name == "grammar")
       s += "  grammar: kept " + std::to_string(st.kept) + " candidates holding " + fixed(st.mass, 3) +
            " of the model's probability (removed " + fixed(1.0 - st.mass, 3) + ")\n";
+  if (e.beams) s += beams_text(*e.beams);
   return s;
 }
 
@@ -101,7 +117,23 @@ void ProbsSink::step(const StepEvent& e) {
   pending_ = probs_chart(e, tok_, top_, width_);
 }
 
-void ProbsSink::summary(const Summary&) { flush(); }
+void ProbsSink::summary(const Summary& sum) {
+  if (sum.beam && !sum.beam->hypotheses.empty()) {
+    const BeamSummary& b = *sum.beam;
+    pending_ += "── beam search: " + std::to_string(b.search_steps) + " steps, " + std::to_string(b.forwards) + " forwards, " +
+                std::to_string(b.kv_copies) + " K/V copies; hypotheses, best first (score = Σ log p / length^" +
+                fixed(b.length_penalty, 2) + ") ──\n";
+    for (std::size_t i = 0; i < b.hypotheses.size(); ++i) {
+      const BeamHypothesis& h = b.hypotheses[i];
+      // Hypotheses share their start: show each one's end, where they differ.
+      std::size_t from = h.text.size() > 48 ? h.text.size() - 48 : 0;
+      while (from > 0 && from < h.text.size() && (static_cast<unsigned char>(h.text[from]) & 0xC0) == 0x80) ++from;
+      pending_ += std::string(i == 0 ? "  ◀ " : "    ") + fixed(h.normalized, 3) + "  " + (from ? "…" : "") +
+                  show_text(h.text.substr(from), 48) + " (" + h.ended + ")\n";
+    }
+  }
+  flush();
+}
 
 void ProbsSink::flush() {
   if (pending_.empty()) return;

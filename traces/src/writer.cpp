@@ -73,6 +73,26 @@ TraceHeader header_record(const RunHeader& h) {
   return r;
 }
 
+namespace {
+// A beam search's step record (beam_search.hpp) in the trace's types.
+TraceBeams beams_record(const BeamStep& b) {
+  TraceBeams r;
+  r.width = b.width;
+  auto list = [](const std::vector<BeamEntry>& from, std::vector<TraceBeamEntry>& to, bool finished) {
+    to.reserve(from.size());
+    for (const auto& e : from) {
+      TraceBeamEntry t{e.parent, e.token, e.text, e.logprob, e.score, std::nullopt, std::nullopt};
+      if (finished) t.length = e.length, t.normalized = e.normalized;
+      to.push_back(std::move(t));
+    }
+  };
+  list(b.live, r.live, false);
+  list(b.finished, r.finished, true);
+  list(b.pruned, r.pruned, false);
+  return r;
+}
+}  // namespace
+
 TraceStep step_record(const StepEvent& e, const Tokenizer& tok) {
   const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
   TraceStep r;
@@ -116,6 +136,7 @@ TraceStep step_record(const StepEvent& e, const Tokenizer& tok) {
   r.ms = e.ms;
   r.logits = floats(e.logits);
   r.forced = e.forced;  // replay: token is the golden's, draw.selected the chain's own pick
+  if (e.beams) r.beams = beams_record(*e.beams);
   return r;
 }
 
@@ -147,10 +168,17 @@ TraceContext context_record(const PolicyEvent& e, const Tokenizer& tok) {
 }
 
 TraceSummary summary_record(const Summary& s) {
-  TraceSummary t{s.generated, s.stop_reason, s.ttft_ms, s.prefill_tok_s, s.decode_tok_s, s.policy_firings, {}, {}};
+  TraceSummary t{s.generated, s.stop_reason, s.ttft_ms, s.prefill_tok_s, s.decode_tok_s, s.policy_firings, {}, {}, {}};
   if (s.stop_token >= 0) {
     t.stop_token = s.stop_token;
     t.stop_token_text = s.stop_token_text;
+  }
+  if (s.beam) {
+    const BeamSummary& b = *s.beam;
+    TraceBeamSummary r{b.width, b.length_penalty, b.early_stopping, b.search_steps, b.forwards, b.kv_copies, {}, {}};
+    for (const auto& h : b.hypotheses) r.hypotheses.push_back({h.tokens, h.text, h.score, h.normalized, h.length, h.step, h.ended});
+    for (const auto& a : b.after) r.after.push_back(beams_record(a));
+    t.beam = std::move(r);
   }
   return t;
 }
@@ -424,6 +452,8 @@ void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logi
     L.raw("]");
   }
   L.key("attention_dots"), L.integer(e.attention_dots);
+  // Beam search's record (rare, small next to a search's forwards): through the typed path, as step_json writes it.
+  if (e.beams) L.key("beams"), L.raw(dump(to_json(beams_record(*e.beams))));
   L.key("draw"), L.raw("{");
   L.key("prob"), L.real(e.chain_prob);
   L.key("selected"), L.integer(e.sampled >= 0 ? e.sampled : e.token);
@@ -536,6 +566,7 @@ struct StepCopy {
   KvState kv;
   std::vector<AttentionRow> attention;
   std::vector<LensRecord> lens;
+  BeamStep beams;                    // beam search's record, when the step has one
   std::string texts;                 // the texts of named_tokens(e), one after another ...
   std::vector<std::size_t> text_end; // ... each ending here
 
@@ -585,6 +616,10 @@ struct StepCopy {
     e.attention = attention;
     lens.assign(from.lens.begin(), from.lens.end());
     e.lens = lens;
+    if (from.beams) {
+      beams = *from.beams;
+      e.beams = &beams;
+    }
     texts.clear();
     text_end.clear();
     named_tokens(from, [&](std::int32_t prev, std::int32_t id) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -74,6 +75,45 @@ struct LensRecord {
   std::vector<TokenProb> top;  // its most likely tokens
 };
 
+// Beam search (beam_search.hpp): one candidate continuation of a beam. `parent` is the index of the beam
+// it extends in the previous step's `live` list (at step 0: 0, the prompt).
+struct BeamEntry {
+  int parent = 0;
+  std::int32_t token = -1;
+  std::string text;          // the token's piece, decoded after the parent's last token
+  double logprob = 0;        // log p(token | the parent's tokens) under the model's distribution
+  double score = 0;          // the sequence's total log-probability: the parent's score + logprob
+  int length = 0;            // finished only: generated tokens, the end-of-generation token included
+  double normalized = 0;     // finished only: score / length^length_penalty
+};
+// What one step of a beam search did: every beam it kept, every hypothesis it finished, every
+// candidate it ranked (the best 2·width) but dropped.
+struct BeamStep {
+  int width = 0;
+  std::vector<BeamEntry> live;      // the beams kept, best score first
+  std::vector<BeamEntry> finished;  // hypotheses ended here (an end-of-generation token among the best width)
+  std::vector<BeamEntry> pruned;    // ranked candidates neither kept nor finished, best first
+};
+// The search as a whole, in the run's summary.
+struct BeamHypothesis {
+  std::vector<std::int32_t> tokens;  // the generated tokens (the end-of-generation one included)
+  std::string text;
+  double score = 0, normalized = 0;
+  int length = 0;
+  int step = 0;                      // the step whose record lists it (finished, or live at the last step)
+  std::string ended;                 // "stop_token" | "max_tokens" | "context_full"
+};
+struct BeamSummary {
+  int width = 0;
+  double length_penalty = 1;
+  std::string early_stopping = "heuristic";  // Hugging Face's early_stopping=False (docs/beam-search.md)
+  int search_steps = 0;                 // steps searched (the winner may have ended earlier)
+  std::int64_t forwards = 0;            // single-position forward passes (the prefill counts as one)
+  std::int64_t kv_copies = 0;           // beams whose K/V rows were copied from another's
+  std::vector<BeamHypothesis> hypotheses;  // the best `width` finished, best first: [0] is the winner
+  std::vector<BeamStep> after;          // records of the steps searched after the winner's last step
+};
+
 struct StepEvent {
   const char* phase = "decode";          // "prefill" | "decode"
   int step = 0;                          // 0 = prefill
@@ -95,6 +135,7 @@ struct StepEvent {
   std::span<const AttentionRow> attention;  // newest position's weights, only with --trace-attention
   std::span<const LensRecord> lens;      // the logit lens at each point asked for, only with --trace-lens
   double ms = 0;                         // forward + sampling time of this step
+  const BeamStep* beams = nullptr;       // beam search only: the search's state at this step
 };
 
 // A context-window policy fired: what it dropped to make room.
@@ -121,6 +162,7 @@ struct Summary {
   double ttft_ms = 0;       // start of prefill to the first chosen token
   double prefill_tok_s = 0;
   double decode_tok_s = 0;
+  std::optional<BeamSummary> beam;  // beam search only: the hypotheses and the winner
 };
 
 class TraceSink {

@@ -147,6 +147,42 @@ struct TraceLens {
   bool operator==(const TraceLens&) const = default;
 };
 
+// step.beams (beam search only, docs/beam-search.md): one continuation a step ranked. `parent` indexes the
+// previous step's `live` list (at step 0: 0, the prompt); finished entries also carry length and normalized.
+struct TraceBeamEntry {
+  int parent = 0;
+  std::int32_t token = 0;
+  std::string text;
+  double logprob = 0, score = 0;
+  std::optional<int> length;          // finished only
+  std::optional<double> normalized;   // finished only: score / length^length_penalty
+  bool operator==(const TraceBeamEntry&) const = default;
+};
+struct TraceBeams {
+  int width = 0;
+  std::vector<TraceBeamEntry> live, finished, pruned;
+  bool operator==(const TraceBeams&) const = default;
+};
+// summary.beam: the kept hypotheses (best first: [0] is the winner, the steps' tokens) and the search's cost.
+struct TraceBeamHypothesis {
+  std::vector<std::int32_t> tokens;
+  std::string text;
+  double score = 0, normalized = 0;
+  int length = 0, step = 0;
+  std::string ended;  // "stop_token" | "max_tokens" | "context_full"
+  bool operator==(const TraceBeamHypothesis&) const = default;
+};
+struct TraceBeamSummary {
+  int width = 0;
+  double length_penalty = 1;
+  std::string early_stopping;
+  int search_steps = 0;
+  std::int64_t forwards = 0, kv_copies = 0;
+  std::vector<TraceBeamHypothesis> hypotheses;
+  std::vector<TraceBeams> after;  // steps searched after the winner's last one
+  bool operator==(const TraceBeamSummary&) const = default;
+};
+
 enum class TracePhase { Prefill, Decode };
 
 struct TraceStep {
@@ -176,6 +212,7 @@ struct TraceStep {
   // 1 with an empty `top`: the engine reported nothing for this step (llama.cpp's held-back tokens).
   // Absent: glassbox's own step, whose rest is 1 - sum(top.prob) of a complete softmax.
   std::optional<double> unlisted;
+  std::optional<TraceBeams> beams;  // beam search only
   bool operator==(const TraceStep&) const = default;
 };
 
@@ -201,6 +238,7 @@ struct TraceSummary {
   std::optional<int> policy_firings;
   std::optional<std::int32_t> stop_token;     // the end-of-generation id that stopped it (stop_token only)
   std::optional<std::string> stop_token_text; // its text, e.g. "<|im_end|>"
+  std::optional<TraceBeamSummary> beam;       // beam search only
   bool operator==(const TraceSummary&) const = default;
 };
 
@@ -239,6 +277,8 @@ nlohmann::json to_json(const TraceKv& kv);
 nlohmann::json to_json(const TraceContext& c);
 nlohmann::json to_json(const TraceSummary& s);
 nlohmann::json to_json(const TraceEnd& e);
+nlohmann::json to_json(const TraceBeams& b);
+nlohmann::json to_json(const TraceBeamSummary& b);
 nlohmann::json to_json(const Params& p);
 
 // JSON dump that never throws on invalid UTF-8 (a byte-fallback piece may be half a character).

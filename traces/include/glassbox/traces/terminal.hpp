@@ -31,6 +31,9 @@ class ProbsSink final : public TraceSink {
   std::string pending_;
 };
 
+// A beam-search step's record as lines of text (probs_chart appends it to a beam step's chart).
+std::string beams_text(const BeamStep& b);
+
 // One chart, as ProbsSink draws it (for tests and other front ends).
 std::string probs_chart(const StepEvent& e, const Tokenizer& tok, int top = 5, int bar_width = 30);
 
