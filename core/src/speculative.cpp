@@ -90,6 +90,14 @@ SpeculativeEngine::SpeculativeEngine(Transformer& target, const Tokenizer& token
   if (draft_.model.config().vocab_size != target.config().vocab_size)
     throw ConfigError("draft model " + draft_.path + " has " + std::to_string(draft_.model.config().vocab_size) +
                       " tokens, the target " + std::to_string(target.config().vocab_size));
+  // Refused here, before any trace is begun (distribution() would say the same at the first round).
+  for (const auto& st : sampler.stages())
+    if (st->selects()) {
+      if (st->name() != "greedy" && st->name() != "dist")
+        throw ConfigError("sampler stage '" + st->name() + "' selects the token, but speculative decoding needs the whole "
+                          "distribution a chain draws from: end the chain with greedy or dist");
+      break;
+    }
   sampler.bind(tokenizer);
   draft_.sampler.bind(tokenizer);
 }
