@@ -13,6 +13,7 @@
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
+#include "glassbox/speculative.hpp"
 #include "glassbox/traces/reader.hpp"
 #include "glassbox/traces/terminal.hpp"
 #include "glassbox/traces/writer.hpp"
@@ -91,6 +92,31 @@ RunOptions beam_session_options(const RunOptions& opt, bool length_penalty_given
   RunOptions o = opt;
   o.sampler = {PluginSpec{"greedy", {}}};
   return o;
+// Speculative decoding's draft: a second session from the same options but the model (and tokenizer)
+// files, its vocabulary checked against the target's.
+std::unique_ptr<Session> open_draft(const RunOptions& opt, const Session& target) {
+  RunOptions d = opt;
+  d.model = opt.draft_model;
+  d.model_hash = false;
+  d.defer_model_hash = false;
+  d.seed = target.seed;
+  d.tokenizer = PluginSpec{"", {}};
+  if (!opt.draft_tokenizer.empty()) {
+    d.tokenizer.params.emplace_back("path", opt.draft_tokenizer);
+  } else {
+    // A GGUF draft carries its vocabulary; a llama2.c checkpoint reads the target's tokenizer file.
+    char magic[4] = {};
+    if (std::FILE* f = std::fopen(opt.draft_model.c_str(), "rb")) {
+      if (std::fread(magic, 1, 4, f) != 4) magic[0] = 0;
+      std::fclose(f);
+    }
+    if (std::string_view(magic, 4) != "GGUF" && !target.header.tokenizer_path.empty())
+      d.tokenizer.params.emplace_back("path", target.header.tokenizer_path);
+  }
+  auto draft = open_session(d);
+  check_draft_vocabulary(*target.tokenizer, target.config.vocab_size, target.header.model_path, *draft->tokenizer,
+                         draft->config.vocab_size, draft->header.model_path);
+  return draft;
 }
 
 void add_run_command(CLI::App& app) {
@@ -107,7 +133,17 @@ void add_run_command(CLI::App& app) {
     // Beam search ranks by the model's own log-probabilities: the session's chain is greedy (what width 1
     // equals), named so in the header; any other chain is refused rather than silently ignored.
     const RunOptions session_opt = beam_session_options(opt, binder->given("length_penalty"));
+    if (opt.draft_model.empty() && (binder->given("draft_tokens") || binder->given("draft_tokenizer")))
+      throw ConfigError(std::string(binder->given("draft_tokens") ? "--draft-tokens" : "--draft-tokenizer") +
+                        " sets up speculative decoding: name the draft with --draft-model");
+    if (!opt.draft_model.empty() && opt.beam_width > 0)
+      throw ConfigError("--draft-model and --beam-width: speculative decoding samples one sequence, beam search keeps several; use one of them");
     auto s = open_session(session_opt);
+    std::unique_ptr<Session> draft;
+    if (!opt.draft_model.empty()) {
+      draft = open_draft(opt, *s);
+      s->header.speculative = SpeculativeSetup{draft->header.model_path, draft->header.tokenizer_path, opt.draft_tokens};
+    }
     // A trace written over an input would destroy it (the model is memory-mapped: truncating it is SIGBUS).
     refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path},
                                                     {"--config", opt.config}, {"--replay", opt.replay}});
@@ -164,6 +200,11 @@ void add_run_command(CLI::App& app) {
     }
     sinks.add(&interrupt);  // last: a step is recorded before the run stops after it
     Engine engine(*s->model, *s->tokenizer, *s->attention, *s->sampler);
+    std::unique_ptr<SpeculativeEngine> speculative;
+    if (draft)
+      speculative = std::make_unique<SpeculativeEngine>(*s->model, *s->tokenizer, *s->attention, *s->sampler,
+                                                        DraftModel{*draft->model, *draft->attention, *draft->sampler, draft->header.model_path},
+                                                        opt.draft_tokens);
     // The trace of a run cut short ends in an error or interrupted line, never a summary.
     auto cut_short = [&](auto&& end_trace) {
       if (probs) probs->flush();
@@ -202,6 +243,8 @@ void add_run_command(CLI::App& app) {
         BeamSearch search(*s->model, *s->tokenizer, std::move(stores));
         sum = search.generate(s->tokenizer->encode(opt.prompt, s->tokenizer->add_bos(), false), opt.prompt, g, bo, s->header,
                               sinks, on_piece);
+      } else if (speculative) {
+        sum = speculative->generate(opt.prompt, g, s->header, sinks, on_piece);
       } else {
         sum = engine.generate(opt.prompt, g, s->header, sinks, on_piece);
       }
@@ -211,6 +254,11 @@ void add_run_command(CLI::App& app) {
                                  {"stop_reason", sum.stop_reason}, {"ttft_ms", sum.ttft_ms},
                                  {"prefill_tok_s", sum.prefill_tok_s}, {"decode_tok_s", sum.decode_tok_s}};
         if (draws.drew) j["seed"] = s->seed;
+        if (sum.speculative)
+          j["speculative"] = {{"k", sum.speculative->k}, {"rounds", sum.speculative->rounds},
+                              {"proposed", sum.speculative->proposed}, {"accepted", sum.speculative->accepted},
+                              {"acceptance_rate", sum.speculative->acceptance_rate()},
+                              {"tokens_per_target_forward", sum.speculative->tokens_per_target_forward()}};
         JsonTokenSink::print(j);
       }
     } catch (const Interrupted& e) {
@@ -235,6 +283,14 @@ void add_run_command(CLI::App& app) {
     std::cerr << "[glassbox] " << summary_line(sum, draws.n_prompt, s->config.dim);
     if (draws.drew) std::cerr << ", seed " << s->seed;
     std::cerr << "\n";
+    if (sum.speculative) {  // docs/speculative.md
+      const SpeculativeSummary& sp = *sum.speculative;
+      char buf[200];
+      std::snprintf(buf, sizeof buf,
+                    "[glassbox] speculative K=%d: %d of %d drafted tokens accepted (%.0f%%), %.2f tokens per target forward (%d rounds)\n",
+                    sp.k, sp.accepted, sp.proposed, 100 * sp.acceptance_rate(), sp.tokens_per_target_forward(), sp.rounds);
+      std::cerr << buf;
+    }
   });
 }
 

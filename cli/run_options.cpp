@@ -303,6 +303,20 @@ std::vector<RunOption> make_table() {
                      .help = "teacher-force the tokens chosen in this trace (docs/golden-traces.md)", .example = "golden.jsonl",
                      .commands = kRun},
                     text(&RunOptions::replay)));
+  // Speculative decoding (docs/speculative.md): a draft model proposes, the target verifies.
+  t.push_back(entry({.key = "draft_model", .flags = "--draft-model", .value_name = "FILE",
+                     .help = "speculative decoding: a small model with the same vocabulary drafts tokens the model verifies "
+                             "in one forward; the output is distributed as the model's own",
+                     .example = "synth128.bin", .commands = kRun},
+                    text(&RunOptions::draft_model)));
+  t.push_back(entry({.key = "draft_tokenizer", .flags = "--draft-tokenizer", .value_name = "FILE",
+                     .help = "the draft model's tokenizer file (its vocabulary must be the model's)",
+                     .default_text = "the one inside a GGUF draft, else --tokenizer's", .example = "tok512.bin", .commands = kRun},
+                    text(&RunOptions::draft_tokenizer)));
+  t.push_back(entry({.key = "draft_tokens", .flags = "--draft-tokens", .value_name = "K",
+                     .help = "tokens the draft proposes per round (with --draft-model)", .default_text = "4", .example = "8",
+                     .commands = kRun},
+                    integer(&RunOptions::draft_tokens, 1, kMaxDraftTokens)));
   t.push_back(entry({.key = "json", .flags = "--json",
                      .help = "stdout: one JSON object per token (id, token, logprob, top_logprobs), then a summary object",
                      .example = "true", .commands = kGenerate},

@@ -15,6 +15,7 @@
 
 #include "glassbox/engine.hpp"
 #include "glassbox/registry.hpp"
+#include "glassbox/speculative.hpp"
 #include "glassbox/trace_events.hpp"
 #include "glassbox/traces/schema.hpp"
 
@@ -68,6 +69,9 @@ struct RunOptions {
   GeluKind gelu = GeluKind::Tanh;          // GELU's form for GELU models (GPT-2, Gemma)
   AttentionTrace trace_attention;          // --trace-attention LAYER:HEAD | all
   LensPoints trace_lens = LensPoints::Off; // --trace-lens [blocks | all]
+  std::string draft_model;                 // speculative decoding's draft (empty: off)
+  std::string draft_tokenizer;             // its tokenizer file (empty: a GGUF draft's own, else the model's)
+  int draft_tokens = 4;                    // K: tokens drafted per round
 };
 
 // What each step records, decided in one place from the options (run and chat): stage records when a

@@ -89,6 +89,7 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
   // A row of attention scores per thread; more only after set_threads raised the count.
   if (s_.scores.size() < seq * k::threads()) s_.scores.assign(seq * k::threads(), 0.0f);
   dots_ = 0;
+  last_block_ = 0;  // until this block is through (block_logits reads its rows)
   std::byte* xq = s_.xq.data();
   if (lens) {
     const std::size_t points = static_cast<std::size_t>(cfg_.n_layers) * (lens->inside ? 2 : 1);
@@ -131,7 +132,14 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
 
   // logits = Norm(x_last) · Wclsᵀ  (only the last position predicts;  c·tanh(logits/c) for Gemma 2)
   head(&s_.x(n - 1, 0), s_.logits.data());
+  last_block_ = n;
   return {s_.logits.data(), s_.logits.size()};
+}
+
+void Transformer::block_logits(int row, float* out) {
+  if (row < 0 || row >= last_block_)
+    throw InputError("block_logits: row " + std::to_string(row) + " outside the last block of " + std::to_string(last_block_) + " positions");
+  head(&s_.x(row, 0), out);
 }
 
 void Transformer::lens_row(LensCapture* lens, std::size_t row, int n) const {

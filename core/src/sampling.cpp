@@ -535,4 +535,44 @@ SampleResult SamplerChain::sample(std::span<const float> logits, StageObserver* 
   return {cand_.data[cand_.selected].id, cand_.u};
 }
 
+bool SamplerChain::selects_argmax() const {
+  for (const auto& st : stages_)
+    if (st->selects()) return st->name() == "greedy";
+  return false;
+}
+
+const Candidates& SamplerChain::distribution(std::span<const float> logits, StageObserver* observer) {
+  std::size_t sel = 0;
+  while (sel < stages_.size() && !stages_[sel]->selects()) ++sel;
+  if (sel == stages_.size() || (stages_[sel]->name() != "greedy" && stages_[sel]->name() != "dist"))
+    throw ConfigError("sampler stage '" + (sel < stages_.size() ? stages_[sel]->name() : std::string("?")) +
+                      "' selects the token, but speculative decoding needs the whole distribution a chain draws from: "
+                      "end the chain with greedy or dist");
+  ++step_;
+  cand_.data.clear();
+  cand_.data.insert(cand_.data.end(), FromLogits{logits.data(), 0},
+                    FromLogits{logits.data(), static_cast<std::int32_t>(logits.size())});
+  cand_.sorted = false;
+  cand_.selected = -1;
+  cand_.u = -1.0f;
+  if (!usable_logits(logits)) check_finite(cand_, step_, [] { return std::string("the model"); });
+  struct Ending {
+    StageObserver* o;
+    ~Ending() { if (o) o->end(); }
+  } ending{observer};
+  if (observer) observer->begin(logits);
+  for (std::size_t i = 0; i < sel; ++i) {
+    cand_.u = -1.0f;
+    stages_[i]->apply(cand_, rng_);
+    if (cand_.data.empty())
+      throw PluginError("sampler stage '" + stages_[i]->name() + "' removed every candidate");
+    check_finite(cand_, step_, [&] { return "sampler stage '" + stages_[i]->name() + "'"; });
+    if (observer) observer->after_stage(i, *stages_[i], cand_);
+  }
+  cand_.u = -1.0f;
+  cand_.normalize();
+  if (observer) observer->after_stage(sel, *stages_[sel], cand_);
+  return cand_;
+}
+
 }  // namespace glassbox

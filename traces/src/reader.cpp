@@ -165,6 +165,58 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
         }
         beam_path = found;
       }
+      // Speculative rounds (docs/speculative.md): every step of a run with a draft says where its token
+      // came from; a round's steps are consecutive and numbered, its tokens are its proposals until one
+      // is refused, and its last step lists them all.
+      if (s.speculative.has_value() != t.header.speculative.has_value())
+        throw TraceError(w + ": step " + std::to_string(k) +
+                         (s.speculative ? " has a speculative record but the header names no draft model"
+                                        : " has no speculative record but the header names a draft model"));
+      if (s.speculative) {
+        const TraceSpeculative& sp = *s.speculative;
+        const TraceSpeculative* prev = k > 0 && t.steps.back().speculative ? &*t.steps.back().speculative : nullptr;
+        const bool opens = sp.index == 0;
+        const int expect_round = !prev ? 0 : opens ? prev->round + 1 : prev->round;
+        if (sp.round != expect_round || (!opens && (!prev || prev->proposals || sp.index != prev->index + 1)))
+          throw TraceError(w + ": step.speculative: round " + std::to_string(sp.round) + " index " + std::to_string(sp.index) +
+                           " does not follow the previous step's" +
+                           (prev ? " (round " + std::to_string(prev->round) + " index " + std::to_string(prev->index) +
+                                       (prev->proposals ? ", which ended its round)" : ")")
+                                 : std::string()));
+        if (prev && opens && !prev->proposals)
+          throw TraceError(w + ": step.speculative: round " + std::to_string(sp.round) + " opens before round " +
+                           std::to_string(prev->round) + " listed its proposals on its last step");
+        if (sp.draft && sp.draft->verdict == "accepted" && sp.draft->id != s.token)
+          throw TraceError(w + ": step.speculative.draft.id " + std::to_string(sp.draft->id) + " was accepted but the step's token is " +
+                           std::to_string(s.token));
+        if (sp.proposals) {
+          const auto& ps = *sp.proposals;
+          if (static_cast<int>(ps.size()) > t.header.speculative->k)
+            throw TraceError(w + ": step.speculative.proposals: " + std::to_string(ps.size()) + " in a round of at most k = " +
+                             std::to_string(t.header.speculative->k));
+          if (sp.outcome == "bonus" && static_cast<int>(ps.size()) != sp.index)
+            throw TraceError(w + ": step.speculative: a bonus token at index " + std::to_string(sp.index) + " after " +
+                             std::to_string(ps.size()) + " proposals");
+          if (sp.outcome != "bonus" && sp.index >= static_cast<int>(ps.size()))
+            throw TraceError(w + ": step.speculative: index " + std::to_string(sp.index) + " but the round lists only " +
+                             std::to_string(ps.size()) + " proposals");
+          for (std::size_t i = 0; i < ps.size(); ++i) {
+            const int at = static_cast<int>(i);
+            const std::string want = at < sp.index ? "accepted" : at == sp.index ? sp.draft->verdict : "unchecked";
+            if (ps[i].verdict != want)
+              throw TraceError(w + ": step.speculative.proposals[" + std::to_string(i) + "].verdict: '" + ps[i].verdict +
+                               "', expected '" + want + "' in a round that ends at index " + std::to_string(sp.index));
+          }
+          // The steps of the round: each token was the proposal at its place.
+          for (int back = 1; back <= sp.index; ++back) {
+            const TraceStep& earlier = t.steps[t.steps.size() - static_cast<std::size_t>(back)];
+            const std::size_t place = static_cast<std::size_t>(sp.index - back);
+            if (place < ps.size() && earlier.token != ps[place].id)
+              throw TraceError(w + ": step.speculative.proposals[" + std::to_string(place) + "].id " + std::to_string(ps[place].id) +
+                               " but that place's step chose " + std::to_string(earlier.token));
+          }
+        }
+      }
       t.steps.push_back(std::move(s));
       t.step_lines.push_back(line);
       last_step_line = line;
@@ -214,6 +266,12 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
           n_live = static_cast<int>(b.after[i].live.size());
         }
       }
+      if (x.speculative.has_value() != t.header.speculative.has_value())
+        throw TraceError(w + ": summary " + (x.speculative ? "has speculative figures but the header names no draft model"
+                                                            : "has no speculative figures but the header names a draft model"));
+      if (x.speculative && x.speculative->tokens != static_cast<int>(t.steps.size()))
+        throw TraceError(w + ": summary.speculative.tokens " + std::to_string(x.speculative->tokens) + " but the trace has " +
+                         std::to_string(t.steps.size()) + " steps");
       t.summary = std::move(x);
       t.summary_line = line;
       ended = true;

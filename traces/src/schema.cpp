@@ -305,6 +305,14 @@ TraceHeader parse_header(const json& j, const std::string& w) {
       c.fail("header.imported.distribution: '" + x.distribution + "' (expected raw, post or logits)");
     h.imported = std::move(x);
   }
+  if (const json* sp = c.optional(j, "speculative")) {
+    if (!sp->is_object()) c.fail("header.speculative: expected an object, got " + std::string(sp->type_name()));
+    TraceSpeculativeSetup x;
+    x.draft_model = c.string(*sp, "draft_model", "header.speculative");
+    x.draft_tokenizer = c.opt_string(*sp, "draft_tokenizer", "header.speculative");
+    x.k = static_cast<int>(c.integer(*sp, "k", "header.speculative", 1, 1024));
+    h.speculative = std::move(x);
+  }
   return h;
 }
 
@@ -367,6 +375,70 @@ static TraceBeams parse_beams(Check& c, const json& b, const std::string& path, 
   if (static_cast<int>(r.finished.size()) > r.width)
     c.fail(path + ".finished: " + std::to_string(r.finished.size()) + " hypotheses, more than width " + std::to_string(r.width));
   return r;
+}
+
+// step.speculative: the fields and their values; the rules across a round's steps are the reader's.
+static TraceProposal parse_proposal(Check& c, const json& o, const std::string& p, int vocab) {
+  if (!o.is_object()) c.fail(p + ": expected an object, got " + o.type_name());
+  TraceProposal x;
+  x.id = c.id(c.field(o, "id", p), p + ".id", vocab);
+  x.text = c.string(o, "text", p);
+  x.q = c.prob(o, "q", p);
+  if (c.optional(o, "p")) x.p = c.prob(o, "p", p);
+  if (c.optional(o, "u")) x.u = c.prob(o, "u", p);
+  x.verdict = c.string(o, "verdict", p);
+  if (x.verdict != "accepted" && x.verdict != "rejected" && x.verdict != "unchecked")
+    c.fail(p + ".verdict: '" + x.verdict + "' (expected accepted, rejected or unchecked)");
+  if ((x.verdict == "unchecked") == x.p.has_value())
+    c.fail(p + ".p: " + std::string(x.p ? "present on an unchecked proposal" : "missing on a checked proposal"));
+  if (x.q <= 0) c.fail(p + ".q: 0 (the draft proposed a token it gives no probability)");
+  return x;
+}
+
+static TraceSpeculative parse_speculative(Check& c, const json& o, int vocab) {
+  const std::string p = "step.speculative";
+  if (!o.is_object()) c.fail(p + ": expected an object, got " + o.type_name());
+  TraceSpeculative s;
+  s.round = c.int32(o, "round", p);
+  s.index = c.int32(o, "index", p);
+  s.outcome = c.string(o, "outcome", p);
+  if (s.outcome != "accepted" && s.outcome != "resampled" && s.outcome != "bonus")
+    c.fail(p + ".outcome: '" + s.outcome + "' (expected accepted, resampled or bonus)");
+  if (const json* d = c.optional(o, "draft")) s.draft = parse_proposal(c, *d, p + ".draft", vocab);
+  if ((s.outcome == "bonus") == s.draft.has_value())
+    c.fail(p + ".draft: " + std::string(s.draft ? "present on a bonus token (which no proposal precedes)" : "missing"));
+  if (s.draft && s.draft->verdict != (s.outcome == "accepted" ? "accepted" : "rejected"))
+    c.fail(p + ".draft.verdict: '" + s.draft->verdict + "' on a step whose outcome is " + s.outcome);
+  if (const json* list = c.optional(o, "proposals")) {
+    if (!list->is_array()) c.fail(p + ".proposals: expected an array, got " + list->type_name());
+    s.proposals.emplace();
+    for (std::size_t i = 0; i < list->size(); ++i)
+      s.proposals->push_back(parse_proposal(c, (*list)[i], p + ".proposals[" + std::to_string(i) + "]", vocab));
+    s.accepted = c.int32(o, "accepted", p);
+    int n = 0;
+    for (const auto& x : *s.proposals) n += x.verdict == "accepted";
+    if (n != *s.accepted)
+      c.fail(p + ".accepted: " + std::to_string(*s.accepted) + " but " + std::to_string(n) + " proposals say accepted");
+  } else if (o.contains("accepted")) {
+    c.fail(p + ".accepted: present without proposals (both belong to a round's last step)");
+  }
+  if (const json* r = c.optional(o, "residual")) {
+    if (s.outcome != "resampled") c.fail(p + ".residual: present on a step whose outcome is " + s.outcome);
+    if (!r->is_array()) c.fail(p + ".residual: expected an array, got " + r->type_name());
+    s.residual.emplace();
+    for (std::size_t i = 0; i < r->size(); ++i) {
+      const std::string q = p + ".residual[" + std::to_string(i) + "]";
+      const json& e = (*r)[i];
+      if (!e.is_object()) c.fail(q + ": expected an object, got " + e.type_name());
+      TraceCandidate t;
+      t.id = c.id(c.field(e, "id", q), q + ".id", vocab);
+      t.text = c.string(e, "text", q);
+      t.prob = c.prob(e, "prob", q);
+      if (i > 0 && t.prob > s.residual->back().prob) c.fail(q + ".prob: above the previous entry's (residual is sorted by prob)");
+      s.residual->push_back(std::move(t));
+    }
+  }
+  return s;
 }
 
 TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) {
@@ -477,6 +549,7 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
       s.lens->push_back(std::move(l));
     }
   }
+  if (const json* sp = c.optional(j, "speculative")) s.speculative = parse_speculative(c, *sp, vocab);
   s.ms = c.number(j, "ms", "step", 0.0);
   auto logits = j.find("logits");
   if (full) {
@@ -606,6 +679,30 @@ TraceSummary parse_summary(const json& j, const std::string& w) {
     if (r.hypotheses.empty() && s.generated > 0) c.fail(p + ".hypotheses: empty, but the run generated tokens");
     s.beam = std::move(r);
   }
+  if (const json* sp = c.optional(j, "speculative")) {
+    const std::string p = "summary.speculative";
+    if (!sp->is_object()) c.fail(p + ": expected an object, got " + std::string(sp->type_name()));
+    TraceSummary::Speculative x;
+    x.k = static_cast<int>(c.integer(*sp, "k", p, 1, 1024));
+    x.rounds = c.int32(*sp, "rounds", p);
+    x.draft_forwards = c.int32(*sp, "draft_forwards", p);
+    x.proposed = c.int32(*sp, "proposed", p);
+    x.accepted = c.int32(*sp, "accepted", p);
+    x.tokens = c.int32(*sp, "tokens", p);
+    x.acceptance_rate = c.number(*sp, "acceptance_rate", p, 0.0, 1.0);
+    x.tokens_per_target_forward = c.number(*sp, "tokens_per_target_forward", p, 0.0);
+    if (x.accepted > x.proposed) c.fail(p + ".accepted: " + std::to_string(x.accepted) + " of " + std::to_string(x.proposed) + " proposed");
+    if (x.proposed > static_cast<long long>(x.k) * x.rounds)
+      c.fail(p + ".proposed: " + std::to_string(x.proposed) + " in " + std::to_string(x.rounds) + " rounds of at most k = " + std::to_string(x.k));
+    if (x.tokens < x.rounds || x.tokens > x.rounds + x.accepted)
+      c.fail(p + ".tokens: " + std::to_string(x.tokens) + " (expected rounds ≤ tokens ≤ rounds + accepted)");
+    const double rate = x.proposed > 0 ? static_cast<double>(x.accepted) / x.proposed : 0;
+    const double tpf = x.rounds > 0 ? static_cast<double>(x.tokens) / x.rounds : 0;
+    if (std::abs(x.acceptance_rate - rate) > 1e-6) c.fail(p + ".acceptance_rate: " + sp->at("acceptance_rate").dump() + " but accepted/proposed is " + std::to_string(rate));
+    if (std::abs(x.tokens_per_target_forward - tpf) > 1e-6)
+      c.fail(p + ".tokens_per_target_forward: " + sp->at("tokens_per_target_forward").dump() + " but tokens/rounds is " + std::to_string(tpf));
+    s.speculative = x;
+  }
   return s;
 }
 
@@ -671,6 +768,10 @@ json to_json(const TraceHeader& h) {
   if (h.kernels) j["kernels"] = *h.kernels;
   if (h.threads) j["threads"] = *h.threads;
   if (h.imported) j["imported"] = {{"dialect", h.imported->dialect}, {"file", h.imported->file}, {"distribution", h.imported->distribution}};
+  if (h.speculative) {
+    j["speculative"] = {{"draft_model", h.speculative->draft_model}, {"k", h.speculative->k}};
+    if (h.speculative->draft_tokenizer) j["speculative"]["draft_tokenizer"] = *h.speculative->draft_tokenizer;
+  }
   return j;
 }
 
@@ -728,6 +829,25 @@ json to_json(const TraceStep& s, bool with_logits, bool decimal_logits) {
     }
     j["lens"] = std::move(points);
   }
+  if (s.speculative) {
+    const TraceSpeculative& sp = *s.speculative;
+    auto proposal = [](const TraceProposal& x) {
+      json o = {{"id", x.id}, {"text", x.text}, {"q", x.q}, {"verdict", x.verdict}};
+      if (x.p) o["p"] = *x.p;
+      if (x.u) o["u"] = *x.u;
+      return o;
+    };
+    json o = {{"round", sp.round}, {"index", sp.index}, {"outcome", sp.outcome}};
+    if (sp.draft) o["draft"] = proposal(*sp.draft);
+    if (sp.proposals) {
+      json list = json::array();
+      for (const auto& x : *sp.proposals) list.push_back(proposal(x));
+      o["proposals"] = std::move(list);
+      o["accepted"] = *sp.accepted;
+    }
+    if (sp.residual) o["residual"] = candidates_json(*sp.residual);
+    j["speculative"] = std::move(o);
+  }
   if (s.forced) j["forced"] = true;  // replay: token is the golden's, draw.selected the chain's own pick
   if (s.unlisted) j["unlisted"] = *s.unlisted;  // a partial (imported) distribution
   if (s.beams) j["beams"] = to_json(*s.beams);
@@ -762,6 +882,12 @@ json to_json(const TraceSummary& s) {
   if (s.stop_token) j["stop_token"] = *s.stop_token;
   if (s.stop_token_text) j["stop_token_text"] = *s.stop_token_text;
   if (s.beam) j["beam"] = to_json(*s.beam);
+  if (s.speculative) {
+    const auto& x = *s.speculative;
+    j["speculative"] = {{"k", x.k}, {"rounds", x.rounds}, {"draft_forwards", x.draft_forwards}, {"proposed", x.proposed},
+                        {"accepted", x.accepted}, {"tokens", x.tokens}, {"acceptance_rate", x.acceptance_rate},
+                        {"tokens_per_target_forward", x.tokens_per_target_forward}};
+  }
   return j;
 }
 

@@ -49,6 +49,36 @@ std::string token_label(const Tokenizer& tok, std::int32_t prev, std::int32_t id
   return show_text(std::string(tok.decode(prev, id)), max);
 }
 
+// A speculative step in words: where its token came from, and at the round's end every verdict.
+std::string speculative_lines(const SpeculativeStep& sp, const Tokenizer& tok, std::int32_t prev) {
+  std::string s = "  speculative round " + std::to_string(sp.round) + ", token " + std::to_string(sp.index) + ": ";
+  if (const SpecProposal* d = sp.draft) {
+    s += "draft proposed " + token_label(tok, prev, d->id, 14) + " (q " + fixed(d->q, 3) + "), target p " + fixed(d->p, 3);
+    if (d->verdict == SpecProposal::Accepted)
+      s += d->u >= 0 ? " → accepted (u " + fixed(d->u, 3) + " < p/q " + fixed(d->p / d->q, 3) + ")" : std::string(" → accepted (the target's argmax)");
+    else
+      s += d->u >= 0 ? " → rejected (u " + fixed(d->u, 3) + " ≥ p/q " + fixed(d->p / d->q, 3) + ")" : std::string(" → rejected (not the target's argmax)");
+    s += "\n";
+  } else {
+    s += "every proposal accepted: a bonus token drawn from the target's p\n";
+  }
+  if (!sp.residual.empty()) {
+    s += "  resampled from norm(max(0, p − q)):";
+    for (std::size_t i = 0; i < sp.residual.size() && i < 5; ++i)
+      s += " " + token_label(tok, prev, sp.residual[i].id, 10) + " " + fixed(sp.residual[i].prob, 3);
+    s += "\n";
+  }
+  if (sp.last) {
+    s += "  round " + std::to_string(sp.round) + ": " + std::to_string(sp.accepted) + " of " + std::to_string(sp.proposals.size()) +
+         " drafted tokens accepted:";
+    for (const auto& x : sp.proposals)
+      s += " " + token_label(tok, prev, x.id, 10) +
+           (x.verdict == SpecProposal::Accepted ? " ✓" : x.verdict == SpecProposal::Rejected ? " ✗" : " ·");
+    s += "\n";
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string beams_text(const BeamStep& b) {
@@ -76,8 +106,11 @@ std::string probs_chart(const StepEvent& e, const Tokenizer& tok, int top, int w
   std::string s = "── step " + std::to_string(e.step) + " · " + phase + " · pos " + std::to_string(e.pos) + " → " +
                   token_label(tok, prev, e.token, 24) + "  p " + fixed(e.prob, 3) + " · entropy " +
                   fixed(e.entropy, 2) + " nats · " +
-                  (e.forced ? std::string("forced") : e.draw_u < 0 ? std::string("argmax") : "draw u " + fixed(e.draw_u, 3)) +
+                  (e.forced ? std::string("forced")
+                   : e.speculative && std::string_view(e.speculative->outcome) == "accepted" ? std::string("draft's token accepted")
+                   : e.draw_u < 0 ? std::string("argmax") : "draw u " + fixed(e.draw_u, 3)) +
                   " ──\n";
+  if (const SpeculativeStep* sp = e.speculative) s += speculative_lines(*sp, tok, prev);
   const int n = std::min<int>(top, static_cast<int>(e.top.size()));
   // With more than one stage, a second column: each candidate's probability after the whole chain.
   const StageRecord* final_stage = e.stages.size() > 1 ? &e.stages.back() : nullptr;

@@ -33,6 +33,9 @@ double json_float(float f) {
 
 namespace {
 TracePlugin plugin_record(const PluginRecord& r) { return {r.name, r.params}; }
+const char* verdict_name(SpecProposal::Verdict v) {
+  return v == SpecProposal::Accepted ? "accepted" : v == SpecProposal::Rejected ? "rejected" : "unchecked";
+}
 std::vector<double> floats(std::span<const float> xs) {
   std::vector<double> out;
   out.reserve(xs.size());
@@ -70,6 +73,10 @@ TraceHeader header_record(const RunHeader& h) {
   // Where the numbers came from: the summation order (last bits of the logits) depends on the kernel set.
   if (!h.kernels.empty()) r.kernels = h.kernels;
   if (h.threads > 0) r.threads = h.threads;
+  if (h.speculative) {
+    r.speculative = TraceSpeculativeSetup{h.speculative->draft_model, std::nullopt, h.speculative->k};
+    if (!h.speculative->draft_tokenizer.empty()) r.speculative->draft_tokenizer = h.speculative->draft_tokenizer;
+  }
   return r;
 }
 
@@ -133,6 +140,30 @@ TraceStep step_record(const StepEvent& e, const Tokenizer& tok) {
       r.lens->push_back(std::move(t));
     }
   }
+  if (e.speculative) {
+    const SpeculativeStep& sp = *e.speculative;
+    auto proposal = [&](const SpecProposal& x) {
+      TraceProposal t{x.id, std::string(tok.decode(prev, x.id)), json_float(x.q), std::nullopt, std::nullopt, verdict_name(x.verdict)};
+      if (x.p >= 0) t.p = json_float(x.p);
+      if (x.u >= 0) t.u = json_float(x.u);
+      return t;
+    };
+    TraceSpeculative t;
+    t.round = sp.round;
+    t.index = sp.index;
+    t.outcome = sp.outcome;
+    if (sp.draft) t.draft = proposal(*sp.draft);
+    if (sp.last) {
+      t.proposals.emplace();
+      for (const auto& x : sp.proposals) t.proposals->push_back(proposal(x));
+      t.accepted = sp.accepted;
+    }
+    if (!sp.residual.empty()) {
+      t.residual.emplace();
+      for (const auto& c : sp.residual) t.residual->push_back({c.id, std::string(tok.decode(prev, c.id)), std::nullopt, json_float(c.prob)});
+    }
+    r.speculative = std::move(t);
+  }
   r.ms = e.ms;
   r.logits = floats(e.logits);
   r.forced = e.forced;  // replay: token is the golden's, draw.selected the chain's own pick
@@ -168,7 +199,12 @@ TraceContext context_record(const PolicyEvent& e, const Tokenizer& tok) {
 }
 
 TraceSummary summary_record(const Summary& s) {
-  TraceSummary t{s.generated, s.stop_reason, s.ttft_ms, s.prefill_tok_s, s.decode_tok_s, s.policy_firings, {}, {}, {}};
+  TraceSummary t{s.generated, s.stop_reason, s.ttft_ms, s.prefill_tok_s, s.decode_tok_s, s.policy_firings, {}, {}, {}, {}};
+  if (s.speculative) {
+    const SpeculativeSummary& x = *s.speculative;
+    t.speculative = TraceSummary::Speculative{x.k, x.rounds, x.draft_forwards, x.proposed, x.accepted, x.tokens,
+                                              x.acceptance_rate(), x.tokens_per_target_forward()};
+  }
   if (s.stop_token >= 0) {
     t.stop_token = s.stop_token;
     t.stop_token_text = s.stop_token_text;
@@ -410,6 +446,12 @@ void named_tokens(const StepEvent& e, F&& f) {
   const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
   for (const auto& l : e.lens)
     for (const auto& t : l.top) f(prev, t.id);
+  if (const SpeculativeStep* sp = e.speculative) {  // keys: draft, proposals, residual
+    if (sp->draft) f(prev, sp->draft->id);
+    if (sp->last)
+      for (const auto& x : sp->proposals) f(prev, x.id);
+    for (const auto& t : sp->residual) f(prev, t.id);
+  }
   for (const auto& st : e.stages)
     for (const auto& t : st.top) f(prev, t.id);
   for (const auto& t : e.top) f(prev, t.id);
@@ -508,6 +550,45 @@ void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logi
   L.key("phase"), L.string(e.phase);
   L.key("pos"), L.integer(e.pos);
   L.key("prob"), L.real(e.prob);
+  if (const SpeculativeStep* sp = e.speculative) {
+    auto proposal = [&](const SpecProposal& x) {
+      L.raw("{");
+      L.key("id"), L.integer(x.id);
+      if (x.p >= 0) L.key("p"), L.real(x.p);
+      L.key("q"), L.real(x.q);
+      L.key("text"), L.string(text(prev, x.id));
+      if (x.u >= 0) L.key("u"), L.real(x.u);
+      L.key("verdict"), L.string(verdict_name(x.verdict));
+      L.raw("}");
+    };
+    L.key("speculative"), L.raw("{");
+    if (sp->last) L.key("accepted"), L.integer(sp->accepted);
+    if (sp->draft) L.key("draft"), proposal(*sp->draft);
+    L.key("index"), L.integer(sp->index);
+    L.key("outcome"), L.string(sp->outcome);
+    if (sp->last) {
+      L.key("proposals"), L.raw("[");
+      for (std::size_t j = 0; j < sp->proposals.size(); ++j) {
+        if (j) L.raw(",");
+        proposal(sp->proposals[j]);
+      }
+      L.raw("]");
+    }
+    if (!sp->residual.empty()) {
+      L.key("residual"), L.raw("[");
+      for (std::size_t j = 0; j < sp->residual.size(); ++j) {
+        const auto& t = sp->residual[j];
+        L.raw(j ? ",{" : "{");
+        L.key("id"), L.integer(t.id);
+        L.key("prob"), L.real(t.prob);
+        L.key("text"), L.string(text(prev, t.id));
+        L.raw("}");
+      }
+      L.raw("]");
+    }
+    L.key("round"), L.integer(sp->round);
+    L.raw("}");
+  }
   L.key("stages"), L.raw("[");
   for (std::size_t i = 0; i < e.stages.size(); ++i) {
     const auto& st = e.stages[i];
@@ -567,6 +648,10 @@ struct StepCopy {
   std::vector<AttentionRow> attention;
   std::vector<LensRecord> lens;
   BeamStep beams;                    // beam search's record, when the step has one
+  SpeculativeStep spec;              // what e.speculative points to, with its lists
+  SpecProposal spec_draft;
+  std::vector<SpecProposal> spec_proposals;
+  std::vector<TokenProb> spec_residual;
   std::string texts;                 // the texts of named_tokens(e), one after another ...
   std::vector<std::size_t> text_end; // ... each ending here
 
@@ -619,6 +704,15 @@ struct StepCopy {
     if (from.beams) {
       beams = *from.beams;
       e.beams = &beams;
+    }
+    if (from.speculative) {
+      spec = *from.speculative;
+      if (spec.draft) spec_draft = *spec.draft, spec.draft = &spec_draft;
+      assign(spec_proposals, spec.proposals);
+      spec.proposals = spec_proposals;
+      assign(spec_residual, spec.residual);
+      spec.residual = spec_residual;
+      e.speculative = &spec;
     }
     texts.clear();
     text_end.clear();

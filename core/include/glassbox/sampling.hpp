@@ -86,6 +86,17 @@ class SamplerChain {
   // not run. `observer`, when given, sees the logits and each stage's output.
   SampleResult sample(std::span<const float> logits, StageObserver* observer = nullptr);
 
+  // The distribution the selecting stage would choose from, whole rather than one draw (speculative
+  // decoding compares two of them: speculative.hpp): the stages before the selecting one run as in
+  // sample(); the observer sees each, then the selecting stage's input as that stage's record, nothing
+  // selected (the caller chooses); the candidates left come back with normalised probabilities, in no
+  // particular order. ConfigError when the selecting stage is neither greedy nor dist (mirostat adapts
+  // its state to each token it draws, so it has no fixed distribution to hand out).
+  const Candidates& distribution(std::span<const float> logits, StageObserver* observer = nullptr);
+  // Whether the selecting stage is an argmax (greedy): its distribution is then the one-hot of the
+  // candidates' canonical first.
+  bool selects_argmax() const;
+
   void accept(std::int32_t token);  // a token joins the sequence (prompt or generated)
   void bind(const Tokenizer& vocab);  // hands every stage the vocabulary (Sampler::bind)
   void reset(std::uint64_t seed);   // new sequence: stage state and generator restart

@@ -22,6 +22,13 @@ struct PluginRecord {
   Params params;
 };
 
+// Speculative decoding's setup (speculative.hpp), for the header: which draft proposes how many tokens.
+struct SpeculativeSetup {
+  std::string draft_model;      // its file
+  std::string draft_tokenizer;  // its tokenizer's file ("" when the model carries its vocabulary)
+  int k = 0;                    // tokens drafted per round
+};
+
 struct RunHeader {
   std::string model_path;
   std::string model_sha256;
@@ -41,6 +48,7 @@ struct RunHeader {
   TraceLevel level = TraceLevel::Basic;
   std::string kernels;                // the SIMD kernel set that ran ("avx512", "avx2", "sse4.2"); empty: not recorded
   int threads = 0;                    // threads the matrix products used (0: not recorded)
+  std::optional<SpeculativeSetup> speculative;  // run --draft-model only
 };
 
 struct TokenProb {
@@ -114,6 +122,28 @@ struct BeamSummary {
   std::vector<BeamStep> after;          // records of the steps searched after the winner's last step
 };
 
+// One drafted token of a speculative round and what the target made of it.
+struct SpecProposal {
+  enum Verdict { Accepted, Rejected, Unchecked };
+  std::int32_t id = -1;
+  float q = 0;                 // its probability under the draft's chain distribution
+  float p = -1;                // under the target's (-1: unchecked, an earlier proposal was rejected)
+  float u = -1;                // the acceptance draw, accepted when u < p/q (-1: none drawn: greedy, or unchecked)
+  Verdict verdict = Unchecked;
+};
+
+// Where a step's token came from in a speculative round (one target forward over the round's positions).
+struct SpeculativeStep {
+  int round = 0;                            // the round (target forward), from 0
+  int index = 0;                            // this token's place in the round, from 0
+  const char* outcome = "accepted";         // "accepted" (the draft's token) | "resampled" (from the residual) | "bonus"
+  const SpecProposal* draft = nullptr;      // the proposal at this place (null for the bonus token)
+  bool last = false;                        // the round ends with this step; then also:
+  std::span<const SpecProposal> proposals;  //   every drafted token of the round, with its verdict
+  int accepted = 0;                         //   how many of them the target accepted
+  std::span<const TokenProb> residual;      // "resampled" only: top of norm(max(0, p − q)) (logit unused)
+};
+
 struct StepEvent {
   const char* phase = "decode";          // "prefill" | "decode"
   int step = 0;                          // 0 = prefill
@@ -134,6 +164,7 @@ struct StepEvent {
   std::int64_t attention_dots = 0;       // query·key dot products this step (positions × heads × layers)
   std::span<const AttentionRow> attention;  // newest position's weights, only with --trace-attention
   std::span<const LensRecord> lens;      // the logit lens at each point asked for, only with --trace-lens
+  const SpeculativeStep* speculative = nullptr;  // only with a draft model (run --draft-model)
   double ms = 0;                         // forward + sampling time of this step
   const BeamStep* beams = nullptr;       // beam search only: the search's state at this step
 };
@@ -152,6 +183,18 @@ struct PolicyEvent {
   int turns = 0;
 };
 
+// A speculative run's figures.
+struct SpeculativeSummary {
+  int k = 0;                     // tokens drafted per round (fewer near the end of the context)
+  int rounds = 0;                // target forwards that verified a round
+  int draft_forwards = 0;        // the draft's forward calls in those rounds
+  int proposed = 0;              // tokens drafted
+  int accepted = 0;              // of them, accepted by the target
+  int tokens = 0;                // tokens the rounds decided (accepted + resampled + bonus; steps of the trace)
+  double acceptance_rate() const { return proposed > 0 ? static_cast<double>(accepted) / proposed : 0; }
+  double tokens_per_target_forward() const { return rounds > 0 ? static_cast<double>(tokens) / rounds : 0; }
+};
+
 struct Summary {
   int generated = 0;
   std::string stop_reason;  // "stop_token" | "max_tokens" | "context_full" | "stop_text"
@@ -163,6 +206,7 @@ struct Summary {
   double prefill_tok_s = 0;
   double decode_tok_s = 0;
   std::optional<BeamSummary> beam;  // beam search only: the hypotheses and the winner
+  std::optional<SpeculativeSummary> speculative;  // run --draft-model only
 };
 
 class TraceSink {

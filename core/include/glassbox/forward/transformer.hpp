@@ -68,6 +68,12 @@ class Transformer {
   // forward() applies to the last position; the logit lens applies it to earlier rows. `out` holds
   // vocab_size floats. Uses the run state's scratch: not during a forward().
   void head(const float* x, float* out);
+  // The logits of position `row` (0-based) of the last forward() block: the output head on that row of the
+  // residual stream, what forward() returns for the block's last position (the same row through the same
+  // kernels), for every position of the block. Speculative decoding verifies all drafted tokens with one
+  // forward and reads each position's prediction here. InputError for a row outside the last block.
+  // Uses the run state's scratch: not during a forward().
+  void block_logits(int row, float* out);
   // Query·key dot products of the last forward call (positions attended × heads × layers).
   std::int64_t attention_dots() const { return dots_; }
   // Context shift: drops positions [p0, p1) from `kv`, moves the later ones down by d = p1 - p0 and
@@ -93,6 +99,7 @@ class Transformer {
   int max_block_;
   RunState s_;
   std::int64_t dots_ = 0;
+  int last_block_ = 0;  // positions in the last forward() block (block_logits' rows)
 };
 
 }  // namespace glassbox

@@ -67,6 +67,14 @@ struct TraceImport {
   bool operator==(const TraceImport&) const = default;
 };
 
+// header.speculative (run --draft-model; optional, docs/speculative.md): which draft proposed how many tokens.
+struct TraceSpeculativeSetup {
+  std::string draft_model;
+  std::optional<std::string> draft_tokenizer;  // absent: a GGUF draft's own vocabulary
+  int k = 0;                                   // tokens drafted per round
+  bool operator==(const TraceSpeculativeSetup&) const = default;
+};
+
 struct TraceHeader {
   TraceModel model;
   std::string tokenizer_path;
@@ -80,6 +88,7 @@ struct TraceHeader {
   std::optional<std::string> kernels;
   std::optional<int> threads;
   std::optional<TraceImport> imported;  // made by `trace import` (another engine's numbers)
+  std::optional<TraceSpeculativeSetup> speculative;  // run --draft-model
   bool operator==(const TraceHeader&) const = default;
 };
 
@@ -183,6 +192,27 @@ struct TraceBeamSummary {
   bool operator==(const TraceBeamSummary&) const = default;
 };
 
+// step.speculative (run --draft-model): a drafted token and the target's verdict on it.
+struct TraceProposal {
+  std::int32_t id = 0;
+  std::string text;
+  double q = 0;                 // the draft's chain probability
+  std::optional<double> p, u;   // the target's, and the acceptance draw (absent: unchecked; u also absent for greedy)
+  std::string verdict;          // "accepted" | "rejected" | "unchecked"
+  bool operator==(const TraceProposal&) const = default;
+};
+
+// Where a step's token came from in a speculative round (one target forward).
+struct TraceSpeculative {
+  int round = 0, index = 0;
+  std::string outcome;                                  // "accepted" | "resampled" | "bonus"
+  std::optional<TraceProposal> draft;                   // the proposal at this place (absent for the bonus)
+  std::optional<std::vector<TraceProposal>> proposals;  // the round's last step: every proposal ...
+  std::optional<int> accepted;                          // ... and how many were accepted
+  std::optional<std::vector<TraceCandidate>> residual;  // resampled: top of norm(max(0, p − q))
+  bool operator==(const TraceSpeculative&) const = default;
+};
+
 enum class TracePhase { Prefill, Decode };
 
 struct TraceStep {
@@ -199,6 +229,7 @@ struct TraceStep {
   std::optional<std::int64_t> attention_dots;
   std::optional<std::vector<TraceAttentionRow>> attention;
   std::optional<std::vector<TraceLens>> lens;  // only with --trace-lens
+  std::optional<TraceSpeculative> speculative;  // only with --draft-model
   double ms = 0;
   std::vector<double> logits;  // every logit (vocab_size of them) at trace level full; empty at basic
   // How the logits were written (as read; to_json writes them back the same way). Not part of what the
@@ -239,6 +270,13 @@ struct TraceSummary {
   std::optional<std::int32_t> stop_token;     // the end-of-generation id that stopped it (stop_token only)
   std::optional<std::string> stop_token_text; // its text, e.g. "<|im_end|>"
   std::optional<TraceBeamSummary> beam;       // beam search only
+  // run --draft-model: the rounds' figures (docs/speculative.md)
+  struct Speculative {
+    int k = 0, rounds = 0, draft_forwards = 0, proposed = 0, accepted = 0, tokens = 0;
+    double acceptance_rate = 0, tokens_per_target_forward = 0;
+    bool operator==(const Speculative&) const = default;
+  };
+  std::optional<Speculative> speculative;
   bool operator==(const TraceSummary&) const = default;
 };
 

@@ -1,0 +1,58 @@
+// Speculative decoding (Leviathan et al. 2023; Chen et al. 2023): a small draft model proposes K tokens,
+// the target scores them all in one forward over K + 1 positions, and each is accepted or replaced by the
+// rule that keeps the output distributed exactly as the target's own sampling. docs/speculative.md.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "glassbox/engine.hpp"
+
+namespace glassbox {
+
+// The most tokens a round may draft (a round's K + 1 positions go through the target as one block).
+constexpr int kMaxDraftTokens = 32;
+
+// Refuses a draft whose vocabulary is not the target's, token for token (size, then each token's text):
+// its proposals are ids, and p(x)/q(x) compares the same x only when both models mean the same text by
+// it. ConfigError, one line naming both files.
+void check_draft_vocabulary(const Tokenizer& target, int target_vocab, const std::string& target_file,
+                            const Tokenizer& draft, int draft_vocab, const std::string& draft_file);
+
+// The draft's side of a run: its own model, KV store and sampler chain (built from the same stages as
+// the target's, so that q is the draft's distribution after the same chain).
+struct DraftModel {
+  Transformer& model;
+  KvStore& attention;
+  SamplerChain& sampler;
+  std::string path;  // for messages
+};
+
+class SpeculativeEngine {
+ public:
+  // k: tokens drafted per round, 1..kMaxDraftTokens. ConfigError when the attention module of either
+  // model cannot roll positions back (one that keeps nothing between steps, or evicts), or k is out of range.
+  SpeculativeEngine(Transformer& target, const Tokenizer& tokenizer, KvStore& attention, SamplerChain& sampler,
+                    DraftModel draft, int k);
+
+  // As Engine::generate, one trace step per token decided (each with its `speculative` record) and a
+  // summary with the round figures. Context policies other than stop and refuse, teacher forcing,
+  // attention rows and the logit lens are refused (ConfigError).
+  Summary generate(std::string_view prompt, const GenerateOptions& opt, RunHeader header, TraceSink& sink,
+                   const StreamFn& on_piece);
+  Summary generate(std::vector<std::int32_t> prompt_ids, std::string_view prompt, const GenerateOptions& opt,
+                   RunHeader header, TraceSink& sink, const StreamFn& on_piece);
+
+  int k() const { return k_; }
+
+ private:
+  Transformer& target_;
+  const Tokenizer& tok_;
+  KvStore& attn_;
+  SamplerChain& chain_;
+  DraftModel draft_;
+  int k_;
+};
+
+}  // namespace glassbox
