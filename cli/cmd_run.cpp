@@ -92,6 +92,8 @@ RunOptions beam_session_options(const RunOptions& opt, bool length_penalty_given
   RunOptions o = opt;
   o.sampler = {PluginSpec{"greedy", {}}};
   return o;
+}
+
 // Speculative decoding's draft: a second session from the same options but the model (and tokenizer)
 // files, its vocabulary checked against the target's.
 std::unique_ptr<Session> open_draft(const RunOptions& opt, const Session& target) {

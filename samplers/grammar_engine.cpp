@@ -630,8 +630,9 @@ bool Recognizer::accept_text(std::string_view text) {
     stacks = accept_char(g_, stacks, cps[i]);
     if (stacks.empty()) return false;
   }
-  if (partial.n_remain > 0 &&
-      std::none_of(stacks.begin(), stacks.end(), [&](const Stack& s) { return !s.empty() && match_partial_char(s.back(), partial); }))
+  const auto tail = partial;  // (a lambda may not capture a structured binding before C++20's P1091 in clang 14)
+  if (tail.n_remain > 0 &&
+      std::none_of(stacks.begin(), stacks.end(), [&](const Stack& s) { return !s.empty() && match_partial_char(s.back(), tail); }))
     return false;
   stacks_ = std::move(stacks);
   partial_ = partial;

@@ -36,6 +36,9 @@ seed fuzz_bpe bpe
 seed fuzz_trace trace tests/golden/*.jsonl
 seed fuzz_config config
 seed fuzz_encode encode README.md docs/tour.md
+seed fuzz_shard shard
+seed fuzz_import import "$shared"/golden/engines/*/*.json "$shared"/golden/engines/*/*.jsonl "$shared"/golden/engines/*/*.npy \
+  "$shared"/golden/engines/*/*.kld "$shared"/golden/engines/*/*.sse
 # fuzz_encode's vocabularies besides its built-in two (targets.hpp): SentencePiece from a GGUF file's metadata
 # and llama2.c's 32000-token tokenizer.bin, and the npm GPT-2 / Llama 3 BPE vocabularies tools/test.sh fetched.
 vocab=""
