@@ -392,7 +392,7 @@ void entries_of(const json& j, const std::string& dialect, const std::string& w,
       out.entries.push_back(std::move(r));
       return;
     }
-    const json& d = j["details"];
+    const json& d = need(j, "details", w);  // (const operator[] on a missing key is undefined)
     const json& toks = need_array(d, "tokens", w + ": details");
     const json* tops = d.contains("top_tokens") && !d["top_tokens"].is_null() ? &need_array(d, "top_tokens", w + ": details") : nullptr;
     for (std::size_t i = 0; i < toks.size(); ++i) {
@@ -796,9 +796,20 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
       // The prompt's ids: each prompt_logprobs dict lists the actual prompt token first (then the top-N), and
       // nlohmann::json sorts keys, so read the order again with ordered_json (the limits were checked above).
       const auto oj = nlohmann::ordered_json::parse(*sources[static_cast<std::size_t>(std::max(index, 0))]);
-      const auto& pl = oj["choices"][0]["prompt_logprobs"];
+      // (checked again here: a const operator[] on a missing key is undefined, and stol throws its own type)
+      const auto& ch = oj.contains("choices") ? oj.at("choices") : oj;
+      if (!ch.is_array() || ch.empty() || !ch[0].is_object() || !ch[0].contains("prompt_logprobs") || !ch[0].at("prompt_logprobs").is_array())
+        throw InputError(w + ": choices[0].prompt_logprobs: expected an array");
+      const auto& pl = ch[0].at("prompt_logprobs");
       std::vector<std::int32_t> ids = {tok.bos_id() >= 0 ? tok.bos_id() : 0};
-      for (std::size_t i = 1; i < pl.size(); ++i) ids.push_back(static_cast<std::int32_t>(std::stol(pl[i].begin().key())));
+      for (std::size_t i = 1; i < pl.size(); ++i) {
+        const std::string q = w + ": choices[0].prompt_logprobs[" + std::to_string(i) + "]";
+        if (!pl[i].is_object() || pl[i].empty()) throw InputError(q + ": expected an object of candidates");
+        const std::string& key = pl[i].begin().key();
+        if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
+          throw InputError(q + ": key '" + key + "' is not a token id");
+        ids.push_back(static_cast<std::int32_t>(std::stol(key)));
+      }
       if (tok.bos_id() < 0) ids.erase(ids.begin());
       p.prompt_ids = ids;
     }
