@@ -1,5 +1,6 @@
 // The stories260K fixture of the tests that drive the model directly (engine, attention, beam, model):
-// the checkpoint from ../shared, its tok512 tokenizer, the default registry, and the modules built from them.
+// the checkpoint from ../shared, its tok512 tokenizer, the default registry, the modules built from
+// them, and llama2.c's golden run of it.
 #pragma once
 #include <memory>
 #include <string>
@@ -11,6 +12,13 @@
 #include "support.hpp"
 
 namespace gbtest {
+
+// llama2.c's greedy runs of stories260K (../shared/golden/llama2c-stories260K-greedy.jsonl), one
+// line a prompt: its ids, each step's logits and the greedy continuation; empty without ../shared.
+inline std::vector<nlohmann::json> golden() {
+  if (!shared_dir()) return {};
+  return read_jsonl(shared("golden/llama2c-stories260K-greedy.jsonl"));
+}
 
 // Loaded once per test program (each keeps a static one). Without ../shared it stays empty: the suites
 // that use it carry the gbtest::NeedsShared precondition and are skipped. A test's own fixture derives

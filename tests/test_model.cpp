@@ -20,10 +20,7 @@ using nlohmann::json;
 
 namespace {
 
-std::vector<json> golden() {
-  if (!gbtest::shared_dir()) return {};
-  return gbtest::read_jsonl(gbtest::shared("golden/llama2c-stories260K-greedy.jsonl"));
-}
+using gbtest::golden;  // llama2.c's greedy golden for stories260K (model_fixture.hpp)
 
 // Loads stories260K once for the whole suite.
 using Stories = gbtest::Stories260K;
