@@ -111,13 +111,7 @@ void add_chat_command(CLI::App& app) {
     if (fmt == ChatFormat::None) fmt = ChatFormat::Plain;  // no template: "User: …\nAssistant:"
     Engine engine(*s->model, tok, *s->attention, *s->sampler);
     const int limit = engine.context_limit();
-    GenerateOptions g;
-    g.max_tokens = opt.max_tokens;
-    g.seed = s->seed;
-    g.watch = watch_spec(opt);
-    g.policy = opt.context_policy;
-    if (opt.trace_attention.on && opt.trace.empty()) warn("--trace-attention records into the trace: name one with --trace");
-    if (opt.trace_lens != LensPoints::Off && opt.trace.empty()) warn("--trace-lens records into the trace: name one with --trace");
+    GenerateOptions g = generate_options(opt, *s);
     const auto pace = pace_delay(opt);
     if (!opt.trace.empty())
       refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path}});

@@ -149,13 +149,7 @@ void add_run_command(CLI::App& app) {
     // A trace written over an input would destroy it (the model is memory-mapped: truncating it is SIGBUS).
     refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path},
                                                     {"--config", opt.config}, {"--replay", opt.replay}});
-    GenerateOptions g;
-    g.max_tokens = opt.max_tokens;
-    g.seed = s->seed;
-    g.watch = watch_spec(opt);
-    g.policy = opt.context_policy;
-    if (opt.trace_attention.on && opt.trace.empty()) warn("--trace-attention records into the trace: name one with --trace");
-    if (opt.trace_lens != LensPoints::Off && opt.trace.empty()) warn("--trace-lens records into the trace: name one with --trace");
+    GenerateOptions g = generate_options(opt, *s);
     if (!opt.replay.empty()) {
       // Teacher forcing: the golden's chosen tokens are appended whatever this run's sampler picks,
       // so that every step stays comparable with the golden (docs/golden-traces.md).

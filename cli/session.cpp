@@ -180,4 +180,15 @@ std::unique_ptr<Session> open_session(const RunOptions& opt) {
   return s;
 }
 
+GenerateOptions generate_options(const RunOptions& opt, const Session& s) {
+  GenerateOptions g;
+  g.max_tokens = opt.max_tokens;
+  g.seed = s.seed;
+  g.watch = watch_spec(opt);
+  g.policy = opt.context_policy;
+  if (opt.trace_attention.on && opt.trace.empty()) warn("--trace-attention records into the trace: name one with --trace");
+  if (opt.trace_lens != LensPoints::Off && opt.trace.empty()) warn("--trace-lens records into the trace: name one with --trace");
+  return g;
+}
+
 }  // namespace glassbox::cli

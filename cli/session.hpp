@@ -54,6 +54,10 @@ std::vector<std::unique_ptr<Sampler>> check_plugins(const Registry& registry, co
 // model when none is named). Throws glassbox errors with one-line messages.
 std::unique_ptr<Session> open_session(const RunOptions& opt);
 
+// The engine's options for run and chat: the token budget, the session's seed, what each step records
+// (watch_spec) and the context policy. Warns when --trace-attention or --trace-lens has no trace to go to.
+GenerateOptions generate_options(const RunOptions& opt, const Session& s);
+
 void warn(const std::string& message);
 
 // How a trace's writer thread is woken (traces/writer.hpp): for each full-logit line, or each line with

@@ -14,6 +14,7 @@
 #include "glassbox/kernels.hpp"
 #include "glassbox/model.hpp"
 #include "glassbox/registry.hpp"
+#include "registry_fixture.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -54,14 +55,7 @@ const std::vector<Case> kCases = {
     {"qwen2-synth-q8_0", "llamacpp", G::Tanh, 0.5},
 };
 
-glassbox::Registry& registry() {
-  static glassbox::Registry* reg = [] {
-    auto* r = new glassbox::Registry();  // lives to the end: plugin objects must not outlive it
-    r->load_default();
-    return r;
-  }();
-  return *reg;
-}
+using gbtest::registry;  // the default registry, loaded once (registry_fixture.hpp)
 
 std::unique_ptr<glassbox::Tokenizer> tokenizer_of(const glassbox::ModelSource& src) {
   const auto family = src.metadata().get_string("tokenizer.ggml.model");

@@ -15,6 +15,7 @@
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/traces/reader.hpp"
+#include "model_fixture.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -23,31 +24,10 @@ using nlohmann::json;
 
 namespace {
 
-std::vector<json> golden() {
-  if (!gbtest::shared_dir()) return {};
-  return gbtest::read_jsonl(gbtest::shared("golden/llama2c-stories260K-greedy.jsonl"));
-}
+using gbtest::golden;  // llama2.c's greedy golden for stories260K (model_fixture.hpp)
 
 // stories260K, its tokenizer and a greedy chain, loaded once.
-struct Stories {
-  glassbox::Registry reg;
-  std::unique_ptr<glassbox::ModelSource> ckpt;
-  std::unique_ptr<glassbox::Tokenizer> tok;
-  Stories() {
-    if (!gbtest::shared_dir()) return;
-    reg.load_default();
-    ckpt = glassbox::ModelSource::open(gbtest::shared("models/stories260K.bin"));
-    tok = reg.make_tokenizer({"llama2c", {{"path", gbtest::shared("models/tok512.bin").string()}}});
-  }
-  std::unique_ptr<glassbox::KvStore> module(const std::string& spec) const {
-    return reg.make_attention(glassbox::parse_plugin_spec(spec, "attention"), ckpt->config().attention_shape());
-  }
-  std::unique_ptr<glassbox::SamplerChain> greedy() const {
-    std::vector<std::string> warnings;
-    return std::make_unique<glassbox::SamplerChain>(glassbox::build_sampler_stages(reg, {{"greedy", {}}}, warnings),
-                                                    ckpt->config().vocab_size, 1);
-  }
-};
+using Stories = gbtest::Stories260K;
 const Stories& stories() {
   static Stories s;
   return s;
@@ -84,7 +64,7 @@ Recorder generate(const std::string& module, const std::string& prompt, glassbox
   if (context > 0) config.seq_len = context;
   glassbox::Transformer model(config, s.ckpt->weights());
   auto kv = s.reg.make_attention(glassbox::parse_plugin_spec(module, "attention"), config.attention_shape());
-  auto chain = s.greedy();
+  auto chain = s.greedy_chain();
   glassbox::Engine engine(model, *s.tok, *kv, *chain);
   Recorder rec;
   rec.sum = engine.generate(prompt, opt, {}, rec, [](std::string_view) {});
@@ -327,7 +307,7 @@ BOOST_DATA_TEST_CASE(policies_at_the_boundary, bdata::make({"refuse", "stop", "t
     const auto& s = stories();
     glassbox::Transformer model(s.ckpt->config(), s.ckpt->weights());
     auto kv = s.module("kv-cache:16");
-    auto chain = s.greedy();
+    auto chain = s.greedy_chain();
     glassbox::Engine engine(model, *s.tok, *kv, *chain);
     Recorder rec;
     BOOST_CHECK_THROW(engine.generate(prompt, opt, {}, rec, [](std::string_view) {}), glassbox::InputError);

@@ -15,6 +15,7 @@
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/traces/reader.hpp"
+#include "model_fixture.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -35,21 +36,13 @@ struct Recorder final : glassbox::TraceSink {
 };
 
 // stories260K, its tokenizer and a greedy chain, built once; K/V stores of a small capacity made on demand.
-struct Fixture {
-  glassbox::Registry reg;
-  std::unique_ptr<glassbox::ModelSource> ckpt;
+struct Fixture : gbtest::Stories260K {
   std::unique_ptr<glassbox::Transformer> model;
-  std::unique_ptr<glassbox::Tokenizer> tok;
   std::unique_ptr<glassbox::SamplerChain> chain;
   Fixture() {
-    if (!gbtest::shared_dir()) return;
-    reg.load_default();
-    ckpt = glassbox::ModelSource::open(gbtest::shared("models/stories260K.bin"));
+    if (!ckpt) return;
     model = std::make_unique<glassbox::Transformer>(ckpt->config(), ckpt->weights());
-    tok = reg.make_tokenizer({"llama2c", {{"path", gbtest::shared("models/tok512.bin").string()}}});
-    std::vector<std::string> warnings;
-    chain = std::make_unique<glassbox::SamplerChain>(glassbox::build_sampler_stages(reg, {{"greedy", {}}}, warnings),
-                                                     ckpt->config().vocab_size, 1);
+    chain = greedy_chain();
   }
   std::unique_ptr<glassbox::KvStore> store(int capacity, const std::string& name = "kv-cache") {
     if (name != "kv-cache") return reg.make_attention({name, {}}, ckpt->config().attention_shape());

@@ -14,6 +14,7 @@
 #include "glassbox/chat_template.hpp"
 #include "glassbox/model/metadata.hpp"
 #include "glassbox/registry.hpp"
+#include "registry_fixture.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -60,12 +61,7 @@ std::vector<Case> cases() {
   return out;
 }
 
-glassbox::Registry& registry() {
-  static glassbox::Registry reg;
-  static bool loaded = false;
-  if (!loaded) reg.load_default(), loaded = true;
-  return reg;
-}
+using gbtest::registry;  // the default registry, loaded once (registry_fixture.hpp)
 
 std::unique_ptr<glassbox::Tokenizer> make(const std::string& path, const glassbox::Metadata& m = {}) {
   if (path.empty()) return registry().make_tokenizer({"bpe", {}}, m);

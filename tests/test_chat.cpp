@@ -60,6 +60,29 @@ bool has(const std::string& text, const std::string& what) { return text.find(wh
 
 // One case per chat option: the option's effect, checked. Each case runs chat itself.
 using Case = std::function<void(const Chat&)>;
+
+// A constraint on the replies (--grammar, --json-schema) given in a file: chat runs the grammar stage,
+// and every reply is a sentence of the constraint, ended by the end-of-generation token once complete.
+struct Constraint {
+  std::string flag, file, text;
+  std::vector<std::string> sentences;  // each reply starts with one of these
+};
+Case constrained(Constraint k) {
+  return [k](const Chat& c) {
+    gbtest::write_file(c.dir / k.file, k.text);
+    const auto r = c({k.flag, (c.dir / k.file).string(), "--max-tokens", "12", "--trace", c.trace()});
+    BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+    BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "grammar");
+    for (int t = 1; t <= 2; ++t) {
+      std::string text;
+      for (const auto& l : c.turn(t))
+        if (l["type"] == "step") text += l["token"]["text"].get<std::string>();
+      BOOST_TEST(std::any_of(k.sentences.begin(), k.sentences.end(), [&](const std::string& s) { return text.rfind(s, 0) == 0; }),
+                 k.flag << " turn " << t << ": '" << text << "'");
+      BOOST_TEST(c.turn(t).back()["stop_reason"] == "stop_token", k.flag << " turn " << t);
+    }
+  };
+}
 const std::map<std::string, Case>& cases() {
   static const std::map<std::string, Case> m = {
       {"config",
@@ -170,34 +193,9 @@ const std::map<std::string, Case>& cases() {
          BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "logit-bias");
          BOOST_TEST(c.turn(1).back()["stop_reason"] != "stop_token");
        }},
-      {"grammar",
-       [](const Chat& c) {
-         // Every reply is a sentence of the grammar, ended by the end-of-generation token once complete.
-         gbtest::write_file(c.dir / "yn.gbnf", "root ::= (\"yes\" | \"no\") \".\"\n");
-         const auto r = c({"--grammar", (c.dir / "yn.gbnf").string(), "--max-tokens", "12", "--trace", c.trace()});
-         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
-         BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "grammar");
-         for (int t = 1; t <= 2; ++t) {
-           std::string text;
-           for (const auto& l : c.turn(t))
-             if (l["type"] == "step") text += l["token"]["text"].get<std::string>();
-           BOOST_TEST((text.rfind("yes.", 0) == 0 || text.rfind("no.", 0) == 0), "turn " << t << ": '" << text << "'");
-           BOOST_TEST(c.turn(t).back()["stop_reason"] == "stop_token");
-         }
-       }},
-      {"json_schema",
-       [](const Chat& c) {
-         gbtest::write_file(c.dir / "b.json", R"({"type": "boolean"})");
-         const auto r = c({"--json-schema", (c.dir / "b.json").string(), "--max-tokens", "12", "--trace", c.trace()});
-         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
-         BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "grammar");
-         for (int t = 1; t <= 2; ++t) {
-           std::string text;
-           for (const auto& l : c.turn(t))
-             if (l["type"] == "step") text += l["token"]["text"].get<std::string>();
-           BOOST_TEST((text.rfind("true", 0) == 0 || text.rfind("false", 0) == 0), "turn " << t << ": '" << text << "'");
-         }
-       }},
+      // --grammar and --json-schema: one case over the two constraints (constrained(), above).
+      {"grammar", constrained({"--grammar", "yn.gbnf", "root ::= (\"yes\" | \"no\") \".\"\n", {"yes.", "no."}})},
+      {"json_schema", constrained({"--json-schema", "b.json", R"({"type": "boolean"})", {"true", "false"}})},
       {"seed",
        [](const Chat& c) {
          const auto r = c({"--seed", "42", "--trace", c.trace()});

@@ -11,6 +11,7 @@
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
 #include "alloc_counter.hpp"
+#include "model_fixture.hpp"
 #include "support.hpp"
 
 
@@ -33,23 +34,15 @@ struct Recorder final : glassbox::TraceSink {
 };
 
 // stories260K with greedy sampling, built once.
-struct Fixture {
-  glassbox::Registry reg;
-  std::unique_ptr<glassbox::ModelSource> ckpt;
+struct Fixture : gbtest::Stories260K {
   std::unique_ptr<glassbox::Transformer> model;
-  std::unique_ptr<glassbox::Tokenizer> tok;
   std::unique_ptr<glassbox::Attention> attn;
   std::unique_ptr<glassbox::SamplerChain> chain;
   Fixture() {
-    if (!gbtest::shared_dir()) return;
-    reg.load_default();
-    ckpt = glassbox::ModelSource::open(gbtest::shared("models/stories260K.bin"));
+    if (!ckpt) return;
     model = std::make_unique<glassbox::Transformer>(ckpt->config(), ckpt->weights());
-    tok = reg.make_tokenizer({"llama2c", {{"path", gbtest::shared("models/tok512.bin").string()}}});
-    attn = reg.make_attention({"kv-cache", {}}, ckpt->config().attention_shape());
-    std::vector<std::string> warnings;
-    chain = std::make_unique<glassbox::SamplerChain>(
-        glassbox::build_sampler_stages(reg, {{"greedy", {}}}, warnings), ckpt->config().vocab_size, 1);
+    attn = module("kv-cache");
+    chain = greedy_chain();
   }
   Recorder run(const std::string& prompt, glassbox::GenerateOptions opt, std::string* text = nullptr) {
     glassbox::Engine engine(*model, *tok, *attn, *chain);

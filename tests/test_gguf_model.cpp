@@ -16,6 +16,7 @@
 #include "glassbox/model/gguf.hpp"
 #include "glassbox/model/model_source.hpp"
 #include "glassbox/registry.hpp"
+#include "registry_fixture.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -44,14 +45,7 @@ const std::vector<Case> kCases = {
     {"synth256", "q2_k", 0.75},    {"synth256", "q3_k_m", 0.75},  {"synth256", "iq4_nl", 0.75},
 };
 
-glassbox::Registry& registry() {
-  static glassbox::Registry* reg = [] {
-    auto* r = new glassbox::Registry();  // lives to the end: plugin objects must not outlive it
-    r->load_default();
-    return r;
-  }();
-  return *reg;
-}
+using gbtest::registry;  // the default registry, loaded once (registry_fixture.hpp)
 
 // Runs `ids` one position at a time (so every position's logits are seen) and returns them.
 std::vector<std::vector<float>> logits_at_every_position(const glassbox::ModelSource& src, const std::vector<std::int32_t>& ids) {

@@ -11,6 +11,7 @@
 #include "glassbox/error.hpp"
 #include "glassbox/model.hpp"
 #include "glassbox/registry.hpp"
+#include "model_fixture.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -19,24 +20,10 @@ using nlohmann::json;
 
 namespace {
 
-std::vector<json> golden() {
-  if (!gbtest::shared_dir()) return {};
-  return gbtest::read_jsonl(gbtest::shared("golden/llama2c-stories260K-greedy.jsonl"));
-}
+using gbtest::golden;  // llama2.c's greedy golden for stories260K (model_fixture.hpp)
 
-// Loads stories260K and a kv-cache once for the whole suite.
-struct Stories {
-  glassbox::Registry reg;
-  std::unique_ptr<glassbox::ModelSource> ckpt;
-  Stories() {
-    if (!gbtest::shared_dir()) return;
-    reg.load_default();
-    ckpt = glassbox::ModelSource::open(gbtest::shared("models/stories260K.bin"));
-  }
-  std::unique_ptr<glassbox::Attention> cache() const {
-    return reg.make_attention({"kv-cache", {}}, ckpt->config().attention_shape());
-  }
-};
+// Loads stories260K once for the whole suite.
+using Stories = gbtest::Stories260K;
 const Stories& stories() {
   static Stories s;
   return s;
@@ -46,7 +33,7 @@ const Stories& stories() {
 // after every block's last position against llama2.c's.
 void check_against_golden(const glassbox::ModelSource& ckpt, const json& g, int block) {
   glassbox::Transformer model(ckpt.config(), ckpt.weights(), block);
-  auto cache = stories().cache();
+  auto cache = stories().module("kv-cache");
   const auto& steps = g["steps"];
   std::vector<std::int32_t> inputs;
   for (const auto& s : steps) inputs.push_back(s["input"].get<std::int32_t>());

@@ -14,6 +14,7 @@
 #include "glassbox/error.hpp"
 #include "glassbox/registry.hpp"
 #include "../cli/run_options.hpp"
+#include "registry_fixture.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -22,14 +23,7 @@ using glassbox::cli::RunOptions;
 
 namespace {
 
-const Registry& registry() {
-  static Registry* reg = [] {
-    auto* r = new Registry;
-    r->load_default();
-    return r;
-  }();
-  return *reg;
-}
+using gbtest::registry;  // the default registry, loaded once (registry_fixture.hpp)
 
 const PluginEntry& entry(const std::string& stage) {
   const auto* e = registry().find(PluginKind::Sampler, stage);

@@ -26,6 +26,7 @@
 #include "glassbox/rng.hpp"
 #include "glassbox/sampling.hpp"
 #include "alloc_counter.hpp"
+#include "registry_fixture.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -34,14 +35,7 @@ using namespace glassbox;
 
 namespace {
 
-const Registry& registry() {
-  static Registry* reg = [] {
-    auto* r = new Registry;
-    r->load_default();
-    return r;
-  }();
-  return *reg;
-}
+using gbtest::registry;  // the default registry, loaded once (registry_fixture.hpp)
 
 // The lesson's distribution: sunny .45, cloudy .25, warm .15, rainy .10, cold .05 (ids 0..4).
 const std::vector<double> kWeather{.45, .25, .15, .10, .05};

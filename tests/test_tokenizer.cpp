@@ -13,6 +13,7 @@
 #include "glassbox/error.hpp"
 #include "glassbox/model/metadata.hpp"
 #include "glassbox/registry.hpp"
+#include "registry_fixture.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -109,12 +110,7 @@ const glassbox::Metadata& stories_gguf() {
   return m;
 }
 
-glassbox::Registry& registry() {
-  static glassbox::Registry reg;
-  static bool loaded = false;
-  if (!loaded) reg.load_default(), loaded = true;
-  return reg;
-}
+using gbtest::registry;  // the default registry, loaded once (registry_fixture.hpp)
 
 std::unique_ptr<glassbox::Tokenizer> from_metadata(const glassbox::Metadata& m, bool reference = false) {
   return registry().make_tokenizer({"llama2c", {{"reference_merge", reference ? "true" : "false"}}}, m);

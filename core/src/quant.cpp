@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "glassbox/error.hpp"
 #include "kernel_set.hpp"
@@ -65,7 +66,9 @@ int nearest_int(float x) {
 
 // ---- dequantization (ggml's dequantize_row_*, same operation order, so bit-identical) ---------
 
-void dequant_q8_0(const block_q8_0* x, float* y, std::size_t nb) {
+// Q8_0 and Q8_1 (whose s the values do not use).
+template <class Block>
+void dequant_q8(const Block* x, float* y, std::size_t nb) {
   for (std::size_t i = 0; i < nb; ++i) {
     const float d = half_to_f32(x[i].d);
     for (std::size_t j = 0; j < QK8_0; ++j) y[i * QK8_0 + j] = static_cast<float>(x[i].qs[j]) * d;
@@ -84,38 +87,28 @@ void dequant_q4_0(const block_q4_0* x, float* y, std::size_t nb) {
   }
 }
 
-void dequant_q4_K(const block_q4_K* x, float* y, std::size_t nb) {
+// Q4_K and Q5_K: 8 sub-blocks of 32, y = d·sc·q − dmin·m with q a nibble, plus for Q5_K a fifth bit
+// (16) from qh: bit s of qh[l] for value l of sub-block s.
+template <class Block>
+void dequant_q45_K(const Block* x, float* y, std::size_t nb) {
   for (std::size_t i = 0; i < nb; ++i) {
     const std::uint8_t* q = x[i].qs;
     const float d = half_to_f32(x[i].d);
     const float dmin = half_to_f32(x[i].dmin);
-    for (int is = 0; is < 8; is += 2, q += 32) {  // 64 values: two sub-blocks share 32 bytes
-      std::uint8_t sc, m;
-      get_scale_min_k4(is, x[i].scales, sc, m);
-      const float d1 = d * sc, m1 = dmin * m;
-      get_scale_min_k4(is + 1, x[i].scales, sc, m);
-      const float d2 = d * sc, m2 = dmin * m;
-      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>(q[l] & 0x0F) - m1;
-      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>(q[l] >> 4) - m2;
-    }
-  }
-}
-
-void dequant_q5_K(const block_q5_K* x, float* y, std::size_t nb) {
-  for (std::size_t i = 0; i < nb; ++i) {
-    const std::uint8_t* ql = x[i].qs;
-    const std::uint8_t* qh = x[i].qh;
-    const float d = half_to_f32(x[i].d);
-    const float dmin = half_to_f32(x[i].dmin);
+    // The fifth bit of value l of the sub-block whose qh bit is u (always 0 for Q4_K).
+    auto fifth = [&](int l, std::uint8_t u) {
+      if constexpr (std::is_same_v<Block, block_q5_K>) return x[i].qh[l] & u ? 16 : 0;
+      else return 0;
+    };
     std::uint8_t u1 = 1, u2 = 2;  // the qh bits of the current pair of sub-blocks
-    for (int is = 0; is < 8; is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
+    for (int is = 0; is < 8; is += 2, q += 32, u1 <<= 2, u2 <<= 2) {  // 64 values: two sub-blocks share 32 bytes
       std::uint8_t sc, m;
       get_scale_min_k4(is, x[i].scales, sc, m);
       const float d1 = d * sc, m1 = dmin * m;
       get_scale_min_k4(is + 1, x[i].scales, sc, m);
       const float d2 = d * sc, m2 = dmin * m;
-      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((ql[l] & 0x0F) + (qh[l] & u1 ? 16 : 0)) - m1;
-      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * static_cast<float>((q[l] & 0x0F) + fifth(l, u1)) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * static_cast<float>((q[l] >> 4) + fifth(l, u2)) - m2;
     }
   }
 }
@@ -225,13 +218,6 @@ void dequant_q3_K(const block_q3_K* x, float* y, std::size_t nb) {
   }
 }
 
-void dequant_q8_1(const block_q8_1* x, float* y, std::size_t nb) {
-  for (std::size_t i = 0; i < nb; ++i) {
-    const float d = half_to_f32(x[i].d);
-    for (std::size_t j = 0; j < QK8_0; ++j) y[i * QK8_0 + j] = static_cast<float>(x[i].qs[j]) * d;
-  }
-}
-
 void dequant_q8_K(const block_q8_K* x, float* y, std::size_t nb) {
   for (std::size_t i = 0; i < nb; ++i)
     for (std::size_t j = 0; j < QK_K; ++j) *y++ = x[i].d * static_cast<float>(x[i].qs[j]);
@@ -273,25 +259,11 @@ void quant_q4_0_ref(const float* x, block_q4_0* y, std::size_t nb) {
   }
 }
 
-// ggml-cpu's quantize_row_q8_0 as its x86 SIMD path computes it: id = 127/amax (not 1/d), and
-// _mm256_round_ps(_MM_ROUND_NEAREST): ties to even. The conversion saturates to int8.
-void quant_q8_0_act(const float* x, block_q8_0* y, std::size_t nb) {
-  for (std::size_t i = 0; i < nb; ++i, x += QK8_0) {
-    float amax = 0.0f;
-    for (std::size_t j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
-    const float d = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    y[i].d = f32_to_half(d);
-    for (std::size_t j = 0; j < QK8_0; ++j) {
-      const float q = std::nearbyint(x[j] * id);  // default rounding mode: nearest, ties to even
-      y[i].qs[j] = static_cast<std::int8_t>(std::clamp(q, -128.0f, 127.0f));
-    }
-  }
-}
-
-// ggml-cpu's quantize_row_q8_1 (x86 SIMD path): Q8_0's d and rounding, and s = fp16(d · Σq), the
-// sum taken over the rounded integers before they are packed to bytes.
-void quant_q8_1_act(const float* x, block_q8_1* y, std::size_t nb) {
+// ggml-cpu's quantize_row_q8_0 and quantize_row_q8_1 as their x86 SIMD paths compute them:
+// id = 127/amax (not 1/d), and _mm256_round_ps(_MM_ROUND_NEAREST): ties to even; the conversion
+// saturates to int8. Q8_1 adds s = fp16(d · Σq), the sum taken over the rounded integers.
+template <class Block>
+void quant_q8_act(const float* x, Block* y, std::size_t nb) {
   for (std::size_t i = 0; i < nb; ++i, x += QK8_0) {
     float amax = 0.0f;
     for (std::size_t j = 0; j < QK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
@@ -300,11 +272,11 @@ void quant_q8_1_act(const float* x, block_q8_1* y, std::size_t nb) {
     y[i].d = f32_to_half(d);
     int sum = 0;
     for (std::size_t j = 0; j < QK8_0; ++j) {
-      const float q = std::clamp(std::nearbyint(x[j] * id), -128.0f, 127.0f);
-      y[i].qs[j] = static_cast<std::int8_t>(q);
+      const float q = std::nearbyint(x[j] * id);  // default rounding mode: nearest, ties to even
+      y[i].qs[j] = static_cast<std::int8_t>(std::clamp(q, -128.0f, 127.0f));
       sum += y[i].qs[j];
     }
-    y[i].s = f32_to_half(d * static_cast<float>(sum));
+    if constexpr (std::is_same_v<Block, block_q8_1>) y[i].s = f32_to_half(d * static_cast<float>(sum));
   }
 }
 
@@ -473,31 +445,21 @@ void kquant_sums(const std::uint8_t* q, const std::uint8_t* scales, const block_
   }
 }
 
-float dot_q4_K_scalar(const block_q4_K* x, const block_q8_K* y, std::size_t nb) {
+// Q4_K and Q5_K: the quants unpacked to value order (Q5_K's with their fifth bit), then kquant_sums.
+template <class Block>
+float dot_q45_K_scalar(const Block* x, const block_q8_K* y, std::size_t nb) {
   float sum = 0.0f, sum_min = 0.0f;
   std::uint8_t q[QK_K];
   for (std::size_t i = 0; i < nb; ++i) {
+    // Bit b of qh[l] as the fifth bit (16) of a quant (always 0 for Q4_K).
+    auto fifth = [&](int l, int b) {
+      if constexpr (std::is_same_v<Block, block_q5_K>) return ((x[i].qh[l] >> b) & 1) << 4;
+      else return 0;
+    };
     for (int g = 0; g < 4; ++g)
       for (int l = 0; l < 32; ++l) {
-        q[64 * g + l] = x[i].qs[32 * g + l] & 0x0F;
-        q[64 * g + 32 + l] = x[i].qs[32 * g + l] >> 4;
-      }
-    int isum, imin;
-    kquant_sums(q, x[i].scales, y[i], isum, imin);
-    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(isum);
-    sum_min += half_to_f32(x[i].dmin) * y[i].d * static_cast<float>(imin);
-  }
-  return sum - sum_min;
-}
-
-float dot_q5_K_scalar(const block_q5_K* x, const block_q8_K* y, std::size_t nb) {
-  float sum = 0.0f, sum_min = 0.0f;
-  std::uint8_t q[QK_K];
-  for (std::size_t i = 0; i < nb; ++i) {
-    for (int g = 0; g < 4; ++g)
-      for (int l = 0; l < 32; ++l) {
-        q[64 * g + l] = static_cast<std::uint8_t>((x[i].qs[32 * g + l] & 0x0F) | (((x[i].qh[l] >> (2 * g)) & 1) << 4));
-        q[64 * g + 32 + l] = static_cast<std::uint8_t>((x[i].qs[32 * g + l] >> 4) | (((x[i].qh[l] >> (2 * g + 1)) & 1) << 4));
+        q[64 * g + l] = static_cast<std::uint8_t>((x[i].qs[32 * g + l] & 0x0F) | fifth(l, 2 * g));
+        q[64 * g + 32 + l] = static_cast<std::uint8_t>((x[i].qs[32 * g + l] >> 4) | fifth(l, 2 * g + 1));
       }
     int isum, imin;
     kquant_sums(q, x[i].scales, y[i], isum, imin);
@@ -552,16 +514,16 @@ void dequantize_row(DType t, const void* src, float* dst, std::size_t n) {
     case DType::BF16:
       for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(as<std::uint16_t>(src)[i]);
       return;
-    case DType::Q8_0: dequant_q8_0(as<block_q8_0>(src), dst, nb); return;
+    case DType::Q8_0: dequant_q8(as<block_q8_0>(src), dst, nb); return;
     case DType::Q4_0: dequant_q4_0(as<block_q4_0>(src), dst, nb); return;
-    case DType::Q4_K: dequant_q4_K(as<block_q4_K>(src), dst, nb); return;
-    case DType::Q5_K: dequant_q5_K(as<block_q5_K>(src), dst, nb); return;
+    case DType::Q4_K: dequant_q45_K(as<block_q4_K>(src), dst, nb); return;
+    case DType::Q5_K: dequant_q45_K(as<block_q5_K>(src), dst, nb); return;
     case DType::Q6_K: dequant_q6_K(as<block_q6_K>(src), dst, nb); return;
     case DType::Q8_K: dequant_q8_K(as<block_q8_K>(src), dst, nb); return;
     case DType::Q4_1: dequant_q4_1(as<block_q4_1>(src), dst, nb); return;
     case DType::Q5_0: dequant_q5_0(as<block_q5_0>(src), dst, nb); return;
     case DType::Q5_1: dequant_q5_1(as<block_q5_1>(src), dst, nb); return;
-    case DType::Q8_1: dequant_q8_1(as<block_q8_1>(src), dst, nb); return;
+    case DType::Q8_1: dequant_q8(as<block_q8_1>(src), dst, nb); return;
     case DType::IQ4_NL: dequant_iq4_nl(as<block_iq4_nl>(src), dst, nb); return;
     case DType::Q2_K: dequant_q2_K(as<block_q2_K>(src), dst, nb); return;
     case DType::Q3_K: dequant_q3_K(as<block_q3_K>(src), dst, nb); return;
@@ -615,8 +577,8 @@ void quantize_activation(DType t, const float* src, void* dst, std::size_t n) {
     case DType::BF16:
       for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
       return;
-    case DType::Q8_0: quant_q8_0_act(src, static_cast<block_q8_0*>(dst), nb); return;
-    case DType::Q8_1: quant_q8_1_act(src, static_cast<block_q8_1*>(dst), nb); return;
+    case DType::Q8_0: quant_q8_act(src, static_cast<block_q8_0*>(dst), nb); return;
+    case DType::Q8_1: quant_q8_act(src, static_cast<block_q8_1*>(dst), nb); return;
     case DType::Q8_K: quant_q8_K(src, static_cast<block_q8_K*>(dst), nb); return;
     default: unsupported("quantize_activation", t);
   }
@@ -631,8 +593,8 @@ float vec_dot_scalar(DType w, std::size_t n, const void* w_row, const void* x_ro
     case DType::BF16: return dot_bf16_scalar(as<std::uint16_t>(w_row), as<std::uint16_t>(x_row), n);
     case DType::Q8_0: return dot_q8_0_scalar(as<block_q8_0>(w_row), as<block_q8_0>(x_row), nb);
     case DType::Q4_0: return dot_q4_0_scalar(as<block_q4_0>(w_row), as<block_q8_0>(x_row), nb);
-    case DType::Q4_K: return dot_q4_K_scalar(as<block_q4_K>(w_row), as<block_q8_K>(x_row), nb);
-    case DType::Q5_K: return dot_q5_K_scalar(as<block_q5_K>(w_row), as<block_q8_K>(x_row), nb);
+    case DType::Q4_K: return dot_q45_K_scalar(as<block_q4_K>(w_row), as<block_q8_K>(x_row), nb);
+    case DType::Q5_K: return dot_q45_K_scalar(as<block_q5_K>(w_row), as<block_q8_K>(x_row), nb);
     case DType::Q6_K: return dot_q6_K_scalar(as<block_q6_K>(w_row), as<block_q8_K>(x_row), nb);
     case DType::Q4_1: return dot_q4_1_scalar(as<block_q4_1>(w_row), as<block_q8_1>(x_row), nb);
     case DType::Q5_0: return dot_q5_0_scalar(as<block_q5_0>(w_row), as<block_q8_0>(x_row), nb);

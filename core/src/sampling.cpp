@@ -498,38 +498,56 @@ bool usable_logits(std::span<const float> l) {
   return !any_bad && any_finite;
 }
 
-}  // namespace
-
-SampleResult SamplerChain::sample(std::span<const float> logits, StageObserver* observer) {
-  ++step_;
+// The one stage loop behind sample() and distribution(), so that distribution() is exactly what
+// sample() draws from (speculative decoding's acceptance test depends on it): refills the candidates
+// from the logits, checks them, and runs stages [0, stop), each checked and shown to the observer.
+// With stop == stages.size() (sample()) the loop ends at the first stage that selects. With stop
+// short of the end (distribution(), stop = the selecting stage) every stage before it runs and the
+// candidates left are normalised and shown to the observer as stage `stop`'s record, nothing selected.
+// (A function of this file, not a member, taking the chain's parts: sampling.hpp, which most of the
+// project includes, stays as it was.)
+void apply_stages(const std::vector<std::unique_ptr<Sampler>>& stages, Candidates& cand, Rng& rng, int& step,
+                  std::span<const float> logits, StageObserver* observer, std::size_t stop) {
+  ++step;
   // Refilled in one range insert from a generating iterator, not resized: the stages shrank it, and
   // growing it back by resize() would zero every entry before the loop writes it (~1% of a 15M
   // decode step, for a 32k vocabulary); push_back reloads the vector's end at every entry (the
   // stores might alias it), the insert writes through a pointer of its own (32k entries: 13 µs, not 19).
-  cand_.data.clear();
-  cand_.data.insert(cand_.data.end(), FromLogits{logits.data(), 0},
-                    FromLogits{logits.data(), static_cast<std::int32_t>(logits.size())});
-  cand_.sorted = false;
-  cand_.selected = -1;
-  cand_.u = -1.0f;
+  cand.data.clear();
+  cand.data.insert(cand.data.end(), FromLogits{logits.data(), 0},
+                   FromLogits{logits.data(), static_cast<std::int32_t>(logits.size())});
+  cand.sorted = false;
+  cand.selected = -1;
+  cand.u = -1.0f;
   // The model's logits are checked in vectors; the candidate-by-candidate check, which names the
   // token, runs only when they fail.
-  if (!usable_logits(logits)) check_finite(cand_, step_, [] { return std::string("the model"); });
+  if (!usable_logits(logits)) check_finite(cand, step, [] { return std::string("the model"); });
   // The observer's end() comes however this returns (a stage may throw while its work runs beside).
   struct Ending {
     StageObserver* o;
     ~Ending() { if (o) o->end(); }
   } ending{observer};
   if (observer) observer->begin(logits);
-  for (std::size_t i = 0; i < stages_.size(); ++i) {
-    cand_.u = -1.0f;  // each stage's own draw, for its record; the last one's is the step's
-    stages_[i]->apply(cand_, rng_);
-    if (cand_.data.empty())
-      throw PluginError("sampler stage '" + stages_[i]->name() + "' removed every candidate");
-    check_finite(cand_, step_, [&] { return "sampler stage '" + stages_[i]->name() + "'"; });
-    if (observer) observer->after_stage(i, *stages_[i], cand_);
-    if (cand_.selected >= 0) break;  // later stages cannot change a made choice
+  const bool whole_chain = stop == stages.size();
+  for (std::size_t i = 0; i < stop; ++i) {
+    cand.u = -1.0f;  // each stage's own draw, for its record; the last one's is the step's
+    stages[i]->apply(cand, rng);
+    if (cand.data.empty())
+      throw PluginError("sampler stage '" + stages[i]->name() + "' removed every candidate");
+    check_finite(cand, step, [&] { return "sampler stage '" + stages[i]->name() + "'"; });
+    if (observer) observer->after_stage(i, *stages[i], cand);
+    if (whole_chain && cand.selected >= 0) break;  // later stages cannot change a made choice
   }
+  if (whole_chain) return;
+  cand.u = -1.0f;
+  cand.normalize();
+  if (observer) observer->after_stage(stop, *stages[stop], cand);
+}
+
+}  // namespace
+
+SampleResult SamplerChain::sample(std::span<const float> logits, StageObserver* observer) {
+  apply_stages(stages_, cand_, rng_, step_, logits, observer, stages_.size());
   if (cand_.selected < 0 || cand_.selected >= static_cast<int>(cand_.data.size()))
     throw PluginError("sampler chain ended without selecting a token");
   return {cand_.data[cand_.selected].id, cand_.u};
@@ -548,30 +566,7 @@ const Candidates& SamplerChain::distribution(std::span<const float> logits, Stag
     throw ConfigError("sampler stage '" + (sel < stages_.size() ? stages_[sel]->name() : std::string("?")) +
                       "' selects the token, but speculative decoding needs the whole distribution a chain draws from: "
                       "end the chain with greedy or dist");
-  ++step_;
-  cand_.data.clear();
-  cand_.data.insert(cand_.data.end(), FromLogits{logits.data(), 0},
-                    FromLogits{logits.data(), static_cast<std::int32_t>(logits.size())});
-  cand_.sorted = false;
-  cand_.selected = -1;
-  cand_.u = -1.0f;
-  if (!usable_logits(logits)) check_finite(cand_, step_, [] { return std::string("the model"); });
-  struct Ending {
-    StageObserver* o;
-    ~Ending() { if (o) o->end(); }
-  } ending{observer};
-  if (observer) observer->begin(logits);
-  for (std::size_t i = 0; i < sel; ++i) {
-    cand_.u = -1.0f;
-    stages_[i]->apply(cand_, rng_);
-    if (cand_.data.empty())
-      throw PluginError("sampler stage '" + stages_[i]->name() + "' removed every candidate");
-    check_finite(cand_, step_, [&] { return "sampler stage '" + stages_[i]->name() + "'"; });
-    if (observer) observer->after_stage(i, *stages_[i], cand_);
-  }
-  cand_.u = -1.0f;
-  cand_.normalize();
-  if (observer) observer->after_stage(sel, *stages_[sel], cand_);
+  apply_stages(stages_, cand_, rng_, step_, logits, observer, sel);
   return cand_;
 }
 

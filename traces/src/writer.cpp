@@ -112,15 +112,20 @@ TraceStep step_record(const StepEvent& e, const Tokenizer& tok) {
   r.prob = json_float(e.prob);
   r.logprob = json_float(e.logprob);
   r.entropy = json_float(e.entropy);
+  // A candidate as a list records it: id, text, probability, and its logit in lists that carry one
+  // (the raw distribution's top, a lens point's) but not in those that do not (a stage's, the residual).
+  auto candidate = [&](const TokenProb& t, bool with_logit) {
+    return TraceCandidate{t.id, std::string(tok.decode(prev, t.id)),
+                          with_logit ? std::optional<double>(json_float(t.logit)) : std::nullopt, json_float(t.prob)};
+  };
   r.top.reserve(e.top.size());
-  for (const auto& t : e.top)
-    r.top.push_back({t.id, std::string(tok.decode(prev, t.id)), json_float(t.logit), json_float(t.prob)});
+  for (const auto& t : e.top) r.top.push_back(candidate(t, true));
   r.stages.reserve(e.stages.size());
   for (const auto& s : e.stages) {
     TraceStage st{s.name, s.params ? *s.params : Params{}, s.kept, json_float(s.mass), json_float(s.entropy), {}, std::nullopt};
     if (s.u >= 0) st.u = json_float(s.u);
     st.top.reserve(s.top.size());
-    for (const auto& t : s.top) st.top.push_back({t.id, std::string(tok.decode(prev, t.id)), std::nullopt, json_float(t.prob)});
+    for (const auto& t : s.top) st.top.push_back(candidate(t, false));
     r.stages.push_back(std::move(st));
   }
   if (e.draw_u >= 0) r.draw.u = json_float(e.draw_u);
@@ -136,7 +141,7 @@ TraceStep step_record(const StepEvent& e, const Tokenizer& tok) {
     r.lens.emplace();
     for (const auto& l : e.lens) {
       TraceLens t{l.layer, l.attn, json_float(l.entropy), {}};
-      for (const auto& c : l.top) t.top.push_back({c.id, std::string(tok.decode(prev, c.id)), json_float(c.logit), json_float(c.prob)});
+      for (const auto& c : l.top) t.top.push_back(candidate(c, true));
       r.lens->push_back(std::move(t));
     }
   }
@@ -160,7 +165,7 @@ TraceStep step_record(const StepEvent& e, const Tokenizer& tok) {
     }
     if (!sp.residual.empty()) {
       t.residual.emplace();
-      for (const auto& c : sp.residual) t.residual->push_back({c.id, std::string(tok.decode(prev, c.id)), std::nullopt, json_float(c.prob)});
+      for (const auto& c : sp.residual) t.residual->push_back(candidate(c, false));
     }
     r.speculative = std::move(t);
   }
@@ -476,6 +481,19 @@ void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logi
     }
     L.raw("]");
   };
+  // A list of candidates with their probabilities alone (a stage's top, the speculative residual).
+  auto probs = [&](std::span<const TokenProb> list) {
+    L.raw("[");
+    for (std::size_t j = 0; j < list.size(); ++j) {
+      const auto& t = list[j];
+      L.raw(j ? ",{" : "{");
+      L.key("id"), L.integer(t.id);
+      L.key("prob"), L.real(t.prob);
+      L.key("text"), L.string(text(prev, t.id));
+      L.raw("}");
+    }
+    L.raw("]");
+  };
   L.clear();
   L.raw("{");
   if (!e.attention.empty()) {
@@ -574,18 +592,7 @@ void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logi
       }
       L.raw("]");
     }
-    if (!sp->residual.empty()) {
-      L.key("residual"), L.raw("[");
-      for (std::size_t j = 0; j < sp->residual.size(); ++j) {
-        const auto& t = sp->residual[j];
-        L.raw(j ? ",{" : "{");
-        L.key("id"), L.integer(t.id);
-        L.key("prob"), L.real(t.prob);
-        L.key("text"), L.string(text(prev, t.id));
-        L.raw("}");
-      }
-      L.raw("]");
-    }
+    if (!sp->residual.empty()) L.key("residual"), probs(sp->residual);
     L.key("round"), L.integer(sp->round);
     L.raw("}");
   }
@@ -600,16 +607,7 @@ void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logi
     L.key("params");
     if (st.params) L.params(*st.params);
     else L.raw("{}");
-    L.key("top"), L.raw("[");
-    for (std::size_t j = 0; j < st.top.size(); ++j) {
-      const auto& t = st.top[j];
-      L.raw(j ? ",{" : "{");
-      L.key("id"), L.integer(t.id);
-      L.key("prob"), L.real(t.prob);
-      L.key("text"), L.string(text(prev, t.id));
-      L.raw("}");
-    }
-    L.raw("]");
+    L.key("top"), probs(st.top);
     if (st.u >= 0) L.key("u"), L.real(st.u);  // keys in order: "u" after "top"
     L.raw("}");
   }
