@@ -54,6 +54,11 @@ std::vector<std::unique_ptr<Sampler>> check_plugins(const Registry& registry, co
 // model when none is named). Throws glassbox errors with one-line messages.
 std::unique_ptr<Session> open_session(const RunOptions& opt);
 
+// Speculative decoding's draft (opt.draft_model, opt.draft_tokenizer): a second session from the same options
+// but the model and tokenizer files, its vocabulary checked against the target's (ConfigError naming both).
+// `run --draft-model` and compare's speculative strategies.
+std::unique_ptr<Session> open_draft(const RunOptions& opt, const Session& target);
+
 void warn(const std::string& message);
 
 // How a trace's writer thread is woken (traces/writer.hpp): for each full-logit line, or each line with
