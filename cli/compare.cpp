@@ -328,10 +328,13 @@ void validate(const Experiment& e, const std::string& where) {
       if (const auto sp = speculative_strategy(s.chain)) {
         // The files are checked here, before any run; the vocabularies and the chain's selecting stage when
         // the workers open the draft (as `run --draft-model` does).
-        if (auto why = not_a_regular_file(sp->draft)) throw ConfigError("draft '" + sp->draft + "': " + *why + " (expected a model file)");
-        if (!sp->draft_tokenizer.empty())
-          if (auto why = not_a_regular_file(sp->draft_tokenizer))
-            throw ConfigError("draft_tokenizer '" + sp->draft_tokenizer + "': " + *why + " (expected a tokenizer file)");
+        auto check_file = [](const std::string& key, const std::string& path, const char* what) {
+          std::error_code ec;
+          if (!fs::exists(path, ec)) throw ConfigError(key + " '" + path + "': no such file (expected " + what + ")");
+          if (auto why = not_a_regular_file(path)) throw ConfigError(key + " '" + path + "': " + *why + " (expected " + what + ")");
+        };
+        check_file("draft", sp->draft, "the draft model's file");
+        if (!sp->draft_tokenizer.empty()) check_file("draft_tokenizer", sp->draft_tokenizer, "a tokenizer file");
         chain = sp->chain;
       }
       std::vector<std::string> warnings;
