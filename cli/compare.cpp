@@ -479,7 +479,7 @@ Run run_from_json(const json& j, const std::string& where, const Experiment& e) 
     const auto g = in.at("grammar");
     r.grammar_steps = g.at("steps").get<int>(1, static_cast<long double>(e.max_tokens) + 1);
     r.grammar_removed = g.at("removed").get<double>(0);
-    r.grammar_removed_mass = g.at("removed_mass").get<double>(0, r.grammar_steps);
+    r.grammar_removed_mass = g.at("removed_mass").get<double>(0, 1.001 * r.grammar_steps);  // <= 1 a step, float rounding aside
   }
   if (r.entropy.empty() || r.entropy.size() != r.chain_entropy.size() || r.entropy.size() != r.logprob.size() ||
       r.pieces.size() != r.tokens.size() || static_cast<long long>(r.tokens.size()) > e.max_tokens)

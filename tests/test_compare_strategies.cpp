@@ -13,6 +13,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "browser.hpp"
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
@@ -31,12 +32,6 @@ json compare_json(const std::vector<std::string>& args) {
   auto r = run_cli(cat({"compare", "--json", "-j", "1"}, args));
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   return json::parse(r.out);
-}
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
 }
 
 std::string model(const std::string& name) { return shared("models/" + name).string(); }
@@ -286,6 +281,31 @@ BOOST_AUTO_TEST_CASE(merged_shards_carry_speculative_grammar_and_ignore_eos) {
   whole.erase("timings");
   merged.erase("timings");
   BOOST_TEST(merged == whole);
+}
+
+// The HTML report's strategies table gains a `specific` column with the same figures, and still renders
+// without a console error.
+BOOST_AUTO_TEST_CASE(html_report_shows_the_specific_figures,
+                     *boost::unit_test::precondition(NeedsChromium())) {
+  const fs::path dir = temp_dir("cmpspec-html");
+  const fs::path page = dir / "report.html";
+  const std::string grammar = (fs::path(GLASSBOX_SOURCE_DIR) / "docs" / "grammars" / "yesno.gbnf").string();
+  const auto r = run_cli(cat(cat({"compare"}, stories_args()),
+                             {"-p", "Is the sky blue?", "-s", "greedy", "-s", "beam:2", "-s",
+                              "spec=speculative:draft=" + model("stories260K.bin") + ";k=2", "-s", "yn=grammar:file=" + grammar + ",dist",
+                              "-N", "2", "-n", "6", "--html", page.string()}));
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(r.out.find("Strategy-specific:") != std::string::npos, "the Markdown lists them too");
+  const auto b = browse(page, "--dump-dom");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  const std::string& dom = b.out;
+  BOOST_TEST(dom.find("data-ready=\"1\"") != std::string::npos, "the report's script did not finish");
+  BOOST_TEST(dom.find("id=\"console-errors\" data-count=\"0\"") != std::string::npos);
+  std::size_t cells = 0;
+  for (auto p = dom.find("class=\"specific\""); p != std::string::npos; p = dom.find("class=\"specific\"", p + 1)) ++cells;
+  BOOST_TEST(cells == 4u, "one per strategy row");
+  for (const char* x : {"beam 2: ", "K=2: 100.0% accepted", "tokens/target forward", "grammar removed 0."})
+    BOOST_TEST(dom.find(x) != std::string::npos, x);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
