@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <memory>
@@ -32,6 +33,7 @@ struct BenchRow {
   double tok_s = 0, tok_s_sd = 0, ms_per_token = 0, cpu_ms_per_token = 0;
   std::optional<double> ttft_ms;            // prefill tests
   std::optional<double> roofline_fraction;  // unless --no-roofline
+  std::optional<int> eog_tokens;            // decode tests with a vocabulary: end-of-generation tokens decoded
 };
 
 nlohmann::json to_json(const BenchRow& e) {
@@ -41,6 +43,7 @@ nlohmann::json to_json(const BenchRow& e) {
                       {"cpu_ms_per_token", e.cpu_ms_per_token}};
   if (e.ttft_ms) j["ttft_ms"] = *e.ttft_ms;
   if (e.roofline_fraction) j["roofline_fraction"] = *e.roofline_fraction;
+  if (e.eog_tokens) j["eog_tokens"] = *e.eog_tokens;
   return j;
 }
 
@@ -150,6 +153,7 @@ struct Result {
   std::string test;  // "pp128", "tg128", "pp128-1by1"
   int tokens = 0, threads = 0;
   std::vector<double> tok_s, cpu_ms_per_tok, ttft_ms;
+  std::optional<int> eog_tokens;
 };
 
 }  // namespace
@@ -215,6 +219,21 @@ void add_bench_command(CLI::App& app) {
       return logits;
     };
 
+    // The decode test's greedy pick: as llama-bench it never stops, so it runs past an end-of-generation
+    // token where a run would have ended; --ignore-eos keeps those ids out of the pick, as `run --ignore-eos`.
+    const std::vector<std::int32_t> eog = s->tokenizer ? s->tokenizer->eog_ids() : std::vector<std::int32_t>{};
+    auto is_eog = [&](std::int32_t t) { return std::find(eog.begin(), eog.end(), t) != eog.end(); };
+    auto pick = [&](std::span<const float> logits) {
+      auto next = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      if (opt.ignore_eos && is_eog(next)) {
+        float best = -std::numeric_limits<float>::infinity();
+        for (std::size_t v = 0; v < logits.size(); ++v)
+          if (!is_eog(static_cast<std::int32_t>(v)) && (logits[v] > best || next < 0 || is_eog(next)))
+            best = logits[v], next = static_cast<std::int32_t>(v);
+      }
+      return next;
+    };
+
     std::vector<Result> results;
     for (int th : thread_list) {
       kernels::set_threads(th);
@@ -252,14 +271,17 @@ void add_bench_command(CLI::App& app) {
           // As llama-bench's tg test: from an empty context (BOS), greedy, n single-token steps.
           s->attention->clear();
           std::span<const float> logits = prefill(*s->model, 1, 1);
+          int eog_seen = 0;
           const double c0 = cpu_seconds();
           const auto t0 = Clock::now();
           for (int i = 0; i < g; ++i) {
-            const auto next = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+            const std::int32_t next = pick(logits);
+            eog_seen += is_eog(next);
             logits = s->model->forward(std::span(&next, 1), i + 1, *s->attention);
           }
           r.tok_s.push_back(g / seconds_since(t0));
           r.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / g);
+          if (s->tokenizer) r.eog_tokens = eog_seen;  // the same in every repeat: greedy from the same start
         }
         results.push_back(std::move(r));
       }
@@ -297,6 +319,7 @@ void add_bench_command(CLI::App& app) {
       e.ms_per_token = 1000 / e.tok_s;
       e.cpu_ms_per_token = median(r.cpu_ms_per_tok);
       if (!r.ttft_ms.empty()) e.ttft_ms = median(r.ttft_ms);
+      e.eog_tokens = r.eog_tokens;
       if (bandwidth.count(r.threads)) {
         // Decode: bytes actually streamed per second against the triad; prefill: flops against the FMA peak.
         e.roofline_fraction = decode ? e.tok_s * matrix_bytes / bandwidth[r.threads] : e.tok_s * 2 * layer_params / flops[r.threads];
@@ -315,6 +338,7 @@ void add_bench_command(CLI::App& app) {
                           {"decode_bytes_per_token", matrix_bytes},
                           {"prefill_flops_per_token", 2 * layer_params},
                           {"results", nlohmann::json::array()}};
+      if (opt.ignore_eos) j["ignore_eos"] = true;
       for (const auto& [th, bw] : bandwidth)
         j["machine"][std::to_string(th)] = {{"triad_gb_s", bw / 1e9}, {"fma_gflop_s", flops[th] / 1e9}};
       for (const auto& e : rows) j["results"].push_back(to_json(e));
@@ -346,6 +370,10 @@ void add_bench_command(CLI::App& app) {
       std::printf("%-14s %7d %12.1f %9.1f %10.3f %10.3f %10s %9s\n", e.test.c_str(), e.threads, e.tok_s, e.tok_s_sd, e.ms_per_token,
                   e.cpu_ms_per_token, ttft, roof.c_str());
     }
+    for (const auto& e : rows)
+      if (e.eog_tokens && *e.eog_tokens > 0)
+        std::printf("\nnote: %s's greedy decode chose an end-of-generation token %d time%s, where a run would have stopped "
+                    "at the first (--ignore-eos keeps them out)\n", e.test.c_str(), *e.eog_tokens, *e.eog_tokens == 1 ? "" : "s");
     std::printf("\nroofline: decode = bytes streamed per second (%.1f MB of matrices per token) / triad bandwidth;\n"
                 "          prefill = flops per second (%.1f MFLOP per token) / FMA peak. ttft = the prefill's time.\n",
                 matrix_bytes / 1e6, 2 * layer_params / 1e6);

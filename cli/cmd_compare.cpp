@@ -62,7 +62,7 @@ void add_compare_command(CLI::App& app) {
     int samples = 0, max_tokens = 0;
     std::uint64_t seed = 0;
     int jobs = 0;
-    bool independent_seeds = false, no_progress = false;
+    bool independent_seeds = false, no_progress = false, ignore_eos = false;
     Output out;
     std::vector<std::string> shard_files;
     Output merge_out;
@@ -74,7 +74,8 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--experiment,--config", o->experiment, "YAML experiment file (docs/compare.md); options given here win");
   cmd->add_option("--prompt,-p", o->prompts, "a prompt (repeatable)");
   cmd->add_option("--prompts", o->prompts_file, "file of prompts: one per line, or JSON Lines");
-  cmd->add_option("--strategy,-s", o->strategies, "sampler chain, optionally labelled LABEL=CHAIN (repeatable)");
+  cmd->add_option("--strategy,-s", o->strategies,
+                  "sampler chain, beam:N or speculative:draft=FILE;k=K;chain=CHAIN, optionally labelled LABEL=... (repeatable)");
   cmd->add_option("--samples,-N", o->samples, "samples per prompt and strategy (default 10)");
   cmd->add_option("--seed", o->seed, "seed of the sweep (default 0): each run's seed is derived from it");
   cmd->add_option("--max-tokens,-n", o->max_tokens, "tokens to generate at most per run (default 64)");
@@ -86,6 +87,7 @@ void add_compare_command(CLI::App& app) {
   add_shared_option(cmd, "tokenizer_plugin", o->tokenizer_plugin);
   add_shared_option(cmd, "attention", o->attention);
   add_shared_option(cmd, "plugin_path", o->plugin_path);
+  add_shared_flag(cmd, "ignore_eos", o->ignore_eos);
   cmd->add_option("--jobs,-j", o->jobs, "parallel runs (default: the number of cores)")->check(CLI::Range(1, 1024));
   cmd->add_option("--traces", o->traces, "write each run's trace and viewer page into this folder");
   cmd->add_option("--trace-lens", o->trace_lens, "with --traces: record the logit lens in each trace (blocks | all)")
@@ -120,6 +122,7 @@ void add_compare_command(CLI::App& app) {
     if (given("--seed")) e.seed = o->seed;
     if (given("--max-tokens")) e.max_tokens = o->max_tokens;
     if (given("--independent-seeds")) e.independent_seeds = o->independent_seeds;
+    if (given("--ignore-eos")) e.ignore_eos = o->ignore_eos;
     if (given("--model")) e.model = o->model;
     if (given("--tokenizer")) e.tokenizer = o->tokenizer;
     if (given("--tokenizer-plugin")) e.tokenizer_plugin = o->tokenizer_plugin;

@@ -94,33 +94,6 @@ RunOptions beam_session_options(const RunOptions& opt, bool length_penalty_given
   return o;
 }
 
-// Speculative decoding's draft: a second session from the same options but the model (and tokenizer)
-// files, its vocabulary checked against the target's.
-std::unique_ptr<Session> open_draft(const RunOptions& opt, const Session& target) {
-  RunOptions d = opt;
-  d.model = opt.draft_model;
-  d.model_hash = false;
-  d.defer_model_hash = false;
-  d.seed = target.seed;
-  d.tokenizer = PluginSpec{"", {}};
-  if (!opt.draft_tokenizer.empty()) {
-    d.tokenizer.params.emplace_back("path", opt.draft_tokenizer);
-  } else {
-    // A GGUF draft carries its vocabulary; a llama2.c checkpoint reads the target's tokenizer file.
-    char magic[4] = {};
-    if (std::FILE* f = std::fopen(opt.draft_model.c_str(), "rb")) {
-      if (std::fread(magic, 1, 4, f) != 4) magic[0] = 0;
-      std::fclose(f);
-    }
-    if (std::string_view(magic, 4) != "GGUF" && !target.header.tokenizer_path.empty())
-      d.tokenizer.params.emplace_back("path", target.header.tokenizer_path);
-  }
-  auto draft = open_session(d);
-  check_draft_vocabulary(*target.tokenizer, target.config.vocab_size, target.header.model_path, *draft->tokenizer,
-                         draft->config.vocab_size, draft->header.model_path);
-  return draft;
-}
-
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "generate text from a prompt, streaming it to stdout");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, kRun);

@@ -31,6 +31,7 @@
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/rng.hpp"
+#include "glassbox/speculative.hpp"
 #include "glassbox/traces/html.hpp"
 #include "glassbox/traces/reader.hpp"
 #include "glassbox/traces/writer.hpp"
@@ -71,7 +72,7 @@ std::string clean_utf8(const std::string& s) {
 json experiment_json(const Experiment& e) {
   json strategies = json::array();
   for (const auto& s : e.strategies) strategies.push_back({{"label", s.label}, {"chain", s.chain}});
-  return {{"model", e.model},
+  json j = {{"model", e.model},
           {"tokenizer", e.tokenizer},
           {"tokenizer_plugin", e.tokenizer_plugin},
           {"attention", e.attention},
@@ -82,6 +83,9 @@ json experiment_json(const Experiment& e) {
           {"seed", e.seed},
           {"max_tokens", e.max_tokens},
           {"independent_seeds", e.independent_seeds}};
+  // Only when set: an experiment without it reads, and writes, as it did before the key existed.
+  if (e.ignore_eos) j["ignore_eos"] = true;
+  return j;
 }
 
 // Shards are read back from files a user may have edited: every field is typed and ranged, by its key
@@ -102,6 +106,7 @@ Experiment experiment_from_json(const json& j, const std::string& where) {
   e.seed = in.at("seed").get<std::uint64_t>();
   e.max_tokens = in.at("max_tokens").get<int>(1);
   e.independent_seeds = in.at("independent_seeds").get<bool>();
+  if (in.has("ignore_eos")) e.ignore_eos = in.at("ignore_eos").get<bool>();
   validate_shape(e, where);
   return e;
 }
@@ -146,6 +151,52 @@ std::optional<BeamOptions> beam_strategy(const std::string& chain) {
   }
   if (b.width == 0) throw ConfigError("strategy '" + chain + "': beam needs a width (beam:N or beam:width=N)");
   return b;
+}
+
+std::optional<SpeculativeStrategy> speculative_strategy(const std::string& chain) {
+  if (chain != "speculative" && chain.rfind("speculative:", 0) != 0) return std::nullopt;
+  SpeculativeStrategy sp;
+  bool has_chain = false;
+  const std::string rest = chain.size() > 12 ? chain.substr(12) : "";
+  std::size_t at = 0;
+  while (at < rest.size()) {
+    // chain= takes the rest of the text: a chain's stages may hold ';' (repetition-penalty:penalty=1.3;last_n=32).
+    if (rest.compare(at, 6, "chain=") == 0) {
+      sp.chain = rest.substr(at + 6);
+      has_chain = true;
+      break;
+    }
+    const std::size_t end = std::min(rest.find(';', at), rest.size());
+    const std::string item = rest.substr(at, end - at);
+    at = end + 1;
+    const auto eq = item.find('=');
+    if (eq == std::string::npos)
+      throw ConfigError("strategy '" + chain + "': '" + item + "' is not KEY=VALUE (speculative takes draft, k, draft_tokenizer and chain)");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (key == "draft" || key == "draft_model") {
+      if (value.empty()) throw ConfigError("strategy '" + chain + "': draft is empty (expected the draft model's file)");
+      sp.draft = value;
+    } else if (key == "draft_tokenizer") {
+      if (value.empty()) throw ConfigError("strategy '" + chain + "': draft_tokenizer is empty (expected a tokenizer file)");
+      sp.draft_tokenizer = value;
+    } else if (key == "k" || key == "draft_tokens") {
+      char* stop = nullptr;
+      errno = 0;
+      const long k = std::strtol(value.c_str(), &stop, 10);
+      if (value.empty() || *stop || errno || k < 1 || k > kMaxDraftTokens)
+        throw ConfigError("strategy '" + chain + "': k '" + value + "' (expected an integer in 1.." + std::to_string(kMaxDraftTokens) + ")");
+      sp.k = static_cast<int>(k);
+    } else {
+      throw ConfigError("strategy '" + chain + "': unknown parameter '" + key +
+                        "' (speculative takes draft, k, draft_tokenizer and chain)");
+    }
+  }
+  if (sp.draft.empty())
+    throw ConfigError("strategy '" + chain + "': speculative needs a draft model (speculative:draft=FILE;k=K;chain=CHAIN)");
+  if (has_chain && sp.chain.empty()) throw ConfigError("strategy '" + chain + "': chain is empty (expected a sampler chain, e.g. greedy)");
+  if (beam_strategy(sp.chain) || speculative_strategy(sp.chain))
+    throw ConfigError("strategy '" + chain + "': chain '" + sp.chain + "' is a strategy of its own, not a sampler chain");
+  return sp;
 }
 
 std::vector<std::string> read_prompts(const std::string& path) {
@@ -239,10 +290,11 @@ void load_experiment(const std::string& path, Experiment& e) {
       else if (key == "seed") e.seed = v.as<std::uint64_t>();
       else if (key == "max_tokens") e.max_tokens = v.as<int>();
       else if (key == "independent_seeds") e.independent_seeds = v.as<bool>();
+      else if (key == "ignore_eos") e.ignore_eos = v.as<bool>();
       else
         throw ConfigError(path + ": unknown key '" + kv.first.as<std::string>() +
                           "' (known: model, tokenizer, tokenizer_plugin, attention, plugin_path, prompts, prompts_file, "
-                          "strategies, samples, seed, max_tokens, independent_seeds)");
+                          "strategies, samples, seed, max_tokens, independent_seeds, ignore_eos)");
     }
   } catch (const YAML::BadConversion& x) {
     throw ConfigError(path + ": " + current + " (line " + std::to_string(x.mark.line + 1) + "): value has the wrong type");
@@ -272,8 +324,21 @@ void validate(const Experiment& e, const std::string& where) {
     try {
       if (s.chain.empty()) throw ConfigError("empty sampler chain");
       if (beam_strategy(s.chain)) continue;  // checked as it parses; its width against the vocabulary when it runs
+      std::string chain = s.chain;
+      if (const auto sp = speculative_strategy(s.chain)) {
+        // The files are checked here, before any run; the vocabularies and the chain's selecting stage when
+        // the workers open the draft (as `run --draft-model` does).
+        auto check_file = [](const std::string& key, const std::string& path, const char* what) {
+          std::error_code ec;
+          if (!fs::exists(path, ec)) throw ConfigError(key + " '" + path + "': no such file (expected " + what + ")");
+          if (auto why = not_a_regular_file(path)) throw ConfigError(key + " '" + path + "': " + *why + " (expected " + what + ")");
+        };
+        check_file("draft", sp->draft, "the draft model's file");
+        if (!sp->draft_tokenizer.empty()) check_file("draft_tokenizer", sp->draft_tokenizer, "a tokenizer file");
+        chain = sp->chain;
+      }
       std::vector<std::string> warnings;
-      build_sampler_stages(reg, parse_plugin_chain(s.chain, "sampler"), warnings);
+      build_sampler_stages(reg, parse_plugin_chain(chain, "sampler"), warnings);
       for (const auto& w : warnings) warn("strategy '" + s.label + "': " + w);
     } catch (const Error& x) {
       throw ConfigError(where + ": strategies[" + std::to_string(i) + "] '" + s.label + "': " + x.what());
@@ -310,11 +375,16 @@ std::string run_command(const Experiment& e, int prompt, int strategy, int sampl
     std::ostringstream a;
     a << b->length_penalty;
     c += " --beam-width " + std::to_string(b->width) + " --length-penalty " + a.str();
+  } else if (const auto sp = speculative_strategy(e.strategies[strategy].chain)) {
+    c += " --draft-model " + quote_shell(sp->draft);
+    if (!sp->draft_tokenizer.empty()) c += " --draft-tokenizer " + quote_shell(sp->draft_tokenizer);
+    c += " --draft-tokens " + std::to_string(sp->k) + " --sampler " + quote_shell(sp->chain);
   } else {
     c += " --sampler " + quote_shell(e.strategies[strategy].chain);
   }
   c += " --seed " + std::to_string(run_seed(e, prompt, strategy, sample));
   c += " --max-tokens " + std::to_string(e.max_tokens);
+  if (e.ignore_eos) c += " --ignore-eos";
   return c;
 }
 
@@ -351,6 +421,15 @@ json run_json(const Run& r) {
     j["beam_forwards"] = r.beam_forwards;
     j["beam_kv_copies"] = r.beam_kv_copies;
   }
+  if (r.speculative)
+    j["speculative"] = {{"k", r.speculative->k},
+                        {"rounds", r.speculative->rounds},
+                        {"draft_forwards", r.speculative->draft_forwards},
+                        {"proposed", r.speculative->proposed},
+                        {"accepted", r.speculative->accepted},
+                        {"tokens", r.speculative->tokens}};
+  if (r.grammar_steps > 0)
+    j["grammar"] = {{"steps", r.grammar_steps}, {"removed", r.grammar_removed}, {"removed_mass", r.grammar_removed_mass}};
   return j;
 }
 
@@ -385,6 +464,23 @@ Run run_from_json(const json& j, const std::string& where, const Experiment& e) 
     r.beam_forwards = in.at("beam_forwards").get<std::int64_t>(1);
     r.beam_kv_copies = in.at("beam_kv_copies").get<std::int64_t>(0);
   }
+  if (in.has("speculative")) {
+    const auto sp = in.at("speculative");
+    SpeculativeSummary x;
+    x.k = sp.at("k").get<int>(1, kMaxDraftTokens);
+    x.rounds = sp.at("rounds").get<int>(0);
+    x.draft_forwards = sp.at("draft_forwards").get<int>(0);
+    x.proposed = sp.at("proposed").get<int>(0);
+    x.accepted = sp.at("accepted").get<int>(0, x.proposed);
+    x.tokens = sp.at("tokens").get<int>(0);
+    r.speculative = x;
+  }
+  if (in.has("grammar")) {
+    const auto g = in.at("grammar");
+    r.grammar_steps = g.at("steps").get<int>(1, static_cast<long double>(e.max_tokens) + 1);
+    r.grammar_removed = g.at("removed").get<double>(0);
+    r.grammar_removed_mass = g.at("removed_mass").get<double>(0, 1.001 * r.grammar_steps);  // <= 1 a step, float rounding aside
+  }
   if (r.entropy.empty() || r.entropy.size() != r.chain_entropy.size() || r.entropy.size() != r.logprob.size() ||
       r.pieces.size() != r.tokens.size() || static_cast<long long>(r.tokens.size()) > e.max_tokens)
     in.fail("per-step arrays of different lengths, empty, or longer than max_tokens");
@@ -413,8 +509,19 @@ namespace {
 class Collector final : public TraceSink {
  public:
   Collector(Run& r, const Tokenizer& tok) : r_(r), tok_(tok) {}
-  void header(const RunHeader&) override {}
+  void header(const RunHeader& h) override { vocab_ = h.config.vocab_size; }
   void step(const StepEvent& e) override {
+    // What a grammar stage removed: what entered it (the previous stage's record, or the whole
+    // vocabulary and mass 1 when it runs first) minus what it kept, in raw-model probability mass.
+    for (std::size_t i = 0; i < e.stages.size(); ++i) {
+      if (e.stages[i].name != "grammar") continue;
+      const double in_mass = i == 0 ? 1.0 : static_cast<double>(e.stages[i - 1].mass);
+      const int in_kept = i == 0 ? vocab_ : e.stages[i - 1].kept;
+      r_.grammar_removed_mass += std::max(0.0, in_mass - static_cast<double>(e.stages[i].mass));
+      r_.grammar_removed += std::max(0, in_kept - e.stages[i].kept);
+      ++r_.grammar_steps;
+      break;  // one grammar stage is counted (a chain has one)
+    }
     r_.entropy.push_back(e.entropy);
     r_.logprob.push_back(e.logprob);
     // The distribution drawn from is the selecting stage's (the last recorded); an argmax draws
@@ -441,6 +548,7 @@ class Collector final : public TraceSink {
   void summary(const Summary& s) override {
     r_.stop_reason = s.stop_reason;
     if (s.beam) r_.beam_forwards = s.beam->forwards, r_.beam_kv_copies = s.beam->kv_copies;
+    if (s.speculative) r_.speculative = s.speculative;
     const auto n = static_cast<std::size_t>(s.generated);
     tokens_.resize(std::min(n, tokens_.size()));
     pieces_.resize(tokens_.size());
@@ -451,6 +559,7 @@ class Collector final : public TraceSink {
  private:
   Run& r_;
   const Tokenizer& tok_;
+  int vocab_ = 0;
   std::vector<std::int32_t> tokens_;
   std::vector<std::string> pieces_;
 };
@@ -463,6 +572,8 @@ struct Worker {
   std::vector<RunHeader> headers;
   std::vector<std::optional<BeamOptions>> beams;      // per strategy: a beam search instead of the chain
   std::vector<std::unique_ptr<KvStore>> beam_stores;  // the widest beam strategy's stores beyond the session's
+  std::vector<std::unique_ptr<Session>> drafts;       // per strategy: a speculative strategy's draft (else null)
+  std::vector<std::unique_ptr<SpeculativeEngine>> speculative;  // per strategy: its engine (else null)
 };
 
 RunOptions session_options(const Experiment& e) {
@@ -474,6 +585,7 @@ RunOptions session_options(const Experiment& e) {
   o.plugin_path.assign(e.plugin_path.begin(), e.plugin_path.end());
   o.seed = e.seed;
   o.max_tokens = e.max_tokens;
+  o.ignore_eos = e.ignore_eos;
   return o;
 }
 
@@ -482,21 +594,48 @@ std::unique_ptr<Worker> make_worker(const Experiment& e) {
   w->session = open_session(session_options(e));
   Session& s = *w->session;
   int widest = 0;
-  for (const auto& st : e.strategies) {
+  for (std::size_t i = 0; i < e.strategies.size(); ++i) {
+    const auto& st = e.strategies[i];
     std::vector<std::string> warnings;  // reported once, by validate()
     // A beam strategy's header names the greedy chain, as `run --beam-width` does (docs/beam-search.md).
     w->beams.push_back(beam_strategy(st.chain));
+    const auto sp = speculative_strategy(st.chain);
     if (w->beams.back()) {
       check_beam_options(*w->beams.back(), s.header.config.vocab_size);
       check_beam_attention(*s.attention, s.attention->name());
       widest = std::max(widest, w->beams.back()->width);
     }
-    auto stages = build_sampler_stages(*s.registry, parse_plugin_chain(w->beams.back() ? "greedy" : st.chain, "sampler"), warnings);
+    const std::string chain = w->beams.back() ? "greedy" : sp ? sp->chain : st.chain;
+    auto stages = build_sampler_stages(*s.registry, parse_plugin_chain(chain, "sampler"), warnings);
+    // --ignore-eos's ban, first in the chain as in `run` (a beam search bans the ids itself: BeamOptions).
+    if (e.ignore_eos && !w->beams.back())
+      if (auto ban = make_ignore_eos_stage(*s.registry, *s.tokenizer)) stages.insert(stages.begin(), std::move(ban));
     w->chains.push_back(std::make_unique<SamplerChain>(std::move(stages), s.header.config.vocab_size, 0));
     w->engines.push_back(std::make_unique<Engine>(*s.model, *s.tokenizer, *s.attention, *w->chains.back()));
     RunHeader h = s.header;
     std::erase_if(h.plugins, [](const PluginRecord& p) { return p.kind == "sampler"; });
     for (const auto& stage : w->chains.back()->stages()) h.plugins.push_back({"sampler", stage->name(), stage->params()});
+    w->drafts.emplace_back();
+    w->speculative.emplace_back();
+    if (sp) {
+      // The draft as `run --draft-model` opens it (its vocabulary checked against the model's, its chain
+      // built from the same stages), and run's speculative loop over the two.
+      try {
+        RunOptions d = session_options(e);
+        d.sampler = parse_plugin_chain(sp->chain, "sampler");
+        d.draft_model = sp->draft;
+        d.draft_tokenizer = sp->draft_tokenizer;
+        d.draft_tokens = sp->k;
+        w->drafts.back() = open_draft(d, s);
+        Session& ds = *w->drafts.back();
+        h.speculative = SpeculativeSetup{ds.header.model_path, ds.header.tokenizer_path, sp->k};
+        w->speculative.back() = std::make_unique<SpeculativeEngine>(
+            *s.model, *s.tokenizer, *s.attention, *w->chains.back(),
+            DraftModel{*ds.model, *ds.attention, *ds.sampler, ds.header.model_path}, sp->k);
+      } catch (const ConfigError& x) {
+        throw ConfigError("compare: strategies[" + std::to_string(i) + "] '" + st.label + "': " + x.what());
+      }
+    }
     w->headers.push_back(std::move(h));
   }
   for (int i = 1; i < widest && s.attention->persistent(); ++i)
@@ -543,8 +682,13 @@ Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::strin
     g.watch.lens = LensPoints::Off;  // a beam search records no logit lens (docs/beam-search.md)
     BeamSearch search(*w.session->model, *w.session->tokenizer, std::move(stores));
     const Tokenizer& tok = *w.session->tokenizer;
-    search.generate(tok.encode(e.prompts[p], tok.add_bos(), false), e.prompts[p], g, *beam, h, sinks,
+    BeamOptions bo = *beam;
+    bo.ban_eog = e.ignore_eos;
+    search.generate(tok.encode(e.prompts[p], tok.add_bos(), false), e.prompts[p], g, bo, h, sinks,
                     [&](std::string_view piece) { text += piece; });
+  } else if (w.speculative[s]) {
+    g.watch.lens = LensPoints::Off;  // a round's block holds positions not yet decided (docs/speculative.md)
+    w.speculative[s]->generate(e.prompts[p], g, h, sinks, [&](std::string_view piece) { text += piece; });
   } else {
     w.engines[s]->generate(e.prompts[p], g, h, sinks, [&](std::string_view piece) { text += piece; });
   }
@@ -838,6 +982,31 @@ json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
       st["beam"] = {{"width", b->width}, {"length_penalty", b->length_penalty},
                     {"forwards_per_step", steps > 0 ? fw / steps : 0.0}, {"kv_copies_per_run", copies / (P * N)}};
     }
+    if (const auto sp = speculative_strategy(e.strategies[s].chain)) {
+      // Pooled over the strategy's runs: accepted / proposed drafted tokens, tokens decided / target forwards.
+      long long rounds = 0, draft_fw = 0, proposed = 0, accepted = 0, tokens = 0;
+      for (int p = 0; p < P; ++p)
+        for (const Run* r : runs_of(p, s))
+          if (r->speculative) {
+            rounds += r->speculative->rounds, draft_fw += r->speculative->draft_forwards;
+            proposed += r->speculative->proposed, accepted += r->speculative->accepted, tokens += r->speculative->tokens;
+          }
+      st["speculative"] = {{"draft", sp->draft}, {"k", sp->k}, {"chain", sp->chain},
+                           {"rounds", rounds}, {"draft_forwards", draft_fw}, {"proposed", proposed}, {"accepted", accepted},
+                           {"tokens", tokens},
+                           {"acceptance_rate", proposed > 0 ? static_cast<double>(accepted) / proposed : 0.0},
+                           {"tokens_per_target_forward", rounds > 0 ? static_cast<double>(tokens) / rounds : 0.0}};
+      if (!sp->draft_tokenizer.empty()) st["speculative"]["draft_tokenizer"] = sp->draft_tokenizer;
+    }
+    {
+      // A chain with a grammar stage: the mean, over every step the stage ran at, of what it removed.
+      long long steps = 0;
+      double removed = 0, mass = 0;
+      for (int p = 0; p < P; ++p)
+        for (const Run* r : runs_of(p, s)) steps += r->grammar_steps, removed += r->grammar_removed, mass += r->grammar_removed_mass;
+      if (steps > 0)
+        st["grammar"] = {{"steps", steps}, {"removed_per_step", removed / steps}, {"removed_mass_per_step", mass / steps}};
+    }
     st["perplexity_pooled"] = std::exp(-lp_sum / static_cast<double>(lp_steps));
     strategies.push_back(st);
     // Mean entropy at each step index over the runs that reached it.
@@ -865,7 +1034,7 @@ json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
   json runs_j = json::array();
   for (const Run* r : at) {
     const auto m = sample_metrics(*r);
-    runs_j.push_back({{"prompt", r->prompt},
+    json rj = {{"prompt", r->prompt},
                       {"strategy", r->strategy},
                       {"sample", r->sample},
                       {"seed", r->seed},
@@ -882,7 +1051,16 @@ json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
                       {"perplexity", m.perplexity},
                       {"first", r->first},
                       {"command", run_command(e, r->prompt, r->strategy, r->sample)},
-                      {"trace", r->trace}});
+                      {"trace", r->trace}};
+    if (r->speculative)
+      rj["speculative"] = {{"rounds", r->speculative->rounds}, {"proposed", r->speculative->proposed},
+                           {"accepted", r->speculative->accepted}, {"tokens", r->speculative->tokens},
+                           {"acceptance_rate", r->speculative->acceptance_rate()},
+                           {"tokens_per_target_forward", r->speculative->tokens_per_target_forward()}};
+    if (r->grammar_steps > 0)
+      rj["grammar"] = {{"steps", r->grammar_steps}, {"removed_per_step", r->grammar_removed / r->grammar_steps},
+                       {"removed_mass_per_step", r->grammar_removed_mass / r->grammar_steps}};
+    runs_j.push_back(std::move(rj));
   }
   return {{"schema", kReportSchema},
           {"experiment", experiment_json(e)},
@@ -960,6 +1138,34 @@ std::string markdown(const json& rep) {
       << pm(st["chain_entropy"], 3) << " | " << pm(st["logprob"], 3) << " | " << fixed(num(st["perplexity_pooled"]), 2) << " | "
       << pm(st["length"], 1) << " | " << stops_text(st["stop_reasons"]) << " |\n";
   }
+  // What only some strategies have (docs/compare.md): a beam search's cost, speculative decoding's
+  // acceptance, the probability mass a grammar removed.
+  std::string specific;
+  for (const auto& st : rep["strategies"]) {
+    std::vector<std::string> parts;
+    if (st.contains("beam")) {
+      const auto& b = st["beam"];
+      parts.push_back("beam width " + std::to_string(b["width"].get<int>()) + ": " + fixed(num(b["forwards_per_step"]), 2) +
+                      " forward passes per step, " + fixed(num(b["kv_copies_per_run"]), 1) + " K/V copies per run");
+    }
+    if (st.contains("speculative")) {
+      const auto& sp = st["speculative"];
+      parts.push_back("speculative K=" + std::to_string(sp["k"].get<int>()) + " (draft " + show(sp["draft"]) + "): " +
+                      fixed(100 * num(sp["acceptance_rate"]), 1) + " % of " + std::to_string(sp["proposed"].get<long long>()) +
+                      " drafted tokens accepted, " + fixed(num(sp["tokens_per_target_forward"]), 2) + " tokens per target forward");
+    }
+    if (st.contains("grammar")) {
+      const auto& g = st["grammar"];
+      parts.push_back("grammar removed " + fixed(num(g["removed_mass_per_step"]), 3) + " of the probability mass (" +
+                      fixed(num(g["removed_per_step"]), 1) + " candidates) per step, mean of " +
+                      std::to_string(g["steps"].get<long long>()) + " steps");
+    }
+    if (parts.empty()) continue;
+    specific += "- " + show(st["label"]) + ": ";
+    for (std::size_t i = 0; i < parts.size(); ++i) specific += (i ? "; " : "") + parts[i];
+    specific += "\n";
+  }
+  if (!specific.empty()) o << "\nStrategy-specific:\n\n" << specific;
   const auto& runs = rep["runs"];
   const int S = static_cast<int>(ex["strategies"].size());
   for (std::size_t p = 0; p < ex["prompts"].size(); ++p) {
@@ -1025,7 +1231,9 @@ std::string csv(const json& rep) {
   o << "scope,prompt_index,prompt,strategy,chain,runs";
   for (const char* k : pooled) o << "," << k << "," << k << "_sd";
   for (const char* k : kSampleKeys) o << "," << k << "," << k << "_sd";
-  o << ",perplexity_pooled,stop_max_tokens,stop_stop_token,stop_context_full\n";
+  // Strategy-specific columns last (empty where they do not apply, and in cell rows).
+  o << ",perplexity_pooled,stop_max_tokens,stop_stop_token,stop_context_full,acceptance_rate,tokens_per_target_forward,"
+       "grammar_removed_mass_per_step\n";
   auto stops = [](const json& s) {
     auto n = [&](const char* k) { return s.contains(k) ? std::to_string(s[k].get<int>()) : std::string("0"); };
     return n("max_tokens") + "," + n("stop_token") + "," + n("context_full");
@@ -1034,7 +1242,9 @@ std::string csv(const json& rep) {
     o << "strategy,,," << csv_field(st["label"]) << "," << csv_field(st["chain"]) << "," << st["runs"];
     for (const char* k : pooled) o << "," << csv_num(st[k]["mean"]) << "," << csv_num(st[k]["sd"]);
     for (const char* k : kSampleKeys) o << "," << csv_num(st[k]["mean"]) << "," << csv_num(st[k]["sd"]);
-    o << "," << csv_num(st["perplexity_pooled"]) << "," << stops(st["stop_reasons"]) << "\n";
+    auto sub = [&](const char* group, const char* key) { return st.contains(group) ? csv_num(st[group][key]) : std::string(); };
+    o << "," << csv_num(st["perplexity_pooled"]) << "," << stops(st["stop_reasons"]) << "," << sub("speculative", "acceptance_rate")
+      << "," << sub("speculative", "tokens_per_target_forward") << "," << sub("grammar", "removed_mass_per_step") << "\n";
   }
   for (const auto& c : rep["cells"]) {
     const auto& st = ex["strategies"][c["strategy"].get<int>()];
@@ -1042,7 +1252,7 @@ std::string csv(const json& rep) {
       << csv_field(st["label"]) << "," << csv_field(st["chain"]) << "," << c["n"];
     for (const char* k : pooled) o << "," << csv_num(c[k]) << ",";
     for (const char* k : kSampleKeys) o << "," << csv_num(c[k]["mean"]) << "," << csv_num(c[k]["sd"]);
-    o << "," << csv_num(c["perplexity_pooled"]) << "," << stops(c["stop_reasons"]) << "\n";
+    o << "," << csv_num(c["perplexity_pooled"]) << "," << stops(c["stop_reasons"]) << ",,,\n";
   }
   return o.str();
 }

@@ -11,6 +11,7 @@
 
 #include "glassbox/beam_search.hpp"
 #include "glassbox/step_recorder.hpp"
+#include "glassbox/trace_events.hpp"
 
 namespace glassbox::cli::compare {
 
@@ -37,6 +38,9 @@ struct Experiment {
   // false (default): sample i of every strategy gets the same seed (common random numbers), so that
   // side-by-side samples differ only where the strategies do. true: the strategy index is mixed in too.
   bool independent_seeds = false;
+  // As `run --ignore-eos`: every run's chain bans the end-of-generation tokens, so each run goes on to
+  // max_tokens (or the end of the context). In the experiment's JSON only when true.
+  bool ignore_eos = false;
 
   long long runs() const { return static_cast<long long>(prompts.size()) * strategies.size() * samples; }
 };
@@ -49,6 +53,16 @@ Strategy parse_strategy(const std::string& text);
 // A beam-search strategy instead of a chain: "beam:N" or "beam:width=N;length_penalty=A" (docs/compare.md);
 // nullopt for a sampler chain. ConfigError naming the text for a bad width or penalty.
 std::optional<BeamOptions> beam_strategy(const std::string& chain);
+// A speculative-decoding strategy: "speculative:draft=FILE;k=K;draft_tokenizer=FILE;chain=CHAIN" (docs/compare.md),
+// what `run --draft-model FILE --draft-tokens K --sampler CHAIN` does. `chain=` comes last and takes the rest of
+// the text (a chain may hold ';'). nullopt for anything else; ConfigError naming the text and the key otherwise.
+struct SpeculativeStrategy {
+  std::string draft;            // the draft model file
+  std::string draft_tokenizer;  // empty: as run (a GGUF draft's own, else the experiment's tokenizer)
+  int k = 4;                    // tokens drafted per round
+  std::string chain = "greedy"; // the target's (and the draft's) sampler chain
+};
+std::optional<SpeculativeStrategy> speculative_strategy(const std::string& chain);
 // One prompt per line; a line starting with '{' is a JSON object with "prompt", one starting with '"' a
 // JSON string (JSONL, for prompts with newlines). Blank lines are skipped.
 std::vector<std::string> read_prompts(const std::string& path);
@@ -87,6 +101,11 @@ struct Run {
   double ms = 0;                           // wall time of the run (not part of any comparison)
   std::int64_t beam_forwards = 0;          // beam strategies: forward passes of the search (0: a sampled run)
   std::int64_t beam_kv_copies = 0;         // beam strategies: beams whose K/V rows were copied
+  std::optional<SpeculativeSummary> speculative;  // speculative strategies: the run's round figures
+  // Chains with a grammar stage: steps it ran at, and the sums over them of what it removed (candidates,
+  // and raw-model probability mass: what entered the stage minus what it kept; docs/compare.md).
+  int grammar_steps = 0;
+  double grammar_removed = 0, grammar_removed_mass = 0;
 };
 
 nlohmann::json run_json(const Run& r);

@@ -131,10 +131,20 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
   var COLS = [['distinct', 2], ['distinct_1', 3], ['distinct_2', 3], ['distinct_3', 3], ['rep_4', 3], ['loop', 1],
               ['entropy', 3], ['chain_entropy', 3], ['logprob', 3], ['perplexity_pooled', 2], ['length', 1]];
   var HEADS = ['distinct', 'distinct-1', 'distinct-2', 'distinct-3', 'rep-4', 'loop', 'H model', 'H chain', 'logprob', 'ppl', 'length', 'stops'];
+  function specific(st) {
+    var parts = [];
+    if (st.beam) parts.push('beam ' + st.beam.width + ': ' + fmt(st.beam.forwards_per_step, 2) + ' forwards/step');
+    if (st.speculative) parts.push('K=' + st.speculative.k + ': ' + fmt(100 * st.speculative.acceptance_rate, 1) + '% accepted, ' +
+                                   fmt(st.speculative.tokens_per_target_forward, 2) + ' tokens/target forward');
+    if (st.grammar) parts.push('grammar removed ' + fmt(st.grammar.removed_mass_per_step, 3) + ' of the mass per step');
+    return parts.join('; ');
+  }
   (function summary() {
     var t = document.getElementById('summary');
     var tr = el('tr');
-    ['strategy', 'chain'].concat(HEADS).forEach(function (h) { tr.appendChild(el('th', null, h)); });
+    // What only some strategies have (docs/compare.md): a column only when one of them has it.
+    var anySpecific = D.strategies.some(function (st) { return st.beam || st.speculative || st.grammar; });
+    ['strategy', 'chain'].concat(HEADS).concat(anySpecific ? ['specific'] : []).forEach(function (h) { tr.appendChild(el('th', null, h)); });
     t.appendChild(tr);
     D.strategies.forEach(function (st, s) {
       var row = el('tr', {'class': 'strategy-row'});
@@ -146,6 +156,7 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
         row.appendChild(td);
       });
       row.appendChild(el('td', null, stops(st.stop_reasons)));
+      if (anySpecific) row.appendChild(el('td', {'class': 'specific'}, specific(st)));
       t.appendChild(row);
     });
   })();

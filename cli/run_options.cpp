@@ -244,8 +244,9 @@ std::vector<RunOption> make_table() {
                      },
                      [](const RunOptions& o) { return join_specs(o.sampler); }}));
   t.push_back(entry({.key = "ignore_eos", .flags = "--ignore-eos",
-                     .help = "never end at an end-of-generation token: a logit-bias stage banning each one runs first",
-                     .example = "true", .commands = kGenerate},
+                     .help = "never end at an end-of-generation token (as llama.cpp's): a logit-bias stage banning each one runs "
+                             "first; compare: in every run; bench: the decode test never picks one",
+                     .example = "true", .commands = kGenerate | kCompare | kBench},
                     flag(&RunOptions::ignore_eos)));
   t.push_back(entry({.key = "grammar", .flags = "--grammar", .value_name = "FILE",
                      .help = "constrain the output to a GBNF grammar (llama.cpp's format): a grammar stage runs first in the chain",
@@ -463,6 +464,11 @@ CLI::Option* add_entry(CLI::App* cmd, const RunOption& e, std::string& text) {
 CLI::Option* add_shared_option(CLI::App* cmd, const std::string& key, std::string& target) {
   const RunOption& e = run_option(key);
   return add_entry(cmd, e, target);
+}
+
+CLI::Option* add_shared_flag(CLI::App* cmd, const std::string& key, bool& target) {
+  const RunOption& e = run_option(key);
+  return cmd->add_flag(e.flags, target, e.help_line());
 }
 
 CLI::Option* add_shared_option(CLI::App* cmd, const std::string& key, std::vector<std::string>& target) {

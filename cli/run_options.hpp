@@ -125,6 +125,7 @@ traces::LogitsEncoding parse_logits_encoding(const std::string& text);
 // same flags, value name and help as `run`.
 CLI::Option* add_shared_option(CLI::App* cmd, const std::string& key, std::string& target);
 CLI::Option* add_shared_option(CLI::App* cmd, const std::string& key, std::vector<std::string>& target);
+CLI::Option* add_shared_flag(CLI::App* cmd, const std::string& key, bool& target);  // a flag entry (compare)
 
 // Adds the table's options for `command` to a CLI11 command; merge() then reads --config and lays the
 // values given on the command line over it.

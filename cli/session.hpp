@@ -58,6 +58,11 @@ std::unique_ptr<Session> open_session(const RunOptions& opt);
 // (watch_spec) and the context policy. Warns when --trace-attention or --trace-lens has no trace to go to.
 GenerateOptions generate_options(const RunOptions& opt, const Session& s);
 
+// Speculative decoding's draft (opt.draft_model, opt.draft_tokenizer): a second session from the same options
+// but the model and tokenizer files, its vocabulary checked against the target's (ConfigError naming both).
+// `run --draft-model` and compare's speculative strategies.
+std::unique_ptr<Session> open_draft(const RunOptions& opt, const Session& target);
+
 void warn(const std::string& message);
 
 // How a trace's writer thread is woken (traces/writer.hpp): for each full-logit line, or each line with

@@ -94,6 +94,15 @@ void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vo
   }
 }
 
+std::unique_ptr<Sampler> make_ignore_eos_stage(const Registry& registry, const Tokenizer& tokenizer) {
+  // As llama.cpp's --ignore-eos: every end-of-generation id gets a -inf bias before any other stage
+  // runs, so the chain never picks one; the stage is in the trace like any other.
+  std::string bias;
+  for (auto id : tokenizer.eog_ids()) bias += (bias.empty() ? "" : ";") + std::to_string(id) + "=-inf";
+  if (bias.empty()) return nullptr;
+  return registry.make_sampler(PluginSpec{"logit-bias", {{"bias", bias}}});
+}
+
 std::unique_ptr<Pipeline> build_pipeline(std::shared_ptr<const LoadedModel> loaded, const RunSpec& spec,
                                          std::vector<std::string>& warnings) {
   auto stages = check_run_spec(*loaded->registry, spec, warnings);
@@ -135,12 +144,8 @@ std::unique_ptr<Pipeline> build_pipeline(std::shared_ptr<const LoadedModel> load
   p->attention = loaded->registry->make_attention(spec.attention, cfg.attention_shape());
   p->seed = spec.seed ? *spec.seed : std::random_device{}();
   if (spec.ignore_eos) {
-    // As llama.cpp's --ignore-eos: every end-of-generation id gets a -inf bias before any other stage
-    // runs, so the chain never picks one; the stage is in the trace like any other.
     if (!p->tokenizer) throw ConfigError("--ignore-eos: this run has no vocabulary to name its end-of-generation tokens");
-    std::string bias;
-    for (auto id : p->tokenizer->eog_ids()) bias += (bias.empty() ? "" : ";") + std::to_string(id) + "=-inf";
-    if (!bias.empty()) stages.insert(stages.begin(), loaded->registry->make_sampler(PluginSpec{"logit-bias", {{"bias", bias}}}));
+    if (auto ban = make_ignore_eos_stage(*loaded->registry, *p->tokenizer)) stages.insert(stages.begin(), std::move(ban));
   }
   check_token_ids(stages, cfg.vocab_size);
   p->sampler = std::make_unique<SamplerChain>(std::move(stages), cfg.vocab_size, p->seed);

@@ -69,6 +69,10 @@ constexpr int kDefaultContextCap = 4096;
 // (with "dist" appended when nothing selects) and adds chain warnings to `warnings`.
 std::vector<std::unique_ptr<Sampler>> check_run_spec(const Registry& registry, const RunSpec& spec, std::vector<std::string>& warnings);
 
+// --ignore-eos's stage: a logit-bias of -inf on each of the tokenizer's end-of-generation ids (null when it
+// has none), to go first in a chain. build_pipeline adds it for RunSpec::ignore_eos; compare's chains too.
+std::unique_ptr<Sampler> make_ignore_eos_stage(const Registry& registry, const Tokenizer& tokenizer);
+
 // Throws ConfigError when a logit-bias stage names a token id outside the vocabulary.
 void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vocab_size);
 
