@@ -33,19 +33,24 @@ std::string output_format(const std::string& to, const std::string& out, const s
 void add_validate(CLI::App* trace) {
   auto file = std::make_shared<std::string>();
   auto partial = std::make_shared<bool>(false);
-  auto* cmd = trace->add_subcommand("validate", "check a trace against glassbox.trace/1 (exit 2 naming the bad line)");
+  auto* cmd = trace->add_subcommand("validate", "check a trace against its format version, glassbox.trace/1 or /2 (exit 2 naming the bad line)");
   cmd->add_option("FILE", *file, "trace file (JSON Lines)")->required();
   cmd->add_flag("--partial", *partial, "accept a trace cut short (ending in an error or interrupted line, or just stopping) and say so");
   cmd->callback([file, partial] {
     traces::ReadOptions ro;
     ro.require_summary = !*partial;
     const auto t = traces::read_trace(*file, ro);
-    std::cout << *file << ": valid " << traces::kSchema << ", " << t.steps.size() << " steps ("
+    std::cout << *file << ": valid " << t.schema() << ", " << t.steps.size() << " steps ("
               << (t.steps.empty() ? "none" : "prefill + " + std::to_string(t.steps.size() - 1) + " decode")
               << "), trace level " << traces::level_name(t.header.level) << ", sampler " << t.sampler_chain();
     if (t.complete()) std::cout << ", stop: " << t.summary->stop_reason << "\n";
     else if (t.end) std::cout << ", cut short: " << t.end->type << ": " << t.end->message << "\n";
     else std::cout << ", cut short: no last line (a crash or a kill)\n";
+    // Valid all the same (docs/trace-format.md, "Versions"): said once, so that the file can be told apart
+    // from a /1 trace as the first version defined it.
+    if (const int line = t.legacy_base64_line())
+      std::cerr << "glassbox: note: " << *file << ":" << line << ": base64 logits under " << t.schema()
+                << " (legacy: written before the format became " << traces::kSchema << "); read as " << traces::kSchema << "\n";
   });
 }
 

@@ -604,7 +604,7 @@ bool is_engine_file(const std::string& path) {
     if (line.empty() || line == "\r") continue;
     if (line.rfind("data:", 0) == 0 || line[0] == ':' || line.rfind("event:", 0) == 0) return true;
     // A golden JSONL line has "steps"; anything else in JSON is another engine's response.
-    // A glassbox trace ("schema": "glassbox.trace/1") is refused by the golden path with its own message.
+    // A glassbox trace ("schema": "glassbox.trace/N", any version) is refused by the golden path with its own message.
     if (line[0] == '{' || line[0] == '[')
       return line.find("\"steps\"") == std::string::npos && line.find("glassbox.trace/") == std::string::npos;
     return false;

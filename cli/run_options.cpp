@@ -273,7 +273,7 @@ std::vector<RunOption> make_table() {
                      [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.seed = parse_seed(scalar(v, where), where); },
                      [](const RunOptions& o) { return o.seed ? std::to_string(*o.seed) : std::string(); }}));
   t.push_back(entry({.key = "trace", .flags = "--trace", .value_name = "FILE",
-                     .help = "write a JSON Lines trace (glassbox.trace/1) to this file", .example = "run.jsonl", .commands = kGenerate},
+                     .help = "write a JSON Lines trace (glassbox.trace/2) to this file", .example = "run.jsonl", .commands = kGenerate},
                     text(&RunOptions::trace)));
   t.push_back(entry({.key = "trace_keep_partial", .flags = "--trace-keep-partial",
                      .help = "let a run cut short (error, SIGINT) replace an existing --trace file",

@@ -1,5 +1,5 @@
 // `glassbox serve`: one model loaded once, a pipeline (core's build_pipeline) per request, llama.cpp's
-// /completion and OpenAI's /v1/* shapes over cpp-httplib, a glassbox.trace/1 file per request.
+// /completion and OpenAI's /v1/* shapes over cpp-httplib, a glassbox.trace/2 file per request.
 #include "serve.hpp"
 
 #include <unistd.h>

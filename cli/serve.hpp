@@ -1,5 +1,5 @@
 // `glassbox serve`: llama.cpp's and OpenAI's HTTP APIs over one loaded model (cpp-httplib), with a
-// glassbox.trace/1 trace per request. docs/serve.md describes the endpoints and fields.
+// glassbox.trace/2 trace per request. docs/serve.md describes the endpoints and fields.
 #pragma once
 #include <cstdint>
 #include <filesystem>

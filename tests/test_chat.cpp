@@ -91,6 +91,7 @@ const std::map<std::string, Case>& cases() {
          const auto r = c({"--config", (c.dir / "c.yaml").string(), "--trace", c.trace()});
          BOOST_TEST_REQUIRE(r.rc == 0, r.err);
          BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "greedy");
+         BOOST_TEST(c.header()["schema"] == "glassbox.trace/2");  // per-turn traces: the version glassbox writes
          BOOST_TEST(c.first_step()["top"].size() == 2u);
          BOOST_TEST(has(r.err, "prompt is not an option of chat (ignored)"), r.err);
        }},

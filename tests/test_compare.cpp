@@ -139,6 +139,7 @@ BOOST_AUTO_TEST_CASE(each_run_writes_a_valid_trace_that_matches_its_metrics) {
     BOOST_TEST_REQUIRE(fs::exists(path));
     BOOST_TEST(fs::exists(fs::path(path).replace_extension(".html")), "viewer page beside " << path);
     const auto t = glassbox::traces::read_trace(path);  // throws when it does not validate
+    BOOST_TEST(t.schema() == "glassbox.trace/2");       // the version glassbox writes
     BOOST_TEST(t.header.seed == r["seed"].get<std::uint64_t>());
     std::vector<int> tokens = r["tokens"];
     auto chosen = t.tokens();

@@ -116,6 +116,7 @@ gbtest::CliResult import_and_diff(const Capture& c, const fs::path& dir, const s
   BOOST_TEST(i.err.find(c.dialect + " (") != std::string::npos, i.err);
   const auto golden = gbtest::read_jsonl(imp);
   BOOST_TEST_REQUIRE(golden.front().contains("imported"));
+  BOOST_TEST(golden.front()["schema"] == "glassbox.trace/2");  // an import is a trace of the version glassbox writes
   BOOST_TEST(golden.front()["imported"]["dialect"] == c.dialect);
   std::vector<std::string> run = {"run", "-m", gguf(c.model), "--trace", ours.string(), "--trace-top", "20"};
   if (c.replay) {
@@ -416,6 +417,25 @@ BOOST_AUTO_TEST_CASE(record_writes_goldens_and_says_so) {
   const auto chk = run_cli({"check", (dir / "suite.yaml").string()});
   BOOST_TEST(chk.rc == 0, chk.out << chk.err);
   BOOST_TEST(chk.out.find("PASS  cat: 8 steps, 8/8 tokens agree") != std::string::npos, chk.out);
+  // The golden is a glassbox trace whatever its version: a /1 one (an earlier glassbox's) is read as before, and
+  // one this glassbox does not read is refused naming the version, not taken for another engine's output.
+  const fs::path golden = dir / "goldens" / "cat.jsonl";
+  auto lines = gbtest::read_jsonl(golden);
+  BOOST_TEST_REQUIRE(lines.front()["schema"] == "glassbox.trace/2");
+  for (const char* schema : {"glassbox.trace/1", "glassbox.trace/3"}) {
+    lines.front()["schema"] = schema;
+    std::string text;
+    for (const auto& l : lines) text += l.dump() + "\n";
+    gbtest::write_file(golden, text);
+    const auto r = run_cli({"check", (dir / "suite.yaml").string()});
+    if (std::string(schema) == "glassbox.trace/1") {
+      BOOST_TEST(r.rc == 0, r.out << r.err);
+      BOOST_TEST(r.out.find("PASS  cat: 8 steps, 8/8 tokens agree") != std::string::npos, r.out);
+    } else {
+      BOOST_TEST(r.rc == 2, r.out << r.err);
+      BOOST_TEST((r.out + r.err).find("unknown schema 'glassbox.trace/3' (this glassbox reads glassbox.trace/1 or glassbox.trace/2)") != std::string::npos, r.out << r.err);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bad_suite_is_exit_2_naming_the_line) {

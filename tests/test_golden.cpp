@@ -153,6 +153,9 @@ BOOST_DATA_TEST_CASE(golden_reruns_and_replays_within_tolerance, bdata::make(kGo
   auto d = diff(golden, dir / "rerun.jsonl");
   BOOST_TEST(d.rc == 0, d.out << d.err);
   BOOST_TEST(d.out.find("(every step)") != std::string::npos, d.out);
+  // The committed goldens were written as glassbox.trace/1 and the rerun is /2: the version is no difference.
+  BOOST_TEST(d.out.find("glassbox.trace") == std::string::npos, d.out);
+  BOOST_TEST_MESSAGE(g.name << ": golden " << read_jsonl(golden)[0]["schema"] << ", rerun " << read_jsonl(dir / "rerun.jsonl")[0]["schema"]);
   BOOST_TEST_MESSAGE(g.name << ": rerun max |Δlogprob| " << reported(d.out, "max |Δlogprob|"));
   // replayed from the golden alone (prompt, chain, seed, level from its header)
   r = run_golden(g, dir / "replay.jsonl", golden);

@@ -210,6 +210,7 @@ BOOST_AUTO_TEST_CASE(greedy_content_logprobs_and_trace_equal_glassbox_run) {
   const auto a = gbtest::read_jsonl(dir / "t.jsonl"), b = gbtest::read_jsonl(dir / "served.jsonl");
   BOOST_TEST_REQUIRE(a.size() == b.size());
   for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(comparable(a[i]) == comparable(b[i]), "line " << i << "\n" << a[i].dump().substr(0, 600) << "\n" << b[i].dump().substr(0, 600));
+  BOOST_TEST(b.front()["schema"] == "glassbox.trace/2");  // the version glassbox writes (docs/trace-format.md, Versions)
   fs::remove_all(dir);
 }
 

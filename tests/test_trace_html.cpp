@@ -3,6 +3,7 @@
 //
 // GLASSBOX_UPDATE_SCREENSHOT=1 ctest -R trace_html also rewrites docs/images/trace-viewer.png.
 #define BOOST_TEST_MODULE trace_html
+#include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
@@ -10,6 +11,8 @@
 #include <regex>
 
 #include "browser.hpp"
+#include "glassbox/traces/html.hpp"
+#include "glassbox/traces/schema.hpp"
 #include "support.hpp"
 #include "trace_fixtures.hpp"
 
@@ -41,6 +44,14 @@ json embedded(const std::string& page) {
   const auto b = page.find("</script>", a);
   BOOST_TEST_REQUIRE((a != std::string::npos && b != std::string::npos));
   return json::parse(page.substr(a + open.size(), b - a - open.size()));
+}
+
+// `page` with its embedded data replaced by `data` (JSON text, '<' already escaped).
+std::string viewer_with(std::string page, const std::string& data) {
+  const std::string open = "<script type=\"application/json\" id=\"trace-data\">";
+  const auto a = page.find(open) + open.size();
+  page.replace(a, page.find("</script>", a) - a, data);
+  return page;
 }
 
 fs::path tricky_trace() {
@@ -91,8 +102,54 @@ BOOST_AUTO_TEST_CASE(text_cannot_break_out_of_the_data_element) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+// The viewer page reads the trace format versions the C++ readers read (schema.hpp kReadableSchemas): its own
+// list, READABLE_SCHEMAS, names the same ones in the same order.
+BOOST_AUTO_TEST_CASE(the_viewer_reads_the_versions_the_readers_read) {
+  const std::string page = glassbox::traces::viewer_html();
+  const std::string open = "var READABLE_SCHEMAS = [";
+  const auto a = page.find(open);
+  BOOST_TEST_REQUIRE(a != std::string::npos, "no READABLE_SCHEMAS in traces/viewer/viewer.html");
+  std::string list = page.substr(a + open.size() - 1, page.find(']', a) - a - open.size() + 2);
+  std::replace(list.begin(), list.end(), '\'', '"');
+  const auto got = json::parse(list).get<std::vector<std::string>>();
+  const std::vector<std::string> want(glassbox::traces::kReadableSchemas.begin(), glassbox::traces::kReadableSchemas.end());
+  BOOST_TEST(got == want, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_SUITE(browser, *boost::unit_test::precondition(NeedsShared()) *
                                    boost::unit_test::precondition(NeedsChromium()))
+
+// A page whose trace holds its logits as base64 (as a file opened in the raw viewer does: glassbox.trace/2's
+// default, and legacy /1 files) under each version: /1 and /2 show every logit in the what-if panel, with no
+// console error; another version is refused naming it.
+const char* const kViewerSchemas[] = {"glassbox.trace/1", "glassbox.trace/2", "glassbox.trace/3"};
+BOOST_DATA_TEST_CASE(the_viewer_reads_base64_logits_and_refuses_unknown_versions, boost::unit_test::data::make(kViewerSchemas),
+                     schema) {
+  const fs::path page = page_for(greedy_full_trace(), std::string("versions-") + std::string(schema).back());
+  const auto lines = read_jsonl(greedy_full_trace());
+  json data = embedded(read_file(page));
+  data[0]["schema"] = schema;
+  for (std::size_t i = 1; i < lines.size(); ++i)
+    if (lines[i]["type"] == "step") {
+      BOOST_TEST_REQUIRE(lines[i]["logits"].is_string());
+      data[i]["logits"] = lines[i]["logits"];
+    }
+  std::string text;
+  for (char c : data.dump()) text += c == '<' ? std::string("\\u003c") : std::string(1, c);
+  std::string html = viewer_with(read_file(page), text);
+  write_file(page, html);
+  const auto b = browse(page, "--dump-dom");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  if (std::string(schema) != "glassbox.trace/3") {
+    BOOST_TEST(has(b.out, "data-ready=\"1\""), "the viewer's script did not finish");
+    BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""), b.out.substr(0, 2000));
+    BOOST_TEST(has(b.out, "the step's 512 recorded logits (exact)"), b.out.substr(0, 2000));
+  } else {
+    BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"1\""), b.out.substr(0, 2000));
+    BOOST_TEST(has(b.out, "unknown schema \"glassbox.trace/3\" (this viewer reads glassbox.trace/1 or glassbox.trace/2)"),
+               b.out.substr(0, 2000));
+  }
+}
 
 BOOST_AUTO_TEST_CASE(renders_in_headless_chromium_with_zero_console_errors) {
   const auto trace = sampled_basic_trace();

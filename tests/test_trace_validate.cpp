@@ -3,6 +3,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <sstream>
@@ -24,7 +25,7 @@ BOOST_AUTO_TEST_CASE(real_traces_are_valid) {
   for (const auto& p : {greedy_full_trace(), sampled_basic_trace()}) {
     const auto r = run_cli({"trace", "validate", p.string()});
     BOOST_TEST(r.rc == 0, r.err);
-    BOOST_TEST(r.out.find("valid glassbox.trace/1") != std::string::npos, r.out);
+    BOOST_TEST(r.out.find("valid glassbox.trace/2,") != std::string::npos, r.out);  // what this glassbox writes
     const auto t = glassbox::traces::read_trace(p.string());
     BOOST_TEST(t.complete());
     BOOST_TEST(t.steps.size() == t.step_lines.size());
@@ -49,8 +50,10 @@ void put(std::vector<std::string>& l, int line, const json& j) { l[line - 1] = j
 const Breakage kBreakages[] = {
     {"malformed_line", 5, "not valid JSON", [](auto& l) { l[4] = l[4].substr(0, l[4].size() / 2); }},
     {"not_an_object", 3, "expected a JSON object", [](auto& l) { l[2] = "[1, 2, 3]"; }},
-    {"unknown_schema", 1, "unknown schema 'glassbox.trace/2'",
-     [](auto& l) { auto h = at(l, 1); h["schema"] = "glassbox.trace/2"; put(l, 1, h); }},
+    {"unknown_schema", 1, "unknown schema 'glassbox.trace/99'",
+     [](auto& l) { auto h = at(l, 1); h["schema"] = "glassbox.trace/99"; put(l, 1, h); }},
+    {"schema_not_a_string", 1, "header.schema: expected a string",
+     [](auto& l) { auto h = at(l, 1); h["schema"] = 2; put(l, 1, h); }},
     {"header_not_first", 1, "expected the header first", [](auto& l) { std::swap(l[0], l[1]); }},
     {"step_out_of_order", 5, "step 4 out of order (expected step 3 after step 2 on line 4)",
      [](auto& l) { std::swap(l[4], l[5]); }},
@@ -104,6 +107,84 @@ BOOST_DATA_TEST_CASE(broken_trace_is_exit_2_naming_the_line, bdata::make(kBreaka
   BOOST_TEST(r.err.find(where) != std::string::npos, "expected '" << where << "' in: " << r.err);
   BOOST_TEST(r.err.find(b.expect) != std::string::npos, "expected '" << b.expect << "' in: " << r.err);
   BOOST_TEST(r.err.find('\n', r.err.find("error:")) == r.err.size() - 1, "one-line message: " << r.err);
+}
+
+// The format's versions (docs/trace-format.md, "Versions"): one run's trace labelled with each version, its
+// logits written either way. /1 and /2 read (with the same values), base64 under /1 as the legacy allowance
+// with a note; any other version is exit 2 naming the value and the versions read.
+struct Version {
+  const char* name;
+  const char* schema;
+  bool base64;       // every step's logits one base64 string, else an array of numbers
+  int rc;            // `trace validate`'s exit status
+  const char* says;  // on stdout (exit 0) or stderr (exit 2)
+  bool note;         // the legacy allowance's note on stderr
+};
+std::ostream& operator<<(std::ostream& o, const Version& v) { return o << v.name; }
+
+const char* const kRefused = " (this glassbox reads glassbox.trace/1 or glassbox.trace/2)";
+const Version kVersions[] = {
+    {"v1_decimal", "glassbox.trace/1", false, 0, "valid glassbox.trace/1, 12 steps", false},
+    {"v1_base64_legacy", "glassbox.trace/1", true, 0, "valid glassbox.trace/1, 12 steps", true},
+    {"v2_base64", "glassbox.trace/2", true, 0, "valid glassbox.trace/2, 12 steps", false},
+    {"v2_decimal", "glassbox.trace/2", false, 0, "valid glassbox.trace/2, 12 steps", false},
+    {"v0", "glassbox.trace/0", true, 2, "unknown schema 'glassbox.trace/0'", false},
+    {"v3", "glassbox.trace/3", false, 2, "unknown schema 'glassbox.trace/3'", false},
+    {"unversioned", "glassbox.trace", true, 2, "unknown schema 'glassbox.trace'", false},
+};
+
+// The greedy trace with header.schema = `schema` and its logits written as asked.
+fs::path versioned_trace(const std::string& tag, const std::string& schema, bool base64) {
+  auto lines = read_lines(greedy_full_trace());
+  auto h = at(lines, 1);
+  h["schema"] = schema;
+  put(lines, 1, h);
+  for (std::size_t i = 2; i < lines.size(); ++i) {
+    auto s = at(lines, static_cast<int>(i));
+    if (s["type"] != "step") continue;
+    BOOST_TEST_REQUIRE(s["logits"].is_string());  // written by this glassbox (--trace-logits base64, the default)
+    if (!base64) s["logits"] = step_logits(s);
+    put(lines, static_cast<int>(i), s);
+  }
+  const fs::path p = temp_dir("version-" + tag) / "t.jsonl";
+  write_lines(p, lines);
+  return p;
+}
+
+BOOST_DATA_TEST_CASE(each_version_reads_or_is_refused_naming_it, bdata::make(kVersions), v) {
+  const fs::path p = versioned_trace(v.name, v.schema, v.base64);
+  const auto r = run_cli({"trace", "validate", p.string()});
+  BOOST_TEST(r.rc == v.rc, r.out << r.err);
+  if (v.rc == 0) {
+    BOOST_TEST(r.out.find(p.string() + ": " + v.says) != std::string::npos, r.out);
+    const std::string note = "glassbox: note: " + p.string() + ":2: base64 logits under glassbox.trace/1 (legacy";
+    BOOST_TEST((r.err.find(note) != std::string::npos) == v.note, "stderr: " << r.err);
+    if (v.note) BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, "one line: " << r.err);
+    // the same run whatever the label and the encoding: the same typed steps as the trace as written
+    const auto t = glassbox::traces::read_trace(p.string());
+    const auto ref = glassbox::traces::read_trace(greedy_full_trace().string());
+    BOOST_TEST(t.schema() == v.schema);
+    BOOST_TEST((t.steps == ref.steps));
+    BOOST_TEST((t.header == ref.header));  // the version read is not part of what the run says
+    BOOST_TEST(t.steps[3].logits == ref.steps[3].logits);
+  } else {
+    BOOST_TEST(r.err.find(p.string() + ":1: " + v.says + kRefused) != std::string::npos, r.err);
+    BOOST_TEST(r.err.find('\n', r.err.find("error:")) == r.err.size() - 1, "one-line message: " << r.err);
+  }
+}
+
+// A trace of the current version diffed against a /1 trace of the same run (a committed golden, say), either
+// way round: no difference, not even a note; the version is not something the runs differ in.
+BOOST_DATA_TEST_CASE(diff_across_versions_finds_no_difference, bdata::xrange(2), v1_is_golden) {
+  const fs::path v1 = versioned_trace("diff-v1", "glassbox.trace/1", false);
+  const fs::path v2 = greedy_full_trace();
+  BOOST_TEST_REQUIRE(read_jsonl(v2)[0]["schema"] == "glassbox.trace/2");
+  const auto r = v1_is_golden ? run_cli({"trace", "diff", v1.string(), v2.string()}) : run_cli({"trace", "diff", v2.string(), v1.string()});
+  BOOST_TEST(r.rc == 0, r.out << r.err);
+  BOOST_TEST(r.out.find("(every step)") != std::string::npos, r.out);
+  BOOST_TEST(r.out.find("note:") == std::string::npos, r.out);
+  BOOST_TEST(r.out.find("schema") == std::string::npos, r.out);
+  BOOST_TEST(r.out.find("glassbox.trace") == std::string::npos, r.out);
 }
 
 BOOST_AUTO_TEST_CASE(cut_short_trace_is_readable_when_asked) {
@@ -171,7 +252,11 @@ BOOST_AUTO_TEST_CASE(the_json_schema_document_matches_the_writer) {
   a.push_back("--plugin-path");
   a.push_back(std::string(GLASSBOX_TEST_PLUGIN_DIR) + "/throwing");
   BOOST_TEST(run_cli(a).rc == 2);
-  std::vector<fs::path> files = {greedy_full_trace(), sampled_basic_trace(), cut};
+  // the versions it names are the ones the readers accept (traces/include/glassbox/traces/schema.hpp)
+  std::vector<std::string> readable(glassbox::traces::kReadableSchemas.begin(), glassbox::traces::kReadableSchemas.end());
+  BOOST_TEST(defs["header"]["properties"]["schema"]["enum"].get<std::vector<std::string>>() == readable, boost::test_tools::per_element());
+  std::vector<fs::path> files = {greedy_full_trace(), sampled_basic_trace(), cut,
+                                 versioned_trace("schema-v1", "glassbox.trace/1", false)};
   for (const auto& f : files) {
     for (const auto& line : read_jsonl(f)) {
       const std::string type = line["type"];
@@ -201,6 +286,17 @@ BOOST_AUTO_TEST_CASE(the_json_schema_document_matches_the_writer) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A file a glassbox release really wrote between --trace-logits base64 and the bump to /2 (kept as a fuzz seed):
+// base64 logits under glassbox.trace/1, valid under the legacy allowance, with its one-line note.
+BOOST_AUTO_TEST_CASE(a_legacy_base64_file_validates_with_a_note) {
+  const fs::path p = fs::path(GLASSBOX_SOURCE_DIR) / "tests" / "fuzz" / "regressions" / "trace" / "tr_base64_logits.jsonl";
+  const auto r = run_cli({"trace", "validate", p.string()});
+  BOOST_TEST(r.rc == 0, r.err);
+  BOOST_TEST(r.out.find(": valid glassbox.trace/1, 20 steps") != std::string::npos, r.out);
+  BOOST_TEST(r.err == "glassbox: note: " + p.string() + ":2: base64 logits under glassbox.trace/1 (legacy: written before the "
+                      "format became glassbox.trace/2); read as glassbox.trace/2\n");
+}
 
 // Without any model: a header-only trace of a run with max_tokens 0 is valid.
 BOOST_AUTO_TEST_CASE(reader_accepts_a_run_of_zero_tokens) {

@@ -280,7 +280,7 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
     throw TraceError(w + ": unknown line type '" + type + "' (expected header, step, summary, error or interrupted)");
   }
   if (in.bad()) throw TraceError(name + ": read failed");
-  if (line == 0) throw TraceError(name + ":1: empty file (expected a glassbox.trace/1 header)");
+  if (line == 0) throw TraceError(name + ":1: empty file (expected a glassbox.trace header)");
   if (!ended && opt.require_summary)
     throw TraceError(where(name, line) + ": cut short: the trace ends after " +
                      (t.steps.empty() ? std::string("the header") : "step " + std::to_string(t.steps.size() - 1)) +
@@ -296,7 +296,7 @@ Trace read_trace(const std::string& path, const ReadOptions& opt) {
 TraceHeader read_trace_header(const std::string& path) {
   std::ifstream f = open_trace(path);
   std::string text;
-  if (!read_line(f, text, path, 1)) throw TraceError(path + ":1: empty file (expected a glassbox.trace/1 header)");
+  if (!read_line(f, text, path, 1)) throw TraceError(path + ":1: empty file (expected a glassbox.trace header)");
   if (!text.empty() && text.back() == '\r') text.pop_back();
   const std::string w = where(path, 1);
   const json j = parse_trace_line(text, w);
@@ -304,6 +304,13 @@ TraceHeader read_trace_header(const std::string& path) {
   if (type == "error") throw TraceError(w + ": the run failed before it started: " + parse_end(j).message);
   if (type != "header") throw TraceError(w + ": expected the header first, got a " + type + " line");
   return parse_header(j, w);
+}
+
+int Trace::legacy_base64_line() const {
+  if (schema_version(schema()) != 1) return 0;
+  for (std::size_t k = 0; k < steps.size(); ++k)
+    if (steps[k].written.logits == LogitsEncoding::Base64) return k < step_lines.size() ? step_lines[k] : static_cast<int>(k) + 2;  // no line numbers: as written
+  return 0;
 }
 
 std::vector<std::int32_t> Trace::tokens() const {

@@ -1,4 +1,4 @@
-// glassbox.trace/1 lines <-> typed structs: the checks of docs/trace.schema.json, by hand, as each field converts.
+// glassbox.trace lines (versions 1 and 2) <-> typed structs: the checks of docs/trace.schema.json, by hand, as each field converts.
 #include "glassbox/traces/schema.hpp"
 #include "glassbox/structured_input.hpp"
 
@@ -192,6 +192,19 @@ json candidates_json(const std::vector<TraceCandidate>& top) {
 
 }  // namespace
 
+int schema_version(std::string_view schema) {
+  for (std::size_t i = 0; i < kReadableSchemas.size(); ++i)
+    if (schema == kReadableSchemas[i]) return static_cast<int>(i) + 1;
+  return 0;
+}
+
+std::string readable_schemas_text() {
+  std::string out;
+  for (std::size_t i = 0; i < kReadableSchemas.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == kReadableSchemas.size() ? " or " : ", ") + kReadableSchemas[i];
+  return out;
+}
+
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json parse_trace_line(const std::string& text, const std::string& w) {
@@ -230,8 +243,9 @@ TraceHeader parse_header(const json& j, const std::string& w) {
   TraceHeader h;
   if (!j.is_object()) c.fail("expected a JSON object, got " + std::string(j.type_name()));
   const std::string schema = c.string(j, "schema", "header");
-  if (schema != kSchema)
-    c.fail("unknown schema '" + schema + "' (this glassbox reads " + kSchema + ")");
+  if (schema_version(schema) == 0)
+    c.fail("unknown schema '" + schema + "' (this glassbox reads " + readable_schemas_text() + ")");
+  h.written.schema = schema;
   if (c.string(j, "type", "header") != "header") c.fail("header.type: expected \"header\"");
   const json& model = c.object(j, "model", "header");
   h.model.path = c.string(model, "path", "header.model");
@@ -754,7 +768,7 @@ json to_json(const TraceHeader& h) {
   json samplers = json::array();
   for (const auto& p : h.samplers) samplers.push_back(to_json(p));
   json j = {{"type", "header"},
-            {"schema", kSchema},
+            {"schema", h.written.schema},  // kSchema, unless read from an older version's file
             {"model", std::move(model)},
             {"tokenizer", {{"path", h.tokenizer_path}}},
             {"plugins", {{"tokenizer", to_json(h.tokenizer)}, {"attention", to_json(h.attention)}, {"sampler", std::move(samplers)}}},

@@ -1,4 +1,4 @@
-// Reading and validating glassbox.trace/1 files (docs/trace-format.md, docs/trace.schema.json).
+// Reading and validating glassbox.trace files (every version in kReadableSchemas) (docs/trace-format.md, docs/trace.schema.json).
 #pragma once
 #include <cstdint>
 #include <istream>
@@ -31,6 +31,12 @@ struct Trace {
   std::vector<std::int32_t> tokens() const;
   // "greedy", "top-k(k=40) -> temperature(temperature=0.8) -> dist": the sampler chain, for messages.
   std::string sampler_chain() const;
+  // The version the header names (one of kReadableSchemas), e.g. "glassbox.trace/1".
+  const std::string& schema() const { return header.written.schema; }
+  // The legacy allowance (docs/trace-format.md, "Versions"): the file line of the first step whose logits are
+  // base64 although the header says glassbox.trace/1 (written between --trace-logits base64 and the bump to
+  // /2), or 0 when there is none.
+  int legacy_base64_line() const;
   // Every line again, in file order, as the writer writes it (the trace's bytes, for one glassbox wrote).
   std::vector<nlohmann::json> lines() const;
 };

@@ -1,7 +1,8 @@
-// The glassbox.trace/1 schema as C++ types: one struct per line kind, converted to and from JSON in one
+// The glassbox.trace schema (versions 1 and 2) as C++ types: one struct per line kind, converted to and from JSON in one
 // place (traces/src/schema.cpp) that validates as it converts. The writer serializes these types and every
 // reader (validate, diff, render, html, replay) uses them; no other code reads a trace line by string key.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -17,7 +18,22 @@
 
 namespace glassbox::traces {
 
-inline constexpr const char* kSchema = "glassbox.trace/1";
+// The format's version (docs/trace-format.md, "Versions"). A change to what a field holds (its type or its
+// meaning) bumps it, and readers keep reading the versions before; a new optional field, absent when its
+// feature is off, does not. Writers write kSchema; readers accept every entry of kReadableSchemas.
+//   glassbox.trace/1  the first version: `logits` an array of numbers
+//   glassbox.trace/2  `logits` may be one base64 string (--trace-logits base64, the default)
+// Legacy allowance: glassbox releases between --trace-logits base64 and the bump to /2 wrote base64 logits
+// under /1; readers take them (`trace validate` says so in a note).
+inline constexpr const char* kSchema = "glassbox.trace/2";
+inline constexpr std::array<const char*, 2> kReadableSchemas = {"glassbox.trace/1", "glassbox.trace/2"};
+// What every version's name starts with: a file whose header names "glassbox.trace/N" is a glassbox trace,
+// of a version this glassbox reads or not (the reader then names the value and the versions it reads).
+inline constexpr std::string_view kSchemaPrefix = "glassbox.trace/";
+// The version number of a readable schema string (1, 2), or 0 when this glassbox does not read it.
+int schema_version(std::string_view schema);
+// "glassbox.trace/1 or glassbox.trace/2", for messages.
+std::string readable_schemas_text();
 
 // How a full trace writes every logit of a step: a JSON array of numbers (each float's shortest decimal
 // text), or one string, the base64 (RFC 4648, padded) of the logits as little-endian IEEE float32 — exact by
@@ -89,6 +105,14 @@ struct TraceHeader {
   std::optional<int> threads;
   std::optional<TraceImport> imported;  // made by `trace import` (another engine's numbers)
   std::optional<TraceSpeculativeSetup> speculative;  // run --draft-model
+  // How the header was written: the version it names (as read; kSchema for a header made here, which is what
+  // every writer writes). to_json writes it back the same way, so a trace read and written again is the same
+  // bytes, an older version's included. Not part of what the run says: a /1 golden and a /2 trace of one run
+  // compare equal.
+  struct Written {
+    std::string schema = kSchema;
+    bool operator==(const Written&) const { return true; }
+  } written;
   bool operator==(const TraceHeader&) const = default;
 };
 

@@ -1,4 +1,4 @@
-// Writes a run's trace as JSON Lines in the glassbox.trace/1 schema (docs/trace-format.md).
+// Writes a run's trace as JSON Lines in the glassbox.trace/2 schema (kSchema; docs/trace-format.md).
 #pragma once
 #include <functional>
 #include <memory>
