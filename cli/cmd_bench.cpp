@@ -240,7 +240,7 @@ void add_bench_command(CLI::App& app) {
       s->attention->clear();  // a sequence starts empty: the store refuses a write over what it holds
       prefill(*s->model, std::min(longest, block), block);  // warm-up: pages, caches, thread pool
       for (int p : prompts) {
-        Result r{"pp" + std::to_string(p), p, th, {}, {}, {}};
+        Result r{"pp" + std::to_string(p), p, th, {}, {}, {}, std::nullopt};
         for (int rep = 0; rep < o->repeat; ++rep) {
           s->attention->clear();
           const double c0 = cpu_seconds();
@@ -253,7 +253,7 @@ void add_bench_command(CLI::App& app) {
         }
         results.push_back(std::move(r));
         if (single) {
-          Result q{"pp" + std::to_string(p) + "-1by1", p, th, {}, {}, {}};
+          Result q{"pp" + std::to_string(p) + "-1by1", p, th, {}, {}, {}, std::nullopt};
           for (int rep = 0; rep < o->repeat; ++rep) {
             s->attention->clear();
             const double c0 = cpu_seconds();
@@ -266,7 +266,7 @@ void add_bench_command(CLI::App& app) {
         }
       }
       for (int g : gens) {
-        Result r{"tg" + std::to_string(g), g, th, {}, {}, {}};
+        Result r{"tg" + std::to_string(g), g, th, {}, {}, {}, std::nullopt};
         for (int rep = 0; rep < o->repeat; ++rep) {
           // As llama-bench's tg test: from an empty context (BOS), greedy, n single-token steps.
           s->attention->clear();
