@@ -20,6 +20,7 @@
 #include "commands.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
+#include "glassbox/thread_group.hpp"
 #include "session.hpp"
 
 namespace glassbox::cli {
@@ -89,10 +90,11 @@ double timed_on_threads(int threads, F fn) {
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
     cpu[t] = static_cast<double>(b.tv_sec - a.tv_sec) + 1e-9 * static_cast<double>(b.tv_nsec - a.tv_nsec);
   };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(run, t);
-  run(0);
-  for (auto& th : pool) th.join();
+  {
+    ThreadGroup pool("--threads " + std::to_string(threads));
+    for (int t = 1; t < threads; ++t) pool.start(run, t);
+    run(0);
+  }  // (joined here)
   return *std::max_element(cpu.begin(), cpu.end());
 }
 

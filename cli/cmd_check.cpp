@@ -21,6 +21,7 @@
 #include "engine_import.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
+#include "glassbox/thread_group.hpp"
 #include "glassbox/traces/diff.hpp"
 #include "glassbox/traces/reader.hpp"
 #include "yaml_input.hpp"
@@ -370,13 +371,12 @@ void add_check_command(CLI::App& app) {
     if (ec) throw OutputError(work.string() + ": cannot create: " + ec.message());
     std::vector<Outcome> res(cases.size());
     std::atomic<std::size_t> next{0};
-    std::mutex print;
     auto worker = [&] {
       for (std::size_t i; (i = next++) < cases.size();) res[i] = run_case(cases[i], work, a->record);
     };
-    std::vector<std::thread> pool;
-    for (int j = 0; j < std::min<int>(a->jobs, static_cast<int>(cases.size())); ++j) pool.emplace_back(worker);
-    for (auto& t : pool) t.join();
+    ThreadGroup pool("--jobs " + std::to_string(a->jobs), [&] { next = cases.size(); });  // (a refused thread: the rest stop)
+    for (int j = 0; j < std::min<int>(a->jobs, static_cast<int>(cases.size())); ++j) pool.start(worker);
+    pool.join();
     int pass = 0, fail = 0, err = 0;
     for (std::size_t i = 0; i < cases.size(); ++i) {
       const Outcome& o = res[i];

@@ -56,9 +56,9 @@ json meta_json(const MetaValue& v, std::size_t max_items) {
   if (auto* b = std::get_if<bool>(&v.value)) return *b;
   if (auto* s = std::get_if<std::string>(&v.value)) return *s;
   json head = json::array();
-  const auto& a = *v.array();
-  for (std::size_t i = 0; i < a.size() && i < max_items; ++i) head.push_back(meta_json(a[i], max_items));
-  return json{{"elem_type", meta_type_name(v.elem)}, {"count", a.size()}, {"head", head}};
+  const std::size_t n = v.size();
+  for (std::size_t i = 0; i < n && i < max_items; ++i) head.push_back(meta_json(v.item(i), max_items));
+  return json{{"elem_type", meta_type_name(v.elem)}, {"count", n}, {"head", head}};
 }
 
 std::string shape_text(const std::vector<std::int64_t>& s) {
@@ -72,11 +72,12 @@ json tokenizer_summary(const Metadata& m) {
   auto model = m.get_string("tokenizer.ggml.model");
   if (!model) return json::object();
   const auto* tokens = m.find("tokenizer.ggml.tokens");
-  const std::size_t n = tokens && tokens->array() ? tokens->array()->size() : 0;
+  const std::size_t n = tokens && tokens->is_array() ? tokens->size() : 0;
   json t{{"model", *model}, {"vocab_size", n}};
   auto piece = [&](std::int64_t id) -> json {
-    if (!tokens || !tokens->array() || id < 0 || static_cast<std::size_t>(id) >= n) return nullptr;
-    const auto* s = std::get_if<std::string>(&(*tokens->array())[static_cast<std::size_t>(id)].value);
+    if (!tokens || !tokens->is_array() || id < 0 || static_cast<std::size_t>(id) >= n) return nullptr;
+    const MetaValue item = tokens->item(static_cast<std::size_t>(id));
+    const auto* s = std::get_if<std::string>(&item.value);
     return s ? json(*s) : json(nullptr);
   };
   for (const char* k : {"bos", "eos"}) {

@@ -28,6 +28,7 @@
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
 #include "glassbox/structured_input.hpp"
+#include "glassbox/thread_group.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/rng.hpp"
@@ -769,15 +770,15 @@ std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::st
     }
   };
   const auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  for (int j = 0; j < jobs; ++j) threads.emplace_back(work, std::ref(*workers[j]));
+  ThreadGroup threads("--jobs " + std::to_string(jobs), [&] { failed = true; });
+  for (int j = 0; j < jobs; ++j) threads.start(work, std::ref(*workers[j]));
   if (opt.progress) {
     while (done < todo.size() && !failed) {
       draw_progress(done, todo.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   }
-  for (auto& t : threads) t.join();
+  threads.join();
   if (opt.progress) {
     draw_progress(done, todo.size(), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     std::fputs("\n", stderr);

@@ -31,6 +31,7 @@
 #include "glassbox/kernels.hpp"
 #include "glassbox/run_spec.hpp"
 #include "glassbox/structured_input.hpp"
+#include "glassbox/thread_group.hpp"
 #include "glassbox/traces/html.hpp"
 #include "glassbox/traces/reader.hpp"
 #include "glassbox/traces/writer.hpp"
@@ -49,6 +50,59 @@ namespace fs = std::filesystem;
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 // A request refused: its HTTP status and OpenAI's error type (llama.cpp's server uses the same names).
+// The HTTP worker threads, started before the server listens so that a thread the system refuses is
+// a one-line error naming --parallel (httplib's own pool starts them inside listen(), on the listener
+// thread, where a refusal was std::terminate). httplib gets a thin TaskQueue over it per listen().
+class HttpThreads {
+ public:
+  HttpThreads(int n, const std::string& what) : threads_(what, [this] { shutdown(); }) {
+    for (int i = 0; i < n; ++i) threads_.start([this] { work(); });
+  }
+  ~HttpThreads() { shutdown(); }
+  void enqueue(std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      jobs_.push_back(std::move(fn));
+    }
+    cv_.notify_one();
+  }
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    threads_.join();
+  }
+  // What httplib owns and deletes after each listen(): it forwards to the pool.
+  struct Queue : httplib::TaskQueue {
+    HttpThreads* pool;
+    explicit Queue(HttpThreads* p) : pool(p) {}
+    void enqueue(std::function<void()> fn) override { pool->enqueue(std::move(fn)); }
+    void shutdown() override { pool->shutdown(); }
+  };
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> fn;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+        if (jobs_.empty()) return;  // stopping, and nothing left
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      fn();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  bool stop_ = false;
+  ThreadGroup threads_;  // last: joined (by its destructor, or shutdown) before the queue goes
+};
+
 struct HttpError : std::runtime_error {
   int status;
   std::string type;
@@ -308,6 +362,7 @@ class Server {
 
   ServeOptions opt_;
   httplib::Server svr_;
+  std::unique_ptr<HttpThreads> http_threads_;  // the HTTP workers (started before listening)
   std::shared_ptr<const LoadedModel> model_;
   std::atomic<bool> loaded_{false};
   std::atomic<int> stopping_{0};
@@ -886,7 +941,9 @@ void Server::run() {
   routes();
   // Enough HTTP threads for every slot, every queued request and a few more for /health, /metrics and traces.
   const int http_threads = opt_.parallel + opt_.queue + 4;
-  svr_.new_task_queue = [http_threads] { return new httplib::ThreadPool(static_cast<std::size_t>(http_threads)); };
+  http_threads_ = std::make_unique<HttpThreads>(
+      http_threads, "--parallel " + std::to_string(opt_.parallel) + " (" + std::to_string(http_threads) + " HTTP threads)");
+  svr_.new_task_queue = [this] { return new HttpThreads::Queue(http_threads_.get()); };
   svr_.set_payload_max_length(opt_.max_body);
   svr_.set_keep_alive_timeout(2);
   svr_.set_read_timeout(10);
@@ -894,7 +951,8 @@ void Server::run() {
   const int port = opt_.port == 0 ? svr_.bind_to_any_port(opt_.host) : (svr_.bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
   if (port < 0) throw ConfigError("--host " + opt_.host + " --port " + std::to_string(opt_.port) + ": cannot listen there (in use, or not an address of this machine)");
   install_interrupt_handlers();
-  std::thread listener([this] {
+  ThreadGroup background("serve", [this] { svr_.stop(); });  // the listener and the signal watcher
+  background.start([this] {
     svr_.listen_after_bind();
     finished_ = true;
   });
@@ -902,7 +960,7 @@ void Server::run() {
   for (int i = 0; i < 5000 && !svr_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   std::cerr << "glassbox serve: listening on http://" << opt_.host << ":" << port << " (loading the model)" << std::endl;
   // SIGINT/SIGTERM: stop accepting, cancel what is in flight (each trace ends in an interrupted line), return.
-  std::thread watcher([this] {
+  background.start([this] {
     while (!finished_) {
       if (int s = interrupt_signal()) {
         stopping_ = s;
@@ -932,14 +990,12 @@ void Server::run() {
   } catch (...) {
     stopping_ = SIGTERM;
     svr_.stop();
-    listener.join();
-    watcher.join();
+    background.join();
     throw;
   }
   loaded_ = true;
   std::cerr << "glassbox serve: ready: " << alias_ << ", " << opt_.parallel << " slot(s) of " << context_ << " positions" << std::endl;
-  listener.join();
-  watcher.join();
+  background.join();
   if (stopping_) std::cerr << "glassbox serve: stopped by " << signal_name(stopping_) << std::endl;
 }
 

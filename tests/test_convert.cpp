@@ -32,17 +32,17 @@ struct OpenGguf {
 };
 
 bool same_value(const MetaValue& a, const MetaValue& b) {
-  if (a.type != b.type || a.elem != b.elem || a.value.index() != b.value.index()) return false;
-  if (auto* x = a.array()) {
-    const auto& y = *b.array();
-    if (x->size() != y.size()) return false;
-    for (std::size_t i = 0; i < x->size(); ++i)
-      if (!same_value((*x)[i], y[i])) return false;
+  if (a.type != b.type || a.elem != b.elem) return false;
+  if (a.is_array()) {  // packed or not: item by item
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!same_value(a.item(i), b.item(i))) return false;
     return true;
   }
+  if (a.value.index() != b.value.index()) return false;
   return std::visit([&](const auto& x) {
     using T = std::decay_t<decltype(x)>;
-    if constexpr (std::is_same_v<T, std::vector<MetaValue>>) return false;  // handled above
+    if constexpr (std::is_same_v<T, std::vector<MetaValue>> || std::is_same_v<T, glassbox::PackedArray>) return false;  // handled above
     else return x == std::get<T>(b.value);
   }, a.value);
 }

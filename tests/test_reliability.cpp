@@ -4,11 +4,13 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -17,9 +19,12 @@
 #include <functional>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "glassbox/file_io.hpp"
 #include "glassbox/error.hpp"
+#include "glassbox/model/gguf.hpp"
+#include "glassbox/thread_group.hpp"
 #include "glassbox/model/metadata.hpp"
 #include "support.hpp"
 
@@ -46,6 +51,65 @@ std::string tok_entry(float score, const std::string& piece) { return f32(score)
 
 std::string gguf_start(std::uint32_t version, std::uint64_t n_tensors, std::uint64_t n_kv) {
   return std::string("GGUF") + u32(version) + u64(n_tensors) + u64(n_kv);
+}
+
+// A valid llama GGUF of 512 thin layers (dim 4, one head of 64): 2.2 MB of weights whose KV cache at
+// 4,096 positions would be 2 x 512 x 4096 x 64 x 4 bytes = 1 GiB (issue 31's case reserved 528 MB).
+void write_thin_layers_gguf(const fs::path& path) {
+  using glassbox::MetaType;
+  using glassbox::MetaValue;
+  auto uint = [](std::uint64_t v) { return MetaValue{MetaType::U32, MetaType::U8, v}; };
+  auto text = [](std::string v) { return MetaValue{MetaType::String, MetaType::U8, std::move(v)}; };
+  const int dim = 4, head = 64, layers = 512, vocab = 8;
+  glassbox::GgufWriter w;
+  w.set("general.architecture", text("llama"));
+  w.set("llama.context_length", uint(4096));
+  w.set("llama.embedding_length", uint(dim));
+  w.set("llama.block_count", uint(layers));
+  w.set("llama.feed_forward_length", uint(dim));
+  w.set("llama.attention.head_count", uint(1));
+  w.set("llama.attention.head_count_kv", uint(1));
+  w.set("llama.attention.key_length", uint(head));
+  w.set("llama.attention.value_length", uint(head));
+  w.set("llama.attention.layer_norm_rms_epsilon", MetaValue{MetaType::F32, MetaType::U8, 1e-5});
+  w.set("tokenizer.ggml.model", text("llama"));
+  std::vector<MetaValue> tokens, scores, types;
+  for (int i = 0; i < vocab; ++i) {
+    tokens.push_back(text(i == 0 ? "<unk>" : i == 1 ? "<s>" : i == 2 ? "</s>" : std::string(1, static_cast<char>('a' + i))));
+    scores.push_back(MetaValue{MetaType::F32, MetaType::U8, 0.0});
+    types.push_back(MetaValue{MetaType::I32, MetaType::U8, std::int64_t{i < 3 ? 3 : 1}});
+  }
+  w.set("tokenizer.ggml.tokens", MetaValue{MetaType::Array, MetaType::String, tokens});
+  w.set("tokenizer.ggml.scores", MetaValue{MetaType::Array, MetaType::F32, scores});
+  w.set("tokenizer.ggml.token_type", MetaValue{MetaType::Array, MetaType::I32, types});
+  w.set("tokenizer.ggml.bos_token_id", uint(1));
+  w.set("tokenizer.ggml.eos_token_id", uint(2));
+  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape) {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    std::vector<std::byte> data(static_cast<std::size_t>(n) * 4);
+    for (std::size_t i = 0; i < data.size(); i += 4) {  // 0.01 everywhere: finite, small
+      const float x = 0.01f;
+      std::memcpy(data.data() + i, &x, 4);
+    }
+    w.add_tensor(name, glassbox::DType::F32, std::move(shape), std::move(data));
+  };
+  tensor("token_embd.weight", {vocab, dim});
+  tensor("output_norm.weight", {dim});
+  tensor("output.weight", {vocab, dim});
+  for (int l = 0; l < layers; ++l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    tensor(b + "attn_norm.weight", {dim});
+    tensor(b + "attn_q.weight", {head, dim});
+    tensor(b + "attn_k.weight", {head, dim});
+    tensor(b + "attn_v.weight", {head, dim});
+    tensor(b + "attn_output.weight", {dim, head});
+    tensor(b + "ffn_norm.weight", {dim});
+    tensor(b + "ffn_gate.weight", {dim, dim});
+    tensor(b + "ffn_up.weight", {dim, dim});
+    tensor(b + "ffn_down.weight", {dim, dim});
+  }
+  w.write(path);
 }
 
 // The folder of bad files, made once.
@@ -78,6 +142,20 @@ const fs::path& bad_dir() {
     put("gguf_strlen.bin", gguf_start(3, 0, 1) + u64(3) + "key" + u32(8) + u64(std::uint64_t(1) << 60) + "v");
     put("gguf_arrlen.bin", gguf_start(3, 0, 1) + u64(3) + "key" + u32(9) + u32(6) + u64(std::uint64_t(1) << 61));
     put("gguf_type.bin", gguf_start(3, 0, 1) + u64(3) + "key" + u32(99) + u64(0));
+    // Metadata arrays of 12-16 MB (u8, i16, bool items, and empty strings): 0.5-0.8 GB as one object per
+    // item (4.2 MB took ~280 MB), beyond the cases' memory bound; packed, about their size. The expected
+    // error is the one after the metadata (no tensor data follows), not "out of memory while reading".
+    put("gguf_meta_u8.bin", gguf_start(3, 0, 1) + u64(3) + "big" + u32(9) + u32(0) + u64(12000000) + std::string(12000000, '\x07'));
+    put("gguf_meta_i16.bin", gguf_start(3, 0, 1) + u64(3) + "big" + u32(9) + u32(3) + u64(8000000) + std::string(16000000, '\x01'));
+    put("gguf_meta_bool.bin", gguf_start(3, 0, 1) + u64(3) + "big" + u32(9) + u32(7) + u64(12000000) + std::string(12000000, '\x01'));
+    put("gguf_meta_strings.bin", gguf_start(3, 0, 1) + u64(3) + "big" + u32(9) + u32(8) + u64(525000) + std::string(4200000, '\0'));
+    put("gguf_meta_bool_2.bin", gguf_start(3, 0, 1) + u64(3) + "big" + u32(9) + u32(7) + u64(3) + std::string("\x01\x00\x02", 3));
+    write_thin_layers_gguf(d / "thin_layers.gguf");
+    {  // a 1 MB "ak42" checkpoint whose header says seq_len = 10^6 (zero weights: the size the header implies)
+      std::string h = u32(0x616b3432) + i32(1) + i32(64) + i32(172) + i32(5) + i32(8) + i32(4) + i32(512) + i32(1000000) + std::string(1, '\1');
+      h.resize(256, '\0');
+      put("seq_huge_ak42.bin", h + std::string(1040384 - 256, '\0'));
+    }
     if (gbtest::shared_dir()) {
       const std::string g = gbtest::read_file(gbtest::shared("gguf/stories260K-f32.gguf"));
       put("gguf_trunc_head.gguf", g.substr(0, 1000));
@@ -183,6 +261,7 @@ std::vector<std::string> run_with(std::vector<std::string> more, const std::stri
   return a;
 }
 std::vector<std::string> run_model(const std::string& m) { return {"run", "--model", m, "--tokenizer", tok(), "--prompt", "x", "--max-tokens", "2"}; }
+std::vector<std::string> run_gguf(const std::string& m) { return {"run", "--model", m, "--prompt", "x", "--max-tokens", "2"}; }
 std::vector<std::string> run_tok(const std::string& t) { return {"run", "--model", model(), "--tokenizer", t, "--prompt", "x", "--max-tokens", "2"}; }
 
 struct Case {
@@ -229,6 +308,13 @@ const Case kCases[] = {
     {"gguf_unknown_value_type", [] { return run_model(bad("gguf_type.bin")); }, file_is("gguf_type.bin"), file_is("gguf_type.bin")},
     {"gguf_truncated_in_header", [] { return run_model(bad("gguf_trunc_head.gguf")); }, file_is("gguf_trunc_head.gguf"), file_is("gguf_trunc_head.gguf")},
     {"gguf_truncated_in_data", [] { return run_model(bad("gguf_trunc_half.gguf")); }, file_is("gguf_trunc_half.gguf"), file_is("gguf_trunc_half.gguf")},
+    {"gguf_metadata_array_12mb_u8", [] { return run_gguf(bad("gguf_meta_u8.bin")); }, same("padding after the tensor infos"), file_is("gguf_meta_u8.bin")},
+    {"gguf_metadata_array_16mb_i16", [] { return run_gguf(bad("gguf_meta_i16.bin")); }, same("padding after the tensor infos"), file_is("gguf_meta_i16.bin")},
+    {"gguf_metadata_array_12mb_bool", [] { return run_gguf(bad("gguf_meta_bool.bin")); }, same("padding after the tensor infos"), file_is("gguf_meta_bool.bin")},
+    {"gguf_metadata_array_4mb_strings", [] { return run_gguf(bad("gguf_meta_strings.bin")); }, same("padding after the tensor infos"), file_is("gguf_meta_strings.bin")},
+    {"gguf_metadata_bool_array_item_2", [] { return run_gguf(bad("gguf_meta_bool_2.bin")); }, same("expected 0 or 1"), file_is("gguf_meta_bool_2.bin")},
+    {"gguf_512_thin_layers_kv_cache", [] { return run_gguf(bad("thin_layers.gguf")); }, same("MiB for its KV cache and activations"), file_is("thin_layers.gguf")},
+    {"context_beyond_the_run_memory_limit", [] { auto a = run_model(bad("seq_huge_ak42.bin")); a.insert(a.end(), {"--context", "1000000"}); return a; }, same("use --context"), file_is("seq_huge_ak42.bin")},
     // llama2.c tokenizer files
     {"tok_empty", [] { return run_tok(bad("tok_empty.bin")); }, file_is("tok_empty.bin"), file_is("tok_empty.bin")},
     {"tok_max_length_0", [] { return run_tok(bad("tok_maxlen0.bin")); }, file_is("tok_maxlen0.bin"), file_is("tok_maxlen0.bin")},
@@ -551,6 +637,47 @@ BOOST_AUTO_TEST_CASE(a_1mb_prompt_is_refused_within_2s) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+#if !defined(GBTEST_ASAN)  // (no address-space limit under ASan)
+// ThreadGroup (compare --jobs, check --jobs, bench's triad, serve's HTTP pool): under an address-space
+// limit that holds a few 8 MiB stacks, starting 300 threads is refused with a ConfigError naming the
+// option; the threads already started are told to stop and joined (else the child would hang or
+// std::terminate). Run in a forked child, whose address space alone is limited.
+BOOST_AUTO_TEST_CASE(a_refused_thread_is_an_error_naming_the_option) {
+  const pid_t pid = ::fork();
+  BOOST_REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::alarm(20);  // a hang (threads never told to stop) ends as SIGALRM
+    std::ifstream statm("/proc/self/statm");
+    std::uint64_t pages = 0;
+    statm >> pages;
+    rlimit lim{};
+    lim.rlim_cur = lim.rlim_max = pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)) + (std::uint64_t(64) << 20);
+    if (::setrlimit(RLIMIT_AS, &lim) != 0) ::_exit(10);
+    std::atomic<bool> stop{false};
+    std::atomic<int> ran{0};
+    try {
+      glassbox::ThreadGroup g("--jobs 300", [&] { stop = true; });
+      for (int i = 0; i < 300; ++i)
+        g.start([&] {
+          ++ran;
+          while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        });
+      ::_exit(11);  // every thread started: the limit did not bite
+    } catch (const glassbox::ConfigError& e) {
+      const std::string m = e.what();
+      const bool named = m.find("--jobs 300: the system refused to start thread ") != std::string::npos;
+      ::_exit(named && ran > 0 && stop ? 0 : 12);
+    } catch (...) {
+      ::_exit(13);
+    }
+  }
+  int status = 0;
+  BOOST_REQUIRE(::waitpid(pid, &status, 0) == pid);
+  BOOST_TEST(WIFEXITED(status), "the child died of signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+  BOOST_TEST(WEXITSTATUS(status) == 0, "child exit " << WEXITSTATUS(status) << " (10 setrlimit, 11 no refusal, 12 wrong message or no stop, 13 other error)");
+}
+#endif
 
 // OutputFile itself: commit renames, an abandoned one leaves the target untouched and no temp file.
 BOOST_AUTO_TEST_CASE(output_file_is_atomic) {

@@ -30,8 +30,8 @@ constexpr std::uint64_t kDefaultAlignment = 32;
 constexpr std::uint64_t kMaxKeyBytes = 65535;        // GGUF spec: keys are at most 2^16 - 1 bytes
 constexpr std::uint64_t kMaxTensorNameBytes = 65535;  // ggml itself stops at 63; be no stricter than keys
 constexpr int kMaxArrayDepth = 8;
-// Every metadata value becomes a MetaValue of ~50 bytes, so a file of tiny u8 items could make the
-// parsed metadata ~50x the file. Real vocabularies hold well under a million items per array.
+// A scalar or a nested array becomes a MetaValue of ~50 bytes, so a file of tiny values could make the
+// parsed metadata ~50x the file. Arrays of scalars and strings are packed (their items are not counted).
 constexpr std::uint64_t kMaxMetaValues = std::uint64_t{1} << 24;
 constexpr std::uint32_t kMaxMetaType = static_cast<std::uint32_t>(MetaType::F64);
 
@@ -161,6 +161,42 @@ class Parser {
                u128_str(static_cast<unsigned __int128>(n) * min) + " bytes, but only " + std::to_string(left()) +
                " are left in the file (expected a length that fits)");
         v.elem = static_cast<MetaType>(elem);
+        if (const std::size_t w = meta_scalar_bytes(v.elem)) {
+          // Scalars: the items' bytes as stored (the length check above keeps them inside the file).
+          PackedArray p;
+          p.bytes.resize(static_cast<std::size_t>(n) * w);
+          if (n) std::memcpy(p.bytes.data(), data_ + pos_, p.bytes.size());
+          if (v.elem == MetaType::Bool)
+            for (std::size_t i = 0; i < p.bytes.size(); ++i)
+              if (p.bytes[i] > 1)
+                fail("bool value at byte " + std::to_string(pos_ + i) + " is " + std::to_string(p.bytes[i]) + " (expected 0 or 1)");
+          pos_ += p.bytes.size();
+          v.value = std::move(p);
+          break;
+        }
+        if (v.elem == MetaType::String) {
+          // Strings: their bytes back to back and where each ends; ~8 bytes per item beside the text,
+          // which the file's own u64 length per item already costs.
+          PackedArray p;
+          p.ends.reserve(static_cast<std::size_t>(n));
+          items_.push_back(0);
+          for (std::uint64_t i = 0; i < n; ++i) {
+            items_.back() = i;
+            const std::size_t at_len = pos_;
+            const auto len = get<std::uint64_t>("string length");
+            if (len > left())
+              fail("string length " + std::to_string(len) + " at byte " + std::to_string(at_len) + " runs past the end of the file (" +
+                   std::to_string(left()) + " bytes left)");
+            const auto* b = reinterpret_cast<const unsigned char*>(data_ + pos_);
+            p.bytes.insert(p.bytes.end(), b, b + len);
+            pos_ += static_cast<std::size_t>(len);
+            p.ends.push_back(p.bytes.size());
+          }
+          items_.pop_back();
+          p.bytes.shrink_to_fit();
+          v.value = std::move(p);
+          break;
+        }
         std::vector<MetaValue> items;
         items.reserve(static_cast<std::size_t>(n));
         items_.push_back(0);
@@ -422,13 +458,16 @@ void put_value(Out& o, const std::string& file, const std::string& where, MetaTy
       break;
     }
     case MetaType::Array: {
-      const auto* a = v.array();
-      if (!a) meta_fail(file, where, "is not an array value");
+      if (!v.array() && !std::holds_alternative<PackedArray>(v.value)) meta_fail(file, where, "is not an array value");
       if (depth >= kMaxArrayDepth) bad("arrays nested more than " + std::to_string(kMaxArrayDepth) + " levels deep");
       if (static_cast<std::uint32_t>(v.elem) > kMaxMetaType) bad("has an unknown element type");
       o.put(static_cast<std::uint32_t>(v.elem));
-      o.put<std::uint64_t>(a->size());
-      for (std::size_t i = 0; i < a->size(); ++i) put_value(o, file, where + " item " + std::to_string(i), v.elem, (*a)[i], depth + 1);
+      const std::size_t n = v.size();
+      o.put<std::uint64_t>(n);
+      if (const auto* a = v.array())
+        for (std::size_t i = 0; i < n; ++i) put_value(o, file, where + " item " + std::to_string(i), v.elem, (*a)[i], depth + 1);
+      else
+        for (std::size_t i = 0; i < n; ++i) put_value(o, file, where + " item " + std::to_string(i), v.elem, v.item(i), depth + 1);
       break;
     }
     default: bad("has an unknown type id " + std::to_string(static_cast<std::uint32_t>(type)));

@@ -2,8 +2,10 @@
 #include "glassbox/model/metadata.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
 
 #include "glassbox/error.hpp"
 
@@ -28,7 +30,24 @@ std::string_view meta_type_name(MetaType t) {
   return "?";
 }
 
+std::size_t meta_scalar_bytes(MetaType t) {
+  switch (t) {
+    case MetaType::U8: case MetaType::I8: case MetaType::Bool: return 1;
+    case MetaType::U16: case MetaType::I16: return 2;
+    case MetaType::U32: case MetaType::I32: case MetaType::F32: return 4;
+    case MetaType::U64: case MetaType::I64: case MetaType::F64: return 8;
+    default: return 0;
+  }
+}
+
 namespace {
+template <class T>
+T load(const unsigned char* p) {
+  T x;
+  std::memcpy(&x, p, sizeof x);
+  return x;
+}
+
 std::string quoted(const std::string& s, std::size_t max_len = 60) {
   std::string out = "\"";
   for (std::size_t i = 0; i < s.size() && i < max_len; ++i) {
@@ -43,6 +62,45 @@ std::string quoted(const std::string& s, std::size_t max_len = 60) {
 }
 }  // namespace
 
+std::size_t MetaValue::size() const {
+  if (const auto* a = array()) return a->size();
+  if (const auto* p = std::get_if<PackedArray>(&value)) {
+    if (elem == MetaType::String) return p->ends.size();
+    const std::size_t w = meta_scalar_bytes(elem);
+    return w ? p->bytes.size() / w : 0;
+  }
+  return 0;
+}
+
+MetaValue MetaValue::item(std::size_t i) const {
+  if (const auto* a = array()) return a->at(i);
+  const auto* p = std::get_if<PackedArray>(&value);
+  if (!p || i >= size()) throw std::out_of_range("MetaValue::item: index " + std::to_string(i) + " outside the array");
+  MetaValue v;
+  v.type = elem;
+  if (elem == MetaType::String) {
+    const std::uint64_t begin = i ? p->ends[i - 1] : 0;
+    v.value = std::string(reinterpret_cast<const char*>(p->bytes.data() + begin), static_cast<std::size_t>(p->ends[i] - begin));
+    return v;
+  }
+  const unsigned char* b = p->bytes.data() + i * meta_scalar_bytes(elem);
+  switch (elem) {
+    case MetaType::U8: v.value = std::uint64_t{load<std::uint8_t>(b)}; break;
+    case MetaType::I8: v.value = std::int64_t{load<std::int8_t>(b)}; break;
+    case MetaType::U16: v.value = std::uint64_t{load<std::uint16_t>(b)}; break;
+    case MetaType::I16: v.value = std::int64_t{load<std::int16_t>(b)}; break;
+    case MetaType::U32: v.value = std::uint64_t{load<std::uint32_t>(b)}; break;
+    case MetaType::I32: v.value = std::int64_t{load<std::int32_t>(b)}; break;
+    case MetaType::U64: v.value = load<std::uint64_t>(b); break;
+    case MetaType::I64: v.value = load<std::int64_t>(b); break;
+    case MetaType::F32: v.value = double{load<float>(b)}; break;
+    case MetaType::F64: v.value = load<double>(b); break;
+    case MetaType::Bool: v.value = *b != 0; break;
+    default: break;
+  }
+  return v;
+}
+
 std::string MetaValue::to_string(std::size_t max_items) const {
   std::ostringstream o;
   if (auto* v = std::get_if<std::int64_t>(&value)) o << *v;
@@ -50,12 +108,13 @@ std::string MetaValue::to_string(std::size_t max_items) const {
   else if (auto* d = std::get_if<double>(&value)) o << *d;
   else if (auto* b = std::get_if<bool>(&value)) o << (*b ? "true" : "false");
   else if (auto* s = std::get_if<std::string>(&value)) o << quoted(*s);
-  else if (auto* a = array()) {
-    o << "[" << meta_type_name(elem) << " × " << a->size() << "]";
-    if (!a->empty()) {
+  else if (is_array()) {
+    const std::size_t n = size();
+    o << "[" << meta_type_name(elem) << " × " << n << "]";
+    if (n) {
       o << " ";
-      for (std::size_t i = 0; i < a->size() && i < max_items; ++i) o << (i ? ", " : "") << (*a)[i].to_string(max_items);
-      if (a->size() > max_items) o << ", …";
+      for (std::size_t i = 0; i < n && i < max_items; ++i) o << (i ? ", " : "") << item(i).to_string(max_items);
+      if (n > max_items) o << ", …";
     }
   }
   return o.str();
@@ -139,23 +198,28 @@ std::optional<std::string> Metadata::get_string(std::string_view key) const {
 std::optional<std::vector<std::string>> Metadata::get_strings(std::string_view key) const {
   const MetaValue* v = find(key);
   if (!v) return std::nullopt;
-  const auto* a = v->array();
-  if (!a || (!a->empty() && v->elem != MetaType::String)) mismatch(*this, key, *v, "an array of strings");
+  if (!v->is_array() || (v->size() && v->elem != MetaType::String)) mismatch(*this, key, *v, "an array of strings");
   std::vector<std::string> out;
-  out.reserve(a->size());
-  for (const auto& e : *a) out.push_back(std::get<std::string>(e.value));
+  out.reserve(v->size());
+  if (const auto* a = v->array())
+    for (const auto& e : *a) {
+      const auto* s = std::get_if<std::string>(&e.value);
+      if (!s) mismatch(*this, key, *v, "an array of strings");
+      out.push_back(*s);
+    }
+  else
+    for (std::size_t i = 0; i < v->size(); ++i) out.push_back(std::get<std::string>(v->item(i).value));
   return out;
 }
 
 std::optional<std::vector<double>> Metadata::get_floats(std::string_view key) const {
   const MetaValue* v = find(key);
   if (!v) return std::nullopt;
-  const auto* a = v->array();
-  if (!a) mismatch(*this, key, *v, "an array of numbers");
+  if (!v->is_array()) mismatch(*this, key, *v, "an array of numbers");
   std::vector<double> out;
-  out.reserve(a->size());
-  for (const auto& e : *a) {
-    auto d = as_float(e);
+  out.reserve(v->size());
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    auto d = as_float(v->item(i));
     if (!d) mismatch(*this, key, *v, "an array of numbers");
     out.push_back(*d);
   }
@@ -165,12 +229,11 @@ std::optional<std::vector<double>> Metadata::get_floats(std::string_view key) co
 std::optional<std::vector<std::int64_t>> Metadata::get_ints(std::string_view key) const {
   const MetaValue* v = find(key);
   if (!v) return std::nullopt;
-  const auto* a = v->array();
-  if (!a) mismatch(*this, key, *v, "an array of integers");
+  if (!v->is_array()) mismatch(*this, key, *v, "an array of integers");
   std::vector<std::int64_t> out;
-  out.reserve(a->size());
-  for (const auto& e : *a) {
-    auto i = as_int(e);
+  out.reserve(v->size());
+  for (std::size_t k = 0; k < v->size(); ++k) {
+    auto i = as_int(v->item(k));
     if (!i) mismatch(*this, key, *v, "an array of integers");
     out.push_back(*i);
   }

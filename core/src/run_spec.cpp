@@ -103,6 +103,47 @@ std::unique_ptr<Sampler> make_ignore_eos_stage(const Registry& registry, const T
   return registry.make_sampler(PluginSpec{"logit-bias", {{"bias", bias}}});
 }
 
+std::uint64_t run_memory_bytes(const Config& cfg, int prefill_block) {
+  using U = std::uint64_t;
+  const U ctx = static_cast<U>(std::max(cfg.seq_len, 0));
+  const U block = std::min<U>(static_cast<U>(std::max(prefill_block, 1)), std::max<U>(ctx, 1));
+  const U f = sizeof(float);
+  // K and V for every layer and position: (n_layers, seq_len, kv_dim) twice.
+  const U kv = 2 * static_cast<U>(cfg.n_layers) * ctx * static_cast<U>(cfg.kv_dim()) * f;
+  // A prefill block's activations (x, xb, q, k, v, att, hb, hb2 and the fused forms), the RoPE tables
+  // (seq_len, head_size) for up to two bases, and the logits.
+  const U per_pos = 2 * U(cfg.dim) + 2 * U(cfg.q_dim()) + 4 * U(cfg.kv_dim()) + 4 * U(cfg.hidden_dim);
+  const U act = block * per_pos * f + 2 * ctx * static_cast<U>(cfg.head_size()) * f + static_cast<U>(cfg.vocab_size) * f;
+  return kv + act;
+}
+
+void check_run_memory(const Config& cfg, const std::filesystem::path& model_file, int prefill_block) {
+  // What a run allocates up front grows with the context and the layer count, which a small file
+  // can declare freely (512 thin layers in 2.5 MB reserved 528 MB of KV cache). A real model's KV cache
+  // at its context is within a few times its file (Phi-3-mini Q4 at 4,096 positions: 3.2 GB beside
+  // 2.2 GB), so the bound is a multiple of the file, plus room for small models' long contexts.
+  std::error_code ec;
+  const std::uint64_t file = std::filesystem::file_size(model_file, ec);
+  if (ec) return;  // not a plain file (the loader has read it already): nothing to compare with
+  const std::uint64_t need = run_memory_bytes(cfg, prefill_block);
+  const std::uint64_t limit = kRunMemoryFileMultiple * file + kRunMemoryAllowance;
+  if (need <= limit) return;
+  auto mib = [](std::uint64_t b) { return std::to_string((b + (1u << 20) - 1) >> 20); };
+  // The longest context that fits, for the message.
+  Config c = cfg;
+  int lo = 0, hi = cfg.seq_len;
+  while (lo < hi) {
+    c.seq_len = lo + (hi - lo + 1) / 2;
+    if (run_memory_bytes(c, prefill_block) <= limit) lo = c.seq_len;
+    else hi = c.seq_len - 1;
+  }
+  throw ModelError(model_file.string() + ": a run of " + std::to_string(cfg.seq_len) + " positions over " + std::to_string(cfg.n_layers) +
+                   " layers (kv_dim " + std::to_string(cfg.kv_dim()) + ") would need " + mib(need) +
+                   " MiB for its KV cache and activations, more than the limit of " + std::to_string(kRunMemoryFileMultiple) +
+                   " x the file (" + mib(file) + " MiB) + " + std::to_string(kRunMemoryAllowance >> 20) + " MiB = " + mib(limit) + " MiB" +
+                   (lo > 0 ? "; use --context " + std::to_string(lo) + " or less" : std::string("; the model's shape alone exceeds it")));
+}
+
 std::unique_ptr<Pipeline> build_pipeline(std::shared_ptr<const LoadedModel> loaded, const RunSpec& spec,
                                          std::vector<std::string>& warnings) {
   auto stages = check_run_spec(*loaded->registry, spec, warnings);
@@ -131,6 +172,7 @@ std::unique_ptr<Pipeline> build_pipeline(std::shared_ptr<const LoadedModel> load
   // percent. Measured on 110M, 256-token prompt: blocks of 64 3.42, 128 3.15, 256 3.08 CPU ms per
   // token. The activations of 256 positions are 9 MB for 110M (capped at the context length).
   constexpr int kPrefillBlock = 256;
+  check_run_memory(cfg, loaded->path, kPrefillBlock);
   p->model = std::make_unique<Transformer>(p->config, loaded->source->weights(), kPrefillBlock);
   // Test-only (docs/golden-traces.md): a wrong RoPE base, the perturbation the golden suite must catch.
   // The trace header keeps the checkpoint's rope_theta, as a silent bug would.

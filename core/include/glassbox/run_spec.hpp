@@ -65,6 +65,16 @@ struct RunSpec {
 };
 constexpr int kDefaultContextCap = 4096;
 
+// What a run allocates up front (KV cache, activations of a prefill block, RoPE tables, logits), in
+// bytes, for a config whose seq_len is the run's context.
+std::uint64_t run_memory_bytes(const Config& cfg, int prefill_block);
+// The bound on it (docs/reliability.md): kRunMemoryFileMultiple x the model file's size +
+// kRunMemoryAllowance. Beyond it, a ModelError naming the file, what it would need and the longest
+// --context that fits; build_pipeline calls it before anything is allocated.
+constexpr std::uint64_t kRunMemoryFileMultiple = 8;
+constexpr std::uint64_t kRunMemoryAllowance = std::uint64_t{256} << 20;
+void check_run_memory(const Config& cfg, const std::filesystem::path& model_file, int prefill_block);
+
 // The attention and sampler plugins a RunSpec names, checked without a model: returns the chain's stages
 // (with "dist" appended when nothing selects) and adds chain warnings to `warnings`.
 std::vector<std::unique_ptr<Sampler>> check_run_spec(const Registry& registry, const RunSpec& spec, std::vector<std::string>& warnings);

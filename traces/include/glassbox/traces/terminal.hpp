@@ -22,7 +22,7 @@ class ProbsSink final : public TraceSink {
   void header(const RunHeader& h) override;
   void step(const StepEvent& e) override;
   void summary(const Summary& s) override;
-  void flush();  // writes the pending chart now (when a run fails)
+  void flush() override;  // writes the pending chart now (when a run fails)
 
  private:
   std::ostream& out_;
