@@ -38,7 +38,7 @@ void register_factories(Registrar& r) {
   r.add_sampler({"typical-p", "locally typical: keep tokens whose surprise is closest to the entropy, up to mass p",
                  {{"p", ParamType::Float, "0.95", "0 < p <= 1; 1 keeps every token", 0.0, 1.0}},
                  "p"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const double v = samplers::finite_param("typical-p", p, "p");
                   if (!(v > 0 && v <= 1)) throw samplers::invalid("typical-p", "p", v, "is outside (0, 1]");
                   return std::make_unique<TypicalP>(p, v);
