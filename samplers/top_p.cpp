@@ -12,7 +12,7 @@ class TopP final : public samplers::Stage {
     if (p_ >= 1.0) return;  // the whole distribution is the smallest set with mass >= 1
     c.normalize();
     // Quickselect on the mass finds the boundary in expected O(n); only the kept set is sorted.
-    c.keep_mass_prefix(p_, Candidates::Before{});
+    c.keep_mass_prefix(p_);
     c.sorted = true;
   }
 
