@@ -22,6 +22,7 @@ void add_plugins_command(CLI::App& app) {
     for (const auto& e : reg.list()) {
       std::cout << "\n" << kind_name(e.kind) << " " << e.info.name << " — " << e.info.help << "\n"
                 << "  module " << e.module_name << " (" << e.module_path.string() << ")\n";
+      if (e.accepts) std::cout << "  chosen for models it accepts: " << *e.accepts << "\n";
       for (const auto& p : e.info.params) {
         std::cout << "  " << p.name << (p.name == e.info.main_param ? " (main)" : "") << ": "
                   << param_type_name(p.type) << ", default " << (p.default_value.empty() ? "\"\"" : p.default_value);

@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/model/model_source.hpp"
+#include "glassbox/run_spec.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "session.hpp"
 #include "streaming.hpp"
@@ -44,8 +45,7 @@ void add_tokenize_command(CLI::App& app) {
       model = ModelSource::open(o->model);
       if (!model->gguf())
         throw ConfigError(o->model + " is a llama2.c checkpoint, which holds no vocabulary: use --tokenizer");
-      const auto family = model->metadata().get_string("tokenizer.ggml.model").value_or("llama");
-      if (spec.name.empty()) spec.name = family == "gpt2" ? "bpe" : "llama2c";
+      if (spec.name.empty()) spec.name = tokenizer_for(reg, model->metadata(), o->model);  // the one that accepts it
     } else {
       std::string path = o->tokenizer;
       if (path.empty()) {

@@ -171,7 +171,7 @@ std::vector<RunOption> make_table() {
                      },
                      [](const RunOptions& o) { return o.tokenizer.to_string(); }}));
   t.push_back(entry({.key = "tokenizer_plugin", .flags = "--tokenizer-plugin", .value_name = "NAME", .help = "tokenizer plugin",
-                     .default_text = "llama2c, or what a GGUF model's tokenizer.ggml.model names", .example = "bpe",
+                     .default_text = "the one that accepts the model's tokenizer.ggml.model (llama2c for llama2.c)", .example = "bpe",
                      .commands = kShared},
                     {K::Value, "",
                      [](RunOptions& o, const YAML::Node& v, const std::string& where) {

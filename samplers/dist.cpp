@@ -17,7 +17,7 @@ class Dist final : public samplers::Stage {
 
 void register_factories(Registrar& r) {
   r.add_sampler({"dist", "draw a token at random, weighted by the current probabilities", {}, ""},
-                [](const Params& p) { return std::make_unique<Dist>(p); });
+                [](const Params& p, const PluginContext&) { return std::make_unique<Dist>(p); });
 }
 
 }  // namespace

@@ -217,7 +217,7 @@ void register_factories(Registrar& r) {
         {"breakers", ParamType::String, "\\n|:|\"|*",
          "sequence breakers separated by '|' (escapes \\n \\t \\r \\\\ \\|); empty = none", std::nullopt, std::nullopt}},
        "multiplier"},
-      [](const Params& p) {
+      [](const Params& p, const PluginContext&) {
         const double m = samplers::finite_param("dry", p, "multiplier");
         const double b = samplers::finite_param("dry", p, "base");
         const std::int64_t allowed = p.get_int("allowed_length"), last_n = p.get_int("last_n");

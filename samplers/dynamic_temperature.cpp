@@ -56,7 +56,7 @@ void register_factories(Registrar& r) {
                   {"exponent", ParamType::Float, "1.0", "exponent >= 0 on the normalised entropy; > 1 keeps T low longer", 0.0,
                    std::nullopt}},
                  "temperature"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const double t = samplers::finite_param("dynamic-temperature", p, "temperature");
                   const double d = samplers::finite_param("dynamic-temperature", p, "range");
                   const double e = samplers::finite_param("dynamic-temperature", p, "exponent");

@@ -12,7 +12,7 @@ void register_factories(Registrar& r) {
                    std::nullopt, std::nullopt},
                   samplers::last_n_spec()},
                  "penalty"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const auto pen = static_cast<float>(samplers::finite_param("frequency-penalty", p, "penalty"));
                   return samplers::make_penalty("frequency-penalty", p,
                                                 [pen](Candidate& c, int count) { c.logit -= static_cast<float>(count) * pen; });

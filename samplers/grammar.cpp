@@ -184,7 +184,7 @@ void register_factories(Registrar& r) {
                   {"schema_file", ParamType::String, "", "JSON schema file, converted to a grammar (--json-schema FILE)", {}, {}},
                   {"json_schema", ParamType::String, "", "JSON schema text, converted to a grammar", {}, {}}},
                  "file"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   std::vector<std::string> given;
                   for (const char* k : {"file", "gbnf", "schema_file", "json_schema"})
                     if (!p.get_string(k).empty()) given.emplace_back(k);

@@ -15,7 +15,7 @@ class Greedy final : public samplers::Stage {
 
 void register_factories(Registrar& r) {
   r.add_sampler({"greedy", "pick the most likely token (argmax, ties to the lower id)", {}, ""},
-                [](const Params& p) { return std::make_unique<Greedy>(p); });
+                [](const Params& p, const PluginContext&) { return std::make_unique<Greedy>(p); });
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ void register_factories(Registrar& r) {
                  {{"bias", ParamType::String, "", "ID=BIAS pairs separated by ';', e.g. 13=-inf;42=2.5", std::nullopt,
                    std::nullopt}},
                  "bias"},
-                [](const Params& p) { return std::make_unique<LogitBias>(p, parse_biases(p.get_string("bias"))); });
+                [](const Params& p, const PluginContext&) { return std::make_unique<LogitBias>(p, parse_biases(p.get_string("bias"))); });
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ void register_factories(Registrar& r) {
   r.add_sampler({"min-p", "keep tokens with p >= min_p * p_max",
                  {{"p", ParamType::Float, "0.05", "0 <= min_p <= 1; 0 keeps every token", 0.0, 1.0}},
                  "p"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const double v = samplers::finite_param("min-p", p, "p");
                   if (!(v >= 0 && v <= 1)) throw samplers::invalid("min-p", "p", v, "is outside [0, 1]");
                   return std::make_unique<MinP>(p, v);

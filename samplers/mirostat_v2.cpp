@@ -64,7 +64,7 @@ void register_factories(Registrar& r) {
                  {{"tau", ParamType::Float, "5.0", "target surprise in bits, tau >= 0", 0.0, std::nullopt},
                   {"eta", ParamType::Float, "0.1", "learning rate, 0 <= eta <= 1", 0.0, 1.0}},
                  "tau"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const double tau = samplers::finite_param("mirostat-v2", p, "tau");
                   const double eta = samplers::finite_param("mirostat-v2", p, "eta");
                   if (tau < 0) throw samplers::invalid("mirostat-v2", "tau", tau, "is negative (expected tau >= 0)");

@@ -55,7 +55,7 @@ void register_factories(Registrar& r) {
   r.add_sampler({"no-repeat-ngram", "ban any token that would complete an n-gram already in the sequence (Hugging Face)",
                  {{"n", ParamType::Int, "3", "n-gram size, >= 0; 0 = off, 1 bans every token seen", 0.0, 1048576.0}},
                  "n"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const std::int64_t n = p.get_int("n");
                   if (n < 0) throw samplers::invalid("no-repeat-ngram", "n", n, "is negative (expected n >= 0)");
                   return std::make_unique<NoRepeatNgram>(p, n);

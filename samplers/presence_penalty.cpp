@@ -12,7 +12,7 @@ void register_factories(Registrar& r) {
                    std::nullopt, std::nullopt},
                   samplers::last_n_spec()},
                  "penalty"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const auto pen = static_cast<float>(samplers::finite_param("presence-penalty", p, "penalty"));
                   return samplers::make_penalty("presence-penalty", p, [pen](Candidate& c, int) { c.logit -= pen; });
                 });

@@ -12,7 +12,7 @@ void register_factories(Registrar& r) {
                  {{"penalty", ParamType::Float, "1.1", "penalty > 0; 1 = off, > 1 discourages repeats", 0.0, std::nullopt},
                   samplers::last_n_spec()},
                  "penalty"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const double v = samplers::finite_param("repetition-penalty", p, "penalty");
                   if (!(v > 0)) throw samplers::invalid("repetition-penalty", "penalty", v, "is not positive (expected penalty > 0)");
                   const auto pen = static_cast<float>(v);

@@ -35,7 +35,7 @@ void register_factories(Registrar& r) {
                  {{"temperature", ParamType::Float, "1.0", "T >= 0; < 1 sharpens, > 1 flattens, 0 keeps only the argmax",
                    0.0, std::nullopt}},
                  "temperature"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const double t = samplers::finite_param("temperature", p, "temperature");
                   if (t < 0) throw samplers::invalid("temperature", "temperature", t, "is negative (expected T >= 0)");
                   return std::make_unique<Temperature>(p, t);

@@ -24,7 +24,7 @@ void register_factories(Registrar& r) {
   r.add_sampler({"top-k", "keep the k most likely tokens (ties to the lower id); 0 keeps all",
                  {{"k", ParamType::Int, "40", "k >= 0; 0 or k >= vocabulary keeps every token", 0.0, std::nullopt}},
                  "k"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const std::int64_t k = p.get_int("k");
                   if (k < 0) throw samplers::invalid("top-k", "k", k, "is negative (expected k >= 0)");
                   return std::make_unique<TopK>(p, k);

@@ -40,7 +40,7 @@ void register_factories(Registrar& r) {
   r.add_sampler({"top-n-sigma", "keep tokens with logit >= max - n * sigma (sigma: std. dev. of the logits)",
                  {{"n", ParamType::Float, "1.0", "n >= 0; 0 keeps only the top logit(s)", 0.0, std::nullopt}},
                  "n"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const double n = samplers::finite_param("top-n-sigma", p, "n");
                   if (n < 0) throw samplers::invalid("top-n-sigma", "n", n, "is negative (expected n >= 0)");
                   return std::make_unique<TopNSigma>(p, n);

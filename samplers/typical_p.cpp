@@ -1,5 +1,7 @@
 // Sampler "typical-p": locally typical sampling (Meister et al. 2022). Keeps the tokens whose
 // surprise -log p is closest to the distribution's entropy H, until their mass reaches p.
+#include <glassbox/mass_select.hpp>
+
 #include "stage.hpp"
 
 namespace {
@@ -23,7 +25,7 @@ class TypicalP final : public samplers::Stage {
     // c0 = max + log sum - H: the order needs no per-token logarithm.
     const double c0 = mx + std::log(sum) - h;
     auto dev = [c0](const Candidate& x) { return std::isinf(x.logit) ? INFINITY : std::fabs(c0 - x.logit); };
-    c.keep_mass_prefix(p_, [&](const Candidate& a, const Candidate& b) {
+    keep_mass_prefix(c, p_, [&](const Candidate& a, const Candidate& b) {
       const double da = dev(a), db = dev(b);
       return da < db || (da == db && a.id < b.id);
     });
@@ -38,7 +40,7 @@ void register_factories(Registrar& r) {
   r.add_sampler({"typical-p", "locally typical: keep tokens whose surprise is closest to the entropy, up to mass p",
                  {{"p", ParamType::Float, "0.95", "0 < p <= 1; 1 keeps every token", 0.0, 1.0}},
                  "p"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const double v = samplers::finite_param("typical-p", p, "p");
                   if (!(v > 0 && v <= 1)) throw samplers::invalid("typical-p", "p", v, "is outside (0, 1]");
                   return std::make_unique<TypicalP>(p, v);

@@ -45,7 +45,7 @@ void register_factories(Registrar& r) {
                   {"threshold", ParamType::Float, "0.1", "0 <= threshold <= 1; above 0.5 the stage never acts", 0.0, 1.0},
                   {"min_keep", ParamType::Int, "1", "act only when at least this many candidates remain, >= 0", 0.0, std::nullopt}},
                  "probability"},
-                [](const Params& p) {
+                [](const Params& p, const PluginContext&) {
                   const double prob = samplers::finite_param("xtc", p, "probability");
                   const double thr = samplers::finite_param("xtc", p, "threshold");
                   const std::int64_t keep = p.get_int("min_keep");

@@ -14,6 +14,7 @@
 #include "glassbox/kernels.hpp"
 #include "glassbox/model.hpp"
 #include "glassbox/registry.hpp"
+#include "glassbox/run_spec.hpp"
 #include "registry_fixture.hpp"
 #include "support.hpp"
 
@@ -58,8 +59,7 @@ const std::vector<Case> kCases = {
 using gbtest::registry;  // the default registry, loaded once (registry_fixture.hpp)
 
 std::unique_ptr<glassbox::Tokenizer> tokenizer_of(const glassbox::ModelSource& src) {
-  const auto family = src.metadata().get_string("tokenizer.ggml.model");
-  return registry().make_tokenizer({family && *family == "gpt2" ? "bpe" : "llama2c", {}}, src.metadata());
+  return registry().make_tokenizer({glassbox::tokenizer_for(registry(), src.metadata(), "model"), {}}, src.metadata());
 }
 
 glassbox::MetaValue u32(std::int64_t v) { return {glassbox::MetaType::U32, glassbox::MetaType::U8, static_cast<std::uint64_t>(v)}; }

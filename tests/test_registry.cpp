@@ -151,3 +151,23 @@ BOOST_AUTO_TEST_CASE(plugins_keep_their_module_loaded) {
   BOOST_TEST(s->name() == "greedy");
   BOOST_TEST(c.data[c.selected].id == 1);  // ties go to the lower id
 }
+
+// One factory signature for every kind: each is made through Registry::make<T> with a PluginContext,
+// and the kind follows from T. An attention module made without the model's shape says so, naming itself.
+BOOST_AUTO_TEST_CASE(every_kind_is_made_through_one_path_with_a_context) {
+  static_assert(glassbox::plugin_kind_of<glassbox::Tokenizer> == PluginKind::Tokenizer);
+  static_assert(glassbox::plugin_kind_of<glassbox::KvStore> == PluginKind::Attention);
+  static_assert(glassbox::plugin_kind_of<glassbox::Sampler> == PluginKind::Sampler);
+  glassbox::Registry reg;
+  reg.load_default();
+  glassbox::PluginContext context;
+  BOOST_CHECK_EXCEPTION(reg.make<glassbox::KvStore>({"kv-cache", {}}, context), glassbox::ConfigError, [](const glassbox::ConfigError& e) {
+    return std::string(e.what()) == "attention 'kv-cache': made without an attention shape (the model's dimensions)";
+  });
+  context.attention = glassbox::AttentionShape{1, 1, 1, 2, 8};
+  BOOST_TEST(reg.make<glassbox::KvStore>(glassbox::parse_plugin_spec("kv-cache:4", "attention"), context)->capacity() == 4);
+  BOOST_TEST(reg.make<glassbox::Sampler>({"greedy", {}}, context)->name() == "greedy");
+  BOOST_TEST(reg.make_attention({"paged", {}}, {1, 1, 1, 2, 8})->capacity() == 16);  // the shorthand fills the shape in
+  // A name of another kind is unknown to this one, whatever T is.
+  BOOST_CHECK_THROW(reg.make<glassbox::Sampler>({"kv-cache", {}}), glassbox::ConfigError);
+}

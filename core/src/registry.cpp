@@ -29,6 +29,16 @@ std::string kind_name(PluginKind k) {
   return "?";
 }
 
+const Metadata& PluginContext::metadata() const {
+  static const Metadata none;
+  return model ? *model : none;
+}
+
+const AttentionShape& PluginContext::shape(const std::string& who) const {
+  if (!attention) throw ConfigError(who + ": made without an attention shape (the model's dimensions)");
+  return *attention;
+}
+
 std::string PluginSpec::to_string() const {
   std::string s = name;
   for (const auto& [k, v] : params) s += (s == name ? "(" : ", ") + k + "=" + v;
@@ -236,20 +246,21 @@ struct Module {
   fs::path path;
   std::shared_ptr<Library> lib;
 };
-struct Factory {
+struct Registered {  // one factory as the registry holds it
   PluginEntry entry;
   std::shared_ptr<Library> lib;
   AnyFactory make;
+  std::function<bool(const Metadata&)> accepts;  // module code: dies with the factory, before the module
 };
 }  // namespace
 
 struct Registry::Impl {
   // Declared before `factories`, so factories (whose code lives in the modules) die first.
   std::vector<Module> modules;
-  std::vector<Factory> factories;
+  std::vector<Registered> factories;
   std::vector<Rejection> rejections;
 
-  const Factory* find(PluginKind kind, const std::string& name) const {
+  const Registered* find(PluginKind kind, const std::string& name) const {
     for (const auto& f : factories)
       if (f.entry.kind == kind && f.entry.info.name == name) return &f;
     return nullptr;
@@ -261,12 +272,15 @@ namespace {
 // Collects one module's factories; they join the registry only if the whole module is good.
 class Staging final : public Registrar {
  public:
-  std::vector<Factory> added;
-  void add(FactoryInfo info, AnyFactory f) override {
+  std::vector<Registered> added;
+  void add(FactoryInfo info, AnyFactory f, Accepts accepts) override {
     added.push_back({});
     added.back().entry.kind = factory_kind(f);
     added.back().entry.info = std::move(info);
+    // Only the text leaves the registry (PluginEntry): a copy of the test would hold module code.
+    if (accepts.test) added.back().entry.accepts = std::move(accepts.what);
     added.back().make = std::move(f);
+    added.back().accepts = std::move(accepts.test);
   }
 };
 
@@ -449,26 +463,42 @@ Params Registry::resolve(PluginKind kind, const PluginSpec& spec) const {
   return out;
 }
 
-template <class T, class... Args>
-std::unique_ptr<T> Registry::make(PluginKind kind, const PluginSpec& spec, const Args&... args) const {
+std::vector<std::string> Registry::accepting(PluginKind kind, const Metadata& model) const {
+  std::vector<std::string> out;
+  for (const auto& f : impl_->factories)
+    if (f.entry.kind == kind && f.accepts && guarded(label(f.entry), [&] { return f.accepts(model); }))
+      out.push_back(f.entry.info.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+template <class T>
+std::unique_ptr<T> Registry::make(const PluginSpec& spec, const PluginContext& context) const {
+  constexpr PluginKind kind = plugin_kind_of<T>;
   Params params = resolve(kind, spec);
   const auto* f = impl_->find(kind, spec.name);
   const std::string who = label(f->entry);
-  std::unique_ptr<T> raw = guarded(who, [&] { return std::visit([&](const auto& make) -> std::unique_ptr<T> {
-    if constexpr (std::is_invocable_v<decltype(make), const Args&..., const Params&>) return make(args..., params);
-    else if constexpr (std::is_invocable_v<decltype(make), const Params&, const Args&...>) return make(params, args...);
-    else throw std::logic_error("factory kind mismatch");
-  }, f->make); });
+  // The entry was found under T's kind, so its factory is the alternative that makes T.
+  std::unique_ptr<T> raw = guarded(who, [&] { return std::get<Factory<T>>(f->make)(params, context); });
+  if (!raw) throw PluginError(who + ": the factory made nothing");
   using G = typename GuardOf<T>::type;
   return std::make_unique<G>(Owned<T>(raw.release(), {f->lib}), who, spec.name, std::move(params));
 }
+// Every kind's instance, compiled here once (the definition stays out of the header).
+template std::unique_ptr<Tokenizer> Registry::make<Tokenizer>(const PluginSpec&, const PluginContext&) const;
+template std::unique_ptr<KvStore> Registry::make<KvStore>(const PluginSpec&, const PluginContext&) const;
+template std::unique_ptr<Sampler> Registry::make<Sampler>(const PluginSpec&, const PluginContext&) const;
 
 std::unique_ptr<Tokenizer> Registry::make_tokenizer(const PluginSpec& spec, const Metadata& model) const {
-  return make<Tokenizer>(PluginKind::Tokenizer, spec, model);
+  PluginContext c;
+  c.model = &model;
+  return make<Tokenizer>(spec, c);
 }
 std::unique_ptr<KvStore> Registry::make_attention(const PluginSpec& spec, const AttentionShape& shape) const {
-  return make<KvStore>(PluginKind::Attention, spec, shape);
+  PluginContext c;
+  c.attention = shape;
+  return make<KvStore>(spec, c);
 }
-std::unique_ptr<Sampler> Registry::make_sampler(const PluginSpec& spec) const { return make<Sampler>(PluginKind::Sampler, spec); }
+std::unique_ptr<Sampler> Registry::make_sampler(const PluginSpec& spec) const { return make<Sampler>(spec); }
 
 }  // namespace glassbox

@@ -21,11 +21,20 @@ std::shared_ptr<const Registry> load_registry(const std::vector<std::filesystem:
   return reg;
 }
 
-std::string tokenizer_for(const Metadata& meta, const std::string& model_path) {
+std::string tokenizer_for(const Registry& registry, const Metadata& meta, const std::string& model_path) {
+  // Each tokenizer says which vocabularies it reads (its Accepts): core names no family.
+  const auto chosen = registry.accepting(PluginKind::Tokenizer, meta);
+  if (chosen.size() == 1) return chosen.front();
   const auto family = meta.get_string("tokenizer.ggml.model");
-  if (!family || *family == "llama") return "llama2c";
-  if (*family == "gpt2") return "bpe";
-  throw ConfigError(model_path + ": tokenizer.ggml.model = '" + *family + "' is not supported (supported: llama, gpt2)");
+  const std::string what = family ? "tokenizer.ggml.model = '" + *family + "'" : "a model without tokenizer.ggml.model";
+  std::string names;
+  for (const auto& n : chosen) names += (names.empty() ? "'" : ", '") + n + "'";
+  if (!chosen.empty())
+    throw ConfigError(model_path + ": " + what + " is accepted by several tokenizers (" + names + "); name one with --tokenizer-plugin");
+  std::string supported;
+  for (const auto& e : registry.list())
+    if (e.kind == PluginKind::Tokenizer && e.accepts) supported += (supported.empty() ? "" : ", ") + *e.accepts + " (" + e.info.name + ")";
+  throw ConfigError(model_path + ": " + what + " is not supported (supported: " + (supported.empty() ? "none" : supported) + ")");
 }
 
 std::shared_ptr<const LoadedModel> load_model(std::shared_ptr<const Registry> registry, const ModelSpec& spec) {
@@ -45,7 +54,7 @@ std::shared_ptr<const LoadedModel> load_model(std::shared_ptr<const Registry> re
   m->source = ModelSource::open(std::move(mapped));
   const Metadata& meta = m->source->metadata();
   if (tok_spec.name.empty()) {
-    tok_spec.name = tokenizer_for(meta, spec.model.string());
+    tok_spec.name = tokenizer_for(*registry, meta, spec.model.string());
     registry->resolve(PluginKind::Tokenizer, tok_spec);
   }
   const bool no_vocabulary = tok_spec.params.empty() && !m->source->gguf();
@@ -55,7 +64,12 @@ std::shared_ptr<const LoadedModel> load_model(std::shared_ptr<const Registry> re
   m->config.gelu = spec.gelu;
   for (const auto& [k, v] : tok_spec.params)
     if (k == "path" || k.empty()) m->tokenizer_path = v;
-  if (!no_vocabulary) m->tokenizer = registry->make_tokenizer(tok_spec, meta);
+  if (!no_vocabulary) {
+    PluginContext context;
+    context.model = &meta;
+    context.vocab_size = m->config.vocab_size;
+    m->tokenizer = registry->make<Tokenizer>(tok_spec, context);
+  }
   if (m->tokenizer && m->tokenizer->vocab_size() != m->config.vocab_size)
     throw ConfigError("tokenizer " + (m->tokenizer_path.empty() ? spec.model.string() : m->tokenizer_path) + " has " +
                       std::to_string(m->tokenizer->vocab_size()) + " tokens but model " + spec.model.string() +
@@ -183,7 +197,11 @@ std::unique_ptr<Pipeline> build_pipeline(std::shared_ptr<const LoadedModel> load
     p->model->set_rope_theta(v);
     warnings.push_back(std::string("test-only GLASSBOX_TEST_ROPE_THETA: RoPE base set to ") + theta + " (results are deliberately wrong)");
   }
-  p->attention = loaded->registry->make_attention(spec.attention, cfg.attention_shape());
+  PluginContext context;
+  context.model = &loaded->source->metadata();
+  context.vocab_size = cfg.vocab_size;
+  context.attention = cfg.attention_shape();
+  p->attention = loaded->registry->make<KvStore>(spec.attention, context);
   p->seed = spec.seed ? *spec.seed : std::random_device{}();
   if (spec.ignore_eos) {
     if (!p->tokenizer) throw ConfigError("--ignore-eos: this run has no vocabulary to name its end-of-generation tokens");

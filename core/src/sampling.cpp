@@ -14,6 +14,7 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
+#include "glassbox/mass_select.hpp"
 #include "thread_pool.hpp"
 
 namespace glassbox {
@@ -247,6 +248,11 @@ void Candidates::normalize() {
   if (!data.empty()) normalized_from_max(data);
 }
 
+namespace {
+// keep_mass_prefix in canonical order over more than 256 candidates, by a histogram of the mass over
+// the logits: keeps the canonical prefix whose sequential cumulative probability first reaches
+// `threshold`, sorted, and returns its length; -1 when it leaves the array unchanged but for its
+// order (small arrays; rounding past the last bucket), for the quickselect to decide.
 long keep_canonical_mass_prefix(std::vector<Candidate>& data, double threshold) {
   if (data.size() <= 256) return -1;
   bool nan = false;
@@ -262,6 +268,18 @@ long keep_canonical_mass_prefix(std::vector<Candidate>& data, double threshold) 
       return static_cast<long>(k + 1);
     }
   return -1;
+}
+}  // namespace
+
+std::size_t Candidates::keep_mass_prefix(double p) {
+  if (data.empty()) return 0;
+  const double threshold = p - 1e-6;
+  const long kept = keep_canonical_mass_prefix(data, threshold);
+  if (kept > 0) return static_cast<std::size_t>(kept);
+  const std::size_t k = mass_select(data, Before{}, [threshold](double cum) { return cum >= threshold; });
+  data.resize(k + 1);
+  std::sort(data.begin(), data.end(), Before{});
+  return k + 1;
 }
 
 void Candidates::softmax() {

@@ -594,7 +594,8 @@ void register_factories(glassbox::Registrar& r) {
                     {"pre", glassbox::ParamType::String, "", "pre-tokenizer family to use instead of the source's (gpt-2, llama-bpe, qwen2, smollm, default)", {}, {}},
                     {"add_bos", glassbox::ParamType::String, "auto", "prepend BOS to prompts: auto (as the source says), true, false", {}, {}}},
                    "path"},
-                  [](const glassbox::Params& p, const glassbox::Metadata& m) { return std::make_unique<BpeTokenizer>(p, m); });
+                  [](const glassbox::Params& p, const glassbox::PluginContext& c) { return std::make_unique<BpeTokenizer>(p, c.metadata()); },
+                  {"gpt2", [](const glassbox::Metadata& m) { return m.get_string("tokenizer.ggml.model") == "gpt2"; }});
 }
 
 }  // namespace

@@ -10,7 +10,8 @@ void register_factories(glassbox::Registrar& r) {
                    "contiguous K/V cache: one slot per position for every layer, allocated up front",
                    {{"capacity", glassbox::ParamType::Int, "0", "positions to hold (0: the model's context length)", 0.0, {}}},
                    "capacity"},
-                  [](const glassbox::AttentionShape& s, const glassbox::Params& p) {
+                  [](const glassbox::Params& p, const glassbox::PluginContext& c) {
+                    const auto& s = c.shape("attention 'kv-cache'");
                     const auto cap = p.get_int("capacity");
                     if (cap > s.seq_len)
                       throw glassbox::ConfigError("attention 'kv-cache': capacity = " + std::to_string(cap) +

@@ -306,7 +306,12 @@ void register_factories(glassbox::Registrar& r) {
                     {"reference_merge", glassbox::ParamType::Bool, "false",
                      "use the slow quadratic merge loop the fast one is tested against", {}, {}}},
                    "path"},
-                  [](const glassbox::Params& p, const glassbox::Metadata& m) { return std::make_unique<SpmTokenizer>(p, m); });
+                  [](const glassbox::Params& p, const glassbox::PluginContext& c) { return std::make_unique<SpmTokenizer>(p, c.metadata()); },
+                  // SentencePiece vocabularies: GGUF's "llama", and llama2.c checkpoints, which name none.
+                  {"llama", [](const glassbox::Metadata& m) {
+                     const auto family = m.get_string("tokenizer.ggml.model");
+                     return !family || *family == "llama";
+                   }});
 }
 
 }  // namespace

@@ -117,7 +117,8 @@ void register_factories(glassbox::Registrar& r) {
                    {{"block", glassbox::ParamType::Int, "16", "positions per block (B)", 1.0, 4096.0},
                     {"pool", glassbox::ParamType::Int, "0", "blocks in the pool (0: enough for the model's context)", 0.0, {}}},
                    "block"},
-                  [](const glassbox::AttentionShape& s, const glassbox::Params& p) {
+                  [](const glassbox::Params& p, const glassbox::PluginContext& c) {
+                    const auto& s = c.shape("attention 'paged'");
                     const int b = static_cast<int>(p.get_int("block"));
                     const auto pool = p.get_int("pool");
                     const auto need = (s.seq_len + b - 1) / b;

@@ -19,7 +19,8 @@ class Recompute final : public glassbox::plugins::ContiguousKv {
 
 void register_factories(glassbox::Registrar& r) {
   r.add_attention({"recompute", "no cache: every step re-runs the model over the whole sequence", {}, ""},
-                  [](const glassbox::AttentionShape& s, const glassbox::Params&) {
+                  [](const glassbox::Params&, const glassbox::PluginContext& c) {
+                    const auto& s = c.shape("attention 'recompute'");
                     return std::make_unique<Recompute>(s, s.seq_len, "attention 'recompute'");
                   });
 }

@@ -110,7 +110,8 @@ void register_factories(glassbox::Registrar& r) {
                    "ring buffer of the last W positions: each query sees itself and the W-1 before it",
                    {{"window", glassbox::ParamType::Int, "4096", "positions kept (W)", 1.0, {}}},
                    "window"},
-                  [](const glassbox::AttentionShape& s, const glassbox::Params& p) {
+                  [](const glassbox::Params& p, const glassbox::PluginContext& c) {
+                    const auto& s = c.shape("attention 'sliding-window'");
                     const auto w = std::min<std::int64_t>(p.get_int("window"), s.seq_len);
                     return std::make_unique<SlidingWindow>(s, static_cast<int>(w));
                   });

@@ -21,6 +21,7 @@
 #include "glassbox/model/metadata.hpp"
 #include "glassbox/model/model_source.hpp"
 #include "glassbox/registry.hpp"
+#include "glassbox/run_spec.hpp"
 #include "glassbox/tokenizer.hpp"
 #include "glassbox/traces/diff.hpp"
 #include "glassbox/traces/html.hpp"
@@ -156,7 +157,7 @@ inline glassbox::Metadata tiny_gpt2_vocab() {
   return m;
 }
 
-// One vocabulary file: a GGUF file's metadata (its tokenizer.ggml.model picks the plugin: llama -> llama2c,
+// One vocabulary file: a GGUF file's metadata (the tokenizer that accepts it: llama -> llama2c,
 // gpt2 -> bpe), a llama2.c tokenizer.bin, or a bpe tokenizer.json / encoder.json folder.
 inline std::unique_ptr<glassbox::Tokenizer> load_vocab(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -166,8 +167,7 @@ inline std::unique_ptr<glassbox::Tokenizer> load_vocab(const std::filesystem::pa
     in.seekg(0);
     const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const glassbox::GgufFile g(path.string(), reinterpret_cast<const std::byte*>(bytes.data()), bytes.size());
-    const auto family = g.metadata().get_string("tokenizer.ggml.model").value_or("llama");
-    return registry().make_tokenizer(glassbox::PluginSpec{family == "gpt2" ? "bpe" : "llama2c", {}}, g.metadata());
+    return registry().make_tokenizer(glassbox::PluginSpec{glassbox::tokenizer_for(registry(), g.metadata(), path.string()), {}}, g.metadata());
   }
   const bool bpe = std::filesystem::is_directory(path) || path.extension() == ".json";
   return registry().make_tokenizer(glassbox::PluginSpec{bpe ? "bpe" : "llama2c", {{"path", path.string()}}});

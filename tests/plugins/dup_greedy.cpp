@@ -4,7 +4,7 @@
 namespace {
 void register_factories(glassbox::Registrar& r) {
   r.add_sampler({"greedy", "duplicate name", {}, ""},
-                [](const glassbox::Params&) -> std::unique_ptr<glassbox::Sampler> { return nullptr; });
+                [](const glassbox::Params&, const glassbox::PluginContext&) -> std::unique_ptr<glassbox::Sampler> { return nullptr; });
 }
 }  // namespace
 

@@ -14,7 +14,7 @@ class Throwing final : public glassbox::Sampler {
 };
 void register_factories(glassbox::Registrar& r) {
   r.add_sampler({"throwing", "throws from apply()", {}, ""},
-                [](const glassbox::Params&) { return std::make_unique<Throwing>(); });
+                [](const glassbox::Params&, const glassbox::PluginContext&) { return std::make_unique<Throwing>(); });
 }
 }  // namespace
 

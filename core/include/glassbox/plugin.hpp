@@ -3,7 +3,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -13,9 +15,11 @@
 #include "glassbox/sampler.hpp"
 #include "glassbox/tokenizer.hpp"
 
-// Bumped whenever an interface above, Params or Candidates changes layout or meaning.
+// Bumped whenever an interface above, Params, Candidates, PluginContext or a factory's signature
+// changes layout or meaning. 6: one factory signature for every kind (Params, PluginContext), and
+// Registrar::add takes an Accepts.
 #ifndef GLASSBOX_ABI_VERSION
-#define GLASSBOX_ABI_VERSION 5
+#define GLASSBOX_ABI_VERSION 6
 #endif
 
 namespace glassbox {
@@ -32,23 +36,63 @@ struct FactoryInfo {
   std::string main_param;          // the one `NAME:VALUE` sets (empty: none)
 };
 
-// `model` is the model file's metadata (GGUF keys, or the few a llama2.c header implies), so a
-// tokenizer stored inside the model file needs no file of its own.
-using TokenizerFactory = std::function<std::unique_ptr<Tokenizer>(const Params&, const Metadata& model)>;
-using AttentionFactory = std::function<std::unique_ptr<KvStore>(const AttentionShape&, const Params&)>;
-using SamplerFactory = std::function<std::unique_ptr<Sampler>(const Params&)>;
+// What a factory may know of the run it makes a plugin for, besides its own parameters: the same
+// record for every kind, so that a kind needing more is a new field here, not a new signature.
+// Plain data: whoever asks the registry for a plugin fills in what it knows.
+struct PluginContext {
+  // The model file's metadata (GGUF keys, or the few a llama2.c header implies), so that a tokenizer
+  // stored inside the model file needs no file of its own. Null: no model (a tokenizer file alone).
+  const Metadata* model = nullptr;
+  std::int32_t vocab_size = 0;              // the model's vocabulary size; 0: not known
+  std::optional<AttentionShape> attention;  // the dimensions an attention module is built for
+
+  // *model, or an empty Metadata when there is none.
+  const Metadata& metadata() const;
+  // *attention; a ConfigError naming `who` ("attention 'paged'") when the caller gave no shape.
+  const AttentionShape& shape(const std::string& who) const;
+};
+
+// Every kind's factory: the validated parameters and the context in, the plugin out.
+template <class T>
+using Factory = std::function<std::unique_ptr<T>(const Params&, const PluginContext&)>;
+using TokenizerFactory = Factory<Tokenizer>;
+using AttentionFactory = Factory<KvStore>;
+using SamplerFactory = Factory<Sampler>;
 // Any kind's factory; its alternative's index is the PluginKind it makes.
-using AnyFactory = std::variant<TokenizerFactory, AttentionFactory, SamplerFactory>;
+using AnyFactory = std::variant<Factory<Tokenizer>, Factory<KvStore>, Factory<Sampler>>;
 inline PluginKind factory_kind(const AnyFactory& f) { return static_cast<PluginKind>(f.index()); }
+
+namespace detail {
+template <class F, class... Fs>
+constexpr std::size_t alternative_index(const std::variant<Fs...>*) {
+  constexpr bool same[] = {std::is_same_v<F, Fs>...};
+  for (std::size_t i = 0; i < sizeof...(Fs); ++i)
+    if (same[i]) return i;
+  return sizeof...(Fs);
+}
+}  // namespace detail
+// The kind whose plugins are T (Tokenizer, KvStore, Sampler): the position of Factory<T> in AnyFactory.
+template <class T>
+inline constexpr PluginKind plugin_kind_of = static_cast<PluginKind>(detail::alternative_index<Factory<T>>(static_cast<const AnyFactory*>(nullptr)));
+
+// How a plugin says it fits a model, so that a run naming none gets the one that does: the registry
+// asks every tokenizer's `test` with the model's metadata (tokenizer.ggml.model, or none for a
+// llama2.c checkpoint). `what` names what it accepts in the error when none does ("gpt2").
+struct Accepts {
+  std::string what;
+  std::function<bool(const Metadata&)> test;  // empty: never chosen by itself, only by name
+};
 
 // A module's register function adds its factories here: one entry point for every kind.
 class Registrar {
  public:
   virtual ~Registrar() = default;
-  virtual void add(FactoryInfo info, AnyFactory f) = 0;
-  void add_tokenizer(FactoryInfo info, TokenizerFactory f) { add(std::move(info), std::move(f)); }
-  void add_attention(FactoryInfo info, AttentionFactory f) { add(std::move(info), std::move(f)); }
-  void add_sampler(FactoryInfo info, SamplerFactory f) { add(std::move(info), std::move(f)); }
+  virtual void add(FactoryInfo info, AnyFactory make, Accepts accepts) = 0;
+  void add_tokenizer(FactoryInfo info, Factory<Tokenizer> f, Accepts accepts = {}) {
+    add(std::move(info), std::move(f), std::move(accepts));
+  }
+  void add_attention(FactoryInfo info, Factory<KvStore> f) { add(std::move(info), std::move(f), {}); }
+  void add_sampler(FactoryInfo info, Factory<Sampler> f) { add(std::move(info), std::move(f), {}); }
 };
 
 }  // namespace glassbox

@@ -2,6 +2,7 @@
 #pragma once
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,8 @@ struct PluginEntry {
   FactoryInfo info;
   std::string module_name;
   std::filesystem::path module_path;
+  // What it accepts when choosing itself for a model (Accepts::what); nullopt: chosen only by name.
+  std::optional<std::string> accepts;
 };
 
 struct Rejection {
@@ -67,16 +70,22 @@ class Registry {
   // that do not parse are ConfigErrors listing what exists) and fills in defaults.
   Params resolve(PluginKind kind, const PluginSpec& spec) const;
 
-  // Create plugins. The returned objects keep their module loaded while they live, and
-  // exceptions escaping them are rethrown as PluginError naming the module's file and name.
+  // The plugins of `kind` whose Accepts test says yes to `model`, by name. A test that throws is a
+  // PluginError naming its module.
+  std::vector<std::string> accepting(PluginKind kind, const Metadata& model) const;
+
+  // Creates a plugin of the kind T makes (Tokenizer, KvStore, Sampler): the one creation path every
+  // kind goes through (resolve the spec, call the factory with `context`, wrap the result). The
+  // returned object keeps its module loaded while it lives, and exceptions escaping it are rethrown
+  // as PluginError naming the module's file and name.
+  template <class T>
+  std::unique_ptr<T> make(const PluginSpec& spec, const PluginContext& context = {}) const;
+  // Shorthands for the usual contexts.
   std::unique_ptr<Tokenizer> make_tokenizer(const PluginSpec& spec, const Metadata& model = {}) const;
   std::unique_ptr<KvStore> make_attention(const PluginSpec& spec, const AttentionShape& shape) const;
   std::unique_ptr<Sampler> make_sampler(const PluginSpec& spec) const;
 
  private:
-  // The one creation path every kind goes through: resolve, create under guard, wrap.
-  template <class T, class... Args>
-  std::unique_ptr<T> make(PluginKind kind, const PluginSpec& spec, const Args&... args) const;
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

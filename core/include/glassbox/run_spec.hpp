@@ -32,9 +32,11 @@ struct ModelSpec {
   GeluKind gelu = GeluKind::Tanh;
 };
 
-// The tokenizer plugin a model's metadata asks for: tokenizer.ggml.model "llama" (or none: llama2.c) is
-// "llama2c", "gpt2" is "bpe". ConfigError naming the file and the value otherwise.
-std::string tokenizer_for(const Metadata& meta, const std::string& model_path);
+// The tokenizer plugin that accepts a model's metadata (each says which through its Accepts: the
+// built-in "llama2c" takes tokenizer.ggml.model "llama" or none, a llama2.c checkpoint; "bpe" takes
+// "gpt2"). A one-line ConfigError naming the file, the value and what is supported when none accepts
+// it, or the candidates when several do.
+std::string tokenizer_for(const Registry& registry, const Metadata& meta, const std::string& model_path);
 
 // A model file mapped and checked, with its tokenizer: read-only after loading, shared by pipelines on
 // any number of threads (Tokenizer's methods are const; nothing here is written after load_model).

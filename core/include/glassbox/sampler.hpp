@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "glassbox/params.hpp"
@@ -25,7 +24,8 @@ struct Candidate {
 //
 // The canonical order is descending logit, ties broken by the lower id ("before" below).
 // Stages avoid sorting the whole array: sort_prefix() and keep_mass_prefix() sort only as
-// much as they need, so a 128k-entry step with top-k or top-p stays cheap.
+// much as they need, so a 128k-entry step with top-k or top-p stays cheap. The methods are
+// compiled once, in libglassbox (sampling.cpp), which every module links.
 struct Candidates {
   std::vector<Candidate> data;  // reserved to vocab size once; never reallocated in the loop
   bool sorted = false;          // data is in canonical order (descending logit, ties: lower id)
@@ -56,14 +56,13 @@ struct Candidates {
   void truncate(std::size_t n) { if (n < data.size()) data.resize(n); }
   // The index of the canonical first candidate (the argmax; ties: lower id), without sorting.
   int argmax() const;
-  // Keeps the smallest prefix, in the order `first` defines (a strict total order), whose
-  // probability mass reaches p (>= p - 1e-6, so that .4 + .3 reaches 0.7 despite float
-  // rounding); always at least one entry. Needs normalize()d probs. Expected O(n): the
-  // boundary is found by quickselect on the mass (mass_select) — in canonical order (Before)
-  // over more than 256 entries, by a histogram of the mass over the logits — and only the kept
-  // prefix is sorted. Returns the number kept; afterwards data is that prefix, in `first` order.
-  template <class Less>
-  std::size_t keep_mass_prefix(double p, Less first);
+  // Keeps the smallest canonical prefix (most likely first) whose probability mass reaches p
+  // (>= p - 1e-6, so that .4 + .3 reaches 0.7 despite float rounding); always at least one entry.
+  // Needs normalize()d probs. Expected O(n): over more than 256 entries the boundary is found by a
+  // histogram of the mass over the logits, otherwise by quickselect on the mass (mass_select), and
+  // only the kept prefix is sorted. Returns the number kept; afterwards data is that prefix, in
+  // canonical order. The same cut-off in an order of your own: keep_mass_prefix in mass_select.hpp.
+  std::size_t keep_mass_prefix(double p);
   // The weighted draw: u = rng.uniform(), then selects the first candidate, in canonical
   // order, whose cumulative probability exceeds u (inverse CDF, most likely first). O(n), no
   // full sort (a histogram of the mass over the logits, then only the boundary's bucket sorted;
@@ -71,86 +70,6 @@ struct Candidates {
   // `u` and `selected`.
   void draw(Rng& rng);
 };
-
-// Quickselect on probability mass: finds k, the first position in `first` order at which the
-// cumulative probability satisfies reaches(cum), and rearranges d so that d[0..k] are the
-// first k+1 candidates in that order (d[k] the boundary one; the others unordered) and the
-// rest come after. Returns d.size() - 1 when no position reaches. Partitions around a
-// median-of-three pivot, keeping the side that holds the boundary; small ranges are sorted.
-// Cumulative sums are in double; their grouping differs from a sequential sum only in rounding.
-template <class Less, class Reaches>
-std::size_t mass_select(std::vector<Candidate>& d, Less first, Reaches reaches) {
-  if (d.empty()) return 0;
-  std::size_t lo = 0, hi = d.size();
-  double before = 0;  // mass of d[0, lo), all of which precede d[lo, hi)
-  bool first_round = true;
-  while (hi - lo > 32) {
-    std::size_t piv;
-    if (first_round && hi - lo > 4096) {
-      // A pivot from 128 evenly spaced samples, just past where their scaled cumulative mass
-      // reaches: the first partition is then lopsided, which the branch predictor likes, and
-      // the boundary usually lies in the small side. (A bad guess only costs another round.)
-      constexpr std::size_t S = 128;
-      std::size_t idx[S];
-      for (std::size_t i = 0; i < S; ++i) idx[i] = lo + i * (hi - lo) / S;
-      std::sort(idx, idx + S, [&](std::size_t a, std::size_t b) { return first(d[a], d[b]); });
-      const double scale = static_cast<double>(hi - lo) / S;
-      double est = before;
-      std::size_t j = 0;
-      while (j < S - 1 && !reaches(est += d[idx[j]].prob * scale)) ++j;
-      piv = idx[std::min(S - 1, j + 4)];
-    } else {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      if (first(d[mid], d[lo])) std::swap(d[mid], d[lo]);
-      if (first(d[hi - 1], d[lo])) std::swap(d[hi - 1], d[lo]);
-      if (first(d[hi - 1], d[mid])) std::swap(d[hi - 1], d[mid]);
-      piv = mid;  // the median of three
-    }
-    first_round = false;
-    std::swap(d[piv], d[hi - 1]);
-    const Candidate pivot = d[hi - 1];
-    const auto it = std::partition(d.begin() + lo, d.begin() + (hi - 1),
-                                   [&](const Candidate& x) { return first(x, pivot); });
-    const std::size_t a = static_cast<std::size_t>(it - d.begin());
-    std::swap(d[a], d[hi - 1]);  // the pivot between the two sides
-    double mass_a = 0;
-    for (std::size_t i = lo; i < a; ++i) mass_a += d[i].prob;
-    if (a > lo && reaches(before + mass_a)) {
-      hi = a;  // the boundary is among those before the pivot
-    } else if (reaches(before + mass_a + pivot.prob)) {
-      return a;
-    } else {
-      before += mass_a + pivot.prob;
-      lo = a + 1;
-    }
-  }
-  std::sort(d.begin() + lo, d.begin() + hi, first);
-  for (std::size_t i = lo; i < hi; ++i) {
-    before += d[i].prob;
-    if (reaches(before)) return i;
-  }
-  return hi - 1;  // rounding: the boundary is known to lie in [lo, hi), or nothing reaches
-}
-
-// keep_mass_prefix in canonical order over more than 256 candidates, by a histogram of the mass over
-// the logits (sampling.cpp): keeps the canonical prefix whose sequential cumulative probability
-// first reaches `threshold`, sorted, and returns its length; -1 when it leaves the array unchanged
-// but for its order (small arrays; rounding past the last bucket), for the quickselect to decide.
-long keep_canonical_mass_prefix(std::vector<Candidate>& data, double threshold);
-
-template <class Less>
-std::size_t Candidates::keep_mass_prefix(double p, Less first) {
-  if (data.empty()) return 0;
-  const double threshold = p - 1e-6;
-  if constexpr (std::is_same_v<Less, Before>) {
-    const long kept = keep_canonical_mass_prefix(data, threshold);
-    if (kept > 0) return static_cast<std::size_t>(kept);
-  }
-  const std::size_t k = mass_select(data, first, [threshold](double cum) { return cum >= threshold; });
-  data.resize(k + 1);
-  std::sort(data.begin(), data.end(), first);
-  return k + 1;
-}
 
 class Sampler {
  public:

@@ -40,7 +40,7 @@ void register_factories(glassbox::Registrar& r) {
        "keep tokens with p >= epsilon (an absolute floor)",   // one line for `glassbox plugins`
        {{"epsilon", glassbox::ParamType::Float, "0.0003", "0 <= epsilon < 1", 0.0, 1.0}},
        "epsilon"},                                             // the main parameter: epsilon:0.02
-      [](const glassbox::Params& p) -> std::unique_ptr<glassbox::Sampler> {
+      [](const glassbox::Params& p, const glassbox::PluginContext&) -> std::unique_ptr<glassbox::Sampler> {
         // The registry has parsed the value and checked [min, max]; the factory checks the rest.
         const double eps = p.get_float("epsilon");
         if (eps >= 1.0)
