@@ -21,7 +21,9 @@
 #include <sstream>
 #include <thread>
 
+#include <cstring>
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <nlohmann/json.hpp>
 
@@ -334,6 +336,7 @@ struct GenRequest {
   std::vector<std::int32_t> ids;       // its encoding (chat: the template's)
   RunSpec spec;
   std::string chain;                   // the sampler chain, as glassbox writes it
+  std::vector<std::string> stop;      // stop words: the text ends before the first one generated
   int n_predict = 0;
   int n_probs = 0;
   bool post = false;                   // post_sampling_probs
@@ -354,6 +357,8 @@ class Server {
   void routes();
   GenRequest parse(const nlohmann::json& body, GenRequest::Api api);
   std::vector<PluginSpec> chain_from_fields(const nlohmann::json& body, GenRequest::Api api, std::string& text);
+  std::optional<PluginSpec> grammar_from_fields(const nlohmann::json& body, GenRequest::Api api);
+  void refuse_server_files(const std::vector<PluginSpec>& chain);
   void generate(const httplib::Request& req, httplib::Response& res, GenRequest::Api api);
   nlohmann::json read_body(const httplib::Request& req);
   void ready_or_503() {
@@ -363,6 +368,7 @@ class Server {
   ServeOptions opt_;
   httplib::Server svr_;
   std::unique_ptr<HttpThreads> http_threads_;  // the HTTP workers (started before listening)
+  int listen_fd_ = -1;                          // the socket httplib listens on (its backlog raised)
   std::shared_ptr<const LoadedModel> model_;
   std::atomic<bool> loaded_{false};
   std::atomic<int> stopping_{0};
@@ -387,11 +393,14 @@ std::vector<PluginSpec> Server::chain_from_fields(const nlohmann::json& body, Ge
   // The glassbox extension: a chain as `--sampler` takes it, which wins over the individual fields.
   if (auto s = get_string(body, "sampler")) {
     text = *s;
+    std::vector<PluginSpec> chain;
     try {
-      return parse_plugin_chain(*s, "sampler");
+      chain = parse_plugin_chain(*s, "sampler");
     } catch (const Error& e) {
       throw HttpError(400, std::string("'sampler': ") + e.what());
     }
+    refuse_server_files(chain);
+    return chain;
   }
   // llama.cpp's fields and defaults (top_k 40, top_p 0.95, min_p 0.05, temperature 0.8, in the order of
   // `samplers`); temperature <= 0 is greedy, as llama.cpp's server takes it.
@@ -471,6 +480,64 @@ std::vector<PluginSpec> Server::chain_from_fields(const nlohmann::json& body, Ge
   return chain;
 }
 
+// A parameter that names a file (`file`, or a name ending in `_file`: grammar's file and schema_file) would
+// have the server read a path of the client's choosing and quote it in errors; a request gives the text
+// instead (grammar:gbnf=..., or the `grammar` and `json_schema` fields).
+void Server::refuse_server_files(const std::vector<PluginSpec>& chain) {
+  for (const auto& spec : chain) {
+    Params p;
+    try {
+      p = model_->registry->resolve(PluginKind::Sampler, spec);
+    } catch (const Error& e) {
+      throw HttpError(400, std::string("'sampler': ") + e.what());
+    }
+    for (const auto& [name, value] : p.values()) {
+      const bool names_a_file = name == "file" || (name.size() > 5 && name.ends_with("_file"));
+      if (names_a_file && std::holds_alternative<std::string>(value) && !std::get<std::string>(value).empty())
+        throw HttpError(400, "'sampler': " + spec.name + "'s parameter '" + name +
+                                 "' names a file on the server, which a request may not read; give the text instead "
+                                 "(the \"grammar\" or \"json_schema\" field, or " + spec.name + ":gbnf=...)");
+    }
+  }
+}
+
+// llama.cpp's `grammar` (GBNF text) and `json_schema` (a schema object), and OpenAI's `response_format`
+// ({"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema": {...}}}): a grammar stage
+// first in the chain, as `glassbox run --grammar` / `--json-schema` put it.
+std::optional<PluginSpec> Server::grammar_from_fields(const nlohmann::json& body, GenRequest::Api api) {
+  std::optional<PluginSpec> g;
+  auto set = [&](const char* what, const char* param, std::string text) {
+    if (g) throw HttpError(400, std::string("'") + what + "': a request takes one grammar (grammar, json_schema or response_format)");
+    g = PluginSpec{"grammar", {{param, std::move(text)}}};
+  };
+  if (const auto* gr = field(body, "grammar")) {
+    if (!gr->is_string()) throw HttpError(400, "'grammar': expected GBNF text (a string), got " + json_type(*gr));
+    if (!gr->get<std::string>().empty()) set("grammar", "gbnf", gr->get<std::string>());
+  }
+  if (const auto* js = field(body, "json_schema")) {
+    if (js->is_string()) set("json_schema", "json_schema", js->get<std::string>());
+    else if (js->is_object()) set("json_schema", "json_schema", js->dump());
+    else throw HttpError(400, "'json_schema': expected a JSON schema (an object), got " + json_type(*js));
+  }
+  if (const auto* rf = field(body, "response_format"); rf && api != GenRequest::Api::Llama) {
+    if (!rf->is_object()) throw HttpError(400, "'response_format': expected an object {\"type\": ...}, got " + json_type(*rf));
+    const auto type = get_string(*rf, "type").value_or("text");
+    if (type == "json_object") {
+      const auto* schema = field(*rf, "schema");
+      set("response_format", "json_schema", schema ? schema->dump() : std::string("{\"type\":\"object\"}"));
+    } else if (type == "json_schema") {
+      const auto* wrap = field(*rf, "json_schema");
+      const auto* schema = wrap && wrap->is_object() ? field(*wrap, "schema") : nullptr;
+      if (!schema || !schema->is_object())
+        throw HttpError(400, "'response_format': type json_schema needs \"json_schema\": {\"schema\": {...}}");
+      set("response_format", "json_schema", schema->dump());
+    } else if (type != "text") {
+      throw HttpError(400, "'response_format': type '" + type + "' (expected text, json_object or json_schema)");
+    }
+  }
+  return g;
+}
+
 GenRequest Server::parse(const nlohmann::json& body, GenRequest::Api api) {
   if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object, got " + json_type(body));
   GenRequest r;
@@ -495,9 +562,38 @@ GenRequest Server::parse(const nlohmann::json& body, GenRequest::Api api) {
   } else {
     const auto* p = field(body, "prompt");
     if (!p) throw HttpError(400, "'prompt' is missing");
-    if (!p->is_string()) throw HttpError(400, "'prompt': expected a string, got " + json_type(*p));
-    r.prompt = p->get<std::string>();
-    r.ids = tok.encode(r.prompt, tok.add_bos(), false);
+    if (p->is_string()) {
+      r.prompt = p->get<std::string>();
+      r.ids = tok.encode(r.prompt, tok.add_bos(), false);
+    } else if (p->is_array()) {
+      // llama.cpp's token prompts: ids as they are, or ids mixed with strings ([12, " world", 34]); a
+      // string encodes with BOS only when it comes first (llama.cpp's tokenize_mixed). One prompt per request.
+      const int V = tok.vocab_size();
+      for (std::size_t i = 0; i < p->size(); ++i) {
+        const auto& e = (*p)[i];
+        if (e.is_number_integer()) {
+          const long long id = e.get<long long>();
+          if (e.is_number_unsigned() ? e.get<std::uint64_t>() >= static_cast<std::uint64_t>(V) : id < 0 || id >= V)
+            throw HttpError(400, "'prompt'[" + std::to_string(i) + "] = " + e.dump() + ": token id outside the vocabulary (0 .. " +
+                                     std::to_string(V - 1) + ")");
+          r.ids.push_back(static_cast<std::int32_t>(id));
+        } else if (e.is_string()) {
+          const auto more = tok.encode(e.get<std::string>(), i == 0 && tok.add_bos(), false);
+          r.ids.insert(r.ids.end(), more.begin(), more.end());
+        } else {
+          throw HttpError(400, "'prompt'[" + std::to_string(i) + "]: expected a token id or a string, got " + json_type(e) +
+                                   " (one prompt per request)");
+        }
+      }
+      // The header's prompt text: the ids decoded, control tokens by name.
+      for (std::size_t i = 0; i < r.ids.size(); ++i) {
+        const TokenType t = tok.token_type(r.ids[i]);
+        r.prompt += t == TokenType::Control || t == TokenType::Unknown ? shown_piece(tok, r.ids[i])
+                                                                      : std::string(tok.decode(i ? r.ids[i - 1] : -1, r.ids[i]));
+      }
+    } else {
+      throw HttpError(400, "'prompt': expected a string or an array of token ids, got " + json_type(*p));
+    }
   }
   if (r.ids.empty()) throw HttpError(400, "the prompt encodes to no tokens (this vocabulary adds no BOS): give some text");
   if (static_cast<int>(r.ids.size()) >= context_)
@@ -508,6 +604,21 @@ GenRequest Server::parse(const nlohmann::json& body, GenRequest::Api api) {
   long long n = get_int(body, nkey, -1, -1, opt_.max_predict);
   if (api == GenRequest::Api::OpenAiChat && field(body, "max_completion_tokens")) n = get_int(body, "max_completion_tokens", -1, -1, opt_.max_predict);
   r.n_predict = static_cast<int>(n < 0 ? std::min<long long>(opt_.max_predict, context_) : n);
+  // Stop words: llama.cpp's array, or OpenAI's string or array (at most 16, each 1 .. 256 bytes).
+  if (const auto* st = field(body, "stop")) {
+    auto add = [&](const nlohmann::json& w) {
+      if (!w.is_string()) throw HttpError(400, "'stop': expected strings, got " + json_type(w));
+      const std::string& t = w.get_ref<const std::string&>();
+      if (t.empty() || t.size() > 256) throw HttpError(400, "'stop': a stop word must be 1 to 256 bytes, got " + std::to_string(t.size()));
+      r.stop.push_back(t);
+    };
+    if (st->is_array()) {
+      if (st->size() > 16) throw HttpError(400, "'stop': at most 16 stop words, got " + std::to_string(st->size()));
+      for (const auto& w : *st) add(w);
+    } else {
+      add(*st);
+    }
+  }
   r.stream = get_bool(body, "stream", false);
   r.post = get_bool(body, "post_sampling_probs", false);
   if (api == GenRequest::Api::Llama) {
@@ -535,6 +646,7 @@ GenRequest Server::parse(const nlohmann::json& body, GenRequest::Api api) {
   r.spec.ignore_eos = get_bool(body, "ignore_eos", false);
   r.spec.context = context_;
   r.spec.sampler = chain_from_fields(body, api, r.chain);
+  r.spec.grammar = grammar_from_fields(body, api);
   if (const auto* ex = field(body, "glassbox")) {
     if (!ex->is_object()) throw HttpError(400, "'glassbox': expected an object, got " + json_type(*ex));
     r.steps = get_bool(*ex, "steps", false);
@@ -699,6 +811,17 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
     Json entries = Json::array();
     const auto pace = std::chrono::microseconds(static_cast<std::int64_t>(opt_.pace_ms * 1000));
     Summary sum;
+    // Stop words: the text ends before the first one. A stream holds back an end of the text that could
+    // still become one (llama.cpp does the same), so no client ever sees part of a stop word.
+    std::string stopping_word;
+    std::size_t sent = 0;  // bytes of `content` streamed
+    auto send = [&](std::size_t upto, std::int32_t id, const Json& entry, const Json& step) {
+      if (emit && !emit(content.substr(sent, upto - sent), id, entry, step)) {
+        client_gone = true;
+        throw Cancelled{0};
+      }
+      sent = upto;
+    };
     try {
       sum = engine.generate(r->ids, r->prompt, g, RunHeader(p->header), sinks, [&](std::string_view piece) {
         if (pace.count() > 0) {
@@ -706,12 +829,34 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
           while (std::chrono::steady_clock::now() < until && !stopping_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
         if (int s = stopping_.load()) throw Cancelled{s};
+        const std::size_t before = content.size();
         content += piece;
-        if (!collect.pending_entry.is_null()) entries.push_back(collect.pending_entry);
-        if (emit && !emit(std::string(piece), collect.tokens.back(), collect.pending_entry, collect.pending_step)) {
-          client_gone = true;
-          throw Cancelled{0};
+        std::size_t release = content.size();
+        if (!r->stop.empty()) {
+          // The earliest stop word that ends inside the new piece (one that ended earlier would have stopped us).
+          std::size_t at = std::string::npos;
+          for (const auto& w : r->stop) {
+            const std::size_t from = before >= w.size() ? before - w.size() + 1 : 0;
+            const std::size_t f = content.find(w, from);
+            if (f != std::string::npos && f < at) at = f, stopping_word = w;
+          }
+          if (at != std::string::npos) {
+            // The token that completes a stop word ends the run uncounted (as chat's turn marker): its text
+            // before the word stays, without a probability entry of its own.
+            content.resize(at);
+            if (sent < content.size()) send(content.size(), collect.tokens.back(), Json(), Json());
+            throw StopGeneration{};
+          }
+          // Hold back the longest end of the text that begins a stop word.
+          for (const auto& w : r->stop)
+            for (std::size_t n = std::min(w.size() - 1, content.size()); n > 0; --n)
+              if (content.size() - n >= sent && content.compare(content.size() - n, n, w, 0, n) == 0) {
+                release = std::min(release, content.size() - n);
+                break;
+              }
         }
+        if (!collect.pending_entry.is_null()) entries.push_back(collect.pending_entry);
+        send(release, collect.tokens.back(), collect.pending_entry, collect.pending_step);
       });
     } catch (const Cancelled& c) {
       ++metrics_.cancelled;
@@ -728,6 +873,9 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
       }
       throw;
     }
+    // Text held back for a stop word that never came: the stream's last piece (the trace is complete by now;
+    // a client gone at this point only misses it).
+    if (emit && sent < content.size()) (void)emit(content.substr(sent), collect.tokens.empty() ? -1 : collect.tokens.back(), Json(), Json());
     // The ids generated (stop tokens included, as llama.cpp's return_tokens), from the trace's own record.
     ids = collect.tokens;
     const int prompt_n = static_cast<int>(r->ids.size());
@@ -752,7 +900,7 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
     if (api == GenRequest::Api::Llama) {
       Json j = {{"index", 0}, {"content", r->stream ? std::string() : content}, {"tokens", Json::array()}, {"id_slot", slot},
                 {"stop", true}, {"model", alias_}, {"tokens_predicted", sum.generated}, {"tokens_evaluated", prompt_n},
-                {"prompt", r->prompt}, {"truncated", false}, {"stop_type", stop_type(sum)}, {"stopping_word", ""},
+                {"prompt", r->prompt}, {"truncated", false}, {"stop_type", stop_type(sum)}, {"stopping_word", stopping_word},
                 {"tokens_cached", 0}, {"timings", timings}};
       if (r->return_tokens && !r->stream) j["tokens"] = ids;
       if (r->n_probs > 0 && !r->stream) j["completion_probabilities"] = entries;
@@ -948,8 +1096,18 @@ void Server::run() {
   svr_.set_keep_alive_timeout(2);
   svr_.set_read_timeout(10);
   svr_.set_write_timeout(5);  // a client that never reads: its request is cancelled after 5 s without progress
+  // Debian's httplib (0.11.4, a compiled library) listens with a backlog of 5: sixteen clients connecting at
+  // once overflowed it (TcpExtListenOverflows) and some saw their connection closed before an answer. The
+  // socket it binds is remembered here and its backlog raised to SOMAXCONN (listen() again on a listening
+  // socket changes only the backlog).
+  svr_.set_socket_options([this](int s) {
+    httplib::default_socket_options(s);
+    listen_fd_ = s;
+  });
   const int port = opt_.port == 0 ? svr_.bind_to_any_port(opt_.host) : (svr_.bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
   if (port < 0) throw ConfigError("--host " + opt_.host + " --port " + std::to_string(opt_.port) + ": cannot listen there (in use, or not an address of this machine)");
+  if (listen_fd_ >= 0 && ::listen(listen_fd_, SOMAXCONN) != 0)
+    throw ConfigError("--port " + std::to_string(port) + ": cannot set the listening socket's backlog: " + std::strerror(errno));
   install_interrupt_handlers();
   ThreadGroup background("serve", [this] { svr_.stop(); });  // the listener and the signal watcher
   background.start([this] {

@@ -300,7 +300,8 @@ BOOST_AUTO_TEST_CASE(sixteen_concurrent_seeded_requests_equal_glassbox_run) {
       auto c = s.client();
       const json body = {{"prompt", prompts[i % 4]}, {"n_predict", 40}, {"seed", 1000 + i}, {"stream", i % 2 == 1}};
       auto r = c.Post("/completion", body.dump(), "application/json");
-      if (!r || r->status != 200) return std::string("<failed>");
+      if (!r) return "<failed: " + httplib::to_string(r.error()) + ">";
+      if (r->status != 200) return "<failed: " + std::to_string(r->status) + " " + r->body + ">";
       if (i % 2 == 0) return json::parse(r->body)["content"].get<std::string>();
       std::string text;
       for (const auto& e : sse_events(r->body)) text += e["content"].get<std::string>();
@@ -311,7 +312,7 @@ BOOST_AUTO_TEST_CASE(sixteen_concurrent_seeded_requests_equal_glassbox_run) {
     // The server's default fields are glassbox's default chain (top-k 40, top-p 0.95, min-p 0.05, temperature 0.8).
     const auto cli = run_cli(run_args({"-n", "40", "--seed", std::to_string(1000 + i), "--prompt", prompts[i % 4]}));
     BOOST_TEST_REQUIRE(cli.rc == 0, cli.err);
-    BOOST_TEST(as_run_prints(served) == cli.out, "request " << i);
+    BOOST_TEST(as_run_prints(served) == cli.out, "request " << i << "\nserved: " << served << "\nrun:    " << cli.out);
   }
   auto c = s.client();
   check_healthy(c);
@@ -406,6 +407,14 @@ BOOST_AUTO_TEST_CASE(hostile_requests_get_their_status_and_a_json_error) {
       {"seed not an integer", R"({"prompt": "a", "seed": 1.5})", 400, "'seed'"},
       {"bad trace level", R"({"prompt": "a", "trace": "everything"})", 400, "'trace'"},
       {"deep nesting", std::string(100000, '[') + std::string(100000, ']'), 400, "nest"},
+      // A request may not make the server read a file of its choosing (and quote it in an error).
+      {"a grammar file on the server", R"({"prompt": "a", "sampler": "grammar:file=/etc/passwd"})", 400, "names a file on the server"},
+      {"a grammar file as the main parameter", R"({"prompt": "a", "sampler": "top-k:40,grammar:/etc/hostname"})", 400, "'file' names a file"},
+      {"a schema file on the server", R"({"prompt": "a", "sampler": "grammar:schema_file=/etc/passwd"})", 400, "'schema_file' names a file"},
+      {"two grammars", R"({"prompt": "a", "grammar": "root ::= \"a\"", "json_schema": {}})", 400, "one grammar"},
+      {"a grammar that does not parse", R"({"prompt": "a", "grammar": "root ::= (\"a\""})", 400, "expected ')'"},
+      {"a grammar that is not text", R"({"prompt": "a", "grammar": 5})", 400, "'grammar': expected GBNF text"},
+      {"a schema with an unsupported keyword", R"({"prompt": "a", "json_schema": {"type": "integer", "maximum": 3}})", 400, "unsupported JSON-schema keyword 'maximum'"},
   };
   for (const auto& k : cases) {
     auto r = c.Post("/completion", key, k.body, "application/json");
@@ -445,6 +454,115 @@ BOOST_AUTO_TEST_CASE(hostile_requests_get_their_status_and_a_json_error) {
   BOOST_TEST_REQUIRE(static_cast<bool>(nt));
   BOOST_TEST(nt->status == 404);
   check_healthy(c);
+}
+
+// Stop words end the text before the first one, in the whole response and in the stream, which holds back
+// what could still become one; llama.cpp's token prompts (ids, or ids mixed with strings) give what the text does.
+BOOST_AUTO_TEST_CASE(stop_words_and_token_prompts) {
+  ServerProcess s({});
+  auto c = s.client();
+  const json base = {{"prompt", "Once upon a time"}, {"n_predict", 32}, {"temperature", 0}};
+  const std::string full = post(c, "/completion", base)["content"].get<std::string>();
+  BOOST_TEST_REQUIRE(full.size() > 40u, full);
+  // A word that begins in one token and ends in a later one, found first at `at`.
+  const std::string word = full.substr(full.size() / 2, 5);
+  const std::size_t at = full.find(word);
+  auto with = [&](json b, const json& stop, bool stream) {
+    b["stop"] = stop;
+    b["stream"] = stream;
+    return b;
+  };
+  const json j = post(c, "/completion", with(base, {word}, false));
+  BOOST_TEST(j["content"] == full.substr(0, at));
+  BOOST_TEST(j["stop_type"] == "word");
+  BOOST_TEST(j["stopping_word"] == word);
+  BOOST_TEST(j["glassbox"]["stop_reason"] == "stop_text");
+  BOOST_TEST(j["tokens_predicted"].get<int>() < 32);
+  // OpenAI's spelling: one string; finish_reason "stop".
+  json o = base;
+  o.erase("n_predict");
+  o["max_tokens"] = 32;
+  const json oj = post(c, "/v1/completions", with(o, word, false));
+  BOOST_TEST(oj["choices"][0]["text"] == full.substr(0, at));
+  BOOST_TEST(oj["choices"][0]["finish_reason"] == "stop");
+  // Streamed: the pieces join to the same text (a piece sent before the word was known to be one would show).
+  auto streamed = [&](const json& stop) {
+    auto r = c.Post("/completion", with(base, stop, true).dump(), "application/json");
+    BOOST_TEST_REQUIRE(static_cast<bool>(r));
+    std::string joined;
+    for (const auto& e : sse_events(r->body))
+      if (!e.value("stop", false)) joined += e["content"].get<std::string>();
+    return joined;
+  };
+  BOOST_TEST(streamed({word}) == full.substr(0, at));
+  // A stop word the text only begins at its very end (never completed): held back, then sent at the end.
+  const std::string tail_word = full.substr(full.size() - 2) + "\x01";
+  BOOST_TEST(streamed({tail_word}) == full);
+  BOOST_TEST(post(c, "/completion", with(base, {tail_word}, false))["stop_type"] == "limit");
+
+  // Token prompts: the ids /tokenize gives (BOS included) equal the text; ids mixed with a string too.
+  const json ids = post(c, "/tokenize", {{"content", "Once upon a time"}, {"add_special", true}})["tokens"];
+  json by_ids = base;
+  by_ids["prompt"] = ids;
+  const json k = post(c, "/completion", by_ids);
+  BOOST_TEST(k["content"] == full);
+  BOOST_TEST(k["tokens_evaluated"] == ids.size());
+  const json rest = post(c, "/tokenize", {{"content", " a time"}, {"add_special", false}})["tokens"];
+  json mixed = base;
+  mixed["prompt"] = json::array({"Once upon"});
+  for (const auto& id : rest) mixed["prompt"].push_back(id);
+  const json m = post(c, "/completion", mixed);
+  const json m_ids = post(c, "/tokenize", {{"content", "Once upon"}, {"add_special", true}})["tokens"];
+  BOOST_TEST(m["tokens_evaluated"] == m_ids.size() + rest.size());
+  // Refused: an id outside the vocabulary, a nested array, a stop word that is not text or is empty.
+  for (const json& bad : {json{{"prompt", {1, 100000}}}, json{{"prompt", {{1, 2}}}}, json{{"prompt", "a"}, {"stop", {5}}},
+                          json{{"prompt", "a"}, {"stop", {""}}}}) {
+    auto r = c.Post("/completion", bad.dump(), "application/json");
+    BOOST_TEST_REQUIRE(static_cast<bool>(r));
+    BOOST_TEST(r->status == 400, bad.dump() << ": " << r->body);
+  }
+  check_healthy(c);
+}
+
+// llama.cpp's `grammar` and `json_schema` fields and OpenAI's `response_format` put a grammar stage first in
+// the chain: the reply is what `glassbox run --grammar` / `--json-schema` gives with the same seed.
+BOOST_AUTO_TEST_CASE(grammar_fields_constrain_the_reply_as_run_does) {
+  ServerProcess s({});
+  auto c = s.client();
+  const fs::path dir = gbtest::temp_dir("serve-grammar");
+  const std::string yes_no = R"(root ::= ("yes" | "no") ".")";
+  gbtest::write_file(dir / "yn.gbnf", yes_no + "\n");
+  const json schema = {{"type", "string"}, {"enum", {"yes", "no"}}};
+  gbtest::write_file(dir / "s.json", schema.dump());
+  for (int seed = 1; seed <= 3; ++seed) {
+    const json g = post(c, "/completion", {{"prompt", "Hi"}, {"n_predict", 16}, {"seed", seed}, {"grammar", yes_no}});
+    const auto cli = run_cli(run_args({"-p", "Hi", "-n", "16", "--seed", std::to_string(seed), "--grammar", (dir / "yn.gbnf").string()}));
+    BOOST_TEST_REQUIRE(cli.rc == 0, cli.err);
+    BOOST_TEST(as_run_prints(g["content"].get<std::string>()) == cli.out);
+    BOOST_TEST((g["content"] == "yes." || g["content"] == "no."), g["content"]);
+    BOOST_TEST(g["stop_type"] == "eos");  // the grammar is complete: only the end-of-generation token is left
+    // The schema three ways: llama.cpp's json_schema object, and OpenAI's response_format on both endpoints.
+    const auto cli_schema = run_cli(run_args({"-p", "Hi", "-n", "16", "--seed", std::to_string(seed), "--json-schema", (dir / "s.json").string()}));
+    BOOST_TEST_REQUIRE(cli_schema.rc == 0, cli_schema.err);
+    const json a = post(c, "/completion", {{"prompt", "Hi"}, {"n_predict", 16}, {"seed", seed}, {"json_schema", schema}});
+    BOOST_TEST(as_run_prints(a["content"].get<std::string>()) == cli_schema.out);
+    // A JSON document whose value is one of the enum's (the schema's grammar allows whitespace around it).
+    auto one_of_the_enum = [](const std::string& text) {
+      const json v = json::parse(text, nullptr, false);
+      return !v.is_discarded() && (v == "yes" || v == "no");
+    };
+    BOOST_TEST(one_of_the_enum(a["content"].get<std::string>()), a["content"]);
+    const json rf = {{"type", "json_schema"}, {"json_schema", {{"name", "answer"}, {"schema", schema}}}};
+    const json b = post(c, "/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 16}, {"seed", seed}, {"response_format", rf}});
+    BOOST_TEST(b["choices"][0]["text"] == a["content"]);
+    const json m = post(c, "/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 16}, {"seed", seed}, {"response_format", rf}});
+    const std::string reply = m["choices"][0]["message"]["content"].get<std::string>();
+    BOOST_TEST(one_of_the_enum(reply), reply);
+    BOOST_TEST(m["choices"][0]["finish_reason"] == "stop");
+  }
+  // A response_format type that is neither text, json_object nor json_schema is refused.
+  post(c, "/v1/completions", {{"prompt", "Hi"}, {"max_tokens", 4}, {"response_format", {{"type", "yaml"}}}}, 400);
+  fs::remove_all(dir);
 }
 
 // A client that sends a streamed request and never reads: once the server's writes stall for --write
@@ -536,10 +654,12 @@ BOOST_AUTO_TEST_CASE(the_curl_examples_in_docs_serve_md_run) {
 }
 
 // The class-room page in headless Chromium: a prompt given, tokens and their bars appear, no console errors.
-BOOST_AUTO_TEST_CASE(classroom_page_streams_tokens_with_bars, *boost::unit_test::precondition(gbtest::NeedsChromium{})) {
-  ServerProcess s({});
+// Under --api-key the page takes the key from the link's #key= and sends it with every request.
+void check_classroom_page(bool with_key) {
+  ServerProcess s(with_key ? std::vector<std::string>{"--api-key", "sesame"} : std::vector<std::string>{});
   const fs::path dir = gbtest::temp_dir("serve-page");
-  const std::string url = "http://127.0.0.1:" + std::to_string(s.port()) + "/?prompt=Once%20upon%20a%20time&n=12&temperature=0&go=1";
+  const std::string base = "http://127.0.0.1:" + std::to_string(s.port()) + "/?prompt=Once%20upon%20a%20time&n=12&temperature=0&go=1";
+  const std::string url = base + (with_key ? "#key=sesame" : "");
   // Driven over the DevTools protocol and waited for in real time: the page streams, and a server under ASan on a
   // loaded machine takes seconds (--dump-dom would dump at the load event, before the first token).
   std::string dom;
@@ -549,6 +669,22 @@ BOOST_AUTO_TEST_CASE(classroom_page_streams_tokens_with_bars, *boost::unit_test:
                                     std::chrono::seconds(120));
     dom = page.html();
     BOOST_TEST_REQUIRE(done, "the page did not finish its 12 tokens within 120 s:\n" << dom.substr(0, 3000));
+    if (with_key) {
+      // The key left the address bar; the viewer link needs it, and the page's requests carry it.
+      BOOST_TEST(page.evaluate("location.hash") == "");
+      page.evaluate("fetch(document.getElementById('viewer-link').href).then((r) => { window.bareStatus = r.status; });"
+                    "fetch(document.getElementById('viewer-link').href, { headers: authHeaders() }).then((r) => { window.keyStatus = r.status; })");
+      BOOST_TEST(page.wait_for("window.bareStatus === 401 && window.keyStatus === 200", std::chrono::seconds(60)),
+                 page.evaluate("[window.bareStatus, window.keyStatus]").dump());
+    }
+  }
+  if (with_key) {
+    // Without the key the page says what is missing and shows the box to type it into.
+    fs::create_directories(dir / "nokey");
+    gbtest::LivePage page(base, dir / "nokey");
+    BOOST_TEST_REQUIRE(page.wait_for("!!document.getElementById('err')?.textContent", std::chrono::seconds(60)));
+    BOOST_TEST(page.evaluate("document.getElementById('err').textContent").get<std::string>().find("needs its API key") != std::string::npos);
+    BOOST_TEST(page.evaluate("document.getElementById('keybox').hidden") == false);
   }
   auto count = [&](const std::string& what) {
     int n = 0;
@@ -569,8 +705,18 @@ BOOST_AUTO_TEST_CASE(classroom_page_streams_tokens_with_bars, *boost::unit_test:
   }
   const std::string shown = cli.out.substr(0, cli.out.size() - (!cli.out.empty() && cli.out.back() == '\n'));
   BOOST_TEST(text.find(shown) != std::string::npos, cli.out);
-  for (const auto& line : gbtest::console_lines(gbtest::read_file(dir / "err"))) BOOST_TEST(line.empty(), "console: " << line);
+  // (The keyed case's own request without the key logs its 401.)
+  for (const auto& line : gbtest::console_lines(gbtest::read_file(dir / "err")))
+    if (!with_key || line.find("status of 401") == std::string::npos) BOOST_TEST(line.empty(), "console: " << line);
   fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(classroom_page_streams_tokens_with_bars, *boost::unit_test::precondition(gbtest::NeedsChromium{})) {
+  check_classroom_page(false);
+}
+
+BOOST_AUTO_TEST_CASE(classroom_page_sends_the_api_key_from_its_link, *boost::unit_test::precondition(gbtest::NeedsChromium{})) {
+  check_classroom_page(true);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
