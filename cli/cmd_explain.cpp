@@ -71,11 +71,16 @@ std::vector<Entry> parse_dist(const std::string& text, double& sum) {
   }
   if (out.empty()) throw bad("no entries");
   if (text.back() == ',') throw bad("trailing ','");
-  sum = 0;
-  for (const auto& e : out) sum += e.given;
-  if (!(sum > 0)) throw bad("every probability is 0");
+  // Normalised through the largest value first: weights near the double's range (1e308 twice) would
+  // otherwise sum to inf and every probability become 0.
+  double top = 0;
+  for (const auto& e : out) top = std::max(top, e.given);
+  if (!(top > 0)) throw bad("every probability is 0");
+  double scaled = 0;
+  for (const auto& e : out) scaled += e.given / top;
+  sum = scaled * top;  // as given (may be inf: only printed)
   for (auto& e : out) {
-    e.prob = e.given / sum;
+    e.prob = e.given / top / scaled;
     e.logit = e.prob > 0 ? static_cast<float>(std::log(e.prob)) : -INFINITY;
   }
   return out;
@@ -305,7 +310,7 @@ void add_explain_command(CLI::App& app) {
         title += ":" + format_param_value(st.params().values().at(e->info.main_param));
       cols.push_back({title, after(records[s]), records[s].kept, records[s].mass, records[s].entropy});
     }
-    const std::size_t name_w = std::max<std::size_t>(7, [&] {
+    const std::size_t name_w = std::max<std::size_t>(8, [&] {  // 8: "entropy" and a space
       std::size_t w = 0;
       for (const auto& e : entries) w = std::max(w, cells(e.text));
       return w;

@@ -11,6 +11,8 @@
 #include "support.hpp"
 
 namespace bdata = boost::unit_test::data;
+using RangeCase = std::pair<std::string, std::vector<double>>;
+BOOST_TEST_DONT_PRINT_LOG_VALUE(RangeCase)
 namespace fs = std::filesystem;
 using gbtest::run_cli;
 using nlohmann::json;
@@ -93,6 +95,26 @@ BOOST_AUTO_TEST_CASE(unnormalised_input_is_normalised) {
   const json j = explain_json("temperature:1", "sunny=9,cloudy=5,warm=3,rainy=2,cold=1");
   BOOST_TEST(std::fabs(j["input_sum"].get<double>() - 20) <= 1e-12);
   BOOST_TEST(std::fabs(stage_probs(j, 0)["sunny"] - 0.45) <= 1e-6);
+}
+
+// Weights at the ends of the double's range: normalised through the largest, so 1e308 twice is 1/2 each (their
+// sum overflows to inf, which made every probability 0 and blamed "every token banned"), and subnormal ones work.
+BOOST_DATA_TEST_CASE(weights_at_the_ends_of_the_range_are_normalised,
+                     bdata::make(std::vector<RangeCase>{
+                         {"a=1e308,b=1e308", {0.5, 0.5}},
+                         {"a=1.7e308,b=1.7e308,c=1.7e308", {1.0 / 3, 1.0 / 3, 1.0 / 3}},
+                         {"a=1e308,b=1e307", {10.0 / 11, 1.0 / 11}},
+                         {"a=4e-320,b=1e-320", {0.8, 0.2}},
+                     }),
+                     c) {
+  const json j = explain_json("temperature:1", c.first);
+  const auto p = stage_probs(j, 0);
+  BOOST_TEST_REQUIRE(p.size() == c.second.size());
+  for (std::size_t i = 0; i < c.second.size(); ++i)
+    BOOST_TEST(std::fabs(p.at(std::string(1, static_cast<char>('a' + i))) - c.second[i]) <= 1e-3, c.first);
+  auto r = run_cli({"explain", "--dist", c.first, "--sampler", "temperature:1"});
+  BOOST_TEST(r.rc == 0, r.err);
+  BOOST_TEST(contains(r.out, "entropy "), r.out);  // the label and its value apart, however short the names
 }
 
 BOOST_AUTO_TEST_CASE(the_table_has_a_column_per_stage_and_bars) {
