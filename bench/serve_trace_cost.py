@@ -5,7 +5,7 @@
 
 One `glassbox serve` is started; then, interleaved R times, `glassbox run --sampler greedy --trace-level L
 --trace FILE -n N` and a POST /completion asking for the same (temperature 0, "trace": L, n_predict N).
-Both report the engine's own decode rate (run: the "[glassbox] ... decode X tok/s" line; serve:
+Both report the engine's own decode rate (run: the "[glassbox] ... decode X ms/token (Y tok/s)" line; serve:
 glassbox.decode_tok_s), whole decode steps with the trace's work included, so process start-up and HTTP
 are left out of the comparison; the served request's wall time (HTTP included) is shown beside it.
 Medians over the rounds are printed.
@@ -38,8 +38,8 @@ try:
     for r in range(a.reps):
         out = subprocess.run([a.glassbox, "run", *model, "--threads", str(a.threads), "--sampler", "greedy", "-n", str(a.tokens),
                               "--trace-level", a.level, "--trace", os.path.join(tmp, f"run{r}.jsonl"), "--prompt", a.prompt],
-                             capture_output=True, text=True, check=True)
-        run_rates.append(float(re.search(r"decode ([0-9.e+]+) tok/s", out.stderr).group(1)))
+                             capture_output=True, text=True, errors="replace", check=True)
+        run_rates.append(float(re.search(r"decode [0-9.e+]+ ms/token \(([0-9.e+]+) tok/s\)", out.stderr).group(1)))
         body = json.dumps({"prompt": a.prompt, "n_predict": a.tokens, "temperature": 0, "trace": a.level}).encode()
         t0 = time.perf_counter()
         with urllib.request.urlopen(urllib.request.Request(url, body, {"Content-Type": "application/json"})) as resp:
