@@ -163,6 +163,16 @@ class LivePage {
     return false;
   }
   std::string html() { return evaluate("document.documentElement.outerHTML").get<std::string>(); }
+  // The value a JavaScript promise resolves to (Runtime.evaluate with awaitPromise).
+  nlohmann::json evaluate_promise(const std::string& expression) {
+    const auto r = call("Runtime.evaluate", {{"expression", expression}, {"returnByValue", true}, {"awaitPromise", true}}, session_);
+    if (r.contains("exceptionDetails")) throw std::runtime_error("LivePage: a promise threw " + r["exceptionDetails"].dump());
+    return r["result"].value("value", nlohmann::json());
+  }
+  // The viewport as the compositor drew it (Page.captureScreenshot), a base64 PNG.
+  std::string screenshot_png_base64() {
+    return call("Page.captureScreenshot", {{"format", "png"}}, session_)["data"].get<std::string>();
+  }
 
  private:
   int send(const std::string& method, const nlohmann::json& params, const std::string& session) {

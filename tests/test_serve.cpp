@@ -669,6 +669,31 @@ void check_classroom_page(bool with_key) {
                                     std::chrono::seconds(120));
     dom = page.html();
     BOOST_TEST_REQUIRE(done, "the page did not finish its 12 tokens within 120 s:\n" << dom.substr(0, 3000));
+    // A screenshot: the bars are drawn, not only in the DOM. Its pixels inside the bars' box (read back through a
+    // canvas) hold the bar colour (#0af, nothing else there is that blue) over at least one bar's worth of area.
+    page.evaluate("document.getElementById('bars').scrollIntoView(); true");
+    const std::string png = page.screenshot_png_base64();
+    const json seen = page.evaluate_promise(R"(new Promise((done, fail) => {
+        const box = document.getElementById("bars").getBoundingClientRect();
+        const img = new Image();
+        img.onerror = () => fail("the screenshot is not an image");
+        img.onload = () => {
+          const c = document.createElement("canvas");
+          c.width = img.width; c.height = img.height;
+          const g = c.getContext("2d");
+          g.drawImage(img, 0, 0);
+          const x = Math.max(0, Math.floor(box.left)), y = Math.max(0, Math.floor(box.top));
+          const w = Math.min(img.width - x, Math.ceil(box.width)), h = Math.min(img.height - y, Math.ceil(box.height));
+          let blue = 0;
+          if (w > 0 && h > 0) {
+            const d = g.getImageData(x, y, w, h).data;
+            for (let i = 0; i < d.length; i += 4) if (d[i] < 40 && Math.abs(d[i + 1] - 170) < 40 && d[i + 2] > 215) ++blue;
+          }
+          done({ blue, w: img.width, h: img.height, box: [x, y, w, h] });
+        };
+        img.src = "data:image/png;base64,)" + png + R"(";
+      }))");
+    BOOST_TEST(seen["blue"].get<int>() > 300, "bar pixels in the screenshot: " << seen.dump());
     if (with_key) {
       // The key left the address bar; the viewer link needs it, and the page's requests carry it.
       BOOST_TEST(page.evaluate("location.hash") == "");
