@@ -197,6 +197,29 @@ std::string_view cut_incomplete_utf8(std::string_view s) {
   return s;
 }
 
+// Stop words. The earliest one that ends after `before` (the text's length before the newest piece: one that
+// ended earlier would have stopped the run then): its offset and the word.
+std::optional<std::pair<std::size_t, std::string>> first_stop_word(const std::string& text, std::size_t before,
+                                                                   const std::vector<std::string>& words) {
+  std::optional<std::pair<std::size_t, std::string>> hit;
+  for (const auto& w : words) {
+    const std::size_t f = text.find(w, before >= w.size() ? before - w.size() + 1 : 0);
+    if (f != std::string::npos && (!hit || f < hit->first)) hit = {f, w};
+  }
+  return hit;
+}
+// The length of the longest end of `text` that begins a stop word: a stream holds it back.
+std::size_t stop_word_prefix_at_end(const std::string& text, const std::vector<std::string>& words) {
+  std::size_t longest = 0;
+  for (const auto& w : words)
+    for (std::size_t n = std::min(w.size() - 1, text.size()); n > longest; --n)
+      if (text.compare(text.size() - n, n, w, 0, n) == 0) {
+        longest = n;
+        break;
+      }
+  return longest;
+}
+
 // What /tokenize and /detokenize show for a token: its text, and a control or unknown token by its name
 // ("<s>"; llama2.c's tokenizer.bin spells BOS "\n<s>\n", GGUF vocabularies "<s>").
 std::string shown_piece(const Tokenizer& tok, std::int32_t id) {
@@ -220,7 +243,7 @@ bool valid_utf8(std::string_view s) {
 // ---- slots: --parallel requests decode, --queue wait, the rest get 503 ----
 class Slots {
  public:
-  Slots(int parallel, int queue) : free_(parallel), queue_(queue) {
+  Slots(int parallel, int queue) : queue_(queue) {
     for (int i = parallel - 1; i >= 0; --i) ids_.push_back(i);
   }
   // A slot id, or -1 when the queue is full (503) or the server is stopping.
@@ -252,7 +275,6 @@ class Slots {
   std::mutex m_;
   std::condition_variable cv_;
   std::vector<int> ids_;
-  int free_;
   int waiting_ = 0;
   int queue_;
 };
@@ -495,8 +517,8 @@ void Server::refuse_server_files(const std::vector<PluginSpec>& chain) {
       const bool names_a_file = name == "file" || (name.size() > 5 && name.ends_with("_file"));
       if (names_a_file && std::holds_alternative<std::string>(value) && !std::get<std::string>(value).empty())
         throw HttpError(400, "'sampler': " + spec.name + "'s parameter '" + name +
-                                 "' names a file on the server, which a request may not read; give the text instead "
-                                 "(the \"grammar\" or \"json_schema\" field, or " + spec.name + ":gbnf=...)");
+                                 "' names a file on the server, which a request may not read; give the text instead" +
+                                 (spec.name == "grammar" ? " (the \"grammar\" or \"json_schema\" field, or grammar:gbnf=...)" : std::string()));
     }
   }
 }
@@ -831,30 +853,15 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
         if (int s = stopping_.load()) throw Cancelled{s};
         const std::size_t before = content.size();
         content += piece;
-        std::size_t release = content.size();
-        if (!r->stop.empty()) {
-          // The earliest stop word that ends inside the new piece (one that ended earlier would have stopped us).
-          std::size_t at = std::string::npos;
-          for (const auto& w : r->stop) {
-            const std::size_t from = before >= w.size() ? before - w.size() + 1 : 0;
-            const std::size_t f = content.find(w, from);
-            if (f != std::string::npos && f < at) at = f, stopping_word = w;
-          }
-          if (at != std::string::npos) {
-            // The token that completes a stop word ends the run uncounted (as chat's turn marker): its text
-            // before the word stays, without a probability entry of its own.
-            content.resize(at);
-            if (sent < content.size()) send(content.size(), collect.tokens.back(), Json(), Json());
-            throw StopGeneration{};
-          }
-          // Hold back the longest end of the text that begins a stop word.
-          for (const auto& w : r->stop)
-            for (std::size_t n = std::min(w.size() - 1, content.size()); n > 0; --n)
-              if (content.size() - n >= sent && content.compare(content.size() - n, n, w, 0, n) == 0) {
-                release = std::min(release, content.size() - n);
-                break;
-              }
+        if (const auto hit = first_stop_word(content, before, r->stop)) {
+          // The token that completes a stop word ends the run uncounted (as chat's turn marker): its text
+          // before the word stays, without a probability entry of its own.
+          content.resize(hit->first);
+          stopping_word = hit->second;
+          if (sent < content.size()) send(content.size(), collect.tokens.back(), Json(), Json());
+          throw StopGeneration{};
         }
+        const std::size_t release = std::max(sent, content.size() - stop_word_prefix_at_end(content, r->stop));
         if (!collect.pending_entry.is_null()) entries.push_back(collect.pending_entry);
         send(release, collect.tokens.back(), collect.pending_entry, collect.pending_step);
       });
