@@ -194,13 +194,15 @@ std::string slurp(const std::filesystem::path& p) {
   return s.str();
 }
 
-void write_run(const std::filesystem::path& path, glassbox::traces::WriterThread thread, int steps) {
+void write_run(const std::filesystem::path& path, glassbox::traces::WriterThread thread, int steps,
+               glassbox::traces::StepCopies* reuse = nullptr, int first_variant = 0) {
   FakeTokenizer tok;
-  glassbox::traces::JsonlWriter w(path.string(), tok, false, thread);
+  glassbox::traces::JsonlWriter w(path.string(), tok, false, thread, glassbox::traces::LogitsEncoding::Base64, {},
+                                  glassbox::OutputFile::Live::Allowed, reuse);
   w.header({});
   for (int i = 0; i < steps; ++i) {
     EventData d;
-    make_event(d, i % 8);
+    make_event(d, (first_variant + i) % 8);
     d.e.step = i;
     w.step(d.e);  // d (and the spans the event points into) dies right after: the writer must have copied
   }
@@ -379,6 +381,48 @@ BOOST_DATA_TEST_CASE(a_traced_step_allocates_nothing_after_warm_up, kWriterThrea
   for (int i = 0; i < 100; ++i) w.step(d.e);
   w.flush();
   BOOST_TEST(g_allocs.load() - before == 0, "allocations in 100 traced steps: " << g_allocs.load() - before);
+}
+
+// serve's slots hand one writer's step copies to the next (StepCopies): a copy that held another step
+// (logits, attention, lens, paged KV, a forced token) leaves nothing of it in the next trace.
+BOOST_DATA_TEST_CASE(reused_step_copies_write_the_same_files_as_fresh_ones,
+                     bdata::make({glassbox::traces::WriterThread::EveryLine, glassbox::traces::WriterThread::Batched}), thread) {
+  const auto dir = temp_dir("reuse");
+  glassbox::traces::StepCopies copies;
+  for (int first : {0, 3, 5}) {
+    const std::string n = std::to_string(first);
+    write_run(dir / ("fresh" + n + ".jsonl"), thread, 300, nullptr, first);
+    write_run(dir / ("reused" + n + ".jsonl"), thread, 300, &copies, first);
+    const std::string a = slurp(dir / ("fresh" + n + ".jsonl")), b = slurp(dir / ("reused" + n + ".jsonl"));
+    BOOST_TEST(std::count(a.begin(), a.end(), '\n') == 302);
+    BOOST_TEST((a == b), "trace " << first << " written with reused copies differs from the fresh one");
+  }
+}
+
+// ... and the next writer's steps allocate nothing from the start: its copies' buffers have grown in the
+// earlier trace. (A fresh writer's 100 steps, queued faster than a poll, fill 100 fresh copies.)
+BOOST_AUTO_TEST_CASE(a_writer_given_used_step_copies_allocates_nothing_in_its_steps) {
+  PlainTokenizer tok;
+  EventData d;
+  make_event(d, 1);
+  d.e.token_text = " once";
+  d.stages[0].params = nullptr;
+  const auto dir = temp_dir("reuse-alloc");
+  glassbox::traces::StepCopies copies;
+  auto hundred_steps = [&](const char* name, glassbox::traces::StepCopies* reuse, int warm_up) {
+    glassbox::traces::JsonlWriter w((dir / name).string(), tok, false, glassbox::traces::WriterThread::Batched,
+                                    glassbox::traces::LogitsEncoding::Base64, [] { return true; }, glassbox::OutputFile::Live::Allowed, reuse);
+    for (int i = 0; i < warm_up; ++i) w.step(d.e);
+    w.flush();  // (the writer thread's own line buffers have grown)
+    const long before = g_allocs.load();
+    for (int i = 0; i < 100; ++i) w.step(d.e);
+    const long n = g_allocs.load() - before;
+    w.flush();
+    return n;
+  };
+  (void)hundred_steps("first.jsonl", &copies, 2100);  // every copy of the ring used
+  BOOST_TEST(hundred_steps("fresh.jsonl", nullptr, 4) > 0);  // the test can fail: fresh copies allocate
+  BOOST_TEST(hundred_steps("reused.jsonl", &copies, 4) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_write_error_on_the_writer_thread_is_thrown_by_the_next_call) {

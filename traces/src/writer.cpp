@@ -13,6 +13,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include <nlohmann/detail/conversions/to_chars.hpp>
 
@@ -630,6 +631,8 @@ void assign(std::vector<T>& to, std::span<const T> from) {
   to.assign(from.begin(), from.end());
 }
 
+}  // namespace
+
 // A step event copied with all it refers to, the texts of the tokens it names included (decoded here,
 // on the caller's thread: a tokenizer module is only ever called from there), so that the writer
 // thread can build the line after step() has returned. The copies reuse their buffers: after the first
@@ -739,7 +742,9 @@ struct StepCopy {
     }, logits);
   }
 };
-}  // namespace
+
+StepCopies::StepCopies() = default;
+StepCopies::~StepCopies() = default;
 
 std::string step_line(const StepEvent& e, const Tokenizer& tok, LogitsEncoding logits) {
   StepLine L;
@@ -780,10 +785,11 @@ struct JsonlWriter::Pipe {
   // The thread gathers lines into one write() up to this much text (a longer line is written alone).
   static constexpr std::size_t kWriteBytes = 1 << 16;
 
-  Pipe(bool batched, bool live)
+  Pipe(bool batched, bool live, StepCopies* reuse)
       : depth(!batched ? 4 : live ? kLiveDepth : kDepth), batch(batched ? depth / 2 : 1),
         batched(batched), lazy(batched && !live) {
-    for (std::size_t i = 0; i < depth; ++i) copies.push_back(std::make_unique<StepCopy>());
+    if (reuse) copies = std::move(reuse->copies_);  // the last used first: taken first below
+    while (copies.size() < depth) copies.push_back(std::make_unique<StepCopy>());
     queue.resize(depth);
     for (auto it = copies.rbegin(); it != copies.rend(); ++it) free.push_back(it->get());
   }
@@ -816,6 +822,19 @@ struct JsonlWriter::Pipe {
     batch = depth / 2;
   }
 
+  // Gives every copy back to `to`, the last freed first (the warmest, taken first by the next writer).
+  // After the thread has stopped.
+  void give_back(StepCopies& to) {
+    std::unordered_map<const StepCopy*, std::size_t> rank;  // 0: the last freed
+    for (std::size_t i = 0; i < free.size(); ++i) rank[free[free.size() - 1 - i]] = i;
+    auto rank_of = [&](const std::unique_ptr<StepCopy>& c) {
+      const auto it = rank.find(c.get());
+      return it == rank.end() ? rank.size() : it->second;  // (still queued: the run was cut short)
+    };
+    std::stable_sort(copies.begin(), copies.end(), [&](const auto& a, const auto& b) { return rank_of(a) < rank_of(b); });
+    to.copies_ = std::move(copies);
+  }
+
   // Waits until the thread has written every line handed over; throws its error.
   void drain() {
     std::unique_lock lk(m);
@@ -829,13 +848,14 @@ struct JsonlWriter::Pipe {
 
 
 JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial, WriterThread thread,
-                         LogitsEncoding logits, std::function<bool()> spare_core, OutputFile::Live live)
-    : path_(path), out_(path, live), tok_(tok), keep_partial_(keep_partial), logits_(logits) {
+                         LogitsEncoding logits, std::function<bool()> spare_core, OutputFile::Live live,
+                         StepCopies* reuse)
+    : path_(path), out_(path, live), tok_(tok), keep_partial_(keep_partial), logits_(logits), reuse_(reuse) {
   if (thread == WriterThread::None) {
     line_ = std::make_unique<StepLine>();
     return;
   }
-  pipe_ = std::make_unique<Pipe>(thread == WriterThread::Batched, out_.in_place());
+  pipe_ = std::make_unique<Pipe>(thread == WriterThread::Batched, out_.in_place(), reuse_);
   pipe_->spare_core = spare_core ? std::move(spare_core) : std::function<bool()>(kernels::spare_core);
   Pipe& p = *pipe_;
   // The thread is started with SIGINT and SIGTERM blocked: they are for the decode thread, which stops
@@ -914,6 +934,7 @@ JsonlWriter::~JsonlWriter() {
   }
   pipe_->work.notify_all();
   pipe_->thread.join();
+  if (reuse_) pipe_->give_back(*reuse_);
 }
 
 void JsonlWriter::flush() {

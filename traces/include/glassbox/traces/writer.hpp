@@ -63,6 +63,25 @@ nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
 // the next step(), flush(), summary(), error() or interrupted().
 enum class WriterThread { None, EveryLine, Batched };
 
+struct StepCopy;  // (writer.cpp) one step event, copied with all it refers to, for the writer thread
+
+// A writer thread's step copies, with the buffers the steps grew them to. A program that writes one
+// trace after another with a thread (serve: one per request, on each slot) hands the same StepCopies
+// to each writer, one writer at a time: after the first trace, step() then allocates nothing and
+// touches no fresh memory, as in a long `run`. (A fresh writer's first steps grow their copies' buffers:
+// measured on synth256-q8_0, ~2 us of a 40 us step; docs/performance.md.)
+class StepCopies {
+ public:
+  StepCopies();
+  ~StepCopies();
+  StepCopies(const StepCopies&) = delete;
+  StepCopies& operator=(const StepCopies&) = delete;
+
+ private:
+  friend class JsonlWriter;
+  std::vector<std::unique_ptr<StepCopy>> copies_;  // the last used first
+};
+
 class JsonlWriter final : public TraceSink {
  public:
   // Throws OutputError when `path` cannot be written.
@@ -74,7 +93,8 @@ class JsonlWriter final : public TraceSink {
   // in place; a command whose trace is a product (trace import) passes Live::Refused (file_io.hpp).
   JsonlWriter(const std::string& path, const Tokenizer& tok, bool keep_partial = false,
               WriterThread thread = WriterThread::EveryLine, LogitsEncoding logits = LogitsEncoding::Base64,
-              std::function<bool()> spare_core = {}, OutputFile::Live live = OutputFile::Live::Allowed);
+              std::function<bool()> spare_core = {}, OutputFile::Live live = OutputFile::Live::Allowed,
+              StepCopies* reuse = nullptr);  // the thread's step copies are taken from and given back to it
   // Runs on the complete temporary trace before summary() renames it into place (OutputFile::check_before_commit).
   void check_before_commit(std::function<void(const std::filesystem::path& tmp)> check) { out_.check_before_commit(std::move(check)); }
   ~JsonlWriter() override;
@@ -102,6 +122,7 @@ class JsonlWriter final : public TraceSink {
   std::unique_ptr<StepLine> line_;  // without the thread: the one line being built
   std::string text_;            // without the thread: its finished text
   std::unique_ptr<Pipe> pipe_;  // with it
+  StepCopies* reuse_ = nullptr;  // where the thread's copies come from and go back to
   // A header whose model digest was still being computed: written, digest included, before the next
   // line (by whichever thread writes it).
   std::unique_ptr<TraceHeader> pending_header_;
