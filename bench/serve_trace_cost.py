@@ -8,7 +8,8 @@ One `glassbox serve` is started; then, interleaved R times, `glassbox run --samp
 Both report the engine's own decode rate (run: the "[glassbox] ... decode X ms/token (Y tok/s)" line; serve:
 glassbox.decode_tok_s), whole decode steps with the trace's work included, so process start-up and HTTP
 are left out of the comparison; the served request's wall time (HTTP included) is shown beside it.
-Medians over the rounds are printed.
+Medians over the rounds are printed, and the median of each round's serve/run ratio (the order
+alternates between rounds, so that the machine's drift favours neither).
 """
 import argparse, json, re, statistics, subprocess, tempfile, time, urllib.request, os
 
@@ -34,22 +35,38 @@ for line in srv.stderr:
     if "ready:" in line: break
 url = f"http://127.0.0.1:{port}/completion"
 run_rates, serve_rates, serve_wall = [], [], []
+
+def run_once(r):
+    out = subprocess.run([a.glassbox, "run", *model, "--threads", str(a.threads), "--sampler", "greedy", "-n", str(a.tokens),
+                          "--trace-level", a.level, "--trace", os.path.join(tmp, f"run{r}.jsonl"), "--prompt", a.prompt],
+                         capture_output=True, text=True, errors="replace", check=True)
+    run_rates.append(float(re.search(r"decode [0-9.e+]+ ms/token \(([0-9.e+]+) tok/s\)", out.stderr).group(1)))
+
+def serve_once():
+    body = json.dumps({"prompt": a.prompt, "n_predict": a.tokens, "temperature": 0, "trace": a.level}).encode()
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(urllib.request.Request(url, body, {"Content-Type": "application/json"})) as resp:
+        j = json.load(resp)
+    serve_wall.append(time.perf_counter() - t0)
+    serve_rates.append(j["glassbox"]["decode_tok_s"])
+
 try:
     for r in range(a.reps):
-        out = subprocess.run([a.glassbox, "run", *model, "--threads", str(a.threads), "--sampler", "greedy", "-n", str(a.tokens),
-                              "--trace-level", a.level, "--trace", os.path.join(tmp, f"run{r}.jsonl"), "--prompt", a.prompt],
-                             capture_output=True, text=True, errors="replace", check=True)
-        run_rates.append(float(re.search(r"decode [0-9.e+]+ ms/token \(([0-9.e+]+) tok/s\)", out.stderr).group(1)))
-        body = json.dumps({"prompt": a.prompt, "n_predict": a.tokens, "temperature": 0, "trace": a.level}).encode()
-        t0 = time.perf_counter()
-        with urllib.request.urlopen(urllib.request.Request(url, body, {"Content-Type": "application/json"})) as resp:
-            j = json.load(resp)
-        serve_wall.append(time.perf_counter() - t0)
-        serve_rates.append(j["glassbox"]["decode_tok_s"])
+        # The order alternates, so that a drift of the machine's speed within a round favours neither.
+        if r % 2 == 0:
+            run_once(r)
+            serve_once()
+        else:
+            serve_once()
+            run_once(r)
 finally:
     srv.terminate()
     srv.wait()
 rm, sm = statistics.median(run_rates), statistics.median(serve_rates)
+# Each round's pair as a ratio: the machine's drift between rounds cancels within a pair.
+ratios = sorted(s / r for s, r in zip(serve_rates, run_rates))
+q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
 print(f"{a.tokens} tokens, trace {a.level}, {a.threads} thread(s), median of {a.reps}:")
 print(f"  glassbox run --trace   decode {rm:9.1f} tok/s")
 print(f"  glassbox serve         decode {sm:9.1f} tok/s  ({100 * (sm / rm - 1):+.1f}%), request wall {1000 * statistics.median(serve_wall):.1f} ms")
+print(f"  serve / run, per round: median {statistics.median(ratios):.3f}, quartiles {q[0]:.3f} .. {q[2]:.3f}")
