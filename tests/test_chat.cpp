@@ -596,3 +596,28 @@ BOOST_AUTO_TEST_CASE(run_refuses_summarize) {
   BOOST_TEST(r.rc == 2, r.err);
   BOOST_TEST(has(r.err, "--context-policy summarize replaces a chat's oldest exchanges with a summary: only chat has exchanges"), r.err);
 }
+
+// The summary model need not share the chat model's vocabulary: its text is encoded again in the chat.
+// The toy model's chat, summarized by stories260K (512 tokens, its own tokenizer file).
+BOOST_AUTO_TEST_CASE(a_summary_model_with_another_vocabulary) {
+  if (!gbtest::shared_dir()) {
+    BOOST_TEST_MESSAGE("a_summary_model_with_another_vocabulary: skipped, ../shared is absent");
+    return;
+  }
+  const fs::path dir = gbtest::temp_dir("chat-summary-model");
+  gbtest::write_file(dir / "turns.txt", kTurns);
+  const std::string model = gbtest::shared("models/stories260K.bin").string(), tokenizer = gbtest::shared("models/tok512.bin").string();
+  const auto r = gbtest::run_cli({"chat", "--input", (dir / "turns.txt").string(), "--seed", "1", "--max-tokens", "6", "--context", "48",
+                                  "--context-policy", "summarize", "--summary-tokens", "8", "--summary-model", model,
+                                  "--summary-tokenizer", tokenizer, "--trace", (dir / "c.jsonl").string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const auto srun = gbtest::read_jsonl(dir / "c-turn2-summary.jsonl");
+  BOOST_TEST(srun.front()["model"]["config"]["vocab_size"] == 512);
+  BOOST_TEST(srun.front()["tokenizer"]["path"] == tokenizer);
+  const auto turn = gbtest::read_jsonl(dir / "c-turn2.jsonl");
+  BOOST_TEST(turn.front()["model"]["config"]["vocab_size"] == 1024);  // the chat's own model answers
+  const std::string text = turn.at(1)["summary"]["text"];
+  BOOST_TEST(has(turn.front()["prompt"].get<std::string>(), "Summary: " + text + "\n"));
+  BOOST_TEST(has(turn.at(1)["detail"].get<std::string>(), "--summary-model " + model + " wrote"));
+  fs::remove_all(dir);
+}
