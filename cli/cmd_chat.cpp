@@ -1,6 +1,7 @@
 // `glassbox chat`: a conversation read line by line; the whole history is re-tokenized every turn in the
-// model's turn format, and the oldest turns are pruned (never --system) when it no longer fits. Every
-// option `chat --help` lists acts on each turn's run as it does on `run` (docs/options.md).
+// model's turn format, and the oldest turns are pruned (never --system) when it no longer fits, or, with
+// --context-policy summarize, replaced by a summary a model writes (docs/attention.md). Every option
+// `chat --help` lists acts on each turn's run as it does on `run` (docs/options.md).
 #include <unistd.h>
 
 #include <array>
@@ -32,11 +33,23 @@ struct Turn {
   std::string text;
 };
 
-std::vector<ChatMessage> messages(const std::string& system, const std::vector<Turn>& turns, std::size_t first = 0,
-                                  std::size_t last = SIZE_MAX) {
+// --context-policy summarize's words (docs/attention.md): the request the summary model answers, the
+// line that heads its transcript with the summary being replaced, and the message that holds a summary
+// in the conversation (a system message after --system's).
+constexpr std::string_view kSummaryRequest =
+    "Summarize this conversation in one sentence, keeping the names.";
+constexpr std::string_view kSummaryEarlier = "Earlier: ";
+constexpr std::string_view kSummaryHeading = "Summary: ";
+
+ChatMessage summary_message(const std::string& summary) { return {"system", std::string(kSummaryHeading) + summary}; }
+
+// The conversation: the pinned system message, the summary of what was replaced (if any), the turns.
+std::vector<ChatMessage> messages(const std::string& system, const std::optional<std::string>& summary, const std::vector<Turn>& turns,
+                                  std::size_t first = 0) {
   std::vector<ChatMessage> m;
   if (!system.empty()) m.push_back({"system", system});
-  for (std::size_t i = first; i < std::min(last, turns.size()); ++i) m.push_back({turns[i].user ? "user" : "assistant", turns[i].text});
+  if (summary) m.push_back(summary_message(*summary));
+  for (std::size_t i = first; i < turns.size(); ++i) m.push_back({turns[i].user ? "user" : "assistant", turns[i].text});
   return m;
 }
 
@@ -44,6 +57,11 @@ std::vector<ChatMessage> messages(const std::string& system, const std::vector<T
 std::string turn_trace_path(const std::string& path, int turn) {
   const std::filesystem::path p(path);
   return (p.parent_path() / (p.stem().string() + "-turn" + std::to_string(turn) + p.extension().string())).string();
+}
+// The run that wrote turn n's summary: chat.jsonl -> chat-turn3-summary.jsonl.
+std::string summary_trace_path(const std::string& path, int turn) {
+  const std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + "-turn" + std::to_string(turn) + "-summary" + p.extension().string())).string();
 }
 
 // One user turn: a line of at most kMaxTurnBytes, read in bounded pieces (`chat < /dev/zero` is one
@@ -124,6 +142,20 @@ void add_chat_command(CLI::App& app) {
             sha256_file_cached(s->header.model_path) == sha256_file_cached(def->first);
     }
 
+    // --context-policy summarize: the pipeline that writes summaries (greedy), opened before any turn
+    // so that a bad --summary-model is said at once.
+    std::unique_ptr<Session> summ;
+    std::unique_ptr<Engine> summ_engine;
+    ChatFormat summ_fmt = ChatFormat::Plain;
+    if (opt.summarize) {
+      summ = open_summarizer(opt, *s);
+      if (!opt.trace.empty() && !opt.summary_model.empty())
+        refuse_output_over_input(opt.trace, "--trace", {{"--summary-model", opt.summary_model}, {"--summary-tokenizer", opt.summary_tokenizer}});
+      summ_fmt = detect_chat_format(summ->tokenizer->chat_template());
+      if (summ_fmt == ChatFormat::None) summ_fmt = ChatFormat::Plain;
+      summ_engine = std::make_unique<Engine>(*summ->model, *summ->tokenizer, *summ->attention, *summ->sampler);
+    }
+
     std::ifstream file;
     if (!o->input.empty()) {
       note_input(o->input);  // (a pipe or terminal is fine here: turns are read as they come)
@@ -132,6 +164,7 @@ void add_chat_command(CLI::App& app) {
     }
     std::istream& in = o->input.empty() ? std::cin : file;
     std::vector<Turn> turns;
+    std::optional<std::string> summary;  // what replaced the oldest exchanges so far (summarize)
     std::string line;
     struct Null final : TraceSink {
       void header(const RunHeader&) override {}
@@ -140,6 +173,54 @@ void add_chat_command(CLI::App& app) {
     } null;
     const bool tty = o->input.empty() && isatty(0);
     int turn_no = 0;
+    // The summary of the `fold` oldest turns (whole exchanges) and of the summary they follow, if any:
+    // the summary model's greedy reply to kSummaryRequest over their transcript, on one line.
+    auto write_summary = [&](const std::optional<std::string>& earlier, std::size_t fold) {
+      std::string transcript;
+      if (earlier) transcript += std::string(kSummaryEarlier) + *earlier + "\n";
+      for (std::size_t i = 0; i < fold; ++i) transcript += (turns[i].user ? "User: " : "Assistant: ") + turns[i].text + "\n";
+      const std::vector<ChatMessage> request = {{"user", std::string(kSummaryRequest) + "\n\n" + transcript}};
+      const Tokenizer& stok = *summ->tokenizer;
+      std::vector<std::int32_t> request_ids = encode_chat(stok, summ_fmt, request);
+      const int slimit = summ_engine->context_limit();
+      if (static_cast<long long>(request_ids.size()) + opt.summary_tokens > slimit)
+        throw InputError("chat turn " + std::to_string(turn_no) + ": --context-policy summarize: the summary request is " +
+                         std::to_string(request_ids.size()) + " tokens; with a summary of up to " + std::to_string(opt.summary_tokens) +
+                         " (--summary-tokens) it does not fit the summary model's " + std::to_string(slimit) + " positions");
+      GenerateOptions sg;
+      sg.max_tokens = opt.summary_tokens;
+      sg.seed = summ->seed;
+      sg.watch.top_k = opt.trace_top;
+      sg.watch.stages = sg.watch.distribution = !opt.trace.empty();  // what the summary's trace records
+      sg.policy = parse_context_policy("refuse");  // (checked above, with the words of the summary options)
+      TeeSink ssinks;
+      std::unique_ptr<traces::JsonlWriter> swriter;
+      if (!opt.trace.empty()) {
+        swriter = std::make_unique<traces::JsonlWriter>(summary_trace_path(opt.trace, turn_no), stok, opt.trace_keep_partial,
+                                                        trace_writer_thread(TraceLevel::Basic));
+        ssinks.add(swriter.get());
+      }
+      ssinks.add(&null);
+      const std::string_view marker = summ_fmt == ChatFormat::Plain ? kNextTurn : std::string_view();
+      std::string written;
+      try {
+        summ_engine->generate(std::move(request_ids), render_chat(summ_fmt, request), sg, summ->header, ssinks, [&](std::string_view piece) {
+          written.append(piece);
+          if (marker.empty()) return;
+          if (const ReplyCut cut = cut_reply(written, marker); cut.found) {
+            written.resize(cut.show);
+            throw StopGeneration{};
+          }
+        });
+      } catch (const std::exception& e) {
+        if (swriter) swriter->error(e.what());
+        throw;
+      }
+      written = finished_reply(written, marker);
+      for (auto& c : written)
+        if (c == '\n' || c == '\r') c = ' ';  // one line, as a turn is
+      return written;
+    };
     while (true) {
       if (tty) std::fputs("> ", stderr);
       if (!read_bounded_line(in, line, o->input.empty() ? "stdin" : o->input, turn_no + 1)) break;
@@ -168,7 +249,7 @@ void add_chat_command(CLI::App& app) {
       }
       // The conversation's ids: the template's markers become control tokens, the messages' text
       // never does (a user typing "<|im_start|>" gets the characters).
-      auto encode = [&] { return encode_chat(tok, fmt, messages(o->system, turns)); };
+      auto encode = [&] { return encode_chat(tok, fmt, messages(o->system, summary, turns)); };
       std::vector<std::int32_t> ids = encode();
       int n = static_cast<int>(ids.size());
       // Fit: the history plus room for a reply must hold in the context; drop the oldest turns.
@@ -178,7 +259,56 @@ void add_chat_command(CLI::App& app) {
         throw InputError("chat turn " + std::to_string(turn_no) + ": the conversation is " + std::to_string(n) + " tokens; with a reply of up to " +
                          std::to_string(g.max_tokens) + " it does not fit the " + std::to_string(limit) +
                          " positions, and --context-policy refuse drops nothing (the other policies drop the oldest turns)");
-      while (n + g.max_tokens > limit && turns.size() > 1) {
+      if (opt.summarize && n + g.max_tokens > limit && turns.size() >= 3) {
+        // Summarize: the oldest exchange (and the summary before it) is replaced by a summary the summary
+        // model writes; while the conversation still does not fit, the next exchange is folded in too
+        // and the summary written again. Never the system message, never the newest user turn.
+        const std::optional<std::string> earlier = summary;
+        std::size_t fold = 0;
+        std::string written;
+        std::vector<std::int32_t> with_summary;
+        while (true) {
+          fold += 2;  // a user turn and its reply
+          written = write_summary(earlier, fold);
+          with_summary = encode_chat(tok, fmt, messages(o->system, written, turns, fold));
+          if (static_cast<long long>(with_summary.size()) + g.max_tokens <= limit) break;
+          if (turns.size() - fold < 3)
+            throw InputError("chat turn " + std::to_string(turn_no) + ": --context-policy summarize: with every older turn summarized (\"" +
+                             written + "\"), the conversation is " + std::to_string(with_summary.size()) + " tokens; with a reply of up to " +
+                             std::to_string(g.max_tokens) + " it does not fit the " + std::to_string(limit) +
+                             " positions (a smaller --summary-tokens or --max-tokens, or a larger --context)");
+        }
+        std::vector<ChatMessage> gone;
+        if (earlier) gone.push_back(summary_message(*earlier));
+        for (std::size_t i = 0; i < fold; ++i) gone.push_back({turns[i].user ? "user" : "assistant", turns[i].text});
+        PolicyEvent ev;
+        ev.policy = "prune-turns";  // turns dropped before encoding, as prune-turns drops them; `summary` says what took their place
+        ev.step = 0;
+        ev.limit = limit;
+        ev.turns = static_cast<int>(fold);
+        ev.dropped_ids = encode_chat(tok, fmt, gone, /*add_generation_prompt=*/false, /*bos=*/false);
+        ev.dropped_from = static_cast<int>(encode_chat(tok, fmt, messages(o->system, std::nullopt, {}), false).size());
+        ev.dropped_to = ev.dropped_from + static_cast<int>(ev.dropped_ids.size());
+        ev.summary = PolicyEvent::Replacement{written, encode_chat(tok, fmt, {summary_message(written)}, false, false)};
+        const std::string what = fold == 2 ? "the oldest exchange" : "the oldest " + std::to_string(fold / 2) + " exchanges";
+        const std::string and_earlier = earlier ? " and the earlier summary" : "";
+        const std::string by = opt.summary_model.empty() ? "the model" : "--summary-model " + opt.summary_model;
+        turns.erase(turns.begin(), turns.begin() + static_cast<std::ptrdiff_t>(fold));
+        summary = written;
+        ids = std::move(with_summary);
+        ev.kept = static_cast<int>(ids.size());
+        ev.detail = "replaced " + what + and_earlier + " (" + std::to_string(ev.dropped_ids.size()) + " tokens) by a summary " + by +
+                    " wrote (" + std::to_string(ev.summary->ids.size()) + " tokens), to fit " + std::to_string(ids.size()) +
+                    " tokens and a reply of up to " + std::to_string(g.max_tokens) + " in " + std::to_string(limit) + " positions" +
+                    (o->system.empty() ? std::string() : "; the system message stays");
+        std::cerr << "glassbox: chat: summarized " << what << and_earlier << " (" << ev.dropped_ids.size() << " tokens) in "
+                  << ev.summary->ids.size() << " tokens to fit the context of " << limit << " positions: \"" << written << "\"\n";
+        n = static_cast<int>(ids.size());
+        g.pruned = std::move(ev);
+      } else {
+        g.pruned.reset();
+      }
+      while (!opt.summarize && n + g.max_tokens > limit && turns.size() > 1) {
         const std::size_t drop = turns.size() >= 2 && !turns[1].user ? 2 : 1;  // a user turn and its reply
         dropped.insert(dropped.end(), turns.begin(), turns.begin() + static_cast<std::ptrdiff_t>(drop));
         turns.erase(turns.begin(), turns.begin() + static_cast<std::ptrdiff_t>(drop));
@@ -189,7 +319,6 @@ void add_chat_command(CLI::App& app) {
         std::cerr << "glassbox: chat: dropped the oldest " << (drop == 2 ? "exchange" : "turn") << " (" << before - n
                   << " tokens) to fit the context of " << limit << " positions\n";
       }
-      g.pruned.reset();
       if (dropped_turns > 0) {
         // The trace's context line: what was dropped, as those messages encode on their own, at the
         // positions after BOS and the pinned system message.
@@ -201,7 +330,7 @@ void add_chat_command(CLI::App& app) {
         std::vector<ChatMessage> gone;
         for (const auto& t : dropped) gone.push_back({t.user ? "user" : "assistant", t.text});
         ev.dropped_ids = encode_chat(tok, fmt, gone, /*add_generation_prompt=*/false, /*bos=*/false);
-        ev.dropped_from = static_cast<int>(encode_chat(tok, fmt, messages(o->system, {}), false).size());
+        ev.dropped_from = static_cast<int>(encode_chat(tok, fmt, messages(o->system, std::nullopt, {}), false).size());
         ev.dropped_to = ev.dropped_from + static_cast<int>(ev.dropped_ids.size());
         ev.kept = n;
         ev.detail = "dropped the oldest " + std::to_string(dropped_turns) + " turns to fit " + std::to_string(n) + " tokens and a reply of up to " +
@@ -235,7 +364,7 @@ void add_chat_command(CLI::App& app) {
       }
       sinks.add(&null);
       std::string reply;
-      const std::string text = render_chat(fmt, messages(o->system, turns));
+      const std::string text = render_chat(fmt, messages(o->system, summary, turns));
       std::size_t shown = 0;  // bytes of reply already on stdout
       // Show the reply up to `end`, holding back a tail that may be the start of the next turn's marker
       // (the model writes "\nUser:" piece by piece: "\n", "U", "s", "er", ":").

@@ -205,13 +205,28 @@ std::vector<RunOption> make_table() {
                        return s;
                      }}));
   t.push_back(entry({.key = "context_policy", .flags = "--context-policy", .value_name = "POLICY",
-                     .help = "when prompt + generation outgrow the context", .values = "refuse | stop | truncate-left | shift[:n_keep]",
+                     .help = "when prompt + generation outgrow the context; chat's summarize replaces its oldest exchanges "
+                             "with a summary the model writes (docs/attention.md)",
+                     .values = "refuse | stop | truncate-left | shift[:n_keep] | summarize (chat)",
                      .default_text = "stop", .example = "shift:4", .commands = kPipeline},
                     {K::Value, "",
                      [](RunOptions& o, const YAML::Node& v, const std::string& where) {
-                       o.context_policy = named(where, [&] { return parse_context_policy(scalar(v, where)); });
+                       const std::string text = scalar(v, where);
+                       // summarize is chat's, not the engine's: the engine's policy stays stop under it
+                       o.summarize = text == kSummarizePolicy;
+                       if (o.summarize) {
+                         o.context_policy = ContextPolicy{};
+                         return;
+                       }
+                       if (text.rfind(std::string(kSummarizePolicy) + ":", 0) == 0)
+                         throw ConfigError(where + ": context policy '" + text + "': summarize takes no value (--summary-tokens bounds the summary)");
+                       try {
+                         o.context_policy = parse_context_policy(text);
+                       } catch (const ConfigError& e) {
+                         throw ConfigError(where + ": " + e.what() + "; chat also takes summarize");
+                       }
                      },
-                     [](const RunOptions& o) { return o.context_policy.to_string(); }}));
+                     [](const RunOptions& o) { return o.summarize ? std::string(kSummarizePolicy) : o.context_policy.to_string(); }}));
   t.push_back(entry({.key = "gelu", .flags = "--gelu", .value_name = "FORM",
                      .help = "GELU's form for GELU models (GPT-2, Gemma): the tanh approximation they were trained with, the exact "
                              "erf form, or llama.cpp's fp16 table (closest to its outputs)",
@@ -318,6 +333,22 @@ std::vector<RunOption> make_table() {
                      .help = "tokens the draft proposes per round (with --draft-model)", .default_text = "4", .example = "8",
                      .commands = kRun},
                     integer(&RunOptions::draft_tokens, 1, kMaxDraftTokens)));
+  // chat --context-policy summarize (docs/attention.md): who writes the summary, and how long it may be.
+  t.push_back(entry({.key = "summary_model", .flags = "--summary-model", .value_name = "FILE",
+                     .help = "chat --context-policy summarize: the model that writes the summary of the oldest exchanges "
+                             "(any vocabulary: the chat re-encodes its text)",
+                     .default_text = "the chat's own model", .example = "stories260K.bin", .commands = kChat},
+                    text(&RunOptions::summary_model)));
+  t.push_back(entry({.key = "summary_tokenizer", .flags = "--summary-tokenizer", .value_name = "FILE",
+                     .help = "the --summary-model's tokenizer file",
+                     .default_text = "the one inside a GGUF summary model, else --tokenizer's", .example = "tok512.bin",
+                     .commands = kChat},
+                    text(&RunOptions::summary_tokenizer)));
+  t.push_back(entry({.key = "summary_tokens", .flags = "--summary-tokens", .value_name = "N",
+                     .help = "chat --context-policy summarize: the summary's length at most, in the summary model's tokens "
+                             "(written greedily)",
+                     .default_text = "32", .example = "16", .commands = kChat},
+                    integer(&RunOptions::summary_tokens, 1, 4096)));
   t.push_back(entry({.key = "json", .flags = "--json",
                      .help = "stdout: one JSON object per token (id, token, logprob, top_logprobs), then a summary object",
                      .example = "true", .commands = kGenerate},

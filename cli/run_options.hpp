@@ -72,7 +72,16 @@ struct RunOptions {
   std::string draft_model;                 // speculative decoding's draft (empty: off)
   std::string draft_tokenizer;             // its tokenizer file (empty: a GGUF draft's own, else the model's)
   int draft_tokens = 4;                    // K: tokens drafted per round
+  // chat's summarize policy (--context-policy summarize; context_policy then stays stop, which governs
+  // a single reply that outgrows the window): the oldest exchanges are replaced by a summary.
+  bool summarize = false;
+  std::string summary_model;               // the model that writes the summary (empty: the chat's own)
+  std::string summary_tokenizer;           // its tokenizer file (empty: a GGUF model's own, else --tokenizer's)
+  int summary_tokens = 32;                 // the summary's length at most, in the summary model's tokens
 };
+
+// `--context-policy summarize`: chat's third policy (drop, summarize, refuse), handled by chat itself.
+inline constexpr std::string_view kSummarizePolicy = "summarize";
 
 // What each step records, decided in one place from the options (run and chat): stage records when a
 // trace or --show-probs reads them, the raw distribution also for --json, attention and lens into a trace.

@@ -110,6 +110,19 @@ RunOptions RunOptionsBinder::finish() {
     if (auto p = piped_prompt(); p && !p->empty()) o.prompt = *p;
   if (!o.replay.empty()) apply_replay_defaults(o, [&](const std::string& key) { return given(key); });
   if (o.max_tokens < 0) throw ConfigError("--max-tokens = " + std::to_string(o.max_tokens) + " (expected >= 0)");
+  // chat's summarize policy: only a conversation has exchanges to summarize, and the summary options
+  // mean nothing without it (said, not ignored).
+  if (o.summarize && command() != kChat)
+    throw ConfigError("--context-policy summarize replaces a chat's oldest exchanges with a summary: only chat has exchanges "
+                      "(here: refuse, stop, truncate-left or shift[:n_keep])");
+  if (!o.summarize)
+    for (const char* key : {"summary_model", "summary_tokenizer", "summary_tokens"})
+      if (given(key))
+        throw ConfigError(run_option(key).long_flag() + " " + run_option(key).show(o) + ": only --context-policy summarize writes a summary (the policy is " +
+                          o.context_policy.to_string() + ")");
+  if (given("summary_tokenizer") && o.summary_model.empty())
+    throw ConfigError("--summary-tokenizer " + o.summary_tokenizer +
+                      ": it is --summary-model's tokenizer, and no --summary-model is given (the chat's own model summarizes with its own tokenizer)");
   return o;
 }
 
@@ -193,6 +206,45 @@ GenerateOptions generate_options(const RunOptions& opt, const Session& s) {
   return g;
 }
 
+namespace {
+// A GGUF file carries its vocabulary; a llama2.c checkpoint reads a tokenizer file.
+bool is_gguf(const std::string& path) {
+  char magic[4] = {};
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    if (std::fread(magic, 1, 4, f) != 4) magic[0] = 0;
+    std::fclose(f);
+  }
+  return std::string_view(magic, 4) == "GGUF";
+}
+}  // namespace
+
+std::unique_ptr<Session> open_summarizer(const RunOptions& opt, const Session& chat) {
+  RunSpec r;
+  r.sampler = {PluginSpec{"greedy", {}}};  // deterministic: the same chat writes the same summary
+  r.context = 0;                           // the summary model's own context (capped), not --context
+  r.seed = chat.seed;
+  std::shared_ptr<const LoadedModel> loaded = chat.loaded;
+  if (!opt.summary_model.empty()) {
+    for (const auto& [flag, path] : {std::pair<std::string, std::string>{"--summary-model", opt.summary_model},
+                                     {"--summary-tokenizer", opt.summary_tokenizer}}) {
+      std::error_code ec;
+      if (!path.empty() && !fs::exists(path, ec)) throw ConfigError(flag + " " + path + ": no such file");
+    }
+    ModelSpec ms;
+    ms.model = opt.summary_model;
+    ms.model_hash = opt.model_hash;
+    ms.gelu = opt.gelu;
+    if (!opt.summary_tokenizer.empty()) ms.tokenizer.params.emplace_back("path", opt.summary_tokenizer);
+    else if (!is_gguf(opt.summary_model) && !chat.header.tokenizer_path.empty())
+      ms.tokenizer.params.emplace_back("path", chat.header.tokenizer_path);
+    loaded = load_model(chat.registry, ms);
+  }
+  std::vector<std::string> warnings;
+  auto s = build_pipeline(std::move(loaded), r, warnings);
+  for (const auto& w : warnings) warn("the summary model: " + w);
+  return s;
+}
+
 // Speculative decoding's draft: a second session from the same options but the model (and tokenizer)
 // files, its vocabulary checked against the target's.
 std::unique_ptr<Session> open_draft(const RunOptions& opt, const Session& target) {
@@ -206,12 +258,7 @@ std::unique_ptr<Session> open_draft(const RunOptions& opt, const Session& target
     d.tokenizer.params.emplace_back("path", opt.draft_tokenizer);
   } else {
     // A GGUF draft carries its vocabulary; a llama2.c checkpoint reads the target's tokenizer file.
-    char magic[4] = {};
-    if (std::FILE* f = std::fopen(opt.draft_model.c_str(), "rb")) {
-      if (std::fread(magic, 1, 4, f) != 4) magic[0] = 0;
-      std::fclose(f);
-    }
-    if (std::string_view(magic, 4) != "GGUF" && !target.header.tokenizer_path.empty())
+    if (!is_gguf(opt.draft_model) && !target.header.tokenizer_path.empty())
       d.tokenizer.params.emplace_back("path", target.header.tokenizer_path);
   }
   auto draft = open_session(d);

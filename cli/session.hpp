@@ -63,6 +63,11 @@ GenerateOptions generate_options(const RunOptions& opt, const Session& s);
 // `run --draft-model` and compare's speculative strategies.
 std::unique_ptr<Session> open_draft(const RunOptions& opt, const Session& target);
 
+// chat --context-policy summarize: the pipeline that writes the summaries, greedy over its model's own
+// context: --summary-model (its tokenizer --summary-tokenizer, else a GGUF's own, else --tokenizer's file),
+// or the chat's loaded model itself. A missing file is a ConfigError naming the option.
+std::unique_ptr<Session> open_summarizer(const RunOptions& opt, const Session& chat);
+
 void warn(const std::string& message);
 
 // How a trace's writer thread is woken (traces/writer.hpp): for each full-logit line, or each line with

@@ -19,6 +19,7 @@ namespace fs = std::filesystem;
 namespace bdata = boost::unit_test::data;
 using nlohmann::json;
 using gbtest::CliResult;
+BOOST_TEST_DONT_PRINT_LOG_VALUE(std::vector<std::string>)
 
 namespace {
 
@@ -41,6 +42,8 @@ struct Chat {
   std::string trace() const { return (dir / "c.jsonl").string(); }
   std::vector<json> turn(int n) const { return gbtest::read_jsonl(dir / ("c-turn" + std::to_string(n) + ".jsonl")); }
   json header(int n = 1) const { return turn(n).front(); }
+  // The run that wrote turn n's summary (--context-policy summarize).
+  std::vector<json> summary_run(int n) const { return gbtest::read_jsonl(dir / ("c-turn" + std::to_string(n) + "-summary.jsonl")); }
   json first_step(int n = 1) const {
     for (const auto& l : turn(n))
       if (l["type"] == "step") return l;
@@ -143,6 +146,38 @@ const std::map<std::string, Case>& cases() {
          BOOST_TEST(has(refused.err, "chat turn 2: the conversation is "), refused.err);
          BOOST_TEST(has(refused.err, "--context-policy refuse drops nothing"), refused.err);
          BOOST_TEST(!has(refused.err, "dropped the oldest"), refused.err);
+         // summarize: the first exchange is replaced by a summary the model writes, and the chat goes on
+         const auto summarized = c({"--context", "48", "--context-policy", "summarize", "--summary-tokens", "8"});
+         BOOST_TEST(summarized.rc == 0, summarized.err);
+         BOOST_TEST(has(summarized.err, "glassbox: chat: summarized the oldest exchange ("), summarized.err);
+         BOOST_TEST(!has(summarized.err, "dropped the oldest"), summarized.err);
+         BOOST_TEST(std::count(summarized.out.begin(), summarized.out.end(), '\n') == 2, summarized.out);  // both replies
+       }},
+      // --summary-model, --summary-tokenizer, --summary-tokens: who writes the summary, and how long it may be
+      // (the toy model's files named again: the summary model may be the chat's own file).
+      {"summary_model",
+       [](const Chat& c) {
+         const auto r = c({"--context", "48", "--context-policy", "summarize", "--summary-tokens", "8", "--summary-model", toy("toy.bin"),
+                           "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.summary_run(2).front()["model"]["path"] == toy("toy.bin"));
+         BOOST_TEST(c.summary_run(2).front()["plugins"]["sampler"][0]["name"] == "greedy");
+         BOOST_TEST(has(c.turn(2)[1]["detail"].get<std::string>(), "by a summary --summary-model " + toy("toy.bin") + " wrote"),
+                    c.turn(2)[1].dump());
+       }},
+      {"summary_tokenizer",
+       [](const Chat& c) {
+         const auto r = c({"--context", "48", "--context-policy", "summarize", "--summary-tokens", "8", "--summary-model", toy("toy.bin"),
+                           "--summary-tokenizer", toy("toy-tok.bin"), "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.summary_run(2).front()["tokenizer"]["path"] == toy("toy-tok.bin"));
+       }},
+      {"summary_tokens",
+       [](const Chat& c) {
+         const auto r = c({"--context", "48", "--context-policy", "summarize", "--summary-tokens", "3", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.summary_run(2).front()["max_tokens"] == 3);
+         BOOST_TEST(c.summary_run(2).back()["generated"].get<int>() <= 3);
        }},
       {"gelu",
        [](const Chat& c) {
@@ -409,4 +444,180 @@ BOOST_AUTO_TEST_CASE(reply_cut_holds_back_a_marker_begun) {
   BOOST_TEST(finished_reply(" Hello\n", m) == "Hello");
   BOOST_TEST(finished_reply(" Hi <|im", "") == "Hi <|im");
   BOOST_TEST(finished_reply("  \n", m).empty());
+}
+
+// --context-policy summarize (docs/attention.md): when the conversation no longer fits, the oldest
+// exchanges (never --system, never the newest user turn) are replaced by a summary the model writes
+// greedily from the documented request; the turn's trace says what was replaced by what, the next
+// prompts hold the summary where the turns were, and the chat goes on.
+namespace {
+const std::string kLongTurns = "My name is Lily.\nHow are you?\nWhere should we go?\nWhat is my name?\n";
+std::vector<std::string> summarize_args(const fs::path& dir) {
+  return {"chat", "--input", (dir / "turns.txt").string(), "--seed", "3", "--max-tokens", "12", "--context", "72",
+          "--context-policy", "summarize", "--summary-tokens", "12", "--system", "Be kind.", "--trace", (dir / "c.jsonl").string()};
+}
+// A trace's lines without what the clock decides.
+std::vector<json> untimed(const fs::path& f) {
+  std::vector<json> lines = gbtest::read_jsonl(f);
+  for (auto& l : lines)
+    for (const char* k : {"ms", "ttft_ms", "prefill_tok_s", "decode_tok_s"}) l.erase(k);
+  return lines;
+}
+std::string steps_text(const std::vector<json>& lines) {
+  std::string t;
+  for (const auto& l : lines)
+    if (l["type"] == "step") t += l["token"]["text"].get<std::string>();
+  return t;
+}
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(summarize_replaces_the_oldest_exchanges_and_the_chat_goes_on) {
+  const fs::path dir = gbtest::temp_dir("chat-summarize");
+  gbtest::write_file(dir / "turns.txt", kLongTurns);
+  const auto r = gbtest::run_cli(summarize_args(dir));
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(std::count(r.out.begin(), r.out.end(), '\n') == 4, r.out);  // every turn answered
+  int summarized = 0;
+  std::optional<std::string> current;  // the summary the conversation holds
+  for (int t = 1; t <= 4; ++t) {
+    const fs::path f = dir / ("c-turn" + std::to_string(t) + ".jsonl");
+    const auto v = gbtest::run_cli({"trace", "validate", f.string()});
+    BOOST_TEST(v.rc == 0, f << ": " << v.out << v.err);
+    const auto lines = gbtest::read_jsonl(f);
+    const std::string prompt = lines.front()["prompt"];
+    BOOST_TEST(prompt.rfind("System: Be kind.\n", 0) == 0u, prompt);  // the system message stays first
+    BOOST_TEST(lines.back()["type"] == "summary");                      // the turn was answered
+    const fs::path sf = dir / ("c-turn" + std::to_string(t) + "-summary.jsonl");
+    const bool fired = lines[1]["type"] == "context";
+    BOOST_TEST(fs::exists(sf) == fired, sf);  // a summary was written for this turn exactly when one replaced turns
+    if (fired) {
+      ++summarized;
+      const json& ctx = lines[1];
+      BOOST_TEST(ctx["policy"] == "prune-turns");
+      BOOST_TEST_REQUIRE(ctx.contains("summary"), ctx.dump());
+      const std::string text = ctx["summary"]["text"], dropped = ctx["dropped"]["text"];
+      BOOST_TEST(ctx["kept"] == lines.front()["prompt_ids"].size());
+      BOOST_TEST(ctx["turns"].get<int>() % 2 == 0);  // whole exchanges
+      BOOST_TEST(has(dropped, "User: "), dropped);
+      BOOST_TEST(!has(dropped, "Be kind."), dropped);
+      BOOST_TEST(!has(dropped, "What is my name?"), dropped);  // never the newest user turn (the last one)
+      if (current) BOOST_TEST(has(dropped, "Summary: " + *current), dropped);  // the earlier summary is replaced too
+      else BOOST_TEST(has(dropped, "My name is Lily."), dropped);
+      // the prompt holds the summary where the turns were, and not the turns
+      BOOST_TEST(prompt.rfind("System: Be kind.\nSystem: Summary: " + text + "\nUser: ", 0) == 0u, prompt);
+      BOOST_TEST(!has(prompt, "My name is Lily."), prompt);
+      BOOST_TEST(has(r.err, "glassbox: chat: summarized the oldest "), r.err);
+      BOOST_TEST(has(r.err, "positions: \"" + text + "\"\n"), r.err);
+      // the summary's own run: greedy, over the documented request and the replaced turns' transcript
+      const auto sv = gbtest::run_cli({"trace", "validate", sf.string()});
+      BOOST_TEST(sv.rc == 0, sf << ": " << sv.out << sv.err);
+      const auto srun = gbtest::read_jsonl(sf);
+      const std::string request = srun.front()["prompt"];
+      BOOST_TEST(has(request, "Summarize this conversation in one sentence, keeping the names.\n\n"), request);
+      if (current) BOOST_TEST(has(request, "Earlier: " + *current + "\n"), request);
+      BOOST_TEST(srun.front()["plugins"]["sampler"].size() == 1u);
+      BOOST_TEST(srun.front()["plugins"]["sampler"][0]["name"] == "greedy");
+      BOOST_TEST(srun.front()["max_tokens"] == 12);
+      std::string written = steps_text(srun);
+      std::replace(written.begin(), written.end(), '\n', ' ');
+      BOOST_TEST(has(written, text), written << " / " << text);
+      current = text;
+    } else if (current) {
+      BOOST_TEST(has(prompt, "System: Summary: " + *current + "\n"), prompt);  // a summary stays until replaced
+    }
+  }
+  BOOST_TEST(summarized >= 1);
+  BOOST_TEST(!has(r.err, "dropped the oldest"), r.err);
+  fs::remove_all(dir);
+}
+
+// The same seed, the same chat: transcript, notices and every trace (the summaries' too) but their timings.
+BOOST_AUTO_TEST_CASE(summarize_is_deterministic) {
+  std::vector<fs::path> dirs = {gbtest::temp_dir("chat-summarize-a"), gbtest::temp_dir("chat-summarize-b")};
+  std::vector<gbtest::CliResult> runs;
+  for (const auto& d : dirs) {
+    gbtest::write_file(d / "turns.txt", kLongTurns);
+    runs.push_back(gbtest::run_cli(summarize_args(d)));
+    BOOST_TEST_REQUIRE(runs.back().rc == 0, runs.back().err);
+  }
+  BOOST_TEST(runs[0].out == runs[1].out);
+  std::string err1 = runs[1].err;
+  for (std::size_t at; (at = err1.find(dirs[1].string())) != std::string::npos;) err1.replace(at, dirs[1].string().size(), dirs[0].string());
+  BOOST_TEST(runs[0].err == err1);
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dirs[0])) {
+    if (e.path().extension() != ".jsonl") continue;
+    ++files;
+    BOOST_TEST_REQUIRE(fs::exists(dirs[1] / e.path().filename()), e.path().filename());
+    BOOST_TEST(untimed(e.path()) == untimed(dirs[1] / e.path().filename()), e.path().filename());
+  }
+  BOOST_TEST(files >= 5);  // four turns and at least one summary
+  for (const auto& d : dirs) fs::remove_all(d);
+}
+
+// Misuse: one line naming the option or value, exit 2, never a crash.
+BOOST_DATA_TEST_CASE(summarize_misuse_is_one_clear_error,
+                     bdata::make(std::vector<std::vector<std::string>>{
+                         {"--summary-model", "x.bin"},
+                         {"--summary-tokens", "4"},
+                         {"--context-policy", "summarize", "--summary-tokenizer", "tok.bin"},
+                         {"--context-policy", "summarize", "--summary-model", "no-such-model.bin"},
+                         {"--context-policy", "summarize", "--summary-model", "@TOY", "--summary-tokenizer", "no-such-tok.bin"},
+                         {"--context-policy", "summarize:3"},
+                         {"--context-policy", "summarise"},
+                         {"--context-policy", "summarize", "--context", "40", "--summary-tokens", "8"},
+                         {"--context-policy", "summarize", "--context", "48", "--summary-tokens", "100"}}) ^
+                         bdata::make({"--summary-model x.bin: only --context-policy summarize writes a summary (the policy is stop)",
+                                      "--summary-tokens 4: only --context-policy summarize writes a summary",
+                                      "--summary-tokenizer tok.bin: it is --summary-model's tokenizer, and no --summary-model is given",
+                                      "--summary-model no-such-model.bin: no such file",
+                                      "--summary-tokenizer no-such-tok.bin: no such file",
+                                      "--context-policy: context policy 'summarize:3': summarize takes no value",
+                                      "(expected refuse, stop, truncate-left or shift[:n_keep]); chat also takes summarize",
+                                      "chat turn 2: --context-policy summarize: with every older turn summarized (",
+                                      "chat turn 2: --context-policy summarize: the summary request is "}),
+                     extra, message) {
+  const fs::path dir = gbtest::temp_dir("chat-summarize-bad");
+  gbtest::write_file(dir / "turns.txt", kTurns);
+  std::vector<std::string> a = {"chat", "--input", (dir / "turns.txt").string(), "--seed", "1", "--max-tokens", "6"};
+  for (const auto& x : extra) a.push_back(x == "@TOY" ? toy("toy.bin") : x);
+  const auto r = gbtest::run_cli(a);
+  BOOST_TEST(r.rc == 2, r.err);
+  BOOST_TEST(has(r.err, "glassbox: error: "), r.err);
+  BOOST_TEST(has(r.err, message), r.err);
+  const auto at = r.err.find("glassbox: error: ");
+  BOOST_TEST((at != std::string::npos && r.err.find('\n', at) == r.err.size() - 1), r.err);  // one line, the last
+  fs::remove_all(dir);
+}
+
+// Only chat has exchanges to summarize: run refuses the policy.
+BOOST_AUTO_TEST_CASE(run_refuses_summarize) {
+  const auto r = gbtest::run_cli({"run", "--prompt", "Hi", "--context-policy", "summarize"});
+  BOOST_TEST(r.rc == 2, r.err);
+  BOOST_TEST(has(r.err, "--context-policy summarize replaces a chat's oldest exchanges with a summary: only chat has exchanges"), r.err);
+}
+
+// The summary model need not share the chat model's vocabulary: its text is encoded again in the chat.
+// The toy model's chat, summarized by stories260K (512 tokens, its own tokenizer file).
+BOOST_AUTO_TEST_CASE(a_summary_model_with_another_vocabulary) {
+  if (!gbtest::shared_dir()) {
+    BOOST_TEST_MESSAGE("a_summary_model_with_another_vocabulary: skipped, ../shared is absent");
+    return;
+  }
+  const fs::path dir = gbtest::temp_dir("chat-summary-model");
+  gbtest::write_file(dir / "turns.txt", kTurns);
+  const std::string model = gbtest::shared("models/stories260K.bin").string(), tokenizer = gbtest::shared("models/tok512.bin").string();
+  const auto r = gbtest::run_cli({"chat", "--input", (dir / "turns.txt").string(), "--seed", "1", "--max-tokens", "6", "--context", "48",
+                                  "--context-policy", "summarize", "--summary-tokens", "8", "--summary-model", model,
+                                  "--summary-tokenizer", tokenizer, "--trace", (dir / "c.jsonl").string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const auto srun = gbtest::read_jsonl(dir / "c-turn2-summary.jsonl");
+  BOOST_TEST(srun.front()["model"]["config"]["vocab_size"] == 512);
+  BOOST_TEST(srun.front()["tokenizer"]["path"] == tokenizer);
+  const auto turn = gbtest::read_jsonl(dir / "c-turn2.jsonl");
+  BOOST_TEST(turn.front()["model"]["config"]["vocab_size"] == 1024);  // the chat's own model answers
+  const std::string text = turn.at(1)["summary"]["text"];
+  BOOST_TEST(has(turn.front()["prompt"].get<std::string>(), "Summary: " + text + "\n"));
+  BOOST_TEST(has(turn.at(1)["detail"].get<std::string>(), "--summary-model " + model + " wrote"));
+  fs::remove_all(dir);
 }

@@ -368,4 +368,11 @@ BOOST_AUTO_TEST_CASE(chat_turns_render_in_each_format) {
              "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello.<end_of_turn>\n"
              "<start_of_turn>user\nName?<end_of_turn>\n<start_of_turn>model\n");
   BOOST_TEST(glassbox::render_chat(ChatFormat::Phi3, {{"user", "Hi"}}) == "<|user|>\nHi<|end|>\n<|assistant|>\n");
+  // Two system messages (chat's pinned one, then its summary of older turns): where the format folds
+  // the system message into the first user turn, both are kept, in order.
+  const std::vector<glassbox::ChatMessage> two = {{"system", "Be brief."}, {"system", "Summary: hi."}, {"user", "Name?"}};
+  BOOST_TEST(glassbox::render_chat(ChatFormat::Llama2, two) ==
+             "[INST] <<SYS>>\nBe brief.\n\nSummary: hi.\n<</SYS>>\n\nName? [/INST]");
+  BOOST_TEST(glassbox::render_chat(ChatFormat::Gemma, two) ==
+             "<start_of_turn>user\nBe brief.\n\nSummary: hi.\n\nName?<end_of_turn>\n<start_of_turn>model\n");
 }

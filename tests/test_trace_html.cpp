@@ -271,6 +271,23 @@ BOOST_AUTO_TEST_CASE(dropped_text_is_shown_as_dropped_and_recompute_says_no_cach
   BOOST_TEST(has(k.out, "no cache (recompute): nothing is kept between steps</span>"), k.out.substr(0, 4000));
 }
 
+// A chat turn whose oldest exchange was summarized (--context-policy summarize): the text panel shows the
+// replaced turns struck out as summarized, then the summary that took their place.
+BOOST_AUTO_TEST_CASE(a_summarized_chat_turn_shows_what_replaced_what) {
+  const fs::path dir = temp_dir("summarized-chat");
+  write_file(dir / "turns.txt", "My name is Lily.\nWhat is my name?\n");
+  const auto r = run_cli({"chat", "--input", (dir / "turns.txt").string(), "--seed", "1", "--max-tokens", "6", "--context", "48",
+                          "--context-policy", "summarize", "--summary-tokens", "8", "--trace", (dir / "c.jsonl").string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const std::string text = read_jsonl(dir / "c-turn2.jsonl").at(1)["summary"]["text"];
+  const auto b = browse(page_for(dir / "c-turn2.jsonl", "summary"), "--dump-dom", "#step=0");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""), b.out.substr(0, 2000));
+  BOOST_TEST(has(b.out, "My name is Lily."), "the replaced turn is not shown");
+  BOOST_TEST(has(b.out, " [summarized] </span>"), b.out.substr(0, 4000));
+  BOOST_TEST(has(b.out, "[summary: " + text + "] </span>"), b.out.substr(0, 4000));
+}
+
 // A lens on each step (the field a --trace-lens run writes: {"layer", "top": [...]} per block, and points
 // inside a block): the grid has one cell per (layer, point) and step, each its top token; no lens, no panel.
 BOOST_AUTO_TEST_CASE(lens_grid_has_a_cell_per_layer_and_step) {

@@ -200,6 +200,56 @@ BOOST_AUTO_TEST_CASE(unknown_fields_are_ignored) {
   BOOST_TEST(reserialized(t) == read_lines(golden), boost::test_tools::per_element());
 }
 
+// chat --context-policy summarize: the turn's prune-turns line carries `summary` (an optional field, so not
+// a new version), which reads back as typed values and is written again byte for byte; the toy model's
+// chat, no shared data needed.
+BOOST_AUTO_TEST_CASE(a_summarized_chat_turn_reads_back_and_reserializes) {
+  const fs::path dir = temp_dir("schema-summary");
+  write_lines(dir / "turns.txt", {"My name is Lily.", "What is my name?"});
+  const auto r = run_cli({"chat", "--input", (dir / "turns.txt").string(), "--seed", "1", "--max-tokens", "6", "--context", "48",
+                          "--context-policy", "summarize", "--summary-tokens", "8", "--trace", (dir / "c.jsonl").string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const fs::path p = dir / "c-turn2.jsonl";
+  const auto t = traces::read_trace(p.string());
+  BOOST_TEST_REQUIRE(t.context.size() == 1u);
+  const traces::TraceContext& c = t.context[0];
+  BOOST_TEST(c.policy == "prune-turns");
+  BOOST_TEST(c.turns.value() == 2);
+  BOOST_TEST_REQUIRE(c.summary.has_value());
+  BOOST_TEST(!c.summary->ids.empty());
+  BOOST_TEST(t.header.prompt.find("Summary: " + c.summary->text + "\n") != std::string::npos, t.header.prompt);
+  const auto lines = reserialized(t);
+  const auto file = read_lines(p);
+  BOOST_TEST_REQUIRE(lines.size() == file.size());
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (nlohmann::json::parse(file[i])["type"] != "step") BOOST_TEST(lines[i] == file[i], "line " << i + 1);
+
+  // A summary belongs to a chat's prune-turns line, and its ids to the prompt kept.
+  auto line = nlohmann::json::parse(file[1]);
+  auto shifted = line;
+  shifted["policy"] = "shift";
+  shifted.erase("turns");
+  auto long_ids = line;
+  long_ids["summary"]["ids"] = std::vector<int>(static_cast<std::size_t>(line["kept"].get<int>()), 5);
+  auto no_text = line;
+  no_text["summary"].erase("text");
+  auto not_object = line;
+  not_object["summary"] = "text";
+  for (const auto& [bad, message] : std::vector<std::pair<nlohmann::json, std::string>>{
+           {shifted, "context.summary: only a prune-turns line has one"},
+           {long_ids, "context.summary: " + std::to_string(line["kept"].get<int>()) + " ids at position 1 do not fit"},
+           {no_text, "missing field context.summary.text"},
+           {not_object, "context.summary: expected an object"}}) {
+    std::string what;
+    try {
+      traces::parse_context(bad, "t.jsonl:2");
+    } catch (const TraceError& e) {
+      what = e.what();
+    }
+    BOOST_TEST(what.find(message) != std::string::npos, what);
+  }
+}
+
 BOOST_AUTO_TEST_SUITE(with_shared, *boost::unit_test::precondition(NeedsShared()))
 
 // A real run with a paged module, a context policy and attention weights: every optional field, read and

@@ -255,8 +255,16 @@ BOOST_AUTO_TEST_CASE(the_json_schema_document_matches_the_writer) {
   // the versions it names are the ones the readers accept (traces/include/glassbox/traces/schema.hpp)
   std::vector<std::string> readable(glassbox::traces::kReadableSchemas.begin(), glassbox::traces::kReadableSchemas.end());
   BOOST_TEST(defs["header"]["properties"]["schema"]["enum"].get<std::vector<std::string>>() == readable, boost::test_tools::per_element());
+  // a chat turn whose oldest exchange was summarized: its context line has the optional `summary`
+  const fs::path chat = temp_dir("schema-chat");
+  write_lines(chat / "turns.txt", {"My name is Lily.", "What is my name?"});
+  BOOST_TEST(run_cli({"chat", "--input", (chat / "turns.txt").string(), "--seed", "1", "--max-tokens", "6", "--context", "48",
+                      "--context-policy", "summarize", "--summary-tokens", "8", "--trace", (chat / "c.jsonl").string()})
+                 .rc == 0);
   std::vector<fs::path> files = {greedy_full_trace(), sampled_basic_trace(), cut,
-                                 versioned_trace("schema-v1", "glassbox.trace/1", false)};
+                                 versioned_trace("schema-v1", "glassbox.trace/1", false), chat / "c-turn2.jsonl",
+                                 chat / "c-turn2-summary.jsonl"};
+  int summaries = 0;
   for (const auto& f : files) {
     for (const auto& line : read_jsonl(f)) {
       const std::string type = line["type"];
@@ -272,8 +280,13 @@ BOOST_AUTO_TEST_CASE(the_json_schema_document_matches_the_writer) {
         for (const auto& c : line["top"]) check(c, defs["candidate"], "step.top[]");
         for (const auto& st : line["stages"]) check(st, defs["stage"], "step.stages[]");
       }
+      if (type == "context" && line.contains("summary")) {
+        ++summaries;
+        check(line["summary"], defs["context"]["properties"]["summary"], "context.summary");
+      }
     }
   }
+  BOOST_TEST(summaries == 1);
   if (std::system("python3 -c 'import jsonschema' >/dev/null 2>&1") != 0) {
     BOOST_TEST_MESSAGE("python3-jsonschema not installed: the line-by-line schema validation is skipped");
     return;

@@ -55,7 +55,10 @@ RenderedChat render_chat_marked(ChatFormat f, const std::vector<ChatMessage>& me
       std::string system;
       bool first = true;
       for (const auto& m : messages) {
-        if (m.role == "system") { system = m.content; continue; }
+        if (m.role == "system") {  // several (chat's pinned one, then its summary) join, in order
+          system += (system.empty() ? "" : "\n\n") + m.content;
+          continue;
+        }
         if (m.role == "user") {
           if (!first) tpl("<s>");
           tpl("[INST] ");
@@ -73,7 +76,7 @@ RenderedChat render_chat_marked(ChatFormat f, const std::vector<ChatMessage>& me
       // template puts a system message at the head of the first user turn.
       std::string system;
       for (const auto& m : messages) {
-        if (m.role == "system") { system = m.content + "\n\n"; continue; }
+        if (m.role == "system") { system += m.content + "\n\n"; continue; }  // several join, in order
         tpl("<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n");
         if (!system.empty() && m.role == "user") content(system), system.clear();
         content(m.content), tpl("<end_of_turn>\n");

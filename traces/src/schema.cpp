@@ -635,6 +635,20 @@ TraceContext parse_context(const json& j, const std::string& w) {
     x.turns = c.int32(j, "turns", "context", 1);
     if (x.step != 0) c.fail("context: a prune-turns line belongs before the prefill (step 0), not step " + std::to_string(x.step));
   }
+  if (c.optional(j, "summary")) {
+    const json& s = c.object(j, "summary", "context");
+    // chat's summarize policy: what took the dropped messages' place (only a chat drops messages)
+    if (x.policy != "prune-turns") c.fail("context.summary: only a prune-turns line has one (a chat's summarize policy), not " + x.policy);
+    TraceContext::Summary r;
+    r.text = c.string(s, "text", "context.summary");
+    const json& sids = c.array(s, "ids", "context.summary");
+    for (std::size_t i = 0; i < sids.size(); ++i)
+      r.ids.push_back(static_cast<std::int32_t>(c.integer(sids[i], "context.summary.ids[" + std::to_string(i) + "]", 0, INT32_MAX)));
+    if (x.dropped_from + static_cast<std::int64_t>(r.ids.size()) > x.kept)
+      c.fail("context.summary: " + std::to_string(r.ids.size()) + " ids at position " + std::to_string(x.dropped_from) +
+             " do not fit the " + std::to_string(x.kept) + " tokens kept");
+    x.summary = std::move(r);
+  }
   return x;
 }
 
@@ -885,6 +899,7 @@ json to_json(const TraceContext& c) {
             {"dropped", std::move(dropped)}, {"kept", c.kept}};
   if (c.detail) j["detail"] = *c.detail;
   if (c.turns) j["turns"] = *c.turns;
+  if (c.summary) j["summary"] = {{"text", c.summary->text}, {"ids", c.summary->ids}};
   return j;
 }
 

@@ -199,8 +199,9 @@ TraceContext context_record(const PolicyEvent& e, const Tokenizer& tok) {
     text += tok.decode(prev, id);
     prev = id;
   }
-  TraceContext c{e.policy, e.step, e.limit, e.dropped_from, e.dropped_to, e.dropped_ids, std::move(text), e.kept, e.detail, {}};
+  TraceContext c{e.policy, e.step, e.limit, e.dropped_from, e.dropped_to, e.dropped_ids, std::move(text), e.kept, e.detail, {}, {}};
   if (e.policy == "prune-turns") c.turns = e.turns;
+  if (e.summary) c.summary = TraceContext::Summary{e.summary->text, e.summary->ids};
   return c;
 }
 

@@ -171,7 +171,7 @@ struct StepEvent {
 
 // A context-window policy fired: what it dropped to make room.
 struct PolicyEvent {
-  std::string policy;                    // "truncate-left" | "shift" | "prune-turns"
+  std::string policy;                    // "truncate-left" | "shift" | "prune-turns" (chat; also its summarize policy)
   int step = 0;                          // the step about to run (0: the prompt, before prefill)
   int limit = 0;                         // positions the run may use (model context or module capacity)
   int dropped_from = 0, dropped_to = 0;  // positions [from, to) of the sequence before the drop
@@ -181,6 +181,13 @@ struct PolicyEvent {
   // prune-turns: the messages dropped. Positions then count in the conversation's ids before the
   // drop, and `kept` is the prompt the header holds (the drop came before encoding it).
   int turns = 0;
+  // prune-turns under `chat --context-policy summarize`: what took the dropped messages' place, a
+  // message the summary model wrote, as it encodes on its own (at position dropped_from of the prompt).
+  struct Replacement {
+    std::string text;                    // the summary message's content
+    std::vector<std::int32_t> ids;       // the whole message (the template's markers included)
+  };
+  std::optional<Replacement> summary;
 };
 
 // A speculative run's figures.

@@ -283,6 +283,14 @@ struct TraceContext {
   // prune-turns (a chat dropped whole messages before encoding): how many; positions then count in the
   // conversation's ids before the drop, and `kept` is the prompt the header holds.
   std::optional<int> turns;
+  // prune-turns under chat's summarize policy (optional, absent from older traces): the message written in the
+  // dropped ones' place, its text and ids as it encodes on its own, at `dropped_from` of the prompt.
+  struct Summary {
+    std::string text;
+    std::vector<std::int32_t> ids;
+    bool operator==(const Summary&) const = default;
+  };
+  std::optional<Summary> summary;
   bool operator==(const TraceContext&) const = default;
 };
 
