@@ -1,8 +1,9 @@
 // `glassbox compare`'s report formats, without a model: a made-up sweep (every kind of strategy: sampler
-// chains, beam search, speculative decoding, a grammar; an infinite perplexity; invalid UTF-8; text that
+// chains, beam search, speculative decoding, a grammar; an infinite perplexity; a replacement character; text that
 // Markdown and CSV must escape) goes through make_report, and its JSON (the versioned glassbox.compare/1),
 // Markdown, CSV and the HTML page's embedded data must be byte for byte the files in tests/data/compare-report/.
-// Those were written by the code before the report was typed (#27), so they pin the format.
+// Those were written by the code before the report was typed (#27: make_report built JSON that the writers
+// read back by key), so they pin the format across that change and any later one.
 //
 //   GLASSBOX_UPDATE_GOLDEN=1 ctest -R compare_report    rewrite them (then review `git diff tests/data`)
 #define BOOST_TEST_MODULE compare_report
@@ -118,10 +119,10 @@ std::vector<cmp::Run> runs(const cmp::Experiment& e) {
   return out;
 }
 
-json report() {
+cmp::Report report() {
   const auto e = experiment();
-  json r = cmp::make_report(e, runs(e), 2.5);
-  r["model_sha256"] = "0123456789abcdef";
+  cmp::Report r = cmp::make_report(e, runs(e), 2.5);
+  r.model_sha256 = "0123456789abcdef";
   return r;
 }
 
@@ -138,7 +139,7 @@ std::string html_data(const std::string& page) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(json_is_glassbox_compare_1_byte_for_byte) {
-  check_golden("report.json", glassbox::traces::dump(report()) + "\n");
+  check_golden("report.json", glassbox::traces::dump(cmp::to_json(report())) + "\n");
 }
 
 BOOST_AUTO_TEST_CASE(markdown_is_byte_for_byte) { check_golden("report.md", cmp::markdown(report())); }
@@ -147,4 +148,40 @@ BOOST_AUTO_TEST_CASE(csv_is_byte_for_byte) { check_golden("report.csv", cmp::csv
 
 BOOST_AUTO_TEST_CASE(html_embeds_the_same_data) {
   check_golden("report.html-data.json", html_data(cmp::html(report(), "/gb-report/compare.html")));
+}
+
+// The typed report's optional figures are where the strategy kinds put them, and to_json writes an object
+// exactly for each one present.
+BOOST_AUTO_TEST_CASE(optional_figures_are_where_the_strategies_put_them) {
+  const auto r = report();
+  const json j = cmp::to_json(r);
+  BOOST_TEST_REQUIRE(r.strategies.size() == 6u);
+  for (std::size_t s = 0; s < r.strategies.size(); ++s) {
+    const auto& st = r.strategies[s];
+    BOOST_TEST(st.beam.has_value() == (s == 2 || s == 3), "strategy " << s);
+    BOOST_TEST(st.speculative.has_value() == (s == 4), "strategy " << s);
+    BOOST_TEST(st.grammar.has_value() == (s == 4 || s == 5), "strategy " << s);
+    BOOST_TEST(j["strategies"][s].contains("beam") == st.beam.has_value());
+    BOOST_TEST(j["strategies"][s].contains("speculative") == st.speculative.has_value());
+    BOOST_TEST(j["strategies"][s].contains("grammar") == st.grammar.has_value());
+  }
+  BOOST_TEST(r.strategies[3].beam->width == 3);
+  BOOST_TEST(r.strategies[3].beam->length_penalty == 0.5);
+  BOOST_TEST(r.strategies[4].speculative->draft_tokenizer == "tok.bin");
+  BOOST_TEST(j["strategies"][4]["speculative"]["draft_tokenizer"] == "tok.bin");
+  for (std::size_t k = 0; k < r.runs.size(); ++k) {
+    const auto& run = r.runs[k];
+    BOOST_TEST(run.speculative.has_value() == (run.strategy == 4));
+    BOOST_TEST(run.grammar.has_value() == (run.strategy == 4 || run.strategy == 5));
+    BOOST_TEST(j["runs"][k].contains("speculative") == run.speculative.has_value());
+    BOOST_TEST(j["runs"][k].contains("grammar") == run.grammar.has_value());
+  }
+  BOOST_TEST(j["model_sha256"] == "0123456789abcdef");
+  auto unset = r;
+  unset.model_sha256.reset();
+  BOOST_TEST(!cmp::to_json(unset).contains("model_sha256"));
+  // The expected probability of a first token: null in the JSON where it was not in the step-0 top 10.
+  for (std::size_t c = 0; c < r.cells.size(); ++c)
+    for (std::size_t f = 0; f < r.cells[c].first_tokens.size(); ++f)
+      BOOST_TEST(j["cells"][c]["first_tokens"][f]["expected"].is_null() == !r.cells[c].first_tokens[f].expected.has_value());
 }
