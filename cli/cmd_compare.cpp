@@ -46,9 +46,9 @@ void write_text(const std::string& path, const std::string& text, const std::str
   write_file_atomically(path, text);
 }
 
-void emit(const json& report, const Output& o) {
+void emit(const cmp::Report& report, const Output& o) {
   if (o.json && o.csv) throw ConfigError("--json and --csv: choose one");
-  const std::string text = o.json ? traces::dump(report) + "\n" : o.csv ? cmp::csv(report) : cmp::markdown(report);
+  const std::string text = o.json ? traces::dump(cmp::to_json(report)) + "\n" : o.csv ? cmp::csv(report) : cmp::markdown(report);
   if (!o.html.empty()) write_text(o.html, cmp::html(report, o.html), "HTML report");
   write_text(o.out, text, "report");
 }
@@ -159,8 +159,8 @@ void add_compare_command(CLI::App& app) {
       write_text(o->out.out, traces::dump(shard) + "\n", "shard results");
       return;
     }
-    json report = cmp::make_report(e, std::move(runs), wall);
-    report["model_sha256"] = sha;
+    cmp::Report report = cmp::make_report(e, std::move(runs), wall);
+    report.model_sha256 = sha;
     emit(report, o->out);
   });
 }

@@ -91,6 +91,10 @@ void add_diff(CLI::App* trace) {
       if (cmd->get_option("--kl")->count()) a->opt.kl = given.kl;
       if (cmd->get_option("--nmse")->count()) a->opt.nmse = given.nmse;
     }
+    // Neither a profile nor a tolerance: on a regression, the report proposes the profile of the models'
+    // weight types (docs/golden-traces.md#a-profile-from-the-weight-types).
+    a->opt.propose_profile = a->profile.empty() && !cmd->get_option("--atol")->count() && !cmd->get_option("--rtol")->count() &&
+                             !cmd->get_option("--kl")->count() && !cmd->get_option("--nmse")->count();
     // NaN compares false with everything: a NaN tolerance would pass any difference.
     for (const auto& [name, v] : {std::pair{"--atol", a->opt.atol}, {"--rtol", a->opt.rtol}, {"--kl", a->opt.kl}, {"--nmse", a->opt.nmse}})
       if (!(v >= 0 && v < HUGE_VAL)) throw ConfigError(std::string(name) + " = " + std::to_string(v) + " (expected a finite number >= 0)");

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cerrno>
@@ -818,14 +819,14 @@ int longest_loop(const std::vector<std::int32_t>& t) {
 
 namespace {
 
-json stat(const std::vector<double>& v) {
+Stat stat(const std::vector<double>& v) {
   double mean = 0;
   for (double x : v) mean += x;
   mean = v.empty() ? 0 : mean / v.size();
   double ss = 0;
   for (double x : v) ss += (x - mean) * (x - mean);
   const double sd = v.size() > 1 ? std::sqrt(ss / (v.size() - 1)) : 0;
-  return {{"mean", mean}, {"sd", sd}};
+  return {mean, sd};
 }
 
 double mean_of(const std::vector<float>& v) {
@@ -847,7 +848,7 @@ double distinct_n(const std::vector<const Run*>& runs, int n) {
   return total ? static_cast<double>(grams.size()) / total : 0;
 }
 
-// Per-sample metrics of one run.
+// Per-sample metrics of one run, in the order of kSampleStatFields.
 struct SampleMetrics {
   double rep4, loop, entropy, chain_entropy, logprob, perplexity, length;
 };
@@ -857,14 +858,50 @@ SampleMetrics sample_metrics(const Run& r) {
           mean_of(r.chain_entropy), lp, std::exp(-lp), static_cast<double>(r.tokens.size())};
 }
 
-const char* const kSampleKeys[] = {"rep_4", "loop", "entropy", "chain_entropy", "logprob", "perplexity", "length"};
-std::vector<double> as_vector(const SampleMetrics& m) {
+constexpr std::size_t kSampleMetrics = std::size(kSampleStatFields);
+using SampleLists = std::array<std::vector<double>, kSampleMetrics>;  // one list of values per metric
+std::array<double, kSampleMetrics> as_array(const SampleMetrics& m) {
   return {m.rep4, m.loop, m.entropy, m.chain_entropy, m.logprob, m.perplexity, m.length};
+}
+SampleStats stats(const SampleLists& lists) {
+  SampleStats out;
+  for (std::size_t q = 0; q < kSampleMetrics; ++q) out.*kSampleStatFields[q].stat = stat(lists[q]);
+  return out;
+}
+
+// The diversity metrics of a cell, one list (over the prompts) per strategy.
+struct DiversityLists {
+  std::vector<double> distinct, distinct_share, distinct_1, distinct_2, distinct_3;
+};
+
+ReportRun report_run(const Experiment& e, const Run& r) {
+  const auto m = sample_metrics(r);
+  ReportRun x;
+  x.prompt = r.prompt, x.strategy = r.strategy, x.sample = r.sample;
+  x.seed = r.seed;
+  x.text = r.text;
+  x.tokens = r.tokens;
+  x.pieces = r.pieces;
+  x.stop_reason = r.stop_reason;
+  x.length = r.tokens.size();
+  x.rep_4 = m.rep4, x.loop = m.loop, x.entropy = m.entropy, x.chain_entropy = m.chain_entropy;
+  x.logprob = m.logprob, x.perplexity = m.perplexity;
+  x.first = r.first;
+  x.command = run_command(e, r.prompt, r.strategy, r.sample);
+  x.trace = r.trace;
+  if (r.speculative)
+    x.speculative = ReportRun::Speculative{r.speculative->rounds, r.speculative->proposed, r.speculative->accepted,
+                                           r.speculative->tokens, r.speculative->acceptance_rate(),
+                                           r.speculative->tokens_per_target_forward()};
+  if (r.grammar_steps > 0)
+    x.grammar = ReportRun::Grammar{r.grammar_steps, r.grammar_removed / r.grammar_steps,
+                                   r.grammar_removed_mass / r.grammar_steps};
+  return x;
 }
 
 }  // namespace
 
-json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
+Report make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
   const int P = static_cast<int>(e.prompts.size()), S = static_cast<int>(e.strategies.size()), N = e.samples;
   // Every run exactly once, in sweep order.
   std::vector<const Run*> at(static_cast<std::size_t>(e.runs()), nullptr);
@@ -891,18 +928,19 @@ json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
     return v;
   };
 
-  json cells = json::array();
-  json strategies = json::array();
-  json per_step = json::array();
-  std::vector<std::vector<std::vector<double>>> pooled(S, std::vector<std::vector<double>>(std::size(kSampleKeys)));
-  std::vector<std::map<std::string, std::vector<double>>> across_prompts(S);
+  Report rep;
+  rep.experiment = e;
+  rep.wall_s = wall_s;
+  rep.run_ms = run_ms;
+  std::vector<SampleLists> pooled(S);
+  std::vector<DiversityLists> across_prompts(S);
   for (int p = 0; p < P; ++p) {
     for (int s = 0; s < S; ++s) {
       const auto rs = runs_of(p, s);
-      json c = {{"prompt", p}, {"strategy", s}, {"n", N}};
+      Cell c;
+      c.prompt = p, c.strategy = s, c.n = N;
       std::set<std::vector<std::int32_t>> distinct;
-      std::vector<std::vector<double>> per(std::size(kSampleKeys));
-      std::map<std::string, int> stops;
+      SampleLists per;
       std::map<std::int32_t, std::pair<int, std::string>> firsts;  // id -> (count, text)
       double lp_sum = 0;
       std::size_t lp_steps = 0;
@@ -910,94 +948,98 @@ json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
         for (float x : r->logprob) lp_sum += x;
         lp_steps += r->logprob.size();
         distinct.insert(r->tokens);
-        const auto m = as_vector(sample_metrics(*r));
+        const auto m = as_array(sample_metrics(*r));
         for (std::size_t q = 0; q < m.size(); ++q) {
           per[q].push_back(m[q]);
           pooled[s][q].push_back(m[q]);
         }
-        ++stops[r->stop_reason];
+        ++c.stop_reasons[r->stop_reason];
         auto& f = firsts[r->first];
         ++f.first;
         f.second = r->first_text;
       }
-      c["distinct"] = distinct.size();
-      c["distinct_share"] = static_cast<double>(distinct.size()) / N;
-      for (int n = 1; n <= 3; ++n) c["distinct_" + std::to_string(n)] = distinct_n(rs, n);
-      for (std::size_t q = 0; q < per.size(); ++q) c[kSampleKeys[q]] = stat(per[q]);
-      c["stop_reasons"] = stops;
+      c.distinct = distinct.size();
+      c.distinct_share = static_cast<double>(distinct.size()) / N;
+      c.distinct_1 = distinct_n(rs, 1);
+      c.distinct_2 = distinct_n(rs, 2);
+      c.distinct_3 = distinct_n(rs, 3);
+      c.samples = stats(per);
       // Over every scored token of the cell: one unlikely sample cannot dominate it as it does the
       // mean of per-sample perplexities.
-      c["perplexity_pooled"] = std::exp(-lp_sum / static_cast<double>(lp_steps));
-      for (const char* k : {"distinct", "distinct_share", "distinct_1", "distinct_2", "distinct_3"})
-        across_prompts[s][k].push_back(c[k].get<double>());
+      c.perplexity_pooled = std::exp(-lp_sum / static_cast<double>(lp_steps));
+      auto& across = across_prompts[s];
+      across.distinct.push_back(static_cast<double>(c.distinct));
+      across.distinct_share.push_back(c.distinct_share);
+      across.distinct_1.push_back(c.distinct_1);
+      across.distinct_2.push_back(c.distinct_2);
+      across.distinct_3.push_back(c.distinct_3);
       // First tokens: the expected distribution (step 0 after the chain, the same in every sample of
       // the cell) beside the observed frequencies.
       std::map<std::int32_t, std::pair<double, std::string>> expected;
       for (std::size_t q = 0; q < rs[0]->first_expected.size(); ++q)
         expected[rs[0]->first_expected[q].first] = {rs[0]->first_expected[q].second, rs[0]->first_expected_text[q]};
       std::set<std::int32_t> ids;
-      for (const auto& [id, _] : firsts) ids.insert(id);
-      for (const auto& [id, _] : expected) ids.insert(id);
-      std::vector<json> ft;
+      for (const auto& f : firsts) ids.insert(f.first);
+      for (const auto& x : expected) ids.insert(x.first);
       for (auto id : ids) {
         const auto fi = firsts.find(id);
         const auto ei = expected.find(id);
-        const int count = fi == firsts.end() ? 0 : fi->second.first;
-        ft.push_back({{"id", id},
-                      {"text", fi != firsts.end() ? fi->second.second : ei->second.second},
-                      {"count", count},
-                      {"freq", static_cast<double>(count) / N},
-                      {"expected", ei == expected.end() ? json(nullptr) : json(ei->second.first)}});
+        FirstToken t;
+        t.id = id;
+        t.text = fi != firsts.end() ? fi->second.second : ei->second.second;
+        t.count = fi == firsts.end() ? 0 : fi->second.first;
+        t.freq = static_cast<double>(t.count) / N;
+        if (ei != expected.end()) t.expected = ei->second.first;
+        c.first_tokens.push_back(std::move(t));
       }
-      std::stable_sort(ft.begin(), ft.end(), [](const json& a, const json& b) {
-        const double ea = a["expected"].is_null() ? -1 : a["expected"].get<double>();
-        const double eb = b["expected"].is_null() ? -1 : b["expected"].get<double>();
+      std::stable_sort(c.first_tokens.begin(), c.first_tokens.end(), [](const FirstToken& a, const FirstToken& b) {
+        const double ea = a.expected.value_or(-1), eb = b.expected.value_or(-1);
         if (ea != eb) return ea > eb;
-        if (a["count"] != b["count"]) return a["count"].get<int>() > b["count"].get<int>();
-        return a["id"].get<int>() < b["id"].get<int>();
+        if (a.count != b.count) return a.count > b.count;
+        return a.id < b.id;
       });
-      c["first_tokens"] = ft;
-      cells.push_back(c);
+      rep.cells.push_back(std::move(c));
     }
   }
   for (int s = 0; s < S; ++s) {
-    json st = {{"label", e.strategies[s].label}, {"chain", e.strategies[s].chain}, {"runs", P * N}};
-    for (const char* k : {"distinct", "distinct_share", "distinct_1", "distinct_2", "distinct_3"})
-      st[k] = stat(across_prompts[s][k]);
-    for (std::size_t q = 0; q < std::size(kSampleKeys); ++q) st[kSampleKeys[q]] = stat(pooled[s][q]);
-    std::map<std::string, int> stops;
+    StrategyFigures st;
+    st.label = e.strategies[s].label;
+    st.chain = e.strategies[s].chain;
+    st.runs = P * N;
+    st.distinct = stat(across_prompts[s].distinct);
+    st.distinct_share = stat(across_prompts[s].distinct_share);
+    st.distinct_1 = stat(across_prompts[s].distinct_1);
+    st.distinct_2 = stat(across_prompts[s].distinct_2);
+    st.distinct_3 = stat(across_prompts[s].distinct_3);
+    st.samples = stats(pooled[s]);
     double lp_sum = 0;
     std::size_t lp_steps = 0;
     for (int p = 0; p < P; ++p)
       for (const Run* r : runs_of(p, s)) {
-        ++stops[r->stop_reason];
+        ++st.stop_reasons[r->stop_reason];
         for (float x : r->logprob) lp_sum += x;
         lp_steps += r->logprob.size();
       }
-    st["stop_reasons"] = stops;
     if (const auto b = beam_strategy(e.strategies[s].chain)) {
       // What only a beam search has: its cost in forward passes per generated token and its K/V copies.
       double fw = 0, copies = 0, steps = 0;
       for (int p = 0; p < P; ++p)
         for (const Run* r : runs_of(p, s)) fw += r->beam_forwards, copies += r->beam_kv_copies, steps += r->logprob.size();
-      st["beam"] = {{"width", b->width}, {"length_penalty", b->length_penalty},
-                    {"forwards_per_step", steps > 0 ? fw / steps : 0.0}, {"kv_copies_per_run", copies / (P * N)}};
+      st.beam = BeamFigures{b->width, b->length_penalty, steps > 0 ? fw / steps : 0.0, copies / (P * N)};
     }
     if (const auto sp = speculative_strategy(e.strategies[s].chain)) {
       // Pooled over the strategy's runs: accepted / proposed drafted tokens, tokens decided / target forwards.
-      long long rounds = 0, draft_fw = 0, proposed = 0, accepted = 0, tokens = 0;
+      SpeculativeFigures f;
+      f.draft = sp->draft, f.draft_tokenizer = sp->draft_tokenizer, f.chain = sp->chain, f.k = sp->k;
       for (int p = 0; p < P; ++p)
         for (const Run* r : runs_of(p, s))
           if (r->speculative) {
-            rounds += r->speculative->rounds, draft_fw += r->speculative->draft_forwards;
-            proposed += r->speculative->proposed, accepted += r->speculative->accepted, tokens += r->speculative->tokens;
+            f.rounds += r->speculative->rounds, f.draft_forwards += r->speculative->draft_forwards;
+            f.proposed += r->speculative->proposed, f.accepted += r->speculative->accepted, f.tokens += r->speculative->tokens;
           }
-      st["speculative"] = {{"draft", sp->draft}, {"k", sp->k}, {"chain", sp->chain},
-                           {"rounds", rounds}, {"draft_forwards", draft_fw}, {"proposed", proposed}, {"accepted", accepted},
-                           {"tokens", tokens},
-                           {"acceptance_rate", proposed > 0 ? static_cast<double>(accepted) / proposed : 0.0},
-                           {"tokens_per_target_forward", rounds > 0 ? static_cast<double>(tokens) / rounds : 0.0}};
-      if (!sp->draft_tokenizer.empty()) st["speculative"]["draft_tokenizer"] = sp->draft_tokenizer;
+      f.acceptance_rate = f.proposed > 0 ? static_cast<double>(f.accepted) / f.proposed : 0.0;
+      f.tokens_per_target_forward = f.rounds > 0 ? static_cast<double>(f.tokens) / f.rounds : 0.0;
+      st.speculative = std::move(f);
     }
     {
       // A chain with a grammar stage: the mean, over every step the stage ran at, of what it removed.
@@ -1005,14 +1047,16 @@ json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
       double removed = 0, mass = 0;
       for (int p = 0; p < P; ++p)
         for (const Run* r : runs_of(p, s)) steps += r->grammar_steps, removed += r->grammar_removed, mass += r->grammar_removed_mass;
-      if (steps > 0)
-        st["grammar"] = {{"steps", steps}, {"removed_per_step", removed / steps}, {"removed_mass_per_step", mass / steps}};
+      if (steps > 0) st.grammar = GrammarFigures{steps, removed / steps, mass / steps};
     }
-    st["perplexity_pooled"] = std::exp(-lp_sum / static_cast<double>(lp_steps));
-    strategies.push_back(st);
+    st.perplexity_pooled = std::exp(-lp_sum / static_cast<double>(lp_steps));
+    rep.strategies.push_back(std::move(st));
     // Mean entropy at each step index over the runs that reached it.
-    std::vector<double> h, hc;
-    std::vector<int> n;
+    StepEntropy se;
+    se.strategy = s;
+    auto& h = se.entropy;
+    auto& hc = se.chain_entropy;
+    auto& n = se.runs;
     for (int p = 0; p < P; ++p)
       for (const Run* r : runs_of(p, s))
         for (std::size_t t = 0; t < r->entropy.size(); ++t) {
@@ -1029,47 +1073,117 @@ json make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
       h[t] /= n[t];
       hc[t] /= n[t];
     }
-    per_step.push_back({{"strategy", s}, {"entropy", h}, {"chain_entropy", hc}, {"runs", n}});
+    rep.per_step.push_back(std::move(se));
   }
+  for (const Run* r : at) rep.runs.push_back(report_run(e, *r));
+  return rep;
+}
 
-  json runs_j = json::array();
-  for (const Run* r : at) {
-    const auto m = sample_metrics(*r);
-    json rj = {{"prompt", r->prompt},
-                      {"strategy", r->strategy},
-                      {"sample", r->sample},
-                      {"seed", r->seed},
-                      {"text", r->text},
-                      {"tokens", r->tokens},
-                      {"pieces", r->pieces},
-                      {"stop_reason", r->stop_reason},
-                      {"length", r->tokens.size()},
-                      {"rep_4", m.rep4},
-                      {"loop", m.loop},
-                      {"entropy", m.entropy},
-                      {"chain_entropy", m.chain_entropy},
-                      {"logprob", m.logprob},
-                      {"perplexity", m.perplexity},
-                      {"first", r->first},
-                      {"command", run_command(e, r->prompt, r->strategy, r->sample)},
-                      {"trace", r->trace}};
-    if (r->speculative)
-      rj["speculative"] = {{"rounds", r->speculative->rounds}, {"proposed", r->speculative->proposed},
-                           {"accepted", r->speculative->accepted}, {"tokens", r->speculative->tokens},
-                           {"acceptance_rate", r->speculative->acceptance_rate()},
-                           {"tokens_per_target_forward", r->speculative->tokens_per_target_forward()}};
-    if (r->grammar_steps > 0)
-      rj["grammar"] = {{"steps", r->grammar_steps}, {"removed_per_step", r->grammar_removed / r->grammar_steps},
-                       {"removed_mass_per_step", r->grammar_removed_mass / r->grammar_steps}};
-    runs_j.push_back(std::move(rj));
+// ---------------------------------------------------------------- the report's JSON
+
+namespace {
+
+json stat_json(const Stat& s) { return {{"mean", s.mean}, {"sd", s.sd}}; }
+
+void put_samples(json& j, const SampleStats& s) {
+  for (const auto& f : kSampleStatFields) j[f.key] = stat_json(s.*f.stat);
+}
+
+json cell_json(const Cell& c) {
+  json j = {{"prompt", c.prompt},
+            {"strategy", c.strategy},
+            {"n", c.n},
+            {"distinct", c.distinct},
+            {"distinct_share", c.distinct_share},
+            {"distinct_1", c.distinct_1},
+            {"distinct_2", c.distinct_2},
+            {"distinct_3", c.distinct_3},
+            {"stop_reasons", c.stop_reasons},
+            {"perplexity_pooled", c.perplexity_pooled}};
+  put_samples(j, c.samples);
+  json ft = json::array();
+  for (const auto& t : c.first_tokens)
+    ft.push_back({{"id", t.id},
+                  {"text", t.text},
+                  {"count", t.count},
+                  {"freq", t.freq},
+                  {"expected", t.expected ? json(*t.expected) : json(nullptr)}});
+  j["first_tokens"] = std::move(ft);
+  return j;
+}
+
+json strategy_json(const StrategyFigures& st) {
+  json j = {{"label", st.label},
+            {"chain", st.chain},
+            {"runs", st.runs},
+            {"distinct", stat_json(st.distinct)},
+            {"distinct_share", stat_json(st.distinct_share)},
+            {"distinct_1", stat_json(st.distinct_1)},
+            {"distinct_2", stat_json(st.distinct_2)},
+            {"distinct_3", stat_json(st.distinct_3)},
+            {"stop_reasons", st.stop_reasons},
+            {"perplexity_pooled", st.perplexity_pooled}};
+  put_samples(j, st.samples);
+  if (const auto& b = st.beam)
+    j["beam"] = {{"width", b->width}, {"length_penalty", b->length_penalty},
+                 {"forwards_per_step", b->forwards_per_step}, {"kv_copies_per_run", b->kv_copies_per_run}};
+  if (const auto& sp = st.speculative) {
+    j["speculative"] = {{"draft", sp->draft}, {"k", sp->k}, {"chain", sp->chain},
+                        {"rounds", sp->rounds}, {"draft_forwards", sp->draft_forwards}, {"proposed", sp->proposed},
+                        {"accepted", sp->accepted}, {"tokens", sp->tokens}, {"acceptance_rate", sp->acceptance_rate},
+                        {"tokens_per_target_forward", sp->tokens_per_target_forward}};
+    if (!sp->draft_tokenizer.empty()) j["speculative"]["draft_tokenizer"] = sp->draft_tokenizer;
   }
-  return {{"schema", kReportSchema},
-          {"experiment", experiment_json(e)},
-          {"strategies", strategies},
-          {"cells", cells},
-          {"per_step", per_step},
-          {"runs", runs_j},
-          {"timings", {{"wall_s", wall_s}, {"run_ms", run_ms}}}};
+  if (const auto& g = st.grammar)
+    j["grammar"] = {{"steps", g->steps}, {"removed_per_step", g->removed_per_step}, {"removed_mass_per_step", g->removed_mass_per_step}};
+  return j;
+}
+
+json report_run_json(const ReportRun& r) {
+  json j = {{"prompt", r.prompt},
+            {"strategy", r.strategy},
+            {"sample", r.sample},
+            {"seed", r.seed},
+            {"text", r.text},
+            {"tokens", r.tokens},
+            {"pieces", r.pieces},
+            {"stop_reason", r.stop_reason},
+            {"length", r.length},
+            {"rep_4", r.rep_4},
+            {"loop", r.loop},
+            {"entropy", r.entropy},
+            {"chain_entropy", r.chain_entropy},
+            {"logprob", r.logprob},
+            {"perplexity", r.perplexity},
+            {"first", r.first},
+            {"command", r.command},
+            {"trace", r.trace}};
+  if (const auto& sp = r.speculative)
+    j["speculative"] = {{"rounds", sp->rounds}, {"proposed", sp->proposed}, {"accepted", sp->accepted}, {"tokens", sp->tokens},
+                        {"acceptance_rate", sp->acceptance_rate}, {"tokens_per_target_forward", sp->tokens_per_target_forward}};
+  if (const auto& g = r.grammar)
+    j["grammar"] = {{"steps", g->steps}, {"removed_per_step", g->removed_per_step}, {"removed_mass_per_step", g->removed_mass_per_step}};
+  return j;
+}
+
+}  // namespace
+
+json to_json(const Report& rep) {
+  json strategies = json::array(), cells = json::array(), per_step = json::array(), runs = json::array();
+  for (const auto& st : rep.strategies) strategies.push_back(strategy_json(st));
+  for (const auto& c : rep.cells) cells.push_back(cell_json(c));
+  for (const auto& p : rep.per_step)
+    per_step.push_back({{"strategy", p.strategy}, {"entropy", p.entropy}, {"chain_entropy", p.chain_entropy}, {"runs", p.runs}});
+  for (const auto& r : rep.runs) runs.push_back(report_run_json(r));
+  json j = {{"schema", kReportSchema},
+            {"experiment", experiment_json(rep.experiment)},
+            {"strategies", std::move(strategies)},
+            {"cells", std::move(cells)},
+            {"per_step", std::move(per_step)},
+            {"runs", std::move(runs)},
+            {"timings", {{"wall_s", rep.wall_s}, {"run_ms", rep.run_ms}}}};
+  if (rep.model_sha256) j["model_sha256"] = *rep.model_sha256;
+  return j;
 }
 
 // ---------------------------------------------------------------- Markdown and CSV
@@ -1083,9 +1197,7 @@ std::string fixed(double x, int digits) {
   return os.str();
 }
 
-double num(const json& j) { return j.is_number() ? j.get<double>() : NAN; }
-
-std::string pm(const json& st, int digits) { return fixed(num(st["mean"]), digits) + " ± " + fixed(num(st["sd"]), digits); }
+std::string pm(const Stat& st, int digits) { return fixed(st.mean, digits) + " ± " + fixed(st.sd, digits); }
 
 // Text for one table cell or list item: control characters escaped, '|' escaped, cut to `max` characters.
 std::string show(const std::string& s, std::size_t max = 60) {
@@ -1107,24 +1219,28 @@ std::string show(const std::string& s, std::size_t max = 60) {
   return out;
 }
 
-std::string stops_text(const json& stops) {
+std::string stops_text(const std::map<std::string, int>& stops) {
   std::string t;
-  for (const auto& [k, v] : stops.items()) t += (t.empty() ? "" : ", ") + k + " " + std::to_string(v.get<int>());
+  for (const auto& [k, v] : stops) t += (t.empty() ? "" : ", ") + k + " " + std::to_string(v);
   return t;
+}
+
+// A Markdown row's columns rep-4 to logprob (a strategy's and a cell's alike).
+std::string sample_columns(const SampleStats& m) {
+  return pm(m.rep_4, 3) + " | " + pm(m.loop, 1) + " | " + pm(m.entropy, 3) + " | " + pm(m.chain_entropy, 3) + " | " +
+         pm(m.logprob, 3);
 }
 
 }  // namespace
 
-std::string markdown(const json& rep) {
-  const json& ex = rep["experiment"];
-  const int N = ex["samples"].get<int>();
+std::string markdown(const Report& rep) {
+  const Experiment& ex = rep.experiment;
+  const int N = ex.samples;
   std::ostringstream o;
   o << "# glassbox compare\n\n";
-  o << "model: " << (ex["model"].get<std::string>().empty() ? "embedded toy model" : ex["model"].get<std::string>())
-    << " · " << ex["prompts"].size() << " prompt(s) × " << ex["strategies"].size() << " strategies × " << N
-    << " samples · at most " << ex["max_tokens"] << " tokens · seed " << ex["seed"]
-    << (ex["independent_seeds"].get<bool>() ? " (independent seeds per strategy)" : " (sample i: same seed in every strategy)")
-    << "\n\n";
+  o << "model: " << (ex.model.empty() ? "embedded toy model" : ex.model) << " · " << ex.prompts.size() << " prompt(s) × "
+    << ex.strategies.size() << " strategies × " << N << " samples · at most " << ex.max_tokens << " tokens · seed " << ex.seed
+    << (ex.independent_seeds ? " (independent seeds per strategy)" : " (sample i: same seed in every strategy)") << "\n\n";
   o << "Mean ± standard deviation. distinct = distinct continuations per prompt; distinct-n = unique n-grams / all "
        "n-grams across a prompt's samples; rep-4 = repeated 4-gram share within a sample; loop = longest repeated "
        "span (tokens); H model / H chain = mean entropy (nats) of the model's distribution / of the one sampled from; "
@@ -1132,63 +1248,49 @@ std::string markdown(const json& rep) {
   const std::string head = "| distinct | distinct-1 | distinct-2 | distinct-3 | rep-4 | loop | H model | H chain | logprob | ppl | length | stops |\n";
   const std::string rule = "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
   o << "## By strategy\n\n| strategy | chain " << head << "|---|---" << rule;
-  for (const auto& st : rep["strategies"]) {
-    o << "| " << show(st["label"]) << " | `" << show(st["chain"]) << "` | " << pm(st["distinct"], 2) << " | "
-      << pm(st["distinct_1"], 3) << " | " << pm(st["distinct_2"], 3) << " | " << pm(st["distinct_3"], 3) << " | "
-      << pm(st["rep_4"], 3) << " | " << pm(st["loop"], 1) << " | " << pm(st["entropy"], 3) << " | "
-      << pm(st["chain_entropy"], 3) << " | " << pm(st["logprob"], 3) << " | " << fixed(num(st["perplexity_pooled"]), 2) << " | "
-      << pm(st["length"], 1) << " | " << stops_text(st["stop_reasons"]) << " |\n";
+  for (const auto& st : rep.strategies) {
+    o << "| " << show(st.label) << " | `" << show(st.chain) << "` | " << pm(st.distinct, 2) << " | " << pm(st.distinct_1, 3)
+      << " | " << pm(st.distinct_2, 3) << " | " << pm(st.distinct_3, 3) << " | " << sample_columns(st.samples) << " | "
+      << fixed(st.perplexity_pooled, 2) << " | " << pm(st.samples.length, 1) << " | " << stops_text(st.stop_reasons) << " |\n";
   }
   // What only some strategies have (docs/compare.md): a beam search's cost, speculative decoding's
   // acceptance, the probability mass a grammar removed.
   std::string specific;
-  for (const auto& st : rep["strategies"]) {
+  for (const auto& st : rep.strategies) {
     std::vector<std::string> parts;
-    if (st.contains("beam")) {
-      const auto& b = st["beam"];
-      parts.push_back("beam width " + std::to_string(b["width"].get<int>()) + ": " + fixed(num(b["forwards_per_step"]), 2) +
-                      " forward passes per step, " + fixed(num(b["kv_copies_per_run"]), 1) + " K/V copies per run");
-    }
-    if (st.contains("speculative")) {
-      const auto& sp = st["speculative"];
-      parts.push_back("speculative K=" + std::to_string(sp["k"].get<int>()) + " (draft " + show(sp["draft"]) + "): " +
-                      fixed(100 * num(sp["acceptance_rate"]), 1) + " % of " + std::to_string(sp["proposed"].get<long long>()) +
-                      " drafted tokens accepted, " + fixed(num(sp["tokens_per_target_forward"]), 2) + " tokens per target forward");
-    }
-    if (st.contains("grammar")) {
-      const auto& g = st["grammar"];
-      parts.push_back("grammar removed " + fixed(num(g["removed_mass_per_step"]), 3) + " of the probability mass (" +
-                      fixed(num(g["removed_per_step"]), 1) + " candidates) per step, mean of " +
-                      std::to_string(g["steps"].get<long long>()) + " steps");
-    }
+    if (const auto& b = st.beam)
+      parts.push_back("beam width " + std::to_string(b->width) + ": " + fixed(b->forwards_per_step, 2) +
+                      " forward passes per step, " + fixed(b->kv_copies_per_run, 1) + " K/V copies per run");
+    if (const auto& sp = st.speculative)
+      parts.push_back("speculative K=" + std::to_string(sp->k) + " (draft " + show(sp->draft) + "): " +
+                      fixed(100 * sp->acceptance_rate, 1) + " % of " + std::to_string(sp->proposed) +
+                      " drafted tokens accepted, " + fixed(sp->tokens_per_target_forward, 2) + " tokens per target forward");
+    if (const auto& g = st.grammar)
+      parts.push_back("grammar removed " + fixed(g->removed_mass_per_step, 3) + " of the probability mass (" +
+                      fixed(g->removed_per_step, 1) + " candidates) per step, mean of " + std::to_string(g->steps) + " steps");
     if (parts.empty()) continue;
-    specific += "- " + show(st["label"]) + ": ";
+    specific += "- " + show(st.label) + ": ";
     for (std::size_t i = 0; i < parts.size(); ++i) specific += (i ? "; " : "") + parts[i];
     specific += "\n";
   }
   if (!specific.empty()) o << "\nStrategy-specific:\n\n" << specific;
-  const auto& runs = rep["runs"];
-  const int S = static_cast<int>(ex["strategies"].size());
-  for (std::size_t p = 0; p < ex["prompts"].size(); ++p) {
-    o << "\n## Prompt " << p + 1 << ": \"" << show(ex["prompts"][p], 80) << "\"\n\n| strategy " << head << "|---" << rule;
-    for (const auto& c : rep["cells"]) {
-      if (c["prompt"] != p) continue;
-      const auto& st = ex["strategies"][c["strategy"].get<int>()];
-      o << "| " << show(st["label"]) << " | " << c["distinct"] << "/" << N << " | " << fixed(num(c["distinct_1"]), 3) << " | "
-        << fixed(num(c["distinct_2"]), 3) << " | " << fixed(num(c["distinct_3"]), 3) << " | " << pm(c["rep_4"], 3) << " | "
-        << pm(c["loop"], 1) << " | " << pm(c["entropy"], 3) << " | " << pm(c["chain_entropy"], 3) << " | "
-        << pm(c["logprob"], 3) << " | " << fixed(num(c["perplexity_pooled"]), 2) << " | " << pm(c["length"], 1) << " | "
-        << stops_text(c["stop_reasons"]) << " |\n";
+  const int S = static_cast<int>(ex.strategies.size());
+  for (std::size_t p = 0; p < ex.prompts.size(); ++p) {
+    o << "\n## Prompt " << p + 1 << ": \"" << show(ex.prompts[p], 80) << "\"\n\n| strategy " << head << "|---" << rule;
+    for (const auto& c : rep.cells) {
+      if (static_cast<std::size_t>(c.prompt) != p) continue;
+      o << "| " << show(ex.strategies[c.strategy].label) << " | " << c.distinct << "/" << N << " | " << fixed(c.distinct_1, 3)
+        << " | " << fixed(c.distinct_2, 3) << " | " << fixed(c.distinct_3, 3) << " | " << sample_columns(c.samples) << " | "
+        << fixed(c.perplexity_pooled, 2) << " | " << pm(c.samples.length, 1) << " | " << stops_text(c.stop_reasons) << " |\n";
     }
     o << "\nFirst token: observed frequency (probability after the chain)\n\n";
-    for (const auto& c : rep["cells"]) {
-      if (c["prompt"] != p) continue;
-      o << "- " << show(ex["strategies"][c["strategy"].get<int>()]["label"]) << ":";
+    for (const auto& c : rep.cells) {
+      if (static_cast<std::size_t>(c.prompt) != p) continue;
+      o << "- " << show(ex.strategies[c.strategy].label) << ":";
       int shown = 0;
-      for (const auto& f : c["first_tokens"]) {
+      for (const auto& f : c.first_tokens) {
         if (++shown > 6) break;
-        o << " `" << show(f["text"], 20) << "` " << fixed(num(f["freq"]), 3) << " ("
-          << (f["expected"].is_null() ? "—" : fixed(num(f["expected"]), 3)) << ")";
+        o << " `" << show(f.text, 20) << "` " << fixed(f.freq, 3) << " (" << (f.expected ? fixed(*f.expected, 3) : "—") << ")";
       }
       o << "\n";
     }
@@ -1196,11 +1298,10 @@ std::string markdown(const json& rep) {
     o << "\nSamples (the first " << std::min(N, kListed) << " of " << N
       << " per strategy; every one, with its command, in --json and --html):\n\n";
     for (int s = 0; s < S; ++s) {
-      o << "**" << show(ex["strategies"][s]["label"]) << "**\n\n";
+      o << "**" << show(ex.strategies[s].label) << "**\n\n";
       for (int i = 0; i < std::min(N, kListed); ++i) {
-        const auto& r = runs[(p * S + s) * N + i];
-        o << i + 1 << ". \"" << show(r["text"], 100) << "\" (" << r["stop_reason"].get<std::string>() << ")  \n   `"
-          << r["command"].get<std::string>() << "`\n";
+        const auto& r = rep.runs[(p * S + s) * N + i];
+        o << i + 1 << ". \"" << show(r.text, 100) << "\" (" << r.stop_reason << ")  \n   `" << r.command << "`\n";
       }
       o << "\n";
     }
@@ -1215,51 +1316,55 @@ std::string csv_field(const std::string& s) {
   for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
   return q + "\"";
 }
-std::string csv_num(const json& j) {
-  if (!j.is_number()) return "";
+std::string csv_num(double x) {
   std::ostringstream os;
-  os << std::setprecision(10) << j.get<double>();
+  os << std::setprecision(10) << x;
   return os.str();
 }
 }  // namespace
 
-std::string csv(const json& rep) {
+std::string csv(const Report& rep) {
   // One row per strategy (scope "strategy", prompt empty) then one per prompt × strategy (scope "cell").
   // Pooled cell metrics have no spread: their _sd columns are empty in cell rows.
-  const json& ex = rep["experiment"];
+  const Experiment& ex = rep.experiment;
   std::ostringstream o;
   const char* pooled[] = {"distinct", "distinct_share", "distinct_1", "distinct_2", "distinct_3"};
   o << "scope,prompt_index,prompt,strategy,chain,runs";
   for (const char* k : pooled) o << "," << k << "," << k << "_sd";
-  for (const char* k : kSampleKeys) o << "," << k << "," << k << "_sd";
+  for (const auto& f : kSampleStatFields) o << "," << f.key << "," << f.key << "_sd";
   // Strategy-specific columns last (empty where they do not apply, and in cell rows).
   o << ",perplexity_pooled,stop_max_tokens,stop_stop_token,stop_context_full,acceptance_rate,tokens_per_target_forward,"
        "grammar_removed_mass_per_step\n";
-  auto stops = [](const json& s) {
-    auto n = [&](const char* k) { return s.contains(k) ? std::to_string(s[k].get<int>()) : std::string("0"); };
+  auto stops = [](const std::map<std::string, int>& s) {
+    auto n = [&](const char* k) {
+      const auto it = s.find(k);
+      return it != s.end() ? std::to_string(it->second) : std::string("0");
+    };
     return n("max_tokens") + "," + n("stop_token") + "," + n("context_full");
   };
-  for (const auto& st : rep["strategies"]) {
-    o << "strategy,,," << csv_field(st["label"]) << "," << csv_field(st["chain"]) << "," << st["runs"];
-    for (const char* k : pooled) o << "," << csv_num(st[k]["mean"]) << "," << csv_num(st[k]["sd"]);
-    for (const char* k : kSampleKeys) o << "," << csv_num(st[k]["mean"]) << "," << csv_num(st[k]["sd"]);
-    auto sub = [&](const char* group, const char* key) { return st.contains(group) ? csv_num(st[group][key]) : std::string(); };
-    o << "," << csv_num(st["perplexity_pooled"]) << "," << stops(st["stop_reasons"]) << "," << sub("speculative", "acceptance_rate")
-      << "," << sub("speculative", "tokens_per_target_forward") << "," << sub("grammar", "removed_mass_per_step") << "\n";
+  auto stat_columns = [](const Stat& x) { return "," + csv_num(x.mean) + "," + csv_num(x.sd); };
+  for (const auto& st : rep.strategies) {
+    o << "strategy,,," << csv_field(st.label) << "," << csv_field(st.chain) << "," << st.runs;
+    for (const Stat* x : {&st.distinct, &st.distinct_share, &st.distinct_1, &st.distinct_2, &st.distinct_3}) o << stat_columns(*x);
+    for (const auto& f : kSampleStatFields) o << stat_columns(st.samples.*f.stat);
+    o << "," << csv_num(st.perplexity_pooled) << "," << stops(st.stop_reasons) << ","
+      << (st.speculative ? csv_num(st.speculative->acceptance_rate) : "") << ","
+      << (st.speculative ? csv_num(st.speculative->tokens_per_target_forward) : "") << ","
+      << (st.grammar ? csv_num(st.grammar->removed_mass_per_step) : "") << "\n";
   }
-  for (const auto& c : rep["cells"]) {
-    const auto& st = ex["strategies"][c["strategy"].get<int>()];
-    o << "cell," << c["prompt"] << "," << csv_field(ex["prompts"][c["prompt"].get<int>()]) << ","
-      << csv_field(st["label"]) << "," << csv_field(st["chain"]) << "," << c["n"];
-    for (const char* k : pooled) o << "," << csv_num(c[k]) << ",";
-    for (const char* k : kSampleKeys) o << "," << csv_num(c[k]["mean"]) << "," << csv_num(c[k]["sd"]);
-    o << "," << csv_num(c["perplexity_pooled"]) << "," << stops(c["stop_reasons"]) << ",,,\n";
+  for (const auto& c : rep.cells) {
+    const auto& st = ex.strategies[c.strategy];
+    o << "cell," << c.prompt << "," << csv_field(ex.prompts[c.prompt]) << "," << csv_field(st.label) << ","
+      << csv_field(st.chain) << "," << c.n;
+    for (double x : {static_cast<double>(c.distinct), c.distinct_share, c.distinct_1, c.distinct_2, c.distinct_3})
+      o << "," << csv_num(x) << ",";
+    for (const auto& f : kSampleStatFields) o << stat_columns(c.samples.*f.stat);
+    o << "," << csv_num(c.perplexity_pooled) << "," << stops(c.stop_reasons) << ",,,\n";
   }
   return o.str();
 }
 
-
-json merge_shards(const std::vector<std::string>& files) {
+Report merge_shards(const std::vector<std::string>& files) {
   if (files.empty()) throw ConfigError("compare merge: no shard files");
   // Shards are untrusted files: parsed through the JSON limits, every field typed by its key path,
   // the experiment bounded as a fresh one is, shard indexes within 1..N and run indexes within the sweep.
@@ -1305,8 +1410,8 @@ json merge_shards(const std::vector<std::string>& files) {
   if (static_cast<long long>(runs.size()) != e->runs())
     throw ConfigError(files[0] + ": the shards hold " + std::to_string(runs.size()) + " runs, the experiment has " +
                       std::to_string(e->runs()));
-  json report = make_report(*e, std::move(runs), wall);
-  report["model_sha256"] = sha;
+  Report report = make_report(*e, std::move(runs), wall);
+  report.model_sha256 = sha;
   return report;
 }
 

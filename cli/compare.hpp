@@ -2,6 +2,7 @@
 // (docs/compare.md defines every metric).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -126,20 +127,137 @@ std::pair<int, int> parse_shard(const std::string& text);
 // *model_sha256 (when given) to the digest of the model file the runs used.
 std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::string* model_sha256 = nullptr);
 
+// ---------------------------------------------------------------- the report
+// The report (schema glassbox.compare/1, docs/compare.md), typed: make_report fills it, to_json writes the
+// versioned JSON, and the Markdown, CSV and HTML writers read these fields. A field's C++ type is its JSON
+// number type (an integer stays an integer, a double a double), so that to_json's bytes are the format's.
+
+struct Stat {  // "mean" and "sd" (sample standard deviation; 0 for fewer than two values)
+  double mean = 0, sd = 0;
+};
+
+// The per-sample metrics (docs/compare.md) as mean ± sd over a cell's or a strategy's samples.
+struct SampleStats {
+  Stat rep_4, loop, entropy, chain_entropy, logprob, perplexity, length;
+};
+struct SampleStatField {
+  const char* key;  // the JSON key, and the CSV column (with _sd for the spread)
+  Stat SampleStats::*stat;
+};
+inline constexpr SampleStatField kSampleStatFields[] = {
+    {"rep_4", &SampleStats::rep_4},       {"loop", &SampleStats::loop},         {"entropy", &SampleStats::entropy},
+    {"chain_entropy", &SampleStats::chain_entropy}, {"logprob", &SampleStats::logprob},
+    {"perplexity", &SampleStats::perplexity}, {"length", &SampleStats::length}};
+
+// One token chosen at step 0 or in the step-0 distribution after the chain (its top 10).
+struct FirstToken {
+  std::int32_t id = 0;
+  std::string text;
+  int count = 0;                   // samples of the cell that chose it
+  double freq = 0;                 // count / samples
+  std::optional<double> expected;  // its probability after the chain; none (null): not in the top 10
+};
+
+// One prompt × strategy.
+struct Cell {
+  int prompt = 0, strategy = 0, n = 0;  // n: samples
+  std::size_t distinct = 0;             // distinct continuations
+  double distinct_share = 0, distinct_1 = 0, distinct_2 = 0, distinct_3 = 0;
+  SampleStats samples;                  // its keys sit in the cell's object
+  std::map<std::string, int> stop_reasons;
+  double perplexity_pooled = 0;
+  std::vector<FirstToken> first_tokens;  // by expected probability, then count, then id
+};
+
+// What only some strategies have: a beam search's cost, speculative decoding's acceptance (pooled over the
+// strategy's runs), the mean over a grammar stage's steps of what it removed.
+struct BeamFigures {
+  int width = 0;
+  double length_penalty = 0, forwards_per_step = 0, kv_copies_per_run = 0;
+};
+struct SpeculativeFigures {
+  std::string draft, draft_tokenizer, chain;  // draft_tokenizer: in the JSON only when not empty
+  int k = 0;
+  long long rounds = 0, draft_forwards = 0, proposed = 0, accepted = 0, tokens = 0;
+  double acceptance_rate = 0, tokens_per_target_forward = 0;
+};
+struct GrammarFigures {
+  long long steps = 0;
+  double removed_per_step = 0, removed_mass_per_step = 0;
+};
+
+// One strategy over every prompt: the diversity metrics as mean ± sd over the prompts, the per-sample ones
+// over all its samples.
+struct StrategyFigures {
+  std::string label, chain;
+  int runs = 0;
+  Stat distinct, distinct_share, distinct_1, distinct_2, distinct_3;
+  SampleStats samples;  // its keys sit in the strategy's object
+  std::map<std::string, int> stop_reasons;
+  double perplexity_pooled = 0;
+  std::optional<BeamFigures> beam;
+  std::optional<SpeculativeFigures> speculative;
+  std::optional<GrammarFigures> grammar;
+};
+
+// A strategy's mean entropies at each step index, over the runs that reached it (`runs` of them).
+struct StepEntropy {
+  int strategy = 0;
+  std::vector<double> entropy, chain_entropy;
+  std::vector<int> runs;
+};
+
+// One run as the report lists it: its text and tokens, its own metrics and the command that reproduces it.
+struct ReportRun {
+  struct Speculative {
+    int rounds = 0, proposed = 0, accepted = 0, tokens = 0;
+    double acceptance_rate = 0, tokens_per_target_forward = 0;
+  };
+  struct Grammar {
+    int steps = 0;
+    double removed_per_step = 0, removed_mass_per_step = 0;
+  };
+  int prompt = 0, strategy = 0, sample = 0;
+  std::uint64_t seed = 0;
+  std::string text;
+  std::vector<std::int32_t> tokens;
+  std::vector<std::string> pieces;
+  std::string stop_reason;
+  std::size_t length = 0;  // generated tokens
+  double rep_4 = 0, loop = 0, entropy = 0, chain_entropy = 0, logprob = 0, perplexity = 0;
+  std::int32_t first = -1;
+  std::string command, trace;
+  std::optional<Speculative> speculative;
+  std::optional<Grammar> grammar;
+};
+
+struct Report {
+  Experiment experiment;
+  std::optional<std::string> model_sha256;  // the model file's digest: set by the command, not by make_report
+  std::vector<StrategyFigures> strategies;
+  std::vector<Cell> cells;           // prompt-major: (p, s) at p * strategies + s
+  std::vector<StepEntropy> per_step;
+  std::vector<ReportRun> runs;       // sweep order: (p, s, i) at (p * strategies + s) * samples + i
+  double wall_s = 0, run_ms = 0;     // "timings": the only fields that are not a function of the experiment
+};
+
+// The report's JSON, glassbox.compare/1 (keys sorted, as nlohmann::json writes an object).
+nlohmann::json to_json(const Report& r);
+
 // The report: the experiment, per-strategy and per-cell metrics, per-step entropy, the runs.
 // `runs` must hold every run of the sweep exactly once (any order); throws ConfigError otherwise.
 // Timings go under "timings" only, so that the rest is a pure function of the experiment.
-nlohmann::json make_report(const Experiment& e, std::vector<Run> runs, double wall_s);
+Report make_report(const Experiment& e, std::vector<Run> runs, double wall_s);
 
 // `compare merge`: the report of a sweep from its shard result files (every shard exactly once). Shards are
 // untrusted files: parsed through the JSON limits, every field typed by its key path, the experiment bounded
 // as a fresh one is, shard indexes within 1..N and run indexes within the sweep. Throws ConfigError.
-nlohmann::json merge_shards(const std::vector<std::string>& files);
+Report merge_shards(const std::vector<std::string>& files);
 
-std::string markdown(const nlohmann::json& report);
-std::string csv(const nlohmann::json& report);
+std::string markdown(const Report& report);
+std::string csv(const Report& report);
 // A self-contained page; trace links are made relative to the folder of `html_path`.
-std::string html(const nlohmann::json& report, const std::string& html_path);
+std::string html(const Report& report, const std::string& html_path);
 
 // Within-sample metrics, exposed for tests and docs.
 double repeated_ngram_share(const std::vector<std::int32_t>& t, int n);  // 1 - unique/total n-grams

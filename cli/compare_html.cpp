@@ -309,22 +309,25 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
 
 }  // namespace
 
-std::string html(const json& report, const std::string& html_path) {
-  json data = report;
+std::string html(const Report& report, const std::string& html_path) {
+  // The page reads the report's JSON (glassbox.compare/1) with a few additions: shown_samples, the seeds as
+  // text, each shown run's viewer page, and only the runs it shows.
+  json data = to_json(report);
   data["shown_samples"] = kShownSamples;
-  data["experiment"]["seed_text"] = std::to_string(report["experiment"]["seed"].get<std::uint64_t>());
+  data["experiment"]["seed_text"] = std::to_string(report.experiment.seed);
   const fs::path page_dir = fs::absolute(fs::path(html_path)).parent_path();
+  json all = std::move(data["runs"]);  // to_json writes report.runs in order: all[k] is report.runs[k]
   json runs = json::array();
-  for (const auto& r : report["runs"]) {
-    if (r["sample"].get<int>() >= kShownSamples) continue;
-    json x = r;
-    x["seed_text"] = std::to_string(r["seed"].get<std::uint64_t>());  // beyond a JS number's 53 bits
-    const std::string trace = r["trace"].get<std::string>();
+  for (std::size_t k = 0; k < report.runs.size(); ++k) {
+    const ReportRun& r = report.runs[k];
+    if (r.sample >= kShownSamples) continue;
+    json x = std::move(all[k]);
+    x["seed_text"] = std::to_string(r.seed);  // beyond a JS number's 53 bits
     // The trace's viewer page (written beside it), as a link relative to the report.
-    x["trace_page"] = trace.empty() ? std::string()
-                                    : fs::absolute(fs::path(trace).replace_extension(".html"))
-                                          .lexically_relative(page_dir)
-                                          .generic_string();
+    x["trace_page"] = r.trace.empty() ? std::string()
+                                      : fs::absolute(fs::path(r.trace).replace_extension(".html"))
+                                            .lexically_relative(page_dir)
+                                            .generic_string();
     runs.push_back(std::move(x));
   }
   data["runs"] = std::move(runs);

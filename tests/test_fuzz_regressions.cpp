@@ -44,7 +44,7 @@ BOOST_AUTO_TEST_CASE(import_inputs) { BOOST_TEST(replay("import", gbfuzz::import
 BOOST_AUTO_TEST_CASE(shard_target_reaches_the_merge) {
   const auto path = fs::path(GLASSBOX_SOURCE_DIR) / "tests" / "fuzz" / "regressions" / "shard" / "toy-1of1.json";
   const auto report = glassbox::cli::compare::merge_shards({path.string()});
-  BOOST_TEST(report["runs"].size() == 4u);
+  BOOST_TEST(report.runs.size() == 4u);
   BOOST_CHECK_THROW(glassbox::cli::compare::merge_shards({path.string(), path.string()}), glassbox::ConfigError);
 }
 

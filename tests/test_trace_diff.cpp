@@ -1,8 +1,10 @@
-// `glassbox trace diff` (exit 0 within tolerance, 1 regression, 2 unusable input) and `run --replay`.
+// `glassbox trace diff` (exit 0 within tolerance, 1 regression, 2 unusable input), the tolerance profile it
+// proposes from the models' weight types, and `run --replay`.
 #define BOOST_TEST_MODULE trace_diff
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include "glassbox/traces/diff.hpp"
 #include "support.hpp"
 #include "trace_fixtures.hpp"
 
@@ -48,6 +50,73 @@ struct Named {
 };
 std::ostream& operator<<(std::ostream& o, const Named& n) { return o << n.name; }
 const Named kTraces[] = {{"greedy_full", greedy_full_trace}, {"sampled_basic", sampled_basic_trace}};
+
+namespace traces = glassbox::traces;
+
+// A header's weight_types and the profile `trace diff` proposes for it: what llama.cpp's quantizations of the
+// shared models hold (../shared/gguf: norms stay F32, outputs often Q6_K or Q8_0, small tensors F16).
+struct TypesCase {
+  const char* weight_types;
+  const char* profile;     // "" : none
+  const char* type;        // the type that decided it ("" : none)
+  const char* unprofiled;  // ", "-joined
+};
+std::ostream& operator<<(std::ostream& o, const TypesCase& c) { return o << '"' << c.weight_types << '"'; }
+const TypesCase kTypesCases[] = {
+    {"F32:48", "f32", "F32", ""},                                // stories260K-f32.gguf
+    {"F16:37, F32:11", "f16", "F16", ""},                        // stories260K-f16.gguf
+    {"F16:5, F32:11, Q8_0:32", "q8_0", "Q8_0", ""},              // stories260K-q8_0.gguf
+    {"F16:5, F32:11, Q4_0:31, Q8_0:1", "q4_0", "Q4_0", ""},      // stories260K-q4_0.gguf
+    {"F32:9, Q4_1:29, Q8_0:1", "q4_1", "Q4_1", ""},              // synth128-q4_1.gguf
+    {"F32:3, Q4_K:6, Q6_K:3", "q4_k", "Q4_K", ""},               // synth256-q4_k_m.gguf
+    {"F32:3, Q5_K:6, Q6_K:3", "q5_k", "Q5_K", ""},               // a Q5_K_M
+    {"F32:3, Q6_K:9", "q6_k", "Q6_K", ""},                       // synth256-q6_k.gguf
+    {"F32:9, Q4_0:30, Q6_K:1", "q6_k", "Q6_K", ""},              // llama.cpp's Q4_0 keeps output.weight Q6_K: looser
+    {"F32:3, Q2_K:5, Q3_K:3, Q6_K:1", "", "Q6_K", "Q2_K, Q3_K"},  // synth256-q2_k.gguf
+    {"F32:9, Q5_1:25, Q8_0:5", "", "Q8_0", "Q5_1"},              // synth128-q5_k_m.gguf (rows not a multiple of 256)
+    {"F32:3, IQ4_NL:8, Q6_K:1", "", "Q6_K", "IQ4_NL"},           // synth256-iq4_nl.gguf
+    {"BF16:30, F32:11", "", "F32", "BF16"},
+    {" q8_0:2 ,f32:1 ", "q8_0", "Q8_0", ""},                      // spacing and case as a hand edit may leave them
+    {"", "", "", ""},                                            // an older trace: no types recorded
+};
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+// The weight types whose names are profiles, for the pairwise check below.
+const char* const kProfiledTypes[] = {"F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K"};
+
+// `trace` with logits of step 7 moved by 0.01 (a regression under the default tolerances, within every
+// profile but f32's) and both headers' weight_types set: written as golden.jsonl and new.jsonl in `dir`.
+std::pair<fs::path, fs::path> typed_pair(const std::string& dir_name, const std::string& golden_types, const std::string& new_types) {
+  const fs::path dir = temp_dir(dir_name);
+  auto lines = load(greedy_full_trace());
+  auto set_types = [](json& header, const std::string& types) {
+    if (types.empty()) header["model"].erase("weight_types");
+    else header["model"]["weight_types"] = types;
+  };
+  set_types(lines[0], golden_types);
+  write_jsonl(dir / "golden.jsonl", lines);
+  json& s = lines[1 + 7];
+  for (auto& c : s["top"]) c["logit"] = c["logit"].get<double>() + 0.01;
+  auto shifted = step_logits(s);
+  for (auto& l : shifted) l += 0.01;
+  s["logits"] = shifted;
+  set_types(lines[0], new_types);
+  write_jsonl(dir / "new.jsonl", lines);
+  return {dir / "golden.jsonl", dir / "new.jsonl"};
+}
+
+std::vector<std::string> hint_lines(const std::string& out) {
+  std::vector<std::string> v;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("hint: ", 0) == 0) v.push_back(line);
+  return v;
+}
 
 }  // namespace
 
@@ -242,6 +311,125 @@ BOOST_AUTO_TEST_CASE(other_vocabulary_is_exit_2) {
   const auto r = diff(sampled_basic_trace(), p);
   BOOST_TEST(r.rc == 2);
   BOOST_TEST(has(r.err, "not comparable"), r.err);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// ---- the profile proposed from the weight types (docs/golden-traces.md#a-profile-from-the-weight-types)
+
+BOOST_AUTO_TEST_SUITE(weight_types_profile)
+
+BOOST_DATA_TEST_CASE(each_mix_gets_its_loosest_types_profile, bdata::make(kTypesCases), c) {
+  const auto w = traces::weight_types_profile(c.weight_types);
+  BOOST_TEST(w.profile == c.profile);
+  BOOST_TEST(w.type == c.type);
+  BOOST_TEST(joined(w.unprofiled) == c.unprofiled);
+  if (*c.profile) BOOST_TEST(traces::diff_profile(c.profile).has_value(), c.profile << " is not a profile");
+}
+
+// For any two types with profiles, the mix gets the looser profile: every bound of it at least the other's.
+BOOST_DATA_TEST_CASE(a_mix_of_two_types_takes_the_looser_profile, bdata::make(kProfiledTypes) * bdata::make(kProfiledTypes), a, b) {
+  const auto pa = traces::weight_types_profile(std::string(a) + ":1").profile;
+  const auto pb = traces::weight_types_profile(std::string(b) + ":1").profile;
+  BOOST_TEST_REQUIRE(traces::diff_profile(pa).has_value(), a);
+  BOOST_TEST_REQUIRE(traces::diff_profile(pb).has_value(), b);
+  const auto mix = traces::weight_types_profile(std::string(a) + ":3, " + b + ":2").profile;
+  BOOST_TEST((mix == pa || mix == pb), mix);
+  const auto m = *traces::diff_profile(mix);
+  for (const auto& p : {*traces::diff_profile(pa), *traces::diff_profile(pb)}) {
+    BOOST_TEST(m.atol >= p.atol, mix << " vs " << p.profile);
+    BOOST_TEST(m.kl >= p.kl, mix << " vs " << p.profile);
+    BOOST_TEST(m.nmse >= p.nmse, mix << " vs " << p.profile);
+    BOOST_TEST((p.tokens_exact || !m.tokens_exact), mix << " vs " << p.profile);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(proposed_profile_cli, *boost::unit_test::precondition(NeedsShared()))
+
+// Without --profile or a tolerance, a regression between two traces of one quantized model proposes that
+// model's profile (and the proposed profile accepts the difference); F32 weights propose nothing (the
+// defaults are float32's); a type without a profile says so.
+BOOST_DATA_TEST_CASE(a_regression_proposes_the_profile_of_the_weight_types, bdata::make(kTypesCases), c) {
+  const auto [golden, next] = typed_pair("diff-types", c.weight_types, c.weight_types);
+  const auto r = diff(golden, next);
+  BOOST_TEST(r.rc == 1, r.out << r.err);
+  const auto hints = hint_lines(r.out);
+  const std::string types = c.weight_types;
+  if (*c.profile && std::string(c.profile) != "f32") {
+    BOOST_TEST_REQUIRE(hints.size() == 1u, r.out);
+    BOOST_TEST(has(hints[0], "both traces' models have " + std::string(c.type) + " weights (" + types + ")"), hints[0]);
+    BOOST_TEST(has(hints[0], " --profile " + std::string(c.profile) + ";"), hints[0]);
+    BOOST_TEST(has(hints[0], "the default tolerances are float32's"), hints[0]);
+    const auto ok = diff(golden, next, {"--profile", c.profile});
+    BOOST_TEST(ok.rc == 0, ok.out);
+    BOOST_TEST(hint_lines(ok.out).empty(), ok.out);
+  } else if (*c.unprofiled) {
+    BOOST_TEST_REQUIRE(hints.size() == 1u, r.out);
+    BOOST_TEST(has(hints[0], "no tolerance profile is measured for " + std::string(c.unprofiled) + " weights"), hints[0]);
+    BOOST_TEST(has(hints[0], "give --atol, --kl and --nmse"), hints[0]);
+  } else {
+    BOOST_TEST(hints.empty(), r.out);  // F32, or no types recorded
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_profile_or_a_tolerance_given_proposes_nothing) {
+  const auto [golden, next] = typed_pair("diff-types-given", "F16:5, F32:11, Q8_0:32", "F16:5, F32:11, Q8_0:32");
+  BOOST_TEST(hint_lines(diff(golden, next).out).size() == 1u);
+  for (const std::vector<std::string>& given : std::vector<std::vector<std::string>>{
+           {"--profile", "f32"}, {"--atol", "1e-3"}, {"--rtol", "0"}, {"--kl", "1"}, {"--nmse", "1"}}) {
+    const auto r = diff(golden, next, given);
+    BOOST_TEST(r.rc == 1, given[0] << ": " << r.out);
+    BOOST_TEST(hint_lines(r.out).empty(), given[0] << ": " << r.out);
+  }
+  // --top is not a tolerance
+  BOOST_TEST(hint_lines(diff(golden, next, {"--top", "5"}).out).size() == 1u);
+  // and within tolerance there is nothing to propose
+  const auto same = diff(golden, golden);
+  BOOST_TEST(same.rc == 0, same.out);
+  BOOST_TEST(hint_lines(same.out).empty(), same.out);
+}
+
+BOOST_AUTO_TEST_CASE(different_weight_types_are_named_and_the_looser_profile_proposed) {
+  const auto [golden, next] = typed_pair("diff-types-differ", "F32:48", "F16:5, F32:11, Q4_0:31, Q8_0:1");
+  const auto r = diff(golden, next);
+  BOOST_TEST(r.rc == 1, r.out);
+  const auto hints = hint_lines(r.out);
+  BOOST_TEST_REQUIRE(hints.size() == 1u, r.out);
+  BOOST_TEST(has(hints[0], "the traces' models have different weight types (golden: F32:48; new: F16:5, F32:11, Q4_0:31, Q8_0:1)"),
+             hints[0]);
+  BOOST_TEST(has(hints[0], "the loosest type, Q4_0, gives --profile q4_0"), hints[0]);
+  // one side without types: the other's, and that the first records none
+  const auto [g2, n2] = typed_pair("diff-types-one", "", "F16:37, F32:11");
+  const auto one = hint_lines(diff(g2, n2).out);
+  BOOST_TEST_REQUIRE(one.size() == 1u);
+  BOOST_TEST(has(one[0], "the new trace's model has F16 weights (F16:37, F32:11); the golden's header does not record its weight types"),
+             one[0]);
+  BOOST_TEST(has(one[0], "--profile f16"), one[0]);
+}
+
+// An imported trace's header names the model given to `trace import`, not the weights the engine ran: its
+// types are not used, and the hint says to take the engine's.
+BOOST_AUTO_TEST_CASE(an_imported_sides_weight_types_do_not_count) {
+  auto [golden, next] = typed_pair("diff-types-imported", "F32:48", "F32:48");
+  auto lines = load(golden);
+  lines[0]["imported"] = {{"dialect", "llamacpp-completion"}, {"file", "q8_0-completion.response.json"}, {"distribution", "logits"}};
+  write_jsonl(golden, lines);
+  // An imported side is compared on probabilities, which a shift leaves alone: sharpen step 7 instead.
+  lines = load(next);
+  json& s = lines[1 + 7];
+  for (auto& c : s["top"]) c["logit"] = c["logit"].get<double>() * 1.5;
+  auto sharper = step_logits(s);
+  for (auto& l : sharper) l *= 1.5;
+  s["logits"] = sharper;
+  write_jsonl(next, lines);
+  const auto r = diff(golden, next);
+  BOOST_TEST(r.rc == 1, r.out << r.err);
+  const auto hints = hint_lines(r.out);
+  BOOST_TEST_REQUIRE(hints.size() == 1u, r.out);
+  BOOST_TEST(has(hints[0], "the golden is another engine's output (llamacpp-completion)"), hints[0]);
+  BOOST_TEST(has(hints[0], "use the profile of the engine's weights"), hints[0]);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

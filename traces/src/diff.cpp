@@ -2,6 +2,7 @@
 #include "glassbox/traces/diff.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
@@ -392,6 +393,122 @@ const std::vector<std::string>& diff_profile_names() {
 }
 
 namespace {
+
+// Each weight type that has a profile of its own, from the tightest profile to the loosest (the profiles'
+// atol, kl and nmse do not decrease down the list: test_trace_diff checks it); a mix of types takes the
+// profile of the type furthest down. Among equal profiles the order is by bits per weight (Q4_K_M, Q4_K + Q6_K,
+// is q4_k).
+constexpr std::pair<const char*, const char*> kTypeProfiles[] = {
+    {"F32", "f32"},  {"F16", "f16"},  {"Q8_0", "q8_0"}, {"Q4_1", "q4_1"},
+    {"Q4_0", "q4_0"}, {"Q6_K", "q6_k"}, {"Q5_K", "q5_k"}, {"Q4_K", "q4_k"},
+};
+
+std::string trim(const std::string& s) {
+  const auto a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t");
+  return a == std::string::npos ? std::string() : s.substr(a, b - a + 1);
+}
+
+WeightTypesProfile profile_of_types(std::vector<std::string> types) {
+  WeightTypesProfile w;
+  w.types = std::move(types);
+  int loosest = -1;
+  for (const auto& t : w.types) {
+    int at = -1;
+    for (int i = 0; i < static_cast<int>(std::size(kTypeProfiles)); ++i)
+      if (t == kTypeProfiles[i].first) at = i;
+    if (at < 0) {
+      if (std::find(w.unprofiled.begin(), w.unprofiled.end(), t) == w.unprofiled.end()) w.unprofiled.push_back(t);
+    } else {
+      loosest = std::max(loosest, at);
+    }
+  }
+  if (loosest >= 0) w.type = kTypeProfiles[loosest].first;
+  if (loosest >= 0 && w.unprofiled.empty()) w.profile = kTypeProfiles[loosest].second;
+  return w;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (const auto& x : v) out += (out.empty() ? "" : sep) + x;
+  return out;
+}
+
+}  // namespace
+
+WeightTypesProfile weight_types_profile(const std::string& weight_types) {
+  std::vector<std::string> types;
+  std::size_t at = 0;
+  while (at <= weight_types.size()) {
+    const std::size_t end = std::min(weight_types.find(',', at), weight_types.size());
+    std::string item = trim(weight_types.substr(at, end - at));
+    item = trim(item.substr(0, item.find(':')));
+    for (auto& c : item) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (!item.empty() && std::find(types.begin(), types.end(), item) == types.end()) types.push_back(item);
+    at = end + 1;
+  }
+  return profile_of_types(std::move(types));
+}
+
+ProfileProposal proposed_profile(const Trace& golden, const Trace& next) {
+  ProfileProposal out;
+  const std::string where = "docs/golden-traces.md#tolerance-profiles";
+  struct Side {
+    const char* name;     // "golden", "new"
+    const char* subject;  // "the golden's model", ...
+    std::string raw;      // its weight_types, as recorded
+    WeightTypesProfile w;
+  };
+  std::vector<Side> sides;  // the sides whose header says what weights the numbers came from
+  for (const auto* t : {&golden, &next}) {
+    const bool is_golden = t == &golden;
+    if (t->header.imported) {
+      out.lines.push_back(std::string(is_golden ? "the golden" : "the new trace") + " is another engine's output (" +
+                          t->header.imported->dialect + "): its header's weight types are the model given to `trace import`, "
+                          "not what the engine ran; use the profile of the engine's weights (a Q8_0 server: --profile q8_0; " +
+                          where + ")");
+      continue;
+    }
+    const std::string raw = t->header.model.weight_types.value_or("");
+    auto w = weight_types_profile(raw);
+    if (w.types.empty()) continue;
+    sides.push_back({is_golden ? "golden" : "new", is_golden ? "the golden's model" : "the new trace's model", raw, std::move(w)});
+  }
+  if (sides.empty()) return out;
+  std::vector<std::string> all;
+  for (const auto& s : sides)
+    for (const auto& t : s.w.types)
+      if (std::find(all.begin(), all.end(), t) == all.end()) all.push_back(t);
+  const WeightTypesProfile w = profile_of_types(all);
+  auto same_types = [](std::vector<std::string> a, std::vector<std::string> b) {
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    return a == b;
+  };
+  const bool differ = sides.size() == 2 && !same_types(sides[0].w.types, sides[1].w.types);
+  std::string whose;  // "the new trace's model has Q4_0 weights (F16:5, ...)" and the like
+  if (differ) {
+    whose = "the traces' models have different weight types (golden: " + sides[0].raw + "; new: " + sides[1].raw + ")";
+  } else {
+    const std::string subject = sides.size() == 2 ? "both traces' models have" : std::string(sides[0].subject) + " has";
+    whose = subject + " " + (w.type.empty() ? join(w.types, " and ") : w.type) + " weights (" + sides.back().raw + ")";
+    if (sides.size() == 1 && !(golden.header.imported || next.header.imported))
+      whose += "; the " + std::string(sides[0].name == std::string("golden") ? "new trace's" : "golden's") +
+               " header does not record its weight types";
+  }
+  if (!w.unprofiled.empty()) {
+    out.lines.push_back(whose + ": no tolerance profile is measured for " + join(w.unprofiled, ", ") +
+                        " weights; give --atol, --kl and --nmse (" + where + ")");
+    return out;
+  }
+  if (w.profile == "f32") return out;  // the defaults are float32's
+  out.profile = w.profile;
+  const bool mix = w.types.size() > 1;
+  out.lines.push_back(whose + ": " + (differ || mix ? "the loosest type, " + w.type + ", gives" : std::string(sides.size() == 2 ? "their profile is" : "its profile is")) +
+                      " --profile " + w.profile + "; the default tolerances are float32's (" + where + ")");
+  return out;
+}
+
+namespace {
 // Compares one step where either side was imported from another engine: the distributions over what both
 // know (raw, or after the chain for a post-sampling import), KL both ways, NMSE with every logit.
 void compare_imported(const TraceStep& g, const TraceStep& x, std::int32_t gp, std::int32_t xp, bool post, bool g_imp, bool x_imp,
@@ -662,6 +779,7 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
     if (limit) r.notes.push_back(msg + ": max_tokens differ; compared the common steps");
     else r.regressions.push_back(msg);
   }
+  if (opt.propose_profile && r.regression()) r.hints = proposed_profile(golden, next).lines;
   return r;
 }
 
@@ -837,6 +955,7 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
     const std::size_t show = 12;
     for (std::size_t i = 0; i < std::min(show, r.regressions.size()); ++i) out << "  " << r.regressions[i] << "\n";
     if (r.regressions.size() > show) out << "  ... and " << r.regressions.size() - show << " more\n";
+    for (const auto& h : r.hints) out << "hint: " << h << "\n";
   } else {
     out << "\nOK: within tolerance\n";
   }

@@ -21,12 +21,35 @@ struct DiffOptions {
   // when one side's token is not in the other's top-N list (vLLM's check); otherwise a note.
   bool tokens_exact = true;
   std::string profile;  // the profile these came from ("" : the defaults or flags), for the report
+  // No --profile and no tolerance given (`trace diff`): on a regression, the result's hints propose the profile
+  // of the models' weight types (proposed_profile below).
+  bool propose_profile = false;
 };
 
 // Named tolerance profiles (docs/golden-traces.md#tolerance-profiles): f32, f16, q8_0, q4_0, q4_1, q4_k,
 // q5_k, q6_k, llamacpp-server, openai. nullopt for an unknown name.
 std::optional<DiffOptions> diff_profile(const std::string& name);
 const std::vector<std::string>& diff_profile_names();
+
+// The tolerance profile of a model's weights, from a trace header's model.weight_types ("F16:5, F32:11, Q4_0:31";
+// docs/golden-traces.md#a-profile-from-the-weight-types): each type's own profile (F32 -> f32, F16 -> f16, Q8_0 ->
+// q8_0, Q4_0 -> q4_0, Q4_1 -> q4_1, Q4_K -> q4_k, Q5_K -> q5_k, Q6_K -> q6_k) and, for a mix, the loosest of them.
+struct WeightTypesProfile {
+  std::vector<std::string> types;       // the type names as listed (counts dropped)
+  std::string profile;                  // the loosest type's profile; empty when no type is listed or one has none
+  std::string type;                     // the type that decided it ("Q4_0" in the example)
+  std::vector<std::string> unprofiled;  // listed types no profile is measured for (BF16, Q5_0, Q2_K, IQ4_NL, ...)
+};
+WeightTypesProfile weight_types_profile(const std::string& weight_types);
+// The profile `trace diff` proposes for GOLDEN and NEW (the loosest over both traces' weight types; an imported
+// trace's header names the model given to `trace import`, not the engine's, and does not count), and the
+// lines that say why: empty when there is nothing to propose (both models' weights are F32, or neither trace
+// records its types).
+struct ProfileProposal {
+  std::string profile;             // empty: none to propose (the lines may still say why, e.g. BF16 weights)
+  std::vector<std::string> lines;  // for the report, each one line
+};
+ProfileProposal proposed_profile(const Trace& golden, const Trace& next);
 
 // One compared step.
 struct StepDiff {
@@ -75,6 +98,7 @@ struct DiffResult {
   bool imported = false;            // either side came from another engine (trace import)
   std::vector<std::string> regressions;  // each one line; any -> exit 1
   std::vector<std::string> notes;        // differences that are not regressions (other seed, model file, ...)
+  std::vector<std::string> hints;        // after a regression, with DiffOptions::propose_profile: proposed_profile's lines
 
   bool regression() const { return !regressions.empty(); }
   int first_divergent_step() const;  // the earlier of the two "first"s, -1 if none
