@@ -57,10 +57,11 @@ def run_once(cmd):
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         sys.exit("trace_cost: " + " ".join(cmd) + " failed:\n" + err)
-    m = re.search(r"\[glassbox\] (\d+) tokens, stop: (\w+).*decode ([0-9.e+]+) tok/s", err)
+    # (one token has no decode rate: "1 token, stop: ..." without "decode ...")
+    m = re.search(r"\[glassbox\] (\d+) tokens?, stop: (\w+)(?:.*decode (?:[0-9.e+]+ ms/token \()?([0-9.e+]+) tok/s)?", err)
     if not m:
         sys.exit("trace_cost: no summary line from " + " ".join(cmd) + ":\n" + err)
-    return wall, ru.ru_utime + ru.ru_stime, float(m.group(3)), int(m.group(1)), m.group(2)
+    return wall, ru.ru_utime + ru.ru_stime, float(m.group(3) or 0), int(m.group(1)), m.group(2)
 
 
 def command(args, glassbox, model, tokenizer, seed):
