@@ -26,7 +26,7 @@ namespace {
 
 class Vocab {
  public:
-  explicit Vocab(const Tokenizer& tok) : tok_(tok), V_(tok.vocab_size()) {
+  explicit Vocab(const Tokenizer& tok) : V_(tok.vocab_size()) {
     bytes_.resize(static_cast<std::size_t>(V_));
     byte_token_.fill(-1);
     for (std::int32_t id = 0; id < V_; ++id) {
@@ -78,7 +78,6 @@ class Vocab {
   }
 
  private:
-  const Tokenizer& tok_;
   int V_;
   std::vector<std::string> bytes_;
   std::array<std::int32_t, 256> byte_token_{};
