@@ -347,6 +347,33 @@ BOOST_AUTO_TEST_CASE(k_quant_without_a_fallback_is_refused) {
   BOOST_TEST(!fs::exists(out));
 }
 
+// The classifier rule on 256-wide rows, checked against llama-quantize's own Q6_K bytes of the same
+// tensor: with --type Q4_0, synth256's output.weight is Q6_K (llama-quantize: output → Q6_K where 256
+// divides its rows), equal to synth256-q6_k.gguf's; with --tie-output there is no output.weight, so
+// token_embd is the classifier and gets Q6_K (llama-quantize's !has_output rule), equal to the same
+// bytes since synth256's classifier is its embedding.
+BOOST_AUTO_TEST_CASE(classifier_is_q6_k_where_its_rows_allow) {
+  const fs::path dir = gbtest::temp_dir("cls256");
+  const OpenGguf ref(gbtest::shared("gguf/synth256-q6_k.gguf"));
+  const Tensor want = ref.gguf.tensor(*ref.gguf.find("output.weight"));
+  auto expect_q6_k = [&](const fs::path& file, const std::string& name) {
+    const OpenGguf g(file);
+    const GgufTensorInfo* t = g.gguf.find(name);
+    BOOST_TEST_REQUIRE(t != nullptr, name);
+    BOOST_TEST(dtype_name(t->dtype) == "Q6_K", name);
+    BOOST_TEST_REQUIRE(t->bytes == want.bytes);
+    BOOST_TEST(std::memcmp(g.gguf.tensor(*t).data, want.data, want.bytes) == 0, name << " bytes differ");
+  };
+  const fs::path q4 = convert(dir, model("synth256.bin"), "Q4_0", tok512());
+  expect_q6_k(q4, "output.weight");
+  BOOST_TEST(dtype_name(OpenGguf(q4).gguf.find("token_embd.weight")->dtype) == "Q4_0");
+  std::vector<std::string> more = tok512();
+  more.push_back("--tie-output");
+  const fs::path tied = convert(dir, model("synth256.bin"), "Q4_K_M", more);
+  BOOST_TEST(OpenGguf(tied).gguf.find("output.weight") == nullptr);
+  expect_q6_k(tied, "token_embd.weight");
+}
+
 // --pure: every matrix in the base type, the classifier included (synth256: all Q4_K, none Q6_K).
 BOOST_AUTO_TEST_CASE(pure_k_quant_keeps_the_base_type) {
   const fs::path dir = gbtest::temp_dir("pure");
