@@ -306,7 +306,6 @@ BOOST_AUTO_TEST_CASE(bad_lengths_and_types_throw) {
   BOOST_CHECK_THROW(q::quantize_row(DType::Q8_0, x.data(), buf.data(), 33), glassbox::ModelError);
   BOOST_CHECK_THROW(q::dequantize_row(DType::Q4_K, buf.data(), x.data(), 32), glassbox::ModelError);
   BOOST_CHECK_THROW(q::vec_dot(DType::Q4_0, 48, buf.data(), buf.data()), glassbox::ModelError);
-  BOOST_CHECK_THROW(q::quantize_row(DType::IQ4_NL, x.data(), buf.data(), 32), glassbox::ConfigError);  // no quantizer
   BOOST_CHECK_THROW(q::quantize_row(DType::Q6_K, x.data(), buf.data(), 64), glassbox::ModelError);     // not a multiple of 256
   BOOST_CHECK_THROW(q::quantize_activation(DType::Q4_0, x.data(), buf.data(), 32), glassbox::ConfigError);
   BOOST_CHECK_THROW(q::vec_dot_type(DType::Q8_K), glassbox::ConfigError);
@@ -319,11 +318,11 @@ BOOST_AUTO_TEST_SUITE(reference_files, *boost::unit_test::precondition(gbtest::N
 // Every tensor of <model>-<type>.gguf (made by llama-quantize) is re-made from <model>-f32.gguf with
 // quantize_row in the type the file holds (Q4_0's output.weight is Q8_0, the k-quant mixes' attn_v and
 // ffn_down Q6_K, synth128's Q4_K_M/Q5_K_M fall back to Q5_0/Q5_1 and Q8_0; the norms are F32) and
-// compared byte for byte. This covers every weight-file quantizer glassbox has except IQ4_NL (none).
+// compared byte for byte. This covers every weight-file quantizer glassbox has.
 BOOST_DATA_TEST_CASE(quantize_row_reproduces_llama_quantize,
                      bdata::make({"synth128-f16", "synth128-q8_0", "synth128-q4_0", "synth128-q4_1", "synth128-q4_k_m",
                                   "synth128-q5_k_m", "synth256-q8_0", "synth256-q6_k", "synth256-q5_k_m", "synth256-q4_k_m",
-                                  "synth256-q3_k_m", "synth256-q2_k"}),
+                                  "synth256-q3_k_m", "synth256-q2_k", "synth256-iq4_nl"}),
                      kind) {
   const std::string ref(kind);
   const GgufFile f32(ref.substr(0, ref.find('-')) + "-f32.gguf"), qf(ref + ".gguf");
@@ -566,7 +565,7 @@ BOOST_AUTO_TEST_CASE(q8_1_activation_is_q8_0_plus_the_block_sum) {
 // Each quantizer that writes a weight type (besides Q8_0/Q4_0, covered above), on rows made here:
 // (a) random rows (normal, a heavy-tailed mix, an offset one) dequantize back to within a fraction of
 //     each block's max |x|. Worst seen over these rows: Q2_K 0.356, Q3_K 0.165, Q4_K 0.071, Q5_K 0.039,
-//     Q6_K 0.016, Q4_1 0.066, Q5_1 0.033; the bounds are about 1.3–1.5× that, far below the ~1 a wrong
+//     Q6_K 0.016, Q4_1 0.066, Q5_1 0.033, IQ4_NL 0.103; the bounds are about 1.3–1.5× that, far below the ~1 a wrong
 //     scale or bit layout gives. Q5_0 is bounded by its design instead: the signed extreme maps to −16,
 //     so a value of the opposite sign as large can only reach +15 and loses one step, amax/16 = 0.0625
 //     (0.0619 seen; ±1 alternating hits it exactly), plus the fp16 rounding of d;
@@ -581,6 +580,7 @@ double writer_bound(DType t) {
     case DType::Q6_K: return 0.022;
     case DType::Q4_1: return 0.09;
     case DType::Q5_0: return 0.0625 * (1 + 1.0 / 1024) + 1e-6;
+    case DType::IQ4_NL: return 0.15;
     default: return 0.045;  // Q5_1
   }
 }
@@ -606,7 +606,7 @@ double worst_relative_error(DType t, const std::vector<float>& x) {
 }
 
 BOOST_DATA_TEST_CASE(weight_quantizers_round_trip_and_stay_finite,
-                     bdata::make({"Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}), name) {
+                     bdata::make({"Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}), name) {
   const DType type = dtype_of(name);
   const std::size_t n = 1024;  // four k-quant super-blocks, 32 small blocks
   std::mt19937 g(7);

@@ -794,6 +794,83 @@ void quant_q3_K_ref(const float* x, block_q3_K* y, std::size_t nb) {
   }
 }
 
+// ggml's best_index_int8 (the version at the reference commit): the index of the level of the sorted
+// table val nearest to x, by bisection; an exact midpoint goes to the upper level.
+int best_index_int8(int n, const std::int8_t* val, float x) {
+  if (x <= val[0]) return 0;
+  if (x >= val[n - 1]) return n - 1;
+  int ml = 0, mu = n - 1;
+  while (mu - ml > 1) {
+    const int mav = (ml + mu) / 2;
+    if (x < val[mav]) mu = mav;
+    else ml = mav;
+  }
+  return x - static_cast<float>(val[mu - 1]) < static_cast<float>(val[mu]) - x ? mu - 1 : mu;
+}
+
+// ggml's quantize_row_iq4_nl_ref, i.e. quantize_iq4_nl without an imatrix, which runs
+// quantize_row_iq4_nl_impl(32, 32, …, ntry 7) per block: weights x²; a first scale that maps the signed
+// extreme onto the table's −127 end, its least-squares refit, then 15 more trial scales
+// (itry + values[0])/max, itry −7..7, each refit and kept if it fits better; finally every value is
+// mapped to the nearest table level with the kept scale, and the scale is stored as fp16.
+void quant_iq4_nl_ref(const float* x, block_iq4_nl* y, std::size_t nb) {
+  const std::int8_t* values = kvalues_iq4nl;
+  const int ntry = 7;
+  std::uint8_t L[QK8_0];
+  float weight[QK8_0];
+  for (std::size_t ib = 0; ib < nb; ++ib, x += QK8_0) {
+    std::memset(y[ib].qs, 0, QK8_0 / 2);
+    y[ib].d = f32_to_half(0.f);
+    for (std::size_t j = 0; j < QK8_0; ++j) weight[j] = x[j] * x[j];
+    float amax = 0, max = 0;
+    for (std::size_t j = 0; j < QK8_0; ++j) {
+      const float ax = std::fabs(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    float scale = 0;
+    if (!(amax < kGroupMaxEps)) {
+      float d = -max / values[0];  // ntry > 0
+      float id = 1 / d;
+      float sumqx = 0, sumq2 = 0;
+      for (std::size_t j = 0; j < QK8_0; ++j) {
+        const float al = id * x[j];
+        const int l = best_index_int8(16, values, al);
+        L[j] = static_cast<std::uint8_t>(l);
+        const float q = values[l];
+        const float w = weight[j];
+        sumqx += w * q * x[j];
+        sumq2 += w * q * q;
+      }
+      d = sumqx / sumq2;
+      float best = d * sumqx;
+      for (int itry = -ntry; itry <= ntry; ++itry) {
+        id = static_cast<float>(itry + values[0]) / max;
+        sumqx = sumq2 = 0;
+        for (std::size_t j = 0; j < QK8_0; ++j) {
+          const float al = id * x[j];
+          const int l = best_index_int8(16, values, al);
+          const float q = values[l];
+          const float w = weight[j];
+          sumqx += w * q * x[j];
+          sumq2 += w * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+          d = sumqx / sumq2;
+          best = d * sumqx;
+        }
+      }
+      scale = d;
+    }
+    y[ib].d = f32_to_half(scale);
+    const float id = scale != 0.0f ? 1 / scale : 0;
+    for (std::size_t j = 0; j < QK8_0; ++j) L[j] = static_cast<std::uint8_t>(best_index_int8(16, values, id * x[j]));
+    for (std::size_t j = 0; j < 16; ++j) y[ib].qs[j] = static_cast<std::uint8_t>(L[j] | (L[16 + j] << 4));
+  }
+}
+
 // ggml-cpu's quantize_row_q8_0 and quantize_row_q8_1 as their x86 SIMD paths compute them:
 // id = 127/amax (not 1/d), and _mm256_round_ps(_MM_ROUND_NEAREST): ties to even; the conversion
 // saturates to int8. Q8_1 adds s = fp16(d · Σq), the sum taken over the rounded integers.
@@ -1080,6 +1157,7 @@ void quantize_row(DType t, const float* src, void* dst, std::size_t n) {
     case DType::Q4_K: quant_q4_K_ref(src, static_cast<block_q4_K*>(dst), nb); return;
     case DType::Q5_K: quant_q5_K_ref(src, static_cast<block_q5_K*>(dst), nb); return;
     case DType::Q6_K: quant_q6_K_ref(src, static_cast<block_q6_K*>(dst), nb); return;
+    case DType::IQ4_NL: quant_iq4_nl_ref(src, static_cast<block_iq4_nl*>(dst), nb); return;
     case DType::F32:
     case DType::F16:
     case DType::BF16:

@@ -151,7 +151,9 @@ void dequantize_row(DType t, const void* src, float* dst, std::size_t n);
 //        least-squares scale (and min), the sub-block scales quantized against the super-block's d
 //        (and dmin), then every value re-rounded with the stored scales;
 //   Q8_K the same as quantize_activation(Q8_K, ...).
-// IQ4_NL is not produced here and throws ConfigError; Q8_1 is quantize_activation(Q8_1, ...).
+//   IQ4_NL ggml's quantize_row_iq4_nl_ref: per block of 32 the best of 16 trial scales (x²-weighted
+//        least squares), each value mapped to the nearest of the 16 table levels;
+// Q8_1 is quantize_activation(Q8_1, ...).
 void quantize_row(DType t, const float* src, void* dst, std::size_t n);
 
 // The type llama.cpp converts the activation row to before a dot product with weights of type w:
