@@ -1,6 +1,6 @@
 // `glassbox convert`: a llama2.c checkpoint and its tokenizer.bin (or a GGUF file) → a self-contained
 // GGUF v3 file laid out as llama.cpp's convert-llama2c-to-ggml writes it, with the matrices in F32, F16, BF16,
-// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1 or one of llama-quantize's k-quant mixes (Q2_K, Q3_K_M, Q4_K_S/M, Q5_K_S/M, Q6_K),
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL or one of llama-quantize's k-quant mixes (Q2_K, Q3_K_M, Q4_K_S/M, Q5_K_S/M, Q6_K),
 // each tensor's type chosen by llama-quantize's rules (src/llama-quant.cpp, llama_tensor_get_type).
 #include <algorithm>
 #include <cctype>
@@ -37,10 +37,11 @@ struct Target {
 };
 constexpr Target kTargets[] = {{"F32", DType::F32, 0},       {"F16", DType::F16, 1},       {"BF16", DType::BF16, 32},
                                {"Q8_0", DType::Q8_0, 7},     {"Q4_0", DType::Q4_0, 2},     {"Q4_1", DType::Q4_1, 3},
-                               {"Q5_0", DType::Q5_0, 8},     {"Q5_1", DType::Q5_1, 9},     {"Q2_K", DType::Q2_K, 10},
+                               {"Q5_0", DType::Q5_0, 8},     {"Q5_1", DType::Q5_1, 9},     {"IQ4_NL", DType::IQ4_NL, 25},
+                               {"Q2_K", DType::Q2_K, 10},
                                {"Q3_K_M", DType::Q3_K, 12},  {"Q4_K_S", DType::Q4_K, 14},  {"Q4_K_M", DType::Q4_K, 15},
                                {"Q5_K_S", DType::Q5_K, 16},  {"Q5_K_M", DType::Q5_K, 17},  {"Q6_K", DType::Q6_K, 18}};
-constexpr const char* kTargetList = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M or Q6_K";
+constexpr const char* kTargetList = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M or Q6_K";
 
 const Target& parse_target(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
@@ -154,9 +155,10 @@ int layer_of(const std::string& name) {
 //   * the classifier (output.weight, or token_embd when there is no output.weight): Q6_K, or Q8_0 where
 //     its rows are not a multiple of 256 (an F16/BF16/F32 target keeps its type; Q8_0 stays Q8_0);
 //   * attn_v: Q2_K → Q3_K (Q4_K with ≥ 4 query heads per kv head); Q3_K_M → Q5_K in layers 0 and 1,
-//     else Q4_K; Q4_K_M/Q5_K_M → Q6_K in the use_more_bits layers; Q4_K_S → Q5_K in layers 0..3;
+//     else Q4_K; IQ4_NL → Q5_K with ≥ 4 query heads per kv head; Q4_K_M/Q5_K_M → Q6_K in the
+//     use_more_bits layers; Q4_K_S → Q5_K in layers 0..3;
 //   * ffn_down: Q2_K → Q3_K; Q3_K_M → Q5_K in the first 1/16 of the layers, else Q4_K; Q4_K_M/Q5_K_M →
-//     Q6_K in the use_more_bits layers; Q4_K_S → Q5_K in the first 1/8;
+//     Q6_K in the use_more_bits layers; IQ4_NL and Q4_K_S → Q5_K in the first 1/8;
 //   * attn_output: Q2_K → Q3_K; Q3_K_M → Q4_K.
 DType rule_type(const std::string& name, const Plan& plan, std::int64_t cols) {
   const DType base = plan.target->type;
@@ -167,12 +169,15 @@ DType rule_type(const std::string& name, const Plan& plan, std::int64_t cols) {
   if (name.find("attn_v.weight") != std::string::npos) {
     if (ftype == "Q2_K") return plan.n_gqa >= 4 ? DType::Q4_K : DType::Q3_K;
     if (ftype == "Q3_K_M") return il < 2 ? DType::Q5_K : DType::Q4_K;
+    if (ftype == "IQ4_NL" && plan.n_gqa >= 4) return DType::Q5_K;
     if ((ftype == "Q4_K_M" || ftype == "Q5_K_M") && use_more_bits(il, n)) return DType::Q6_K;
     if (ftype == "Q4_K_S" && il < 4) return DType::Q5_K;
   } else if (name.find("ffn_down") != std::string::npos) {
     if (ftype == "Q2_K") return DType::Q3_K;
     if (ftype == "Q3_K_M") return il < n / 16 ? DType::Q5_K : DType::Q4_K;
-    if ((ftype == "Q4_K_M" || ftype == "Q5_K_M") && use_more_bits(il, n)) return DType::Q6_K;
+    if (ftype == "Q4_K_M" && use_more_bits(il, n)) return DType::Q6_K;
+    if (ftype == "IQ4_NL" && il < n / 8) return DType::Q5_K;
+    if (ftype == "Q5_K_M" && use_more_bits(il, n)) return DType::Q6_K;
     if (ftype == "Q4_K_S" && il < n / 8) return DType::Q5_K;
   } else if (name.find("attn_output.weight") != std::string::npos) {
     if (ftype == "Q2_K") return DType::Q3_K;
@@ -183,9 +188,9 @@ DType rule_type(const std::string& name, const Plan& plan, std::int64_t cols) {
 
 // The stored type of one tensor. Vectors (norm weights) stay F32. Matrices get rule_type's type (the
 // base type with --pure or a float target). Where a k-quant's 256-value super-block does not divide
-// the rows, llama-quantize falls back per tensor: Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0 (Q2_K/Q3_K →
-// IQ4_NL, which glassbox does not write: an error). Any other type whose block does not divide the
-// rows becomes F16, as llama-quantize's incompatible-tensor rule ends.
+// the rows, llama-quantize falls back per tensor: Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, Q2_K/Q3_K →
+// IQ4_NL. Any other type whose block does not divide the rows (or a fallback's 32-value block) becomes
+// F16, as llama-quantize's incompatible-tensor rule ends.
 DType type_for(const std::string& name, const Tensor& t, Plan& plan) {
   if (t.n_dims < 2) return DType::F32;
   const DType base = plan.target->type;
@@ -200,9 +205,7 @@ DType type_for(const std::string& name, const Tensor& t, Plan& plan) {
       case DType::Q5_K: to = DType::Q5_1; break;
       case DType::Q6_K: to = DType::Q8_0; break;
       case DType::Q2_K:
-      case DType::Q3_K:
-        throw ConfigError("convert: " + name + ": " + why + ", and llama-quantize's fallback for " + std::string(info.name) +
-                          ", IQ4_NL, is not written by glassbox");
+      case DType::Q3_K: to = DType::IQ4_NL; break;
       default: break;
     }
     if (static_cast<std::size_t>(t.cols()) % dtype_info(to).block_values != 0) to = DType::F16;
@@ -243,7 +246,7 @@ void add_convert_command(CLI::App& app) {
                   "llama2.c tokenizer.bin to embed (required for a llama2.c checkpoint; replaces a GGUF input's vocabulary)");
   cmd->add_option("--type", o->type,
                   "type of the 2-D weight matrices, as llama-quantize names its types and mixes: F32, F16, BF16, Q8_0, Q4_0, "
-                  "Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M or Q6_K (default: F32)");
+                  "Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M or Q6_K (default: F32)");
   cmd->add_option("--output,-o", o->output, "the GGUF file to write (replaced atomically)")->required();
   cmd->add_option("--name", o->name, "general.name to record (default: llama, as llama.cpp's converter writes)");
   cmd->add_flag("--pure", o->pure,
