@@ -641,13 +641,13 @@ BOOST_DATA_TEST_CASE(weight_quantizers_round_trip_and_stay_finite,
 // ================================ dot products ================================
 
 namespace {
-// A random weight row of type t: quantized from random floats where quantize_row can, random
-// blocks (bytes + sane fp16 scales) for the k-quants.
+// A random weight row of type t: quantized from random floats for Q8_0/Q4_0, random blocks (bytes +
+// sane fp16 scales) for the other types, so the dots see every bit pattern, not only what a quantizer writes.
 std::vector<char> random_weights(DType t, std::size_t n, std::mt19937& g) {
   std::vector<char> w(glassbox::row_bytes(t, n));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f), small(0.001f, 0.02f);
   std::uniform_int_distribution<int> byte(0, 255);
-  // Where each type without a quantize_row keeps its fp16 scale d and its min/dmin (−1: none).
+  // Where each of these types keeps its fp16 scale d and its min/dmin (−1: none).
   static const std::map<DType, std::pair<int, int>> scale_at = {
       {DType::Q4_K, {0, 2}},   {DType::Q5_K, {0, 2}},  {DType::Q6_K, {208, -1}}, {DType::Q4_1, {0, 2}},
       {DType::Q5_0, {0, -1}},  {DType::Q5_1, {0, 2}},  {DType::IQ4_NL, {0, -1}}, {DType::Q2_K, {80, 82}},
