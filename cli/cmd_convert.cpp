@@ -1,8 +1,11 @@
 // `glassbox convert`: a llama2.c checkpoint and its tokenizer.bin (or a GGUF file) → a self-contained
-// GGUF v3 file laid out as llama.cpp's convert-llama2c-to-ggml writes it, with the matrices in F32, F16, BF16, Q8_0 or Q4_0.
+// GGUF v3 file laid out as llama.cpp's convert-llama2c-to-ggml writes it, with the matrices in F32, F16, BF16,
+// Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL or one of llama-quantize's k-quant mixes (Q2_K, Q3_K_M, Q4_K_S/M, Q5_K_S/M, Q6_K),
+// each tensor's type chosen by llama-quantize's rules (src/llama-quant.cpp, llama_tensor_get_type).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -25,20 +28,26 @@ MetaValue u32(std::int64_t v) { return {MetaType::U32, MetaType::U8, static_cast
 MetaValue f32(double v) { return {MetaType::F32, MetaType::U8, v}; }
 MetaValue str(std::string v) { return {MetaType::String, MetaType::U8, std::move(v)}; }
 
-// The target types and their general.file_type (llama_ftype: MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, ...).
+// The targets (llama-quantize's ftype names), their base type (what a matrix gets unless a rule below
+// says otherwise) and their general.file_type (llama.h's llama_ftype: MOSTLY_F16 = 1, MOSTLY_Q4_0 = 2, ...).
 struct Target {
   std::string_view name;
   DType type;
   std::uint32_t file_type;
 };
-constexpr Target kTargets[] = {{"F32", DType::F32, 0}, {"F16", DType::F16, 1}, {"BF16", DType::BF16, 32},
-                               {"Q8_0", DType::Q8_0, 7}, {"Q4_0", DType::Q4_0, 2}};
+constexpr Target kTargets[] = {{"F32", DType::F32, 0},       {"F16", DType::F16, 1},       {"BF16", DType::BF16, 32},
+                               {"Q8_0", DType::Q8_0, 7},     {"Q4_0", DType::Q4_0, 2},     {"Q4_1", DType::Q4_1, 3},
+                               {"Q5_0", DType::Q5_0, 8},     {"Q5_1", DType::Q5_1, 9},     {"IQ4_NL", DType::IQ4_NL, 25},
+                               {"Q2_K", DType::Q2_K, 10},
+                               {"Q3_K_M", DType::Q3_K, 12},  {"Q4_K_S", DType::Q4_K, 14},  {"Q4_K_M", DType::Q4_K, 15},
+                               {"Q5_K_S", DType::Q5_K, 16},  {"Q5_K_M", DType::Q5_K, 17},  {"Q6_K", DType::Q6_K, 18}};
+constexpr const char* kTargetList = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M or Q6_K";
 
 const Target& parse_target(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   for (const auto& t : kTargets)
     if (t.name == s) return t;
-  throw ConfigError("--type '" + s + "' is not supported (expected F32, F16, BF16, Q8_0 or Q4_0)");
+  throw ConfigError("--type '" + s + "' is not supported (expected " + kTargetList + ")");
 }
 
 // A llama2.c tokenizer.bin as llama.cpp's converter reads it: exactly vocab_size entries (score,
@@ -121,25 +130,87 @@ Metadata llama2c_keys(const Config& c, Vocab vocab, const std::string& name) {
 }
 
 struct Plan {
-  DType requested;
+  const Target* target;
   bool pure = false;
-  std::map<std::string, std::vector<std::string>> fallbacks;  // "row length N" -> tensor names
+  bool has_output = true;  // an output.weight is written (else token_embd is the classifier)
+  int n_layers = 0, n_gqa = 1;
+  std::map<std::string, std::vector<std::string>> fallbacks;  // "TYPE because …" -> tensor names
 };
 
-// The stored type of one tensor. Vectors (norm weights) stay F32. With a 4-bit request the
-// classifier gets Q8_0, as llama-quantize's output rule does where Q6_K cannot hold its rows (glassbox
-// writes no k-quants, so it is Q8_0 always). A row length that is not a multiple of the block
-// falls back to F16, as llama-quantize's incompatible-tensor rule ends.
+bool is_quantized(DType t) { return t != DType::F32 && t != DType::F16 && t != DType::BF16; }
+
+// llama-quantize's use_more_bits: the first and last eighth of the layers, and every third one between.
+bool use_more_bits(int i_layer, int n_layers) {
+  return i_layer < n_layers / 8 || i_layer >= 7 * n_layers / 8 || (i_layer - n_layers / 8) % 3 == 2;
+}
+
+// The layer number N of "blk.N.…" (0 for other names).
+int layer_of(const std::string& name) {
+  int i = 0;
+  return std::sscanf(name.c_str(), "blk.%d.", &i) == 1 ? i : 0;
+}
+
+// llama_tensor_get_type (src/llama-quant.cpp at llama.cpp c392e50) for the targets above, without an
+// imatrix and for the llama architecture. The base type applies unless:
+//   * the classifier (output.weight, or token_embd when there is no output.weight): Q6_K, or Q8_0 where
+//     its rows are not a multiple of 256 (an F16/BF16/F32 target keeps its type; Q8_0 stays Q8_0);
+//   * attn_v: Q2_K → Q3_K (Q4_K with ≥ 4 query heads per kv head); Q3_K_M → Q5_K in layers 0 and 1,
+//     else Q4_K; IQ4_NL → Q5_K with ≥ 4 query heads per kv head; Q4_K_M/Q5_K_M → Q6_K in the
+//     use_more_bits layers; Q4_K_S → Q5_K in layers 0..3;
+//   * ffn_down: Q2_K → Q3_K; Q3_K_M → Q5_K in the first 1/16 of the layers, else Q4_K; Q4_K_M/Q5_K_M →
+//     Q6_K in the use_more_bits layers; IQ4_NL and Q4_K_S → Q5_K in the first 1/8;
+//   * attn_output: Q2_K → Q3_K; Q3_K_M → Q4_K.
+DType rule_type(const std::string& name, const Plan& plan, std::int64_t cols) {
+  const DType base = plan.target->type;
+  const std::string_view ftype = plan.target->name;
+  const int il = layer_of(name), n = plan.n_layers;
+  if (name == "output.weight" || (!plan.has_output && name == "token_embd.weight"))
+    return cols % static_cast<std::int64_t>(quant::QK_K) != 0 ? DType::Q8_0 : base == DType::Q8_0 ? base : DType::Q6_K;
+  if (name.find("attn_v.weight") != std::string::npos) {
+    if (ftype == "Q2_K") return plan.n_gqa >= 4 ? DType::Q4_K : DType::Q3_K;
+    if (ftype == "Q3_K_M") return il < 2 ? DType::Q5_K : DType::Q4_K;
+    if (ftype == "IQ4_NL" && plan.n_gqa >= 4) return DType::Q5_K;
+    if ((ftype == "Q4_K_M" || ftype == "Q5_K_M") && use_more_bits(il, n)) return DType::Q6_K;
+    if (ftype == "Q4_K_S" && il < 4) return DType::Q5_K;
+  } else if (name.find("ffn_down") != std::string::npos) {
+    if (ftype == "Q2_K") return DType::Q3_K;
+    if (ftype == "Q3_K_M") return il < n / 16 ? DType::Q5_K : DType::Q4_K;
+    if (ftype == "Q4_K_M" && use_more_bits(il, n)) return DType::Q6_K;
+    if (ftype == "IQ4_NL" && il < n / 8) return DType::Q5_K;
+    if (ftype == "Q5_K_M" && use_more_bits(il, n)) return DType::Q6_K;
+    if (ftype == "Q4_K_S" && il < n / 8) return DType::Q5_K;
+  } else if (name.find("attn_output.weight") != std::string::npos) {
+    if (ftype == "Q2_K") return DType::Q3_K;
+    if (ftype == "Q3_K_M") return DType::Q4_K;
+  }
+  return base;
+}
+
+// The stored type of one tensor. Vectors (norm weights) stay F32. Matrices get rule_type's type (the
+// base type with --pure or a float target). Where a k-quant's 256-value super-block does not divide
+// the rows, llama-quantize falls back per tensor: Q4_K → Q5_0, Q5_K → Q5_1, Q6_K → Q8_0, Q2_K/Q3_K →
+// IQ4_NL. Any other type whose block does not divide the rows (or a fallback's 32-value block) becomes
+// F16, as llama-quantize's incompatible-tensor rule ends.
 DType type_for(const std::string& name, const Tensor& t, Plan& plan) {
   if (t.n_dims < 2) return DType::F32;
-  DType want = plan.requested;
-  if (!plan.pure && want == DType::Q4_0 && name == "output.weight") want = DType::Q8_0;
+  const DType base = plan.target->type;
+  DType want = plan.pure || !is_quantized(base) ? base : rule_type(name, plan, t.cols());
   const auto& info = dtype_info(want);
   if (static_cast<std::size_t>(t.cols()) % info.block_values != 0) {
-    plan.fallbacks["rows of " + std::to_string(t.cols()) + " values are not a multiple of " + std::string(info.name) +
-                   "'s " + std::to_string(info.block_values) + "-value block"]
-        .push_back(name);
-    want = DType::F16;
+    const std::string why = "rows of " + std::to_string(t.cols()) + " values are not a multiple of " + std::string(info.name) +
+                            "'s " + std::to_string(info.block_values) + "-value block";
+    DType to = DType::F16;
+    switch (want) {
+      case DType::Q4_K: to = DType::Q5_0; break;
+      case DType::Q5_K: to = DType::Q5_1; break;
+      case DType::Q6_K: to = DType::Q8_0; break;
+      case DType::Q2_K:
+      case DType::Q3_K: to = DType::IQ4_NL; break;
+      default: break;
+    }
+    if (static_cast<std::size_t>(t.cols()) % dtype_info(to).block_values != 0) to = DType::F16;
+    plan.fallbacks[std::string(dtype_name(to)) + " because their " + why].push_back(name);
+    want = to;
   }
   return want;
 }
@@ -173,17 +244,21 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--model,-m", o->model, "llama2.c checkpoint (.bin) or GGUF file to convert")->required();
   cmd->add_option("--tokenizer,-t", o->tokenizer,
                   "llama2.c tokenizer.bin to embed (required for a llama2.c checkpoint; replaces a GGUF input's vocabulary)");
-  cmd->add_option("--type", o->type, "type of the 2-D weight matrices: F32, F16, BF16, Q8_0 or Q4_0 (default: F32)");
+  cmd->add_option("--type", o->type,
+                  "type of the 2-D weight matrices, as llama-quantize names its types and mixes: F32, F16, BF16, Q8_0, Q4_0, "
+                  "Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M or Q6_K (default: F32)");
   cmd->add_option("--output,-o", o->output, "the GGUF file to write (replaced atomically)")->required();
   cmd->add_option("--name", o->name, "general.name to record (default: llama, as llama.cpp's converter writes)");
-  cmd->add_flag("--pure", o->pure, "every matrix in --type, including the classifier (Q4_0 otherwise keeps output.weight Q8_0)");
+  cmd->add_flag("--pure", o->pure,
+                "every matrix in --type's base type, including the classifier (otherwise llama-quantize's rules raise "
+                "output.weight to Q6_K or Q8_0, and some attn_v/ffn_down/attn_output of the k-quant mixes)");
   cmd->add_flag("--tie-output", o->tie_output,
                 "omit output.weight when the classifier is the token embedding (llama.cpp's converter writes a copy)");
   cmd->callback([o] {
     const Target& target = parse_target(o->type);
     const auto src = ModelSource::open(o->model);
     const Config& c = src->config();
-    Plan plan{target.type, o->pure, {}};
+    Plan plan{&target, o->pure, true, c.n_layers, c.n_kv_heads > 0 ? c.n_heads / c.n_kv_heads : 1, {}};
 
     // The tensors to write, in the converter's order (llama2.c) or the file's own (GGUF).
     std::vector<std::pair<std::string, Tensor>> tensors;
@@ -200,15 +275,6 @@ void add_convert_command(CLI::App& app) {
         if (o->tie_output && info.name == "output.weight") continue;
         tensors.emplace_back(info.name, g->tensor(info));
       }
-      // Dequantizing is exact, so only a lossy target rounds an already quantized tensor a second time.
-      std::string twice;
-      for (const auto& [name, t] : tensors)
-        if (target.type != DType::F32 && t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16 &&
-            t.dtype != target.type && t.n_dims >= 2)
-          twice += (twice.empty() ? "" : ", ") + name + " (" + std::string(dtype_name(t.dtype)) + ")";
-      if (!twice.empty())
-        warn("convert: these tensors are already quantized and are rounded a second time to " + std::string(target.name) +
-             ": " + twice);
     } else {
       if (o->tokenizer.empty())
         throw ConfigError("convert: --tokenizer is required for a llama2.c checkpoint (its vocabulary is a separate tokenizer.bin)");
@@ -227,23 +293,35 @@ void add_convert_command(CLI::App& app) {
           tensors.emplace_back(b + n + ".weight", *t);
       }
     }
+    plan.has_output = std::any_of(tensors.begin(), tensors.end(), [](const auto& nt) { return nt.first == "output.weight"; });
+    std::vector<DType> types;
+    for (const auto& [name, t] : tensors) types.push_back(type_for(name, t, plan));
+    // Dequantizing is exact, so only a lossy target rounds an already quantized tensor a second time.
+    std::string twice;
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const Tensor& t = tensors[i].second;
+      if (types[i] != DType::F32 && is_quantized(t.dtype) && t.dtype != types[i] && t.n_dims >= 2)
+        twice += (twice.empty() ? "" : ", ") + tensors[i].first + " (" + std::string(dtype_name(t.dtype)) + " to " +
+                 std::string(dtype_name(types[i])) + ")";
+    }
+    if (!twice.empty()) warn("convert: these tensors are already quantized and are rounded a second time: " + twice);
     meta.set("general.file_type", u32(target.file_type));
     if (target.type != DType::F32) meta.set("general.quantization_version", u32(2));  // as llama-quantize writes
 
     GgufWriter out;
     for (const auto& [key, v] : meta.entries()) out.set(key, v);
     std::map<std::string_view, int> counts;
-    for (const auto& [name, t] : tensors) {
-      const DType to = type_for(name, t, plan);
-      ++counts[dtype_name(to)];
-      out.add_tensor(name, to, shape_of(t), convert_tensor(t, to));
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      const auto& [name, t] = tensors[i];
+      ++counts[dtype_name(types[i])];
+      out.add_tensor(name, types[i], shape_of(t), convert_tensor(t, types[i]));
     }
     out.write(o->output);
 
     for (const auto& [why, names] : plan.fallbacks) {
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      std::cerr << "glassbox: note: convert: " << names.size() << " tensor(s) written as F16 because their " << why << ": "
+      std::cerr << "glassbox: note: convert: " << names.size() << " tensor(s) written as " << why << ": "
                 << list << "\n";
     }
     std::string summary;

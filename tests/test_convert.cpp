@@ -294,24 +294,99 @@ BOOST_AUTO_TEST_CASE(f32_matches_llamacpp_converter) {
   BOOST_TEST(*g.gguf.metadata().get_int("general.file_type") == 0);
 }
 
-// F16/Q8_0/Q4_0 conversions equal llama-quantize's files tensor by tensor, types included: ffn_down of
-// stories260K (rows of 172) falls back to F16 and, for Q4_0, output.weight is Q8_0 as llama-quantize's
-// output rule makes it.
-using QuantCase = std::tuple<const char*, const char*, const char*>;  // checkpoint, --type, reference
-const QuantCase kQuantCases[] = {{"synth128.bin", "Q8_0", "synth128-q8_0.gguf"}, {"synth128.bin", "Q4_0", "synth128-q4_0.gguf"},
-                                 {"synth128.bin", "F16", "synth128-f16.gguf"}, {"stories260K.bin", "Q8_0", "stories260K-q8_0.gguf"},
-                                 {"stories260K.bin", "Q4_0", "stories260K-q4_0.gguf"}, {"stories260K.bin", "F16", "stories260K-f16.gguf"}};
-BOOST_DATA_TEST_CASE(quantized_matches_llama_quantize, bdata::xrange(std::size(kQuantCases)), i) {
-  const auto [ckpt, type, ref] = kQuantCases[i];
-  const fs::path dir = gbtest::temp_dir("q" + std::to_string(i));
+// Conversions equal llama-quantize's files tensor by tensor, types and bytes (the reference files'
+// README: llama-quantize with 1 thread and no imatrix, from the F32 conversion of the same checkpoint).
+// The types come from llama-quantize's rules: ffn_down of stories260K (rows of 172) falls back to F16;
+// output.weight is Q6_K where its rows are a multiple of 256 (synth256) and Q8_0 where not (synth128,
+// stories260K), also for Q4_0; the _M mixes raise attn_v and ffn_down of use_more_bits layers to Q6_K;
+// Q2_K/Q3_K_M raise attn_v, ffn_down and attn_output; synth128's rows of 128 make Q4_K fall back to Q5_0,
+// Q5_K to Q5_1 and Q6_K to Q8_0. `note` is what stderr's fallback note must contain ("" = no note).
+struct QuantCase {
+  const char *ckpt, *type, *ref, *note;
+};
+const QuantCase kQuantCases[] = {
+    {"synth128.bin", "Q8_0", "synth128-q8_0.gguf", ""},
+    {"synth128.bin", "Q4_0", "synth128-q4_0.gguf", ""},
+    {"synth128.bin", "F16", "synth128-f16.gguf", ""},
+    {"stories260K.bin", "Q8_0", "stories260K-q8_0.gguf", "blk.4.ffn_down.weight"},
+    {"stories260K.bin", "Q4_0", "stories260K-q4_0.gguf", "blk.4.ffn_down.weight"},
+    {"stories260K.bin", "F16", "stories260K-f16.gguf", ""},
+    {"synth128.bin", "Q4_1", "synth128-q4_1.gguf", ""},
+    {"synth128.bin", "Q4_K_M", "synth128-q4_k_m.gguf", "written as Q5_0 because their rows of 128 values are not a multiple of Q4_K's"},
+    {"synth128.bin", "Q5_K_M", "synth128-q5_k_m.gguf", "written as Q5_1 because their rows of 128 values are not a multiple of Q5_K's"},
+    {"synth256.bin", "Q8_0", "synth256-q8_0.gguf", ""},
+    {"synth256.bin", "Q6_K", "synth256-q6_k.gguf", ""},
+    {"synth256.bin", "Q5_K_M", "synth256-q5_k_m.gguf", ""},
+    {"synth256.bin", "Q4_K_M", "synth256-q4_k_m.gguf", ""},
+    {"synth256.bin", "Q3_K_M", "synth256-q3_k_m.gguf", ""},
+    {"synth256.bin", "Q2_K", "synth256-q2_k.gguf", ""},
+    {"synth256.bin", "IQ4_NL", "synth256-iq4_nl.gguf", ""}};
+std::ostream& operator<<(std::ostream& os, const QuantCase& c) { return os << c.ckpt << " --type " << c.type; }
+BOOST_DATA_TEST_CASE(quantized_matches_llama_quantize, bdata::make(kQuantCases), c) {
+  const fs::path dir = gbtest::temp_dir(std::string("q-") + c.type + "-" + fs::path(c.ckpt).stem().string());
   std::string err;
-  const fs::path out = convert(dir, model(ckpt), type, tok512(), &err);
-  expect_same_tensors(out, gbtest::shared(std::string("gguf/") + ref));
-  const bool falls_back = std::string(ckpt) == "stories260K.bin" && std::string(type) != "F16";
-  BOOST_TEST((err.find("blk.4.ffn_down.weight") != std::string::npos) == falls_back, err);
-  OpenGguf g(out);
+  const fs::path out = convert(dir, model(c.ckpt), c.type, tok512(), &err);
+  const fs::path ref = gbtest::shared(std::string("gguf/") + c.ref);
+  expect_same_tensors(out, ref);
+  if (*c.note) BOOST_TEST(err.find(c.note) != std::string::npos, err);
+  else BOOST_TEST(err.find("written as") == std::string::npos, err);
+  OpenGguf g(out), r(ref);
   BOOST_TEST(*g.gguf.metadata().get_int("general.quantization_version") == 2);
-  BOOST_TEST(*g.gguf.metadata().get_int("general.file_type") == (std::string(type) == "Q8_0" ? 7 : std::string(type) == "Q4_0" ? 2 : 1));
+  // stories260K's Q8_0/Q4_0 files had general.file_type set by hand to what these types write (7, 2).
+  BOOST_TEST(*g.gguf.metadata().get_int("general.file_type") == *r.gguf.metadata().get_int("general.file_type"));
+}
+
+// Q2_K and Q3_K fall back to IQ4_NL where 256 does not divide the rows (the reference files' README,
+// "Fallback and low-bit types"): on synth128 every matrix is IQ4_NL, attn_v/ffn_down/attn_output (which
+// Q2_K raises to Q3_K) included, except the classifier, Q8_0 by the output rule. The IQ4_NL bytes
+// themselves are checked against llama-quantize in test_quant (synth256-iq4_nl.gguf).
+BOOST_AUTO_TEST_CASE(low_k_quants_fall_back_to_iq4_nl) {
+  const fs::path dir = gbtest::temp_dir("q2k128");
+  std::string err;
+  const fs::path out = convert(dir, model("synth128.bin"), "Q2_K", tok512(), &err);
+  OpenGguf g(out);
+  for (const auto& t : g.gguf.tensors())
+    BOOST_TEST(dtype_name(t.dtype) == (t.n_dims < 2 ? "F32" : t.name == "output.weight" ? "Q8_0" : "IQ4_NL"), t.name);
+  BOOST_TEST(err.find("written as IQ4_NL because their rows of 128 values are not a multiple of Q2_K's") != std::string::npos, err);
+  BOOST_TEST(err.find("written as IQ4_NL because their rows of 128 values are not a multiple of Q3_K's") != std::string::npos, err);
+  BOOST_TEST(*g.gguf.metadata().get_int("general.file_type") == 10);
+}
+
+// The classifier rule on 256-wide rows, checked against llama-quantize's own Q6_K bytes of the same
+// tensor: with --type Q4_0, synth256's output.weight is Q6_K (llama-quantize: output → Q6_K where 256
+// divides its rows), equal to synth256-q6_k.gguf's; with --tie-output there is no output.weight, so
+// token_embd is the classifier and gets Q6_K (llama-quantize's !has_output rule), equal to the same
+// bytes since synth256's classifier is its embedding.
+BOOST_AUTO_TEST_CASE(classifier_is_q6_k_where_its_rows_allow) {
+  const fs::path dir = gbtest::temp_dir("cls256");
+  const OpenGguf ref(gbtest::shared("gguf/synth256-q6_k.gguf"));
+  const Tensor want = ref.gguf.tensor(*ref.gguf.find("output.weight"));
+  auto expect_q6_k = [&](const fs::path& file, const std::string& name) {
+    const OpenGguf g(file);
+    const GgufTensorInfo* t = g.gguf.find(name);
+    BOOST_TEST_REQUIRE(t != nullptr, name);
+    BOOST_TEST(dtype_name(t->dtype) == "Q6_K", name);
+    BOOST_TEST_REQUIRE(t->bytes == want.bytes);
+    BOOST_TEST(std::memcmp(g.gguf.tensor(*t).data, want.data, want.bytes) == 0, name << " bytes differ");
+  };
+  const fs::path q4 = convert(dir, model("synth256.bin"), "Q4_0", tok512());
+  expect_q6_k(q4, "output.weight");
+  BOOST_TEST(dtype_name(OpenGguf(q4).gguf.find("token_embd.weight")->dtype) == "Q4_0");
+  std::vector<std::string> more = tok512();
+  more.push_back("--tie-output");
+  const fs::path tied = convert(dir, model("synth256.bin"), "Q4_K_M", more);
+  BOOST_TEST(OpenGguf(tied).gguf.find("output.weight") == nullptr);
+  expect_q6_k(tied, "token_embd.weight");
+}
+
+// --pure: every matrix in the base type, the classifier included (synth256: all Q4_K, none Q6_K).
+BOOST_AUTO_TEST_CASE(pure_k_quant_keeps_the_base_type) {
+  const fs::path dir = gbtest::temp_dir("pure");
+  std::vector<std::string> more = tok512();
+  more.push_back("--pure");
+  const fs::path out = convert(dir, model("synth256.bin"), "Q4_K_M", more);
+  OpenGguf g(out);
+  for (const auto& t : g.gguf.tensors()) BOOST_TEST(dtype_name(t.dtype) == (t.n_dims >= 2 ? "Q4_K" : "F32"), t.name);
 }
 
 // A GGUF input is re-quantized: llama.cpp's F32 file → Q8_0 equals llama-quantize's Q8_0 file, and its

@@ -515,7 +515,7 @@ BOOST_AUTO_TEST_CASE(a_core_is_spare_only_while_no_worker_computes) {
 
 // The typed product (dispatch on the weight type: input rounded to the weight's partner type, then
 // block dot products) against its scalar twin, for every type glassbox reads, prefill-sized blocks
-// included. k-quant weights come from a reference file (glassbox writes no k-quant files).
+// included. k-quant weights come from a reference file (written by llama-quantize, not by glassbox).
 namespace {
 struct TypedCase {
   glassbox::DType type;

@@ -306,7 +306,7 @@ BOOST_AUTO_TEST_CASE(bad_lengths_and_types_throw) {
   BOOST_CHECK_THROW(q::quantize_row(DType::Q8_0, x.data(), buf.data(), 33), glassbox::ModelError);
   BOOST_CHECK_THROW(q::dequantize_row(DType::Q4_K, buf.data(), x.data(), 32), glassbox::ModelError);
   BOOST_CHECK_THROW(q::vec_dot(DType::Q4_0, 48, buf.data(), buf.data()), glassbox::ModelError);
-  BOOST_CHECK_THROW(q::quantize_row(DType::Q6_K, x.data(), buf.data(), 0), glassbox::ConfigError);
+  BOOST_CHECK_THROW(q::quantize_row(DType::Q6_K, x.data(), buf.data(), 64), glassbox::ModelError);     // not a multiple of 256
   BOOST_CHECK_THROW(q::quantize_activation(DType::Q4_0, x.data(), buf.data(), 32), glassbox::ConfigError);
   BOOST_CHECK_THROW(q::vec_dot_type(DType::Q8_K), glassbox::ConfigError);
 }
@@ -315,10 +315,17 @@ BOOST_AUTO_TEST_CASE(bad_lengths_and_types_throw) {
 
 BOOST_AUTO_TEST_SUITE(reference_files, *boost::unit_test::precondition(gbtest::NeedsShared()))
 
-// Every tensor of synth128-<type>.gguf is re-made from synth128-f32.gguf with quantize_row in the
-// type the file holds (Q4_0's output.weight is Q8_0; the norms are F32) and compared byte for byte.
-BOOST_DATA_TEST_CASE(quantize_row_reproduces_llama_quantize, bdata::make({"f16", "q8_0", "q4_0"}), kind) {
-  const GgufFile f32("synth128-f32.gguf"), qf(std::string("synth128-") + kind + ".gguf");
+// Every tensor of <model>-<type>.gguf (made by llama-quantize) is re-made from <model>-f32.gguf with
+// quantize_row in the type the file holds (Q4_0's output.weight is Q8_0, the k-quant mixes' attn_v and
+// ffn_down Q6_K, synth128's Q4_K_M/Q5_K_M fall back to Q5_0/Q5_1 and Q8_0; the norms are F32) and
+// compared byte for byte. This covers every weight-file quantizer glassbox has.
+BOOST_DATA_TEST_CASE(quantize_row_reproduces_llama_quantize,
+                     bdata::make({"synth128-f16", "synth128-q8_0", "synth128-q4_0", "synth128-q4_1", "synth128-q4_k_m",
+                                  "synth128-q5_k_m", "synth256-q8_0", "synth256-q6_k", "synth256-q5_k_m", "synth256-q4_k_m",
+                                  "synth256-q3_k_m", "synth256-q2_k", "synth256-iq4_nl"}),
+                     kind) {
+  const std::string ref(kind);
+  const GgufFile f32(ref.substr(0, ref.find('-')) + "-f32.gguf"), qf(ref + ".gguf");
   BOOST_TEST(qf.tensors.size() == f32.tensors.size());
   std::size_t checked_bytes = 0;
   for (const auto& [name, t] : qf.tensors) {
@@ -553,16 +560,94 @@ BOOST_AUTO_TEST_CASE(q8_1_activation_is_q8_0_plus_the_block_sum) {
   }
 }
 
+// ============================ weight-file quantizers on their own ============================
+
+// Each quantizer that writes a weight type (besides Q8_0/Q4_0, covered above), on rows made here:
+// (a) random rows (normal, a heavy-tailed mix, an offset one) dequantize back to within a fraction of
+//     each block's max |x|. Worst seen over these rows: Q2_K 0.356, Q3_K 0.165, Q4_K 0.071, Q5_K 0.039,
+//     Q6_K 0.016, Q4_1 0.066, Q5_1 0.033, IQ4_NL 0.103; the bounds are about 1.3–1.5× that, far below the ~1 a wrong
+//     scale or bit layout gives. Q5_0 is bounded by its design instead: the signed extreme maps to −16,
+//     so a value of the opposite sign as large can only reach +15 and loses one step, amax/16 = 0.0625
+//     (0.0619 seen; ±1 alternating hits it exactly), plus the fp16 rounding of d;
+// (b) degenerate rows give finite values: all zero (exactly zero back), constants, values near fp16's
+//     largest (±60000) and far below its smallest (1e-30), one spike among zeros, alternating signs.
+double writer_bound(DType t) {
+  switch (t) {
+    case DType::Q2_K: return 0.45;
+    case DType::Q3_K: return 0.25;
+    case DType::Q4_K: return 0.1;
+    case DType::Q5_K: return 0.055;
+    case DType::Q6_K: return 0.022;
+    case DType::Q4_1: return 0.09;
+    case DType::Q5_0: return 0.0625 * (1 + 1.0 / 1024) + 1e-6;
+    case DType::IQ4_NL: return 0.15;
+    default: return 0.045;  // Q5_1
+  }
+}
+
+// Worst |dequant − x| per block, relative to the block's max |x| (0 for an all-zero block).
+double worst_relative_error(DType t, const std::vector<float>& x) {
+  const std::size_t n = x.size(), bv = glassbox::dtype_info(t).block_values;
+  std::vector<char> w(glassbox::row_bytes(t, n));
+  std::vector<float> y(n);
+  q::quantize_row(t, x.data(), w.data(), n);
+  q::dequantize_row(t, w.data(), y.data(), n);
+  double worst = 0;
+  for (std::size_t b = 0; b < n; b += bv) {
+    double amax = 0, err = 0;
+    for (std::size_t j = b; j < b + bv; ++j) {
+      BOOST_TEST_REQUIRE(std::isfinite(y[j]), glassbox::dtype_name(t) << ": value " << j << " is " << y[j] << " (x = " << x[j] << ")");
+      amax = std::max(amax, std::abs(double(x[j])));
+      err = std::max(err, std::abs(double(y[j]) - x[j]));
+    }
+    worst = std::max(worst, amax > 0 ? err / amax : err);
+  }
+  return worst;
+}
+
+BOOST_DATA_TEST_CASE(weight_quantizers_round_trip_and_stay_finite,
+                     bdata::make({"Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}), name) {
+  const DType type = dtype_of(name);
+  const std::size_t n = 1024;  // four k-quant super-blocks, 32 small blocks
+  std::mt19937 g(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  double worst = 0;
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<float> x(n);
+    for (auto& v : x) v = trial % 2 ? nd(g) : nd(g) * (u(g) < 0.05f ? 8.0f : 1.0f) + (trial % 4 == 2 ? 0.5f : 0.0f);
+    worst = std::max(worst, worst_relative_error(type, x));
+  }
+  BOOST_TEST_MESSAGE(glassbox::dtype_name(type) << ": worst error " << worst << " of the block's max |x|");
+  BOOST_TEST(worst <= writer_bound(type), glassbox::dtype_name(type) << ": " << worst);
+
+  const std::vector<float> zeros(n, 0.0f);
+  BOOST_TEST(worst_relative_error(type, zeros) == 0.0);
+  for (float c : {1.0f, -3.5f, 0.05f, 60000.0f, -60000.0f})
+    BOOST_TEST(worst_relative_error(type, std::vector<float>(n, c)) <= writer_bound(type), glassbox::dtype_name(type) << " constant " << c);
+  // Finite only: tiny scales fall into fp16's subnormals (Q6_K's d ≈ amax/4096 does below amax ≈ 0.25, and
+  // 0.001 comes back as 0.00098) or below them (1e-30 comes back as 0), as they do in ggml.
+  for (float c : {0.001f, 1e-30f}) worst_relative_error(type, std::vector<float>(n, c));
+  std::vector<float> spike(n, 0.0f), alternating(n), huge(n);
+  spike[300] = 1000.0f;
+  for (std::size_t i = 0; i < n; ++i) {
+    alternating[i] = i % 2 ? 1.0f : -1.0f;
+    huge[i] = (i % 3 ? 60000.0f : -60000.0f) * (0.5f + 0.5f * u(g));
+  }
+  for (const auto* x : {&spike, &alternating, &huge})
+    BOOST_TEST(worst_relative_error(type, *x) <= writer_bound(type), glassbox::dtype_name(type));
+}
+
 // ================================ dot products ================================
 
 namespace {
-// A random weight row of type t: quantized from random floats where quantize_row can, random
-// blocks (bytes + sane fp16 scales) for the k-quants.
+// A random weight row of type t: quantized from random floats for Q8_0/Q4_0, random blocks (bytes +
+// sane fp16 scales) for the other types, so the dots see every bit pattern, not only what a quantizer writes.
 std::vector<char> random_weights(DType t, std::size_t n, std::mt19937& g) {
   std::vector<char> w(glassbox::row_bytes(t, n));
   std::uniform_real_distribution<float> u(-1.0f, 1.0f), small(0.001f, 0.02f);
   std::uniform_int_distribution<int> byte(0, 255);
-  // Where each type without a quantize_row keeps its fp16 scale d and its min/dmin (−1: none).
+  // Where each of these types keeps its fp16 scale d and its min/dmin (−1: none).
   static const std::map<DType, std::pair<int, int>> scale_at = {
       {DType::Q4_K, {0, 2}},   {DType::Q5_K, {0, 2}},  {DType::Q6_K, {208, -1}}, {DType::Q4_1, {0, 2}},
       {DType::Q5_0, {0, -1}},  {DType::Q5_1, {0, 2}},  {DType::IQ4_NL, {0, -1}}, {DType::Q2_K, {80, 82}},

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -256,6 +257,617 @@ void quant_q4_0_ref(const float* x, block_q4_0* y, std::size_t nb) {
       const auto q1 = static_cast<std::uint8_t>(std::min<int>(15, static_cast<std::int8_t>(x[j + 16] * id + 8.5f)));
       y[i].qs[j] = static_cast<std::uint8_t>(q0 | (q1 << 4));
     }
+  }
+}
+
+// ggml's quantize_row_q4_1_ref: d = (max − min)/15, m = min, q = min(15, (int8)((x − min)·(1/d) + 0.5)).
+void quant_q4_1_ref(const float* x, block_q4_1* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, x += QK8_0) {
+    float min = std::numeric_limits<float>::max(), max = -std::numeric_limits<float>::max();
+    for (std::size_t j = 0; j < QK8_0; ++j) {
+      if (x[j] < min) min = x[j];
+      if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / 15;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_half(d);
+    y[i].m = f32_to_half(min);
+    for (std::size_t j = 0; j < QK8_0 / 2; ++j) {
+      const auto q0 = static_cast<std::uint8_t>(std::min<int>(15, static_cast<std::int8_t>((x[j] - min) * id + 0.5f)));
+      const auto q1 = static_cast<std::uint8_t>(std::min<int>(15, static_cast<std::int8_t>((x[j + 16] - min) * id + 0.5f)));
+      y[i].qs[j] = static_cast<std::uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+// ggml's quantize_row_q5_0_ref: Q4_0's recipe with 5 bits: d = m/−16, q = min(31, (int8)(x·(1/d) + 16.5));
+// the fifth bits go to qh (bit j for value j).
+void quant_q5_0_ref(const float* x, block_q5_0* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, x += QK8_0) {
+    float amax = 0.0f, max = 0.0f;
+    for (std::size_t j = 0; j < QK8_0; ++j)
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    const float d = max / -16;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_half(d);
+    std::uint32_t qh = 0;
+    for (std::size_t j = 0; j < QK8_0 / 2; ++j) {
+      const auto q0 = static_cast<std::uint8_t>(std::min<int>(31, static_cast<std::int8_t>(x[j] * id + 16.5f)));
+      const auto q1 = static_cast<std::uint8_t>(std::min<int>(31, static_cast<std::int8_t>(x[j + 16] * id + 16.5f)));
+      y[i].qs[j] = static_cast<std::uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+      qh |= ((q0 & 0x10u) >> 4) << j;
+      qh |= ((q1 & 0x10u) >> 4) << (j + 16);
+    }
+    std::memcpy(y[i].qh, &qh, sizeof qh);
+  }
+}
+
+// ggml's quantize_row_q5_1_ref: Q4_1's recipe with 5 bits: d = (max − min)/31, q = (uint8)((x − min)·(1/d) + 0.5).
+void quant_q5_1_ref(const float* x, block_q5_1* y, std::size_t nb) {
+  for (std::size_t i = 0; i < nb; ++i, x += QK8_0) {
+    float min = std::numeric_limits<float>::max(), max = -std::numeric_limits<float>::max();
+    for (std::size_t j = 0; j < QK8_0; ++j) {
+      if (x[j] < min) min = x[j];
+      if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / 31;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_half(d);
+    y[i].m = f32_to_half(min);
+    std::uint32_t qh = 0;
+    for (std::size_t j = 0; j < QK8_0 / 2; ++j) {
+      const auto q0 = static_cast<std::uint8_t>((x[j] - min) * id + 0.5f);
+      const auto q1 = static_cast<std::uint8_t>((x[j + 16] - min) * id + 0.5f);
+      y[i].qs[j] = static_cast<std::uint8_t>((q0 & 0x0F) | ((q1 & 0x0F) << 4));
+      qh |= ((q0 & 0x10u) >> 4) << j;
+      qh |= ((q1 & 0x10u) >> 4) << (j + 16);
+    }
+    std::memcpy(y[i].qh, &qh, sizeof qh);
+  }
+}
+
+// ---- k-quant weight quantizers (ggml-quants.c's *_ref functions, without an imatrix) ----------
+// The float arithmetic is written in ggml's order on purpose (a·b·l is (a·b)·l, sums run left to
+// right, no fused multiply-add: quant.cpp is built with -ffp-contract=off), so the bytes come out
+// identical to llama-quantize's.
+
+constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS: a group this small counts as all zero
+
+// ggml's make_qx_quants: symmetric levels −nmax..nmax−1 (stored + nmax) for n values. Starts from the
+// scale that maps the signed extreme to −nmax, then tries 18 nearby scales −(nmax ± 0.1·is)/max and
+// keeps the one with the best weighted least-squares fit (Σw·x·l)²/Σw·l². Weights: qw if given, else by
+// rmse_type (1: x², 2: 1, 3: |x|, other: √|x|); rmse_type 0 just rounds; a negative one returns early
+// with the mean of the first fit and the plain scale. Returns the scale (level → value).
+float make_qx_quants(int n, int nmax, const float* x, std::int8_t* L, int rmse_type, const float* qw) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  float iscale = -nmax / max;
+  if (rmse_type == 0) {
+    for (int i = 0; i < n; ++i) {
+      const int l = nearest_int(iscale * x[i]);
+      L[i] = static_cast<std::int8_t>(nmax + std::max(-nmax, std::min(nmax - 1, l)));
+    }
+    return 1 / iscale;
+  }
+  bool return_early = false;
+  if (rmse_type < 0) {
+    rmse_type = -rmse_type;
+    return_early = true;
+  }
+  auto weight = [&](int i) -> float {
+    return qw ? qw[i] : rmse_type == 1 ? x[i] * x[i] : rmse_type == 2 ? 1.0f : rmse_type == 3 ? std::fabs(x[i]) : std::sqrt(std::fabs(x[i]));
+  };
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    L[i] = static_cast<std::int8_t>(l + nmax);
+    const float w = weight(i);
+    sumlx += w * x[i] * static_cast<float>(l);
+    suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  float scale = suml2 != 0.0f ? sumlx / suml2 : 0.0f;
+  if (return_early) return suml2 > 0 ? 0.5f * (scale + 1 / iscale) : 1 / iscale;
+  float best = scale * sumlx;
+  for (int is = -9; is <= 9; ++is) {
+    if (is == 0) continue;
+    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(is)) / max;
+    sumlx = suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * x[i]);
+      l = std::max(-nmax, std::min(nmax - 1, l));
+      const float w = weight(i);
+      sumlx += w * x[i] * static_cast<float>(l);
+      suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+    }
+    if (suml2 > 0 && sumlx * sumlx > best * suml2) {
+      for (int i = 0; i < n; ++i) {
+        const int l = nearest_int(iscale * x[i]);
+        L[i] = static_cast<std::int8_t>(nmax + std::max(-nmax, std::min(nmax - 1, l)));
+      }
+      scale = sumlx / suml2;
+      best = scale * sumlx;
+    }
+  }
+  return scale;
+}
+
+// ggml's make_q3_quants: levels −nmax..nmax−1 (stored + nmax). With do_rmse it starts from the
+// extreme's scale and then, for up to 5 passes, moves single values to the level that improves the
+// x²-weighted fit (Σw·x·l)²/Σw·l²; returns Σw·x·l / Σw·l².
+float make_q3_quants(int n, int nmax, const float* x, std::int8_t* L, bool do_rmse) {
+  float max = 0, amax = 0;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    return 0.f;
+  }
+  const float iscale = -nmax / max;
+  if (do_rmse) {
+    float sumlx = 0, suml2 = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * x[i]);
+      l = std::max(-nmax, std::min(nmax - 1, l));
+      L[i] = static_cast<std::int8_t>(l);
+      const float w = x[i] * x[i];
+      sumlx += w * x[i] * static_cast<float>(l);
+      suml2 += w * static_cast<float>(l) * static_cast<float>(l);
+    }
+    for (int itry = 0; itry < 5; ++itry) {
+      int n_changed = 0;
+      for (int i = 0; i < n; ++i) {
+        const float w = x[i] * x[i];
+        float slx = sumlx - w * x[i] * static_cast<float>(L[i]);
+        if (slx > 0) {
+          float sl2 = suml2 - w * static_cast<float>(L[i]) * static_cast<float>(L[i]);
+          int new_l = nearest_int(x[i] * sl2 / slx);
+          new_l = std::max(-nmax, std::min(nmax - 1, new_l));
+          if (new_l != L[i]) {
+            slx += w * x[i] * static_cast<float>(new_l);
+            sl2 += w * static_cast<float>(new_l) * static_cast<float>(new_l);
+            if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
+              L[i] = static_cast<std::int8_t>(new_l);
+              sumlx = slx;
+              suml2 = sl2;
+              ++n_changed;
+            }
+          }
+        }
+      }
+      if (!n_changed) break;
+    }
+    for (int i = 0; i < n; ++i) L[i] = static_cast<std::int8_t>(L[i] + nmax);
+    return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
+  }
+  for (int i = 0; i < n; ++i) {
+    int l = nearest_int(iscale * x[i]);
+    l = std::max(-nmax, std::min(nmax - 1, l));
+    L[i] = static_cast<std::int8_t>(l + nmax);
+  }
+  return 1 / iscale;
+}
+
+// ggml's make_qkx2_quants: levels 0..nmax with a scale and a min (value ≈ scale·l − the_min, the min
+// never above 0). Starts from (max − min)/nmax, then tries nstep+1 scales (rmin + rdelta·is + nmax)/(max − min),
+// each with the weighted least-squares scale and min for its levels, and keeps the lowest weighted
+// error (|diff| if use_mad, else diff²). Returns the scale; *the_min = −min ≥ 0.
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, std::uint8_t* L, float* the_min,
+                       std::uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+  float min = x[0], max = x[0];
+  float sum_w = weights[0];
+  float sum_x = sum_w * x[0];
+  for (int i = 1; i < n; ++i) {
+    if (x[i] < min) min = x[i];
+    if (x[i] > max) max = x[i];
+    const float w = weights[i];
+    sum_w += w;
+    sum_x += w * x[i];
+  }
+  if (min > 0) min = 0;
+  if (max == min) {
+    for (int i = 0; i < n; ++i) L[i] = 0;
+    *the_min = -min;
+    return 0.f;
+  }
+  float iscale = nmax / (max - min);
+  float scale = 1 / iscale;
+  float best_error = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = nearest_int(iscale * (x[i] - min));
+    L[i] = static_cast<std::uint8_t>(std::max(0, std::min(nmax, l)));
+    float diff = scale * static_cast<float>(L[i]) + min - x[i];
+    diff = use_mad ? std::fabs(diff) : diff * diff;
+    best_error += weights[i] * diff;
+  }
+  if (nstep < 1) {
+    *the_min = -min;
+    return scale;
+  }
+  for (int is = 0; is <= nstep; ++is) {
+    iscale = (rmin + rdelta * static_cast<float>(is) + static_cast<float>(nmax)) / (max - min);
+    float sum_l = 0, sum_l2 = 0, sum_xl = 0;
+    for (int i = 0; i < n; ++i) {
+      int l = nearest_int(iscale * (x[i] - min));
+      l = std::max(0, std::min(nmax, l));
+      Laux[i] = static_cast<std::uint8_t>(l);
+      const float w = weights[i];
+      sum_l += w * static_cast<float>(l);
+      sum_l2 += w * static_cast<float>(l) * static_cast<float>(l);
+      sum_xl += w * static_cast<float>(l) * x[i];
+    }
+    const float D = sum_w * sum_l2 - sum_l * sum_l;
+    if (D > 0) {
+      float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
+      float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+      if (this_min > 0) {
+        this_min = 0;
+        this_scale = sum_xl / sum_l2;
+      }
+      float cur_error = 0;
+      for (int i = 0; i < n; ++i) {
+        float diff = this_scale * static_cast<float>(Laux[i]) + this_min - x[i];
+        diff = use_mad ? std::fabs(diff) : diff * diff;
+        cur_error += weights[i] * diff;
+      }
+      if (cur_error < best_error) {
+        for (int i = 0; i < n; ++i) L[i] = Laux[i];
+        best_error = cur_error;
+        scale = this_scale;
+        min = this_min;
+      }
+    }
+  }
+  *the_min = -min;
+  return scale;
+}
+
+// Packs 8 six-bit scales and 8 six-bit mins into Q4_K/Q5_K's 12 bytes (the inverse of get_scale_min_k4).
+void pack_scale_min_k4(std::uint8_t* scales, int j, std::uint8_t ls, std::uint8_t lm) {
+  if (j < 4) {
+    scales[j] = ls;
+    scales[j + 4] = lm;
+  } else {
+    scales[j + 4] = static_cast<std::uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
+    scales[j - 4] |= static_cast<std::uint8_t>((ls >> 4) << 6);
+    scales[j - 0] |= static_cast<std::uint8_t>((lm >> 4) << 6);
+  }
+}
+
+// The shared part of ggml's quantize_row_q4_K_ref and quantize_row_q5_K_ref (nmax 15 or 31): per
+// sub-block of 32, make_qkx2_quants with weights av_x + |x| (av_x the sub-block's RMS); the 8 scales
+// and 8 mins are then rounded to 6 bits against their maxima (d = max_scale/63, dmin = max_min/63), and
+// every value re-rounded with the stored (rounded) scale and min. Leaves the levels 0..nmax in L.
+template <class Block>
+void quant_qk_scale_min(const float* x, Block& y, std::uint8_t* L, int nmax, float rmin, float rdelta, int nstep) {
+  std::uint8_t Laux[32];
+  float weights[32], mins[QK_K / 32], scales[QK_K / 32];
+  float max_scale = 0, max_min = 0;  // as the min is deducted, scales are never negative
+  for (int j = 0; j < static_cast<int>(QK_K / 32); ++j) {
+    float sum_x2 = 0;
+    for (int l = 0; l < 32; ++l) sum_x2 += x[32 * j + l] * x[32 * j + l];
+    const float av_x = std::sqrt(sum_x2 / 32);
+    for (int l = 0; l < 32; ++l) weights[l] = av_x + std::fabs(x[32 * j + l]);
+    scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux, rmin, rdelta, nstep, false);
+    if (scales[j] > max_scale) max_scale = scales[j];
+    if (mins[j] > max_min) max_min = mins[j];
+  }
+  const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+  const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+  for (int j = 0; j < static_cast<int>(QK_K / 32); ++j) {
+    auto ls = static_cast<std::uint8_t>(nearest_int(inv_scale * scales[j]));  // ggml stores the int in a uint8_t
+    auto lm = static_cast<std::uint8_t>(nearest_int(inv_min * mins[j]));
+    ls = std::min<std::uint8_t>(63, ls);
+    lm = std::min<std::uint8_t>(63, lm);
+    pack_scale_min_k4(y.scales, j, ls, lm);
+  }
+  y.d = f32_to_half(max_scale / 63.f);
+  y.dmin = f32_to_half(max_min / 63.f);
+  for (int j = 0; j < static_cast<int>(QK_K / 32); ++j) {
+    std::uint8_t sc, m;
+    get_scale_min_k4(j, y.scales, sc, m);
+    const float d = half_to_f32(y.d) * static_cast<float>(sc);
+    if (d == 0.0f) continue;
+    const float dm = half_to_f32(y.dmin) * static_cast<float>(m);
+    for (int ii = 0; ii < 32; ++ii) {
+      const int l = nearest_int((x[32 * j + ii] + dm) / d);
+      L[32 * j + ii] = static_cast<std::uint8_t>(std::max(0, std::min(nmax, l)));
+    }
+  }
+}
+
+// ggml's quantize_row_q4_K_ref: make_qkx2_quants(32, 15, …, rmin −1, rdelta 0.1, 20 steps), 4-bit levels.
+void quant_q4_K_ref(const float* x, block_q4_K* y, std::size_t nb) {
+  std::uint8_t L[QK_K];
+  for (std::size_t i = 0; i < nb; ++i, x += QK_K) {
+    quant_qk_scale_min(x, y[i], L, 15, -1.f, 0.1f, 20);
+    std::uint8_t* q = y[i].qs;
+    for (std::size_t j = 0; j < QK_K; j += 64, q += 32)
+      for (std::size_t l = 0; l < 32; ++l) q[l] = static_cast<std::uint8_t>(L[j + l] | (L[j + l + 32] << 4));
+  }
+}
+
+// ggml's quantize_row_q5_K_ref: make_qkx2_quants(32, 31, …, rmin −0.5, rdelta 0.1, 15 steps), 5-bit
+// levels: low nibbles as Q4_K, the fifth bit of value n + l (n = 64k, l < 32) in bit 2k of qh[l], of
+// value n + 32 + l in bit 2k + 1.
+void quant_q5_K_ref(const float* x, block_q5_K* y, std::size_t nb) {
+  std::uint8_t L[QK_K];
+  for (std::size_t i = 0; i < nb; ++i, x += QK_K) {
+    quant_qk_scale_min(x, y[i], L, 31, -0.5f, 0.1f, 15);
+    std::uint8_t* qh = y[i].qh;
+    std::uint8_t* ql = y[i].qs;
+    std::memset(qh, 0, QK_K / 8);
+    std::uint8_t m1 = 1, m2 = 2;
+    for (std::size_t n = 0; n < QK_K; n += 64, ql += 32) {
+      for (std::size_t j = 0; j < 32; ++j) {
+        int l1 = L[n + j];
+        if (l1 > 15) {
+          l1 -= 16;
+          qh[j] |= m1;
+        }
+        int l2 = L[n + j + 32];
+        if (l2 > 15) {
+          l2 -= 16;
+          qh[j] |= m2;
+        }
+        ql[j] = static_cast<std::uint8_t>(l1 | (l2 << 4));
+      }
+      m1 = static_cast<std::uint8_t>(m1 << 2);
+      m2 = static_cast<std::uint8_t>(m2 << 2);
+    }
+  }
+}
+
+// ggml's quantize_row_q6_K_ref: per sub-block of 16, make_qx_quants(16, 32, …, rmse_type 1: weights x²);
+// the 16 scales become signed 8-bit numbers against the signed largest one (which maps to −128;
+// d = its scale/−128), then every value is re-rounded to −32..31 with d·scale and stored + 32.
+void quant_q6_K_ref(const float* x, block_q6_K* y, std::size_t nb) {
+  std::int8_t L[QK_K];
+  float scales[QK_K / 16];
+  for (std::size_t i = 0; i < nb; ++i, x += QK_K) {
+    float max_scale = 0, max_abs_scale = 0;
+    for (std::size_t ib = 0; ib < QK_K / 16; ++ib) {
+      const float scale = make_qx_quants(16, 32, x + 16 * ib, L + 16 * ib, 1, nullptr);
+      scales[ib] = scale;
+      const float abs_scale = std::fabs(scale);
+      if (abs_scale > max_abs_scale) {
+        max_abs_scale = abs_scale;
+        max_scale = scale;
+      }
+    }
+    if (max_abs_scale < kGroupMaxEps) {
+      std::memset(&y[i], 0, sizeof(block_q6_K));
+      y[i].d = f32_to_half(0.f);
+      continue;
+    }
+    const float iscale = -128.f / max_scale;
+    y[i].d = f32_to_half(1 / iscale);
+    for (std::size_t ib = 0; ib < QK_K / 16; ++ib)
+      y[i].scales[ib] = static_cast<std::int8_t>(std::min(127, nearest_int(iscale * scales[ib])));
+    for (std::size_t j = 0; j < QK_K / 16; ++j) {
+      const float d = half_to_f32(y[i].d) * static_cast<float>(y[i].scales[j]);
+      if (d == 0.0f) continue;
+      for (std::size_t ii = 0; ii < 16; ++ii) {
+        int l = nearest_int(x[16 * j + ii] / d);
+        l = std::max(-32, std::min(31, l));
+        L[16 * j + ii] = static_cast<std::int8_t>(l + 32);
+      }
+    }
+    std::uint8_t* ql = y[i].ql;
+    std::uint8_t* qh = y[i].qh;
+    for (std::size_t j = 0; j < QK_K; j += 128, ql += 64, qh += 32) {
+      for (std::size_t l = 0; l < 32; ++l) {
+        const auto q1 = static_cast<std::uint8_t>(L[j + l + 0] & 0xF), q2 = static_cast<std::uint8_t>(L[j + l + 32] & 0xF);
+        const auto q3 = static_cast<std::uint8_t>(L[j + l + 64] & 0xF), q4 = static_cast<std::uint8_t>(L[j + l + 96] & 0xF);
+        ql[l + 0] = static_cast<std::uint8_t>(q1 | (q3 << 4));
+        ql[l + 32] = static_cast<std::uint8_t>(q2 | (q4 << 4));
+        qh[l] = static_cast<std::uint8_t>((L[j + l] >> 4) | ((L[j + l + 32] >> 4) << 2) | ((L[j + l + 64] >> 4) << 4) |
+                                          ((L[j + l + 96] >> 4) << 6));
+      }
+    }
+  }
+}
+
+// ggml's quantize_row_q2_K_ref: per sub-block of 16, make_qkx2_quants(16, 3, …, weights |x|, rmin −0.5,
+// rdelta 0.1, 15 steps, mean absolute error); the 16 scales and 16 mins rounded to 4 bits against their
+// maxima (d = max_scale/15, dmin = max_min/15), then the values re-rounded to 0..3.
+void quant_q2_K_ref(const float* x, block_q2_K* y, std::size_t nb) {
+  std::uint8_t L[QK_K], Laux[16];
+  float weights[16], mins[QK_K / 16], scales[QK_K / 16];
+  const float q4scale = 15.f;
+  for (std::size_t i = 0; i < nb; ++i, x += QK_K) {
+    float max_scale = 0, max_min = 0;
+    for (int j = 0; j < static_cast<int>(QK_K / 16); ++j) {
+      for (int l = 0; l < 16; ++l) weights[l] = std::fabs(x[16 * j + l]);
+      scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux, -0.5f, 0.1f, 15, true);
+      if (scales[j] > max_scale) max_scale = scales[j];
+      if (mins[j] > max_min) max_min = mins[j];
+    }
+    if (max_scale > 0) {
+      const float iscale = q4scale / max_scale;
+      for (std::size_t j = 0; j < QK_K / 16; ++j) y[i].scales[j] = static_cast<std::uint8_t>(nearest_int(iscale * scales[j]));
+      y[i].d = f32_to_half(max_scale / q4scale);
+    } else {
+      for (std::size_t j = 0; j < QK_K / 16; ++j) y[i].scales[j] = 0;
+      y[i].d = f32_to_half(0.f);
+    }
+    if (max_min > 0) {
+      const float iscale = q4scale / max_min;
+      for (std::size_t j = 0; j < QK_K / 16; ++j)
+        y[i].scales[j] = static_cast<std::uint8_t>(y[i].scales[j] | (nearest_int(iscale * mins[j]) << 4));
+      y[i].dmin = f32_to_half(max_min / q4scale);
+    } else {
+      y[i].dmin = f32_to_half(0.f);
+    }
+    for (std::size_t j = 0; j < QK_K / 16; ++j) {
+      const float d = half_to_f32(y[i].d) * static_cast<float>(y[i].scales[j] & 0xF);
+      if (d == 0.0f) continue;
+      const float dm = half_to_f32(y[i].dmin) * static_cast<float>(y[i].scales[j] >> 4);
+      for (std::size_t ii = 0; ii < 16; ++ii) {
+        const int l = nearest_int((x[16 * j + ii] + dm) / d);
+        L[16 * j + ii] = static_cast<std::uint8_t>(std::max(0, std::min(3, l)));
+      }
+    }
+    for (std::size_t j = 0; j < QK_K; j += 128)
+      for (std::size_t l = 0; l < 32; ++l)
+        y[i].qs[j / 4 + l] = static_cast<std::uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+  }
+}
+
+// ggml's quantize_row_q3_K_ref: per sub-block of 16, make_q3_quants(16, 4, …, do_rmse); the 16 scales
+// become 6-bit numbers (stored + 32) against the signed largest one (maps to −32; d = its scale/−32),
+// then the values are re-rounded to −4..3: low 2 bits in qs, the high bit (set for levels ≥ 4 after
+// the +4 offset) in hmask.
+void quant_q3_K_ref(const float* x, block_q3_K* y, std::size_t nb) {
+  std::int8_t L[QK_K];
+  float scales[QK_K / 16];
+  for (std::size_t i = 0; i < nb; ++i, x += QK_K) {
+    float max_scale = 0, amax = 0;
+    for (std::size_t j = 0; j < QK_K / 16; ++j) {
+      scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j, true);
+      const float scale = std::fabs(scales[j]);
+      if (scale > amax) {
+        amax = scale;
+        max_scale = scales[j];
+      }
+    }
+    std::memset(y[i].scales, 0, 12);
+    if (max_scale != 0.0f) {
+      const float iscale = -32.f / max_scale;
+      for (std::size_t j = 0; j < QK_K / 16; ++j) {
+        auto l = static_cast<std::int8_t>(nearest_int(iscale * scales[j]));
+        l = static_cast<std::int8_t>(std::max<int>(-32, std::min<int>(31, l)) + 32);
+        if (j < 8) y[i].scales[j] = static_cast<std::uint8_t>(l & 0xF);
+        else y[i].scales[j - 8] = static_cast<std::uint8_t>(y[i].scales[j - 8] | ((l & 0xF) << 4));
+        l = static_cast<std::int8_t>(l >> 4);
+        y[i].scales[j % 4 + 8] = static_cast<std::uint8_t>(y[i].scales[j % 4 + 8] | (l << (2 * (j / 4))));
+      }
+      y[i].d = f32_to_half(1 / iscale);
+    } else {
+      y[i].d = f32_to_half(0.f);
+    }
+    for (std::size_t j = 0; j < QK_K / 16; ++j) {
+      auto sc = static_cast<std::int8_t>(j < 8 ? y[i].scales[j] & 0xF : y[i].scales[j - 8] >> 4);
+      sc = static_cast<std::int8_t>((sc | (((y[i].scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32);
+      const float d = half_to_f32(y[i].d) * static_cast<float>(sc);
+      if (d == 0.0f) continue;
+      for (std::size_t ii = 0; ii < 16; ++ii) {
+        int l = nearest_int(x[16 * j + ii] / d);
+        l = std::max(-4, std::min(3, l));
+        L[16 * j + ii] = static_cast<std::int8_t>(l + 4);
+      }
+    }
+    std::memset(y[i].hmask, 0, QK_K / 8);
+    std::size_t m = 0;
+    std::uint8_t hm = 1;
+    for (std::size_t j = 0; j < QK_K; ++j) {  // the high bit of values 0..31 goes to bit 0, of 32..63 to bit 1, ...
+      if (L[j] > 3) {
+        y[i].hmask[m] |= hm;
+        L[j] = static_cast<std::int8_t>(L[j] - 4);
+      }
+      if (++m == QK_K / 8) {
+        m = 0;
+        hm = static_cast<std::uint8_t>(hm << 1);
+      }
+    }
+    for (std::size_t j = 0; j < QK_K; j += 128)
+      for (std::size_t l = 0; l < 32; ++l)
+        y[i].qs[j / 4 + l] = static_cast<std::uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+  }
+}
+
+// ggml's best_index_int8 (the version at the reference commit): the index of the level of the sorted
+// table val nearest to x, by bisection; an exact midpoint goes to the upper level.
+int best_index_int8(int n, const std::int8_t* val, float x) {
+  if (x <= val[0]) return 0;
+  if (x >= val[n - 1]) return n - 1;
+  int ml = 0, mu = n - 1;
+  while (mu - ml > 1) {
+    const int mav = (ml + mu) / 2;
+    if (x < val[mav]) mu = mav;
+    else ml = mav;
+  }
+  return x - static_cast<float>(val[mu - 1]) < static_cast<float>(val[mu]) - x ? mu - 1 : mu;
+}
+
+// ggml's quantize_row_iq4_nl_ref, i.e. quantize_iq4_nl without an imatrix, which runs
+// quantize_row_iq4_nl_impl(32, 32, …, ntry 7) per block: weights x²; a first scale that maps the signed
+// extreme onto the table's −127 end, its least-squares refit, then 15 more trial scales
+// (itry + values[0])/max, itry −7..7, each refit and kept if it fits better; finally every value is
+// mapped to the nearest table level with the kept scale, and the scale is stored as fp16.
+void quant_iq4_nl_ref(const float* x, block_iq4_nl* y, std::size_t nb) {
+  const std::int8_t* values = kvalues_iq4nl;
+  const int ntry = 7;
+  std::uint8_t L[QK8_0];
+  float weight[QK8_0];
+  for (std::size_t ib = 0; ib < nb; ++ib, x += QK8_0) {
+    std::memset(y[ib].qs, 0, QK8_0 / 2);
+    y[ib].d = f32_to_half(0.f);
+    for (std::size_t j = 0; j < QK8_0; ++j) weight[j] = x[j] * x[j];
+    float amax = 0, max = 0;
+    for (std::size_t j = 0; j < QK8_0; ++j) {
+      const float ax = std::fabs(x[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = x[j];
+      }
+    }
+    float scale = 0;
+    if (!(amax < kGroupMaxEps)) {
+      float d = -max / values[0];  // ntry > 0
+      float id = 1 / d;
+      float sumqx = 0, sumq2 = 0;
+      for (std::size_t j = 0; j < QK8_0; ++j) {
+        const float al = id * x[j];
+        const int l = best_index_int8(16, values, al);
+        L[j] = static_cast<std::uint8_t>(l);
+        const float q = values[l];
+        const float w = weight[j];
+        sumqx += w * q * x[j];
+        sumq2 += w * q * q;
+      }
+      d = sumqx / sumq2;
+      float best = d * sumqx;
+      for (int itry = -ntry; itry <= ntry; ++itry) {
+        id = static_cast<float>(itry + values[0]) / max;
+        sumqx = sumq2 = 0;
+        for (std::size_t j = 0; j < QK8_0; ++j) {
+          const float al = id * x[j];
+          const int l = best_index_int8(16, values, al);
+          const float q = values[l];
+          const float w = weight[j];
+          sumqx += w * q * x[j];
+          sumq2 += w * q * q;
+        }
+        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+          d = sumqx / sumq2;
+          best = d * sumqx;
+        }
+      }
+      scale = d;
+    }
+    y[ib].d = f32_to_half(scale);
+    const float id = scale != 0.0f ? 1 / scale : 0;
+    for (std::size_t j = 0; j < QK8_0; ++j) L[j] = static_cast<std::uint8_t>(best_index_int8(16, values, id * x[j]));
+    for (std::size_t j = 0; j < 16; ++j) y[ib].qs[j] = static_cast<std::uint8_t>(L[j] | (L[16 + j] << 4));
   }
 }
 
@@ -537,6 +1149,15 @@ void quantize_row(DType t, const float* src, void* dst, std::size_t n) {
   switch (t) {
     case DType::Q8_0: quant_q8_0_ref(src, static_cast<block_q8_0*>(dst), nb); return;
     case DType::Q4_0: quant_q4_0_ref(src, static_cast<block_q4_0*>(dst), nb); return;
+    case DType::Q4_1: quant_q4_1_ref(src, static_cast<block_q4_1*>(dst), nb); return;
+    case DType::Q5_0: quant_q5_0_ref(src, static_cast<block_q5_0*>(dst), nb); return;
+    case DType::Q5_1: quant_q5_1_ref(src, static_cast<block_q5_1*>(dst), nb); return;
+    case DType::Q2_K: quant_q2_K_ref(src, static_cast<block_q2_K*>(dst), nb); return;
+    case DType::Q3_K: quant_q3_K_ref(src, static_cast<block_q3_K*>(dst), nb); return;
+    case DType::Q4_K: quant_q4_K_ref(src, static_cast<block_q4_K*>(dst), nb); return;
+    case DType::Q5_K: quant_q5_K_ref(src, static_cast<block_q5_K*>(dst), nb); return;
+    case DType::Q6_K: quant_q6_K_ref(src, static_cast<block_q6_K*>(dst), nb); return;
+    case DType::IQ4_NL: quant_iq4_nl_ref(src, static_cast<block_iq4_nl*>(dst), nb); return;
     case DType::F32:
     case DType::F16:
     case DType::BF16:

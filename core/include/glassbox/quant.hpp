@@ -139,14 +139,21 @@ static_assert(sizeof(block_q6_K) == 210 && sizeof(block_q8_K) == 292);
 // ggml_fp16_to_fp32_row / ggml_bf16_to_fp32_row (same order of operations). All types incl. Q8_K.
 void dequantize_row(DType t, const void* src, float* dst, std::size_t n);
 
-// Weight-file quantization, what llama-quantize writes without an imatrix (used by `glassbox convert`):
+// Weight-file quantization, what llama-quantize writes without an imatrix (used by `glassbox convert`);
+// each type is a port of ggml's quantize_row_<type>_ref with the same order of float operations, so
+// the bytes equal llama-quantize's:
 //   F32  copy;  F16, BF16  round to nearest even;
 //   Q8_0 ggml's quantize_row_q8_0_ref: d = amax/127, q = roundf(x·(1/d))   (ties away from zero);
 //   Q4_0 ggml's quantize_row_q4_0_ref: d = m/−8 with m the signed value of largest |x|,
 //        q = min(15, (int8)(x·(1/d) + 8.5))   (truncation, so ties go up);
+//   Q5_0 the same with d = m/−16 and 5 bits;  Q4_1, Q5_1: d = (max − min)/15 (/31), m = min;
+//   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K  ggml's quantize_row_q{2..6}_K_ref: per sub-block a searched
+//        least-squares scale (and min), the sub-block scales quantized against the super-block's d
+//        (and dmin), then every value re-rounded with the stored scales;
 //   Q8_K the same as quantize_activation(Q8_K, ...).
-// The other weight types (Q4_1, Q5_0, Q5_1, IQ4_NL and the k-quants Q2_K … Q6_K) are not produced
-// here and throw ConfigError; Q8_1 is quantize_activation(Q8_1, ...).
+//   IQ4_NL ggml's quantize_row_iq4_nl_ref: per block of 32 the best of 16 trial scales (x²-weighted
+//        least squares), each value mapped to the nearest of the 16 table levels;
+// Q8_1 is quantize_activation(Q8_1, ...).
 void quantize_row(DType t, const float* src, void* dst, std::size_t n);
 
 // The type llama.cpp converts the activation row to before a dot product with weights of type w:
