@@ -1,5 +1,5 @@
-// The trace writer's fast path: float text, step lines written without nlohmann::json values (checked
-// against step_json, the plain version), and the writer thread (same file as without it, errors surface).
+// The trace writer: float text, step lines (the one serializer, step_text.cpp: the writer's line read back
+// and written again is the same text), and the writer thread (same file as without it, errors surface).
 #define BOOST_TEST_MODULE trace_writer
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <fcntl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
@@ -37,7 +38,7 @@ class FakeTokenizer final : public glassbox::Tokenizer {
   std::vector<std::int32_t> encode(std::string_view, const glassbox::EncodeOptions&) const override { return {0}; }
   std::string_view decode(std::int32_t, std::int32_t id) const override { return kPieces[id % 6]; }
   std::string_view piece(std::int32_t id) const override { return kPieces[id % 6]; }
-  std::int32_t vocab_size() const override { return 6; }
+  std::int32_t vocab_size() const override { return 50; }  // (a full step has 50 logits)
   std::int32_t bos_id() const override { return 0; }
   std::int32_t eos_id() const override { return 5; }
 
@@ -125,6 +126,8 @@ void make_event(EventData& d, int v) {
   std::mt19937 g(v + 1);
   d.input = v % 2 ? std::vector<std::int32_t>{0, 1, 2} : std::vector<std::int32_t>{3};
   for (int i = 0; i < 6; ++i) d.top.push_back({(i + v) % 6, nice(g, 5), std::abs(nice(g, 0.3f))});
+  // (a valid step, as a reader checks it: top sorted by logit, log-probabilities <= 0, probabilities <= 1)
+  std::sort(d.top.begin(), d.top.end(), [](const auto& a, const auto& b) { return a.logit > b.logit; });
   if (v % 3 == 0)
     for (int i = 0; i < 50; ++i) d.logits.push_back(nice(g, 8));
   d.params.set("k", std::int64_t{40});
@@ -133,7 +136,7 @@ void make_event(EventData& d, int v) {
   d.params.set("on", v % 2 == 0);
   d.stages.resize(2);
   // stage 0 sometimes carries a draw of its own (as xtc's coin), written as the optional "u"
-  d.stages[0] = {"top-k", &d.params, 40, std::abs(nice(g, 1)), std::abs(nice(g, 2)), v % 3 == 0 ? 0.25f : -1.0f, {d.top[0], d.top[1]}};
+  d.stages[0] = {"top-k", &d.params, 40, std::min(std::abs(nice(g, 1)), 1.0f), std::abs(nice(g, 2)), v % 3 == 0 ? 0.25f : -1.0f, {d.top[0], d.top[1]}};
   d.stages[1] = {"dist", nullptr, 2, 1.0f, 0.0f, -1.0f, {d.top[1]}};
   d.kv.module = v % 4 == 1 ? "" : "paged";
   d.kv.params.set("block_size", std::int64_t{16});
@@ -149,7 +152,7 @@ void make_event(EventData& d, int v) {
     d.kv.last_block_unused = 15;
     d.kv.block_table = {3, 7};
   }
-  if (v % 4 == 2) d.attention = {{0, 1, 5, 0, {nice(g, 1), nice(g, 1), nice(g, 1)}}, {1, 0, 5, 2, {}}};
+  if (v % 4 == 2) d.attention = {{0, 1, 5, 0, {std::abs(nice(g, 0.3f)), std::abs(nice(g, 0.3f)), std::abs(nice(g, 0.3f))}}, {1, 0, 5, 2, {}}};
   // the logit lens: a point inside block 1 (after attention) and after it; tokens named here come first in
   // the line, so their texts must come first from the copy too
   if (v % 3 != 1) d.lens = {{1, true, std::abs(nice(g, 2)), {d.top[2], d.top[3]}}, {1, false, std::abs(nice(g, 2)), {d.top[4]}}};
@@ -161,14 +164,14 @@ void make_event(EventData& d, int v) {
   e.token = d.top[0].id;
   e.token_text = FakeTokenizer().decode(0, e.token);
   e.prob = d.top[0].prob;
-  e.logprob = nice(g, 1);
-  e.chain_prob = v == 5 ? std::numeric_limits<float>::quiet_NaN() : std::abs(nice(g, 1));
+  e.logprob = -std::abs(nice(g, 1));
+  e.chain_prob = std::min(std::abs(nice(g, 1)), 1.0f);
   e.entropy = std::abs(nice(g, 2));
   e.top = d.top;
   e.logits = d.logits;
   e.stages = d.stages;
-  e.draw_u = v % 3 == 1 ? -1.0f : std::abs(nice(g, 0.5f));
-  e.sampled = v % 2 ? -1 : d.top[1].id;
+  e.draw_u = v % 3 == 1 ? -1.0f : std::min(std::abs(nice(g, 0.5f)), 0.5f);
+  e.sampled = v % 2 ? -1 : v > 0 ? d.top[1].id : d.top[0].id;  // (differs from the token only when forced)
   e.forced = v % 2 == 0 && v > 0;
   e.kv = v == 3 ? nullptr : &d.kv;
   e.attention_dots = 1234 * v;
@@ -179,11 +182,25 @@ void make_event(EventData& d, int v) {
 
 }  // namespace
 
+// The line the writer writes, read back (step_record: parse_step of it) and written again by to_json, is
+// the same text: the writer's copy of an engine step (float32 reals) and a read step (doubles) go through
+// the one serializer and say the same.
 BOOST_DATA_TEST_CASE(step_line_is_step_json_as_nlohmann_json_prints_it, bdata::xrange(8), v) {
   FakeTokenizer tok;
   EventData d;
   make_event(d, v);
   BOOST_TEST(glassbox::traces::step_line(d.e, tok) == glassbox::traces::dump(glassbox::traces::step_json(d.e, tok)));
+}
+
+// A float that is not a number (a broken model's probability) is written as null, never as "nan" (not JSON).
+BOOST_AUTO_TEST_CASE(a_nan_is_written_as_null) {
+  FakeTokenizer tok;
+  EventData d;
+  make_event(d, 5);
+  d.e.chain_prob = std::numeric_limits<float>::quiet_NaN();
+  const std::string line = glassbox::traces::step_line(d.e, tok);
+  BOOST_TEST(line.find("\"draw\":{\"prob\":null,") != std::string::npos, line);
+  BOOST_CHECK_NO_THROW((void)nlohmann::json::parse(line));
 }
 
 namespace {
@@ -359,7 +376,7 @@ class PlainTokenizer final : public glassbox::Tokenizer {
   std::vector<std::int32_t> encode(std::string_view, const glassbox::EncodeOptions&) const override { return {0}; }
   std::string_view decode(std::int32_t, std::int32_t) const override { return " once"; }
   std::string_view piece(std::int32_t) const override { return " once"; }
-  std::int32_t vocab_size() const override { return 6; }
+  std::int32_t vocab_size() const override { return 50; }  // (a full step has 50 logits)
   std::int32_t bos_id() const override { return 0; }
   std::int32_t eos_id() const override { return 5; }
 };

@@ -12,6 +12,7 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/traces/writer.hpp"
+#include "step_text.hpp"
 
 namespace glassbox::traces {
 
@@ -166,28 +167,11 @@ void float32_le_bytes(std::span<const float> v, unsigned char* out) {
   }
 }
 
-std::vector<json> float_list(const std::vector<double>& xs) {
-  std::vector<json> out;
-  out.reserve(xs.size());
-  for (double x : xs) out.emplace_back(x);
-  return out;
-}
-
 // Times vary from run to run and nothing compares them; goldens store them zeroed, as the integer 0. A whole
 // number of milliseconds is written as an integer so that such a trace reads and writes back unchanged.
 json time_json(double x) {
   if (x == std::floor(x) && std::abs(x) < 1e15) return static_cast<std::int64_t>(x);
   return x;
-}
-
-json candidates_json(const std::vector<TraceCandidate>& top) {
-  json a = json::array();
-  for (const auto& c : top) {
-    json o = {{"id", c.id}, {"text", c.text}, {"prob", c.prob}};
-    if (c.logit) o["logit"] = *c.logit;
-    a.push_back(std::move(o));
-  }
-  return a;
 }
 
 }  // namespace
@@ -820,76 +804,12 @@ json to_json(const TraceKv& kv) {
 }
 
 json to_json(const TraceStep& s, bool with_logits, bool decimal_logits) {
-  json stages = json::array();
-  for (const auto& st : s.stages) {
-    stages.push_back({{"name", st.name}, {"params", to_json(st.params)}, {"kept", st.kept}, {"mass", st.mass},
-                      {"entropy", st.entropy}, {"top", candidates_json(st.top)}});
-    if (st.u) stages.back()["u"] = *st.u;
-  }
-  json j = {{"type", "step"},
-            {"phase", phase_name(s.phase)},
-            {"step", s.step},
-            {"pos", s.pos},
-            {"input_ids", s.input_ids},
-            {"token", {{"id", s.token}, {"text", s.token_text}}},
-            {"prob", s.prob},
-            {"logprob", s.logprob},
-            {"entropy", s.entropy},
-            {"top", candidates_json(s.top)},
-            {"stages", std::move(stages)},
-            {"draw", {{"u", s.draw.u ? json(*s.draw.u) : json(nullptr)}, {"selected", s.draw.selected}, {"prob", s.draw.prob}}},
-            {"kv", to_json(s.kv)},
-            {"ms", time_json(s.ms)}};
-  if (s.attention_dots) j["attention_dots"] = *s.attention_dots;
-  if (s.attention) {
-    json rows = json::array();
-    for (const auto& r : *s.attention)
-      rows.push_back({{"layer", r.layer}, {"head", r.head}, {"pos", r.pos}, {"first_pos", r.first_pos},
-                      {"weights", float_list(r.weights)}});
-    j["attention"] = std::move(rows);
-  }
-  if (s.lens) {
-    json points = json::array();
-    for (const auto& l : *s.lens) {
-      json o = {{"layer", l.layer}, {"entropy", l.entropy}, {"top", candidates_json(l.top)}};
-      if (l.attn) o["point"] = "attn";
-      points.push_back(std::move(o));
-    }
-    j["lens"] = std::move(points);
-  }
-  if (s.speculative) {
-    const TraceSpeculative& sp = *s.speculative;
-    auto proposal = [](const TraceProposal& x) {
-      json o = {{"id", x.id}, {"text", x.text}, {"q", x.q}, {"verdict", x.verdict}};
-      if (x.p) o["p"] = *x.p;
-      if (x.u) o["u"] = *x.u;
-      return o;
-    };
-    json o = {{"round", sp.round}, {"index", sp.index}, {"outcome", sp.outcome}};
-    if (sp.draft) o["draft"] = proposal(*sp.draft);
-    if (sp.proposals) {
-      json list = json::array();
-      for (const auto& x : *sp.proposals) list.push_back(proposal(x));
-      o["proposals"] = std::move(list);
-      o["accepted"] = *sp.accepted;
-    }
-    if (sp.residual) o["residual"] = candidates_json(*sp.residual);
-    j["speculative"] = std::move(o);
-  }
-  if (s.forced) j["forced"] = true;  // replay: token is the golden's, draw.selected the chain's own pick
-  if (s.unlisted) j["unlisted"] = *s.unlisted;  // a partial (imported) distribution
-  if (s.beams) j["beams"] = to_json(*s.beams);
-  if (with_logits && !s.logits.empty()) {
-    if (s.written.logits == LogitsEncoding::Base64 && !decimal_logits) {
-      std::vector<float> f(s.logits.begin(), s.logits.end());  // each the float it was read from
-      std::string text(float32_base64_size(f.size()), '\0');
-      write_float32_base64(text.data(), f);
-      j["logits"] = std::move(text);
-    } else {
-      j["logits"] = float_list(s.logits);
-    }
-  }
-  return j;
+  // The writer's own text of the step (step_text.cpp, the one serializer of a step), as a JSON value.
+  StepLine L;
+  write_step(L, s, {decimal_logits ? LogitsEncoding::Decimal : s.written.logits, with_logits});
+  std::string buf;
+  const std::string_view line = L.finish(buf);
+  return json::parse(line.substr(0, line.size() - 1));
 }
 
 json to_json(const TraceContext& c) {

@@ -19,6 +19,7 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
+#include "step_text.hpp"
 
 namespace glassbox::traces {
 
@@ -36,12 +37,6 @@ namespace {
 TracePlugin plugin_record(const PluginRecord& r) { return {r.name, r.params}; }
 const char* verdict_name(SpecProposal::Verdict v) {
   return v == SpecProposal::Accepted ? "accepted" : v == SpecProposal::Rejected ? "rejected" : "unchecked";
-}
-std::vector<double> floats(std::span<const float> xs) {
-  std::vector<double> out;
-  out.reserve(xs.size());
-  for (float x : xs) out.push_back(json_float(x));
-  return out;
 }
 }  // namespace
 
@@ -101,94 +96,165 @@ TraceBeams beams_record(const BeamStep& b) {
 }
 }  // namespace
 
-TraceStep step_record(const StepEvent& e, const Tokenizer& tok) {
+namespace {
+// `to` := a list of candidates as the trace records it: id, text, probability, and the logit in lists that
+// carry one (the raw distribution's top, a lens point's) but not in those that do not (a stage's, the
+// residual). Element by element, so that the texts keep their buffers from the step before.
+void candidates_into(std::vector<TraceCandidate>& to, std::span<const TokenProb> from, bool with_logit,
+                     std::int32_t prev, const Tokenizer& tok) {
+  to.resize(from.size());
+  for (std::size_t i = 0; i < from.size(); ++i) {
+    const TokenProb& t = from[i];
+    TraceCandidate& c = to[i];
+    c.id = t.id;
+    c.text.assign(tok.decode(prev, t.id));
+    if (with_logit) c.logit = t.logit;
+    else c.logit.reset();
+    c.prob = t.prob;
+  }
+}
+// An optional list that keeps its buffer while it is present from step to step.
+template <class T>
+std::vector<T>& present(std::optional<std::vector<T>>& o, std::size_t n) {
+  if (!o) o.emplace();
+  o->resize(n);
+  return *o;
+}
+void params_into(Params& to, const Params& from) {
+  // Parameters rarely change: compared, and copied (allocating map nodes) only when they do.
+  if (to.values() != from.values()) to = from;
+}
+void proposal_into(TraceProposal& t, const SpecProposal& x, std::int32_t prev, const Tokenizer& tok) {
+  t.id = x.id;
+  t.text.assign(tok.decode(prev, x.id));
+  t.q = x.q;
+  if (x.p >= 0) t.p = x.p;
+  else t.p.reset();
+  if (x.u >= 0) t.u = x.u;
+  else t.u.reset();
+  t.verdict.assign(verdict_name(x.verdict));
+}
+void kv_into(TraceKv& r, const KvState& kv) {
+  r.tokens = kv.tokens;
+  r.capacity = kv.capacity;
+  r.bytes = kv.bytes;
+  if (kv.module.empty()) r.module.reset();
+  else if (!r.module) r.module = kv.module;
+  else r.module->assign(kv.module);
+  if (!r.params) r.params = kv.params;
+  else params_into(*r.params, kv.params);
+  r.first_pos = kv.first_pos;
+  r.evicted = kv.evicted;
+  if (kv.block_size > 0) {
+    if (!r.blocks) r.blocks = TraceKv::Blocks{};
+    TraceKv::Blocks& b = *r.blocks;
+    b.block_size = kv.block_size;
+    b.blocks_used = kv.blocks_used;
+    b.blocks_free = kv.blocks_free;
+    b.last_block_unused = kv.last_block_unused;
+    b.block_table.assign(kv.block_table.begin(), kv.block_table.end());
+  } else {
+    r.blocks.reset();
+  }
+}
+
+// The one place an engine step becomes a trace step, into `r`'s buffers (allocating nothing once they
+// have grown). Its reals are the engine's floats (written.float32: write_step writes each as the float's
+// shortest text); step_record reads them back as a reader would.
+void step_into(TraceStep& r, const StepEvent& e, const Tokenizer& tok) {
   const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
-  TraceStep r;
+  r.written.float32 = true;
   r.phase = std::string_view(e.phase) == "prefill" ? TracePhase::Prefill : TracePhase::Decode;
   r.step = e.step;
   r.pos = e.pos;
   r.input_ids.assign(e.input_ids.begin(), e.input_ids.end());
   r.token = e.token;
-  r.token_text = std::string(e.token_text);
-  r.prob = json_float(e.prob);
-  r.logprob = json_float(e.logprob);
-  r.entropy = json_float(e.entropy);
-  // A candidate as a list records it: id, text, probability, and its logit in lists that carry one
-  // (the raw distribution's top, a lens point's) but not in those that do not (a stage's, the residual).
-  auto candidate = [&](const TokenProb& t, bool with_logit) {
-    return TraceCandidate{t.id, std::string(tok.decode(prev, t.id)),
-                          with_logit ? std::optional<double>(json_float(t.logit)) : std::nullopt, json_float(t.prob)};
-  };
-  r.top.reserve(e.top.size());
-  for (const auto& t : e.top) r.top.push_back(candidate(t, true));
-  r.stages.reserve(e.stages.size());
-  for (const auto& s : e.stages) {
-    TraceStage st{s.name, s.params ? *s.params : Params{}, s.kept, json_float(s.mass), json_float(s.entropy), {}, std::nullopt};
-    if (s.u >= 0) st.u = json_float(s.u);
-    st.top.reserve(s.top.size());
-    for (const auto& t : s.top) st.top.push_back(candidate(t, false));
-    r.stages.push_back(std::move(st));
+  r.token_text.assign(e.token_text);
+  r.prob = e.prob;
+  r.logprob = e.logprob;
+  r.entropy = e.entropy;
+  candidates_into(r.top, e.top, true, prev, tok);
+  r.stages.resize(e.stages.size());
+  for (std::size_t i = 0; i < e.stages.size(); ++i) {
+    const StageRecord& s = e.stages[i];
+    TraceStage& st = r.stages[i];
+    st.name.assign(s.name);
+    if (s.params) params_into(st.params, *s.params);
+    else if (!st.params.values().empty()) st.params = Params{};
+    st.kept = s.kept;
+    st.mass = s.mass;
+    st.entropy = s.entropy;
+    candidates_into(st.top, s.top, false, prev, tok);
+    if (s.u >= 0) st.u = s.u;
+    else st.u.reset();
   }
-  if (e.draw_u >= 0) r.draw.u = json_float(e.draw_u);
+  if (e.draw_u >= 0) r.draw.u = e.draw_u;
+  else r.draw.u.reset();
   r.draw.selected = e.sampled >= 0 ? e.sampled : e.token;
-  r.draw.prob = json_float(e.chain_prob);
-  if (e.kv) r.kv = kv_record(*e.kv);
+  r.draw.prob = e.chain_prob;
+  if (e.kv) kv_into(r.kv, *e.kv);
+  else r.kv = TraceKv{};
   r.attention_dots = e.attention_dots;
-  if (!e.attention.empty()) {
-    r.attention.emplace();
-    for (const auto& a : e.attention) r.attention->push_back({a.layer, a.head, a.pos, a.first_pos, floats(a.weights)});
-  }
-  if (!e.lens.empty()) {
-    r.lens.emplace();
-    for (const auto& l : e.lens) {
-      TraceLens t{l.layer, l.attn, json_float(l.entropy), {}};
-      for (const auto& c : l.top) t.top.push_back(candidate(c, true));
-      r.lens->push_back(std::move(t));
+  if (e.attention.empty()) {
+    r.attention.reset();
+  } else {
+    auto& rows = present(r.attention, e.attention.size());
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const AttentionRow& a = e.attention[i];
+      rows[i].layer = a.layer, rows[i].head = a.head, rows[i].pos = a.pos, rows[i].first_pos = a.first_pos;
+      rows[i].weights.assign(a.weights.begin(), a.weights.end());
     }
   }
-  if (e.speculative) {
+  if (e.lens.empty()) {
+    r.lens.reset();
+  } else {
+    auto& points = present(r.lens, e.lens.size());
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      const LensRecord& l = e.lens[i];
+      points[i].layer = l.layer, points[i].attn = l.attn, points[i].entropy = l.entropy;
+      candidates_into(points[i].top, l.top, true, prev, tok);
+    }
+  }
+  if (!e.speculative) {
+    r.speculative.reset();
+  } else {
     const SpeculativeStep& sp = *e.speculative;
-    auto proposal = [&](const SpecProposal& x) {
-      TraceProposal t{x.id, std::string(tok.decode(prev, x.id)), json_float(x.q), std::nullopt, std::nullopt, verdict_name(x.verdict)};
-      if (x.p >= 0) t.p = json_float(x.p);
-      if (x.u >= 0) t.u = json_float(x.u);
-      return t;
-    };
-    TraceSpeculative t;
+    if (!r.speculative) r.speculative.emplace();
+    TraceSpeculative& t = *r.speculative;
     t.round = sp.round;
     t.index = sp.index;
-    t.outcome = sp.outcome;
-    if (sp.draft) t.draft = proposal(*sp.draft);
+    t.outcome.assign(sp.outcome);
+    if (!sp.draft) t.draft.reset();
+    else proposal_into(t.draft ? *t.draft : t.draft.emplace(), *sp.draft, prev, tok);
     if (sp.last) {
-      t.proposals.emplace();
-      for (const auto& x : sp.proposals) t.proposals->push_back(proposal(x));
+      auto& list = present(t.proposals, sp.proposals.size());
+      for (std::size_t i = 0; i < list.size(); ++i) proposal_into(list[i], sp.proposals[i], prev, tok);
       t.accepted = sp.accepted;
+    } else {
+      t.proposals.reset();
+      t.accepted.reset();
     }
-    if (!sp.residual.empty()) {
-      t.residual.emplace();
-      for (const auto& c : sp.residual) t.residual->push_back(candidate(c, false));
-    }
-    r.speculative = std::move(t);
+    if (sp.residual.empty()) t.residual.reset();
+    else candidates_into(present(t.residual, sp.residual.size()), sp.residual, false, prev, tok);
   }
   r.ms = e.ms;
-  r.logits = floats(e.logits);
+  r.logits.assign(e.logits.begin(), e.logits.end());
   r.forced = e.forced;  // replay: token is the golden's, draw.selected the chain's own pick
+  r.unlisted.reset();   // (imported traces only)
   if (e.beams) r.beams = beams_record(*e.beams);
-  return r;
+  else r.beams.reset();
+}
+}  // namespace
+
+TraceStep step_record(const StepEvent& e, const Tokenizer& tok) {
+  // What a reader gets back from the line the writer writes: that line, read.
+  return parse_step(json::parse(step_line(e, tok, LogitsEncoding::Decimal)), "step " + std::to_string(e.step),
+                    tok.vocab_size(), !e.logits.empty());
 }
 
 TraceKv kv_record(const KvState& kv) {
   TraceKv r;
-  r.tokens = kv.tokens;
-  r.capacity = kv.capacity;
-  r.bytes = kv.bytes;
-  if (!kv.module.empty()) r.module = kv.module;
-  r.params = kv.params;
-  r.first_pos = kv.first_pos;
-  r.evicted = kv.evicted;
-  if (kv.block_size > 0)
-    r.blocks = TraceKv::Blocks{kv.block_size, kv.blocks_used, kv.blocks_free, kv.last_block_unused,
-                               std::vector<std::int64_t>(kv.block_table.begin(), kv.block_table.end())};
+  kv_into(r, kv);
   return r;
 }
 
@@ -233,514 +299,28 @@ json context_json(const PolicyEvent& e, const Tokenizer& tok) { return to_json(c
 json summary_json(const Summary& s) { return to_json(summary_record(s)); }
 
 
-namespace {
-// Writes the text of append_json_float at p (at most kMaxFloatText bytes); returns its end.
-constexpr std::size_t kMaxFloatText = 24;
-char* write_json_float(char* p, float f) {
-  if (!std::isfinite(f)) {
-    std::memcpy(p, "null", 4);
-    return p + 4;
-  }
-  if (std::signbit(f)) {
-    *p++ = '-';
-    f = -f;
-  }
-  if (f == 0) {
-    std::memcpy(p, "0.0", 3);
-    return p + 3;
-  }
-  // The shortest digits d1 d2 ... dk and exponent E of f = d1.d2...dk × 10^E, then nlohmann-json's layout
-  // of them (nlohmann/detail/conversions/to_chars.hpp, format_buffer with min_exp -4, max_exp 15).
-  char sci[32];
-  const auto r = std::to_chars(sci, sci + sizeof sci, f, std::chars_format::scientific);
-  char dg[16];
-  int k = 0;
-  const char* q = sci;
-  for (; q < r.ptr && *q != 'e'; ++q)
-    if (*q != '.') dg[k++] = *q;
-  int e = 0;
-  bool neg = false;
-  if (q < r.ptr) {
-    ++q;
-    if (*q == '-' || *q == '+') neg = *q++ == '-';
-    for (; q < r.ptr; ++q) e = e * 10 + (*q - '0');
-  }
-  const int n = (neg ? -e : e) + 1;  // where the decimal point goes, counted from the first digit
-  if (k < n && n <= k + (k > 1) + 4) {
-    // An integer above the shortest digits' reach, short enough that plain to_chars writes it in fixed
-    // notation: json_float wrote its exact value (34089789440.0, not 34089790000.0); so does this.
-    const auto r2 = std::to_chars(p, p + 16, static_cast<std::uint64_t>(f));
-    p = r2.ptr;
-    *p++ = '.';
-    *p++ = '0';
-  } else if (k <= n && n <= 15) {    // digits[000].0
-    std::memcpy(p, dg, k);
-    p += k;
-    std::memset(p, '0', n - k);
-    p += n - k;
-    *p++ = '.';
-    *p++ = '0';
-  } else if (0 < n && n <= 15) {     // dig.its
-    std::memcpy(p, dg, n);
-    p += n;
-    *p++ = '.';
-    std::memcpy(p, dg + n, k - n);
-    p += k - n;
-  } else if (-4 < n && n <= 0) {     // 0.[000]digits
-    *p++ = '0';
-    *p++ = '.';
-    std::memset(p, '0', -n);
-    p += -n;
-    std::memcpy(p, dg, k);
-    p += k;
-  } else {                           // d.igitse+XX
-    *p++ = dg[0];
-    if (k > 1) {
-      *p++ = '.';
-      std::memcpy(p, dg + 1, k - 1);
-      p += k - 1;
-    }
-    *p++ = 'e';
-    int x = n - 1;
-    *p++ = x < 0 ? '-' : '+';
-    x = std::abs(x);
-    if (x >= 100) *p++ = static_cast<char>('0' + x / 100);
-    *p++ = static_cast<char>('0' + x / 10 % 10);
-    *p++ = static_cast<char>('0' + x % 10);
-  }
-  return p;
-}
-}  // namespace
-
-void append_json_float(std::string& out, float f) {
-  char buf[kMaxFloatText];
-  out.append(buf, write_json_float(buf, f));
-}
-
-// A step line under construction: its text with the floats left out, and the floats with where each run
-// of them goes. Filling it costs copies and integer formatting only; finish() formats the floats, which
-// for a full-logit trace is most of the work, on whichever thread runs it.
-struct StepLine {
-  struct Gap {
-    std::size_t at;       // offset in text
-    std::size_t count;    // floats written there, comma-separated ...
-    bool base64 = false;  // ... or as one base64 string of their float32 bytes
-  };
-  std::string text;
-  std::vector<float> floats;
-  std::vector<Gap> gaps;
-
-  void clear() {
-    text.clear();
-    floats.clear();
-    gaps.clear();
-  }
-  void raw(std::string_view s) { text += s; }
-  void key(std::string_view k) {  // ,"k": (no comma before the first key of an object)
-    if (text.back() != '{') text += ',';
-    text += '"';
-    text += k;
-    text += "\":";
-  }
-  template <class Int>
-  void integer(Int v) {
-    char buf[24];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v);
-    text.append(buf, r.ptr);
-  }
-  template <class Ints>
-  void integers(const Ints& v) {
-    text += '[';
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (i) text += ',';
-      integer(v[i]);
-    }
-    text += ']';
-  }
-  void boolean(bool b) { text += b ? "true" : "false"; }
-  void number(double d) {  // a double (times, parameters): nlohmann-json's own printer, so the same text
-    if (!std::isfinite(d)) {
-      text += "null";
-      return;
-    }
-    char buf[64];
-    text.append(buf, nlohmann::detail::to_chars(buf, buf + sizeof buf, d));
-  }
-  void real(float f) {
-    gaps.push_back({text.size(), 1});
-    floats.push_back(f);
-  }
-  void reals(std::span<const float> v) {
-    text += '[';
-    gaps.push_back({text.size(), v.size()});
-    floats.insert(floats.end(), v.begin(), v.end());
-    text += ']';
-  }
-  void reals_base64(std::span<const float> v) {
-    gaps.push_back({text.size(), v.size(), true});
-    floats.insert(floats.end(), v.begin(), v.end());
-  }
-  void string(std::string_view s) {
-    // Printable ASCII without quote or backslash is its own JSON text; anything else (controls, UTF-8,
-    // half a character) goes through nlohmann-json's escaping so the text is the same as dump()'s.
-    bool plain = true;
-    for (unsigned char c : s) plain = plain && c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
-    if (plain) {
-      text += '"';
-      text += s;
-      text += '"';
-    } else {
-      text += dump(json(std::string(s)));
-    }
-  }
-  void params(const Params& p) {
-    text += '{';
-    for (const auto& kv : p.values()) {  // std::map: sorted by key, as nlohmann::json's objects
-      key(kv.first);
-      std::visit([&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::string>) string(x);
-        else if constexpr (std::is_same_v<T, bool>) boolean(x);
-        else if constexpr (std::is_same_v<T, double>) number(x);
-        else integer(x);
-      }, kv.second);
-    }
-    text += '}';
-  }
-
-  // The finished line (with its newline), written into `buf` from offset `at` (grown, never shrunk: no
-  // allocation once large enough); returns where it ends.
-  // At most the finished line's length.
-  std::size_t bound() const { return text.size() + floats.size() * (kMaxFloatText + 1) + 2 * gaps.size() + 1; }
-  std::size_t finish(std::string& buf, std::size_t at) const {
-    const std::size_t need = at + bound();
-    if (buf.size() < need) buf.resize(need);
-    char* const start = buf.data();
-    char* p = start + at;
-    std::size_t pos = 0, fi = 0;
-    for (const auto& g : gaps) {
-      std::memcpy(p, text.data() + pos, g.at - pos);
-      p += g.at - pos;
-      pos = g.at;
-      if (g.base64) {  // 16/3 characters a float: within the kMaxFloatText + 1 reserved for it
-        *p++ = '"';
-        p = write_float32_base64(p, {floats.data() + fi, g.count});
-        *p++ = '"';
-        fi += g.count;
-        continue;
-      }
-      for (std::size_t i = 0; i < g.count; ++i) {
-        if (i) *p++ = ',';
-        p = write_json_float(p, floats[fi++]);
-      }
-    }
-    std::memcpy(p, text.data() + pos, text.size() - pos);
-    p += text.size() - pos;
-    *p++ = '\n';
-    return static_cast<std::size_t>(p - start);
-  }
-  std::string_view finish(std::string& buf) const {
-    const std::size_t end = finish(buf, 0);  // (may grow buf: its data() is read after)
-    return {buf.data(), end};
-  }
-};
-
-namespace {
-// Calls f(prev, id) for each token a step line names with its text, in the line's order: each lens
-// point's top entries, each stage's, then the raw distribution's.
-template <class F>
-void named_tokens(const StepEvent& e, F&& f) {
-  const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
-  for (const auto& l : e.lens)
-    for (const auto& t : l.top) f(prev, t.id);
-  if (const SpeculativeStep* sp = e.speculative) {  // keys: draft, proposals, residual
-    if (sp->draft) f(prev, sp->draft->id);
-    if (sp->last)
-      for (const auto& x : sp->proposals) f(prev, x.id);
-    for (const auto& t : sp->residual) f(prev, t.id);
-  }
-  for (const auto& st : e.stages)
-    for (const auto& t : st.top) f(prev, t.id);
-  for (const auto& t : e.top) f(prev, t.id);
-}
-
-// Keys in the order nlohmann::json's std::map writes them (sorted), so that the text matches step_json's.
-// `text(prev, id)` gives the text of each token of named_tokens(e), asked for in that order.
-template <class Text>
-void fill_line(StepLine& L, const StepEvent& e, Text&& text, LogitsEncoding logits) {
-  const std::int32_t prev = e.input_ids.empty() ? -1 : e.input_ids.back();
-  // A list of candidates with their logits (the raw distribution's top, a lens point's top).
-  auto ranked = [&](std::span<const TokenProb> list) {
-    L.raw("[");
-    for (std::size_t j = 0; j < list.size(); ++j) {
-      const auto& t = list[j];
-      L.raw(j ? ",{" : "{");
-      L.key("id"), L.integer(t.id);
-      L.key("logit"), L.real(t.logit);
-      L.key("prob"), L.real(t.prob);
-      L.key("text"), L.string(text(prev, t.id));
-      L.raw("}");
-    }
-    L.raw("]");
-  };
-  // A list of candidates with their probabilities alone (a stage's top, the speculative residual).
-  auto probs = [&](std::span<const TokenProb> list) {
-    L.raw("[");
-    for (std::size_t j = 0; j < list.size(); ++j) {
-      const auto& t = list[j];
-      L.raw(j ? ",{" : "{");
-      L.key("id"), L.integer(t.id);
-      L.key("prob"), L.real(t.prob);
-      L.key("text"), L.string(text(prev, t.id));
-      L.raw("}");
-    }
-    L.raw("]");
-  };
-  L.clear();
-  L.raw("{");
-  if (!e.attention.empty()) {
-    L.key("attention");
-    L.raw("[");
-    for (std::size_t i = 0; i < e.attention.size(); ++i) {
-      const auto& r = e.attention[i];
-      L.raw(i ? ",{" : "{");
-      L.key("first_pos"), L.integer(r.first_pos);
-      L.key("head"), L.integer(r.head);
-      L.key("layer"), L.integer(r.layer);
-      L.key("pos"), L.integer(r.pos);
-      L.key("weights"), L.reals(r.weights);
-      L.raw("}");
-    }
-    L.raw("]");
-  }
-  L.key("attention_dots"), L.integer(e.attention_dots);
-  // Beam search's record (rare, small next to a search's forwards): through the typed path, as step_json writes it.
-  if (e.beams) L.key("beams"), L.raw(dump(to_json(beams_record(*e.beams))));
-  L.key("draw"), L.raw("{");
-  L.key("prob"), L.real(e.chain_prob);
-  L.key("selected"), L.integer(e.sampled >= 0 ? e.sampled : e.token);
-  L.key("u");
-  if (e.draw_u < 0) L.raw("null");
-  else L.real(e.draw_u);
-  L.raw("}");
-  L.key("entropy"), L.real(e.entropy);
-  if (e.forced) L.key("forced"), L.raw("true");
-  L.key("input_ids"), L.integers(e.input_ids);
-  L.key("kv"), L.raw("{");
-  if (!e.kv) {
-    L.raw("\"bytes\":0,\"capacity\":0,\"tokens\":0");
-  } else {
-    const KvState& kv = *e.kv;
-    if (kv.block_size > 0) {
-      L.key("block_size"), L.integer(kv.block_size);
-      L.key("block_table"), L.integers(kv.block_table);
-      L.key("blocks_free"), L.integer(kv.blocks_free);
-      L.key("blocks_used"), L.integer(kv.blocks_used);
-    }
-    L.key("bytes"), L.integer(kv.bytes);
-    L.key("capacity"), L.integer(kv.capacity);
-    L.key("evicted"), L.integer(kv.evicted);
-    L.key("first_pos"), L.integer(kv.first_pos);
-    if (kv.block_size > 0) L.key("last_block_unused"), L.integer(kv.last_block_unused);
-    if (!kv.module.empty()) L.key("module"), L.string(kv.module);
-    L.key("params"), L.params(kv.params);
-    L.key("tokens"), L.integer(kv.tokens);
-  }
-  L.raw("}");
-  if (!e.lens.empty()) {
-    L.key("lens"), L.raw("[");
-    for (std::size_t i = 0; i < e.lens.size(); ++i) {
-      const auto& l = e.lens[i];
-      L.raw(i ? ",{" : "{");
-      L.key("entropy"), L.real(l.entropy);
-      L.key("layer"), L.integer(l.layer);
-      if (l.attn) L.key("point"), L.raw("\"attn\"");
-      L.key("top"), ranked(l.top);
-      L.raw("}");
-    }
-    L.raw("]");
-  }
-  if (!e.logits.empty()) {
-    L.key("logits");
-    if (logits == LogitsEncoding::Base64) L.reals_base64(e.logits);
-    else L.reals(e.logits);
-  }
-  L.key("logprob"), L.real(e.logprob);
-  L.key("ms"), L.number(e.ms);
-  L.key("phase"), L.string(e.phase);
-  L.key("pos"), L.integer(e.pos);
-  L.key("prob"), L.real(e.prob);
-  if (const SpeculativeStep* sp = e.speculative) {
-    auto proposal = [&](const SpecProposal& x) {
-      L.raw("{");
-      L.key("id"), L.integer(x.id);
-      if (x.p >= 0) L.key("p"), L.real(x.p);
-      L.key("q"), L.real(x.q);
-      L.key("text"), L.string(text(prev, x.id));
-      if (x.u >= 0) L.key("u"), L.real(x.u);
-      L.key("verdict"), L.string(verdict_name(x.verdict));
-      L.raw("}");
-    };
-    L.key("speculative"), L.raw("{");
-    if (sp->last) L.key("accepted"), L.integer(sp->accepted);
-    if (sp->draft) L.key("draft"), proposal(*sp->draft);
-    L.key("index"), L.integer(sp->index);
-    L.key("outcome"), L.string(sp->outcome);
-    if (sp->last) {
-      L.key("proposals"), L.raw("[");
-      for (std::size_t j = 0; j < sp->proposals.size(); ++j) {
-        if (j) L.raw(",");
-        proposal(sp->proposals[j]);
-      }
-      L.raw("]");
-    }
-    if (!sp->residual.empty()) L.key("residual"), probs(sp->residual);
-    L.key("round"), L.integer(sp->round);
-    L.raw("}");
-  }
-  L.key("stages"), L.raw("[");
-  for (std::size_t i = 0; i < e.stages.size(); ++i) {
-    const auto& st = e.stages[i];
-    L.raw(i ? ",{" : "{");
-    L.key("entropy"), L.real(st.entropy);
-    L.key("kept"), L.integer(st.kept);
-    L.key("mass"), L.real(st.mass);
-    L.key("name"), L.string(st.name);
-    L.key("params");
-    if (st.params) L.params(*st.params);
-    else L.raw("{}");
-    L.key("top"), probs(st.top);
-    if (st.u >= 0) L.key("u"), L.real(st.u);  // keys in order: "u" after "top"
-    L.raw("}");
-  }
-  L.raw("]");
-  L.key("step"), L.integer(e.step);
-  L.key("token"), L.raw("{");
-  L.key("id"), L.integer(e.token);
-  L.key("text"), L.string(e.token_text);
-  L.raw("}");
-  L.key("top"), ranked(e.top);
-  L.key("type"), L.raw("\"step\"}");
-}
-
-void fill_step(StepLine& L, const StepEvent& e, const Tokenizer& tok, LogitsEncoding logits) {
-  fill_line(L, e, [&](std::int32_t prev, std::int32_t id) { return tok.decode(prev, id); }, logits);
-}
-
-template <class T>
-void assign(std::vector<T>& to, std::span<const T> from) {
-  to.assign(from.begin(), from.end());
-}
-
-}  // namespace
-
-// A step event copied with all it refers to, the texts of the tokens it names included (decoded here,
-// on the caller's thread: a tokenizer module is only ever called from there), so that the writer
-// thread can build the line after step() has returned. The copies reuse their buffers: after the first
-// steps, copying allocates nothing.
+// The writer thread's copy of a step: the typed step itself (step_into), its reals the engine's floats
+// (written.float32) and its token texts decoded here, on the caller's thread (a tokenizer module is only
+// ever called from there), so that the writer thread can write the line after step() has returned. The
+// copies reuse their buffers: after the first steps, copying allocates nothing.
 struct StepCopy {
-  StepEvent e;  // its spans and pointers lead into the members below
-  std::string phase, token_text;
-  std::vector<std::int32_t> input_ids;
-  std::vector<TokenProb> top;
-  std::vector<float> logits;
-  std::vector<StageRecord> stages;
-  std::vector<Params> stage_params;  // (stages) what each record's params point to
-  KvState kv;
-  std::vector<AttentionRow> attention;
-  std::vector<LensRecord> lens;
-  BeamStep beams;                    // beam search's record, when the step has one
-  SpeculativeStep spec;              // what e.speculative points to, with its lists
-  SpecProposal spec_draft;
-  std::vector<SpecProposal> spec_proposals;
-  std::vector<TokenProb> spec_residual;
-  std::string texts;                 // the texts of named_tokens(e), one after another ...
-  std::vector<std::size_t> text_end; // ... each ending here
-
-  void copy(const StepEvent& from, const Tokenizer& tok) {
-    e = from;
-    phase = from.phase;
-    e.phase = phase.c_str();
-    token_text = from.token_text;
-    e.token_text = token_text;
-    assign(input_ids, from.input_ids);
-    e.input_ids = input_ids;
-    assign(top, from.top);
-    e.top = top;
-    assign(logits, from.logits);
-    e.logits = logits;
-    // (Copy-assigning a vector of records copies over the existing ones: their names and top entries
-    // keep their capacity.)
-    stages.assign(from.stages.begin(), from.stages.end());
-    stage_params.resize(stages.size());
-    for (std::size_t i = 0; i < stages.size(); ++i) {
-      StageRecord& c = stages[i];
-      if (!c.params) continue;
-      // A stage's parameters rarely change: compared, and copied (allocating map nodes) only when they do.
-      if (stage_params[i].values() != c.params->values()) stage_params[i] = *c.params;
-      c.params = &stage_params[i];
-    }
-    e.stages = stages;
-    if (from.kv) {
-      // Field by field, so that the module's parameters are copied only when they change (a new field
-      // of KvState goes here too; the same-file test compares with the line built from the event).
-      const KvState& k = *from.kv;
-      kv.module = k.module;
-      if (kv.params.values() != k.params.values()) kv.params = k.params;
-      kv.tokens = k.tokens;
-      kv.capacity = k.capacity;
-      kv.bytes = k.bytes;
-      kv.first_pos = k.first_pos;
-      kv.evicted = k.evicted;
-      kv.block_size = k.block_size;
-      kv.blocks_used = k.blocks_used;
-      kv.blocks_free = k.blocks_free;
-      kv.last_block_unused = k.last_block_unused;
-      assign(kv.block_table, std::span<const int>(k.block_table));
-      e.kv = &kv;
-    }
-    attention.assign(from.attention.begin(), from.attention.end());
-    e.attention = attention;
-    lens.assign(from.lens.begin(), from.lens.end());
-    e.lens = lens;
-    if (from.beams) {
-      beams = *from.beams;
-      e.beams = &beams;
-    }
-    if (from.speculative) {
-      spec = *from.speculative;
-      if (spec.draft) spec_draft = *spec.draft, spec.draft = &spec_draft;
-      assign(spec_proposals, spec.proposals);
-      spec.proposals = spec_proposals;
-      assign(spec_residual, spec.residual);
-      spec.residual = spec_residual;
-      e.speculative = &spec;
-    }
-    texts.clear();
-    text_end.clear();
-    named_tokens(from, [&](std::int32_t prev, std::int32_t id) {
-      texts += tok.decode(prev, id);
-      text_end.push_back(texts.size());
-    });
-  }
+  TraceStep s;
 
   // About what the copy holds, in bytes (what a queue of copies is bounded by).
   std::size_t bytes() const {
-    std::size_t n = sizeof(*this) + texts.size() + text_end.size() * sizeof(std::size_t) + input_ids.size() * 4 +
-                    top.size() * sizeof(TokenProb) + logits.size() * 4 + kv.block_table.size() * sizeof(int);
-    for (const auto& r : stages) n += sizeof(r) + r.name.size() + r.top.size() * sizeof(TokenProb);
-    for (const auto& a : attention) n += sizeof(a) + a.weights.size() * 4;
-    for (const auto& l : lens) n += sizeof(l) + l.top.size() * sizeof(TokenProb);
+    auto listed = [](const std::vector<TraceCandidate>& l) {
+      std::size_t n = 0;
+      for (const auto& c : l) n += sizeof(c) + c.text.size();
+      return n;
+    };
+    std::size_t n = sizeof(*this) + s.token_text.size() + s.input_ids.size() * 4 + listed(s.top) + s.logits.size() * 8;
+    if (s.kv.blocks) n += s.kv.blocks->block_table.size() * 8;
+    for (const auto& r : s.stages) n += sizeof(r) + r.name.size() + listed(r.top);
+    if (s.attention)
+      for (const auto& a : *s.attention) n += sizeof(a) + a.weights.size() * 8;
+    if (s.lens)
+      for (const auto& l : *s.lens) n += sizeof(l) + listed(l.top);
     return n;
-  }
-
-  // Fills `L` from the copy (on the writer thread).
-  void fill(StepLine& L, LogitsEncoding logits) const {
-    std::size_t k = 0;
-    fill_line(L, e, [&](std::int32_t, std::int32_t) {
-      const std::size_t begin = k ? text_end[k - 1] : 0;
-      return std::string_view(texts).substr(begin, text_end[k++] - begin);
-    }, logits);
   }
 };
 
@@ -748,8 +328,10 @@ StepCopies::StepCopies() = default;
 StepCopies::~StepCopies() = default;
 
 std::string step_line(const StepEvent& e, const Tokenizer& tok, LogitsEncoding logits) {
+  TraceStep s;
+  step_into(s, e, tok);
   StepLine L;
-  fill_step(L, e, tok, logits);
+  write_step(L, s, {logits, true});
   std::string buf;
   const std::string_view line = L.finish(buf);
   return std::string(line.substr(0, line.size() - 1));  // without the newline
@@ -854,6 +436,7 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
     : path_(path), out_(path, live), tok_(tok), keep_partial_(keep_partial), logits_(logits), reuse_(reuse) {
   if (thread == WriterThread::None) {
     line_ = std::make_unique<StepLine>();
+    now_ = std::make_unique<StepCopy>();
     return;
   }
   pipe_ = std::make_unique<Pipe>(thread == WriterThread::Batched, out_.in_place(), reuse_);
@@ -903,7 +486,7 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
         write_pending_header();
         std::size_t end = 0;
         for (std::uint64_t n = from; n < to; ++n) {
-          p.queue[n % p.depth]->fill(line, logits_);
+          write_step(line, p.queue[n % p.depth]->s, {logits_, true});
           if (end > 0 && end + line.bound() > text.size()) {
             out_.write({text.data(), end});
             end = 0;
@@ -970,7 +553,8 @@ void JsonlWriter::write_pending_header() {
 
 void JsonlWriter::step(const StepEvent& e) {
   if (!pipe_) {
-    fill_step(*line_, e, tok_, logits_);
+    step_into(now_->s, e, tok_);
+    write_step(*line_, now_->s, {logits_, true});
     write_pending_header();
     out_.write(line_->finish(text_));
     return;
@@ -992,7 +576,7 @@ void JsonlWriter::step(const StepEvent& e) {
     p.free.pop_back();
   }
   // Copied here, while the event's spans are valid. (The thread reads only steps before `filled`.)
-  c->copy(e, tok_);
+  step_into(c->s, e, tok_);
   bool wake;
   {
     std::lock_guard lk(p.m);

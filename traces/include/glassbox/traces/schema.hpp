@@ -256,10 +256,13 @@ struct TraceStep {
   std::optional<TraceSpeculative> speculative;  // only with --draft-model
   double ms = 0;
   std::vector<double> logits;  // every logit (vocab_size of them) at trace level full; empty at basic
-  // How the logits were written (as read; to_json writes them back the same way). Not part of what the
-  // step says, so two steps with the same numbers compare equal however each was written.
+  // How the step is written. Not part of what the step says, so two steps with the same numbers compare
+  // equal however each was written.
   struct Written {
-    LogitsEncoding logits = LogitsEncoding::Decimal;
+    LogitsEncoding logits = LogitsEncoding::Decimal;  // as read; to_json writes them back the same way
+    // The reals hold float32 values exactly: the writer's copy of an engine step (writer.cpp, step_into).
+    // Each is then written as the float's shortest text; a read step's as nlohmann-json prints the double.
+    bool float32 = false;
     bool operator==(const Written&) const { return true; }
   } written;
   bool forced = false;         // teacher-forced (a replay): token is the golden's, draw.selected the chain's

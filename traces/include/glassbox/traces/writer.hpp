@@ -25,6 +25,7 @@ void append_json_float(std::string& out, float f);
 
 // The engine's events as schema records (schema.hpp): exactly what the writer writes, so that a reader
 // gets these values back. Texts are the tokenizer's pieces, numbers the floats' shortest decimal forms.
+// step_record is parse_step of the step's written line: it throws TraceError for an event no reader would take.
 TraceHeader header_record(const RunHeader& h);
 TraceStep step_record(const StepEvent& e, const Tokenizer& tok);
 TraceKv kv_record(const KvState& kv);
@@ -35,7 +36,8 @@ TraceSummary summary_record(const Summary& s);
 nlohmann::json header_json(const RunHeader& h);
 nlohmann::json step_json(const StepEvent& e, const Tokenizer& tok);
 // The same step as one line of text (no newline), written without building a json value: what JsonlWriter
-// writes. Equal to dump(step_json(e, tok)) except that every float has its shortest text (append_json_float).
+// writes (step_text.cpp's write_step, the one serializer of a step). step_json(e, tok) is this text, read
+// back and written again.
 // With LogitsEncoding::Base64 a full step's logits are one base64 string instead (docs/trace-format.md).
 std::string step_line(const StepEvent& e, const Tokenizer& tok, LogitsEncoding logits = LogitsEncoding::Decimal);
 nlohmann::json summary_json(const Summary& s);
@@ -63,7 +65,7 @@ nlohmann::json context_json(const PolicyEvent& e, const Tokenizer& tok);
 // the next step(), flush(), summary(), error() or interrupted().
 enum class WriterThread { None, EveryLine, Batched };
 
-struct StepCopy;  // (writer.cpp) one step event, copied with all it refers to, for the writer thread
+struct StepCopy;  // (writer.cpp) the writer thread's copy of a step: the typed TraceStep, filled by step_into
 
 // A writer thread's step copies, with the buffers the steps grew them to. A program that writes one
 // trace after another with a thread (serve: one per request, on each slot) hands the same StepCopies
@@ -119,7 +121,8 @@ class JsonlWriter final : public TraceSink {
   const Tokenizer& tok_;
   bool keep_partial_ = false;
   LogitsEncoding logits_ = LogitsEncoding::Base64;
-  std::unique_ptr<StepLine> line_;  // without the thread: the one line being built
+  std::unique_ptr<StepLine> line_;  // without the thread: the one line being built ...
+  std::unique_ptr<StepCopy> now_;   // ... from this step
   std::string text_;            // without the thread: its finished text
   std::unique_ptr<Pipe> pipe_;  // with it
   StepCopies* reuse_ = nullptr;  // where the thread's copies come from and go back to
