@@ -641,6 +641,51 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
   k::set_threads(threads);
 }
 
+// K-quants (#32): the 256-bit dots sum each block's integers exactly and combine the floats in the
+// scalar twin's order, so every kernel set's vec_dot is vec_dot_scalar bit for bit; and prefill's
+// tiles (several activation rows per weight row, then single ones) give each row's vec_dot, for
+// 1, 4, 5 and 9 activation rows and 1..3 threads. Outliers push quant bytes to their extremes.
+BOOST_DATA_TEST_CASE(kquant_matmul_is_scalar_vec_dot_per_row,
+                     bdata::make({"Q4_K", "Q5_K", "Q6_K"}) * bdata::make({std::size_t{256}, std::size_t{768}}), type_name,
+                     kdim) {
+  using glassbox::DType;
+  const SplitEveryProduct split;
+  const std::string tn(type_name);
+  const DType type = tn == "Q4_K" ? DType::Q4_K : tn == "Q5_K" ? DType::Q5_K : DType::Q6_K;
+  const std::size_t d = 29, n = 9;
+  auto wf = randv(d * kdim, 41), x = randv(n * kdim, 42);
+  for (std::size_t j = 0; j < wf.size(); j += 97) wf[j] *= 40.0f;
+  for (std::size_t j = 0; j < x.size(); j += 89) x[j] *= -60.0f;
+  std::vector<std::byte> bytes;
+  const glassbox::Tensor w = weight_matrix(type, wf, d, kdim, bytes);
+  const std::size_t xrb = k::xq_row_bytes(w), wrb = glassbox::row_bytes(type, kdim);
+  std::vector<std::byte> xq(n * xrb);
+  std::vector<float> ref(n * d);
+  for (std::size_t t = 0; t < n; ++t) {
+    glassbox::quant::quantize_activation(DType::Q8_K, x.data() + t * kdim, xq.data() + t * xrb, kdim);
+    for (std::size_t i = 0; i < d; ++i)
+      ref[t * d + i] = glassbox::quant::vec_dot_scalar(type, kdim, bytes.data() + i * wrb, xq.data() + t * xrb);
+  }
+  const int threads = k::threads();
+  for_each_kernel_set([&] {
+    std::size_t bad = 0;
+    for (std::size_t t = 0; t < n; ++t)
+      for (std::size_t i = 0; i < d; ++i)
+        bad += std::bit_cast<std::uint32_t>(glassbox::quant::vec_dot(type, kdim, bytes.data() + i * wrb, xq.data() + t * xrb)) !=
+               std::bit_cast<std::uint32_t>(ref[t * d + i]);
+    BOOST_TEST(bad == 0u, "vec_dot differs from vec_dot_scalar in " << bad << " outputs");
+    for (int th : {1, 2, 3}) {
+      k::set_threads(th);
+      for (std::size_t rows : {1, 4, 5, 9}) {
+        std::vector<float> out(rows * d);
+        k::matmul(out.data(), x.data(), w, rows, xq.data());
+        BOOST_TEST(std::equal(out.begin(), out.end(), ref.begin()), rows << " rows, " << th << " threads");
+      }
+    }
+  });
+  k::set_threads(threads);
+}
+
 // Products of one input fused into one call (q, k, v; gate and up) are the separate products bit
 // for bit, for every kernel set, 1, 2 and 3 threads, decode and prefill blocks: each output row is
 // the same kernel call's whichever matrix's chunk precedes it. The matrices' heights (64, 29, 100)

@@ -1029,6 +1029,173 @@ float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
 
 #endif
 
+#if defined(__AVX2__)
+// ---- K-quants in 256-bit vectors (#32) ---------------------------------------------------------------
+// ggml's AVX2 scheme: the weights' quants are unsigned (nibbles 0..15, Q5_K 0..31, Q6_K 0..63), so
+// maddubs(q, y) multiplies them by the activation's signed bytes and adds pairs into int16 without
+// saturating (at most 2·63·128 = 16128), and madd(scale, ·) widens into int32 with the sub-block
+// scales. Every integer is exact, so a block's Σ sc·q·y is the scalar twin's number, and the floats
+// are combined per block exactly as quant.cpp's scalar twin does: the same bits.
+// Q6_K's −32 offset is applied afterwards through Q8_K's bsums (sums of 16 values, one per Q6_K
+// sub-block): Σ sc·(q − 32)·y = Σ sc·q·y − 32·Σ_s sc[s]·bsums[s].
+//
+// kq_ints<T> does one weight block against T activation blocks, unpacking the weights once; T = 1 is
+// the single dot, T > 1 prefill's tile: each token's integers and floats are the same, so the same bits.
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+__m256i madd_acc(__m256i acc, __m256i a, __m256i b) { return _mm256_dpwssd_epi32(acc, a, b); }
+#else
+__m256i madd_acc(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
+#endif
+// Lane pair (k, k + 8) of 8 int32 lanes, summed: a's total in lane 0, b's in lane 1 (b: 4 lanes).
+[[gnu::always_inline]] inline void hsum2(__m256i a, __m128i b, int& ra, int& rb) {
+  __m128i v = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  v = _mm_hadd_epi32(v, b);  // a0+a1, a2+a3, b0+b1, b2+b3
+  v = _mm_hadd_epi32(v, v);  // A, B, A, B
+  ra = _mm_cvtsi128_si32(v);
+  rb = _mm_extract_epi32(v, 1);
+}
+// Broadcasts int16 lane k of each 128-bit half.
+__m256i bcast16(__m256i v, int k) { return _mm256_shuffle_epi8(v, _mm256_set1_epi16(static_cast<short>(((2 * k + 1) << 8) | (2 * k)))); }
+
+// Q4_K/Q5_K's 12 scale bytes → 8 scales (bytes 0..7) and 8 mins (bytes 8..15) (ggml's utmp shuffle,
+// get_scale_min_k4 for all 8 sub-blocks at once).
+__m128i k4_scales_mins(const std::uint8_t* scales) {
+  constexpr std::uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
+  std::uint32_t u[4];
+  std::memcpy(u, scales, 12);
+  u[3] = ((u[2] >> 4) & kmask2) | (((u[1] >> 6) & kmask3) << 4);
+  const std::uint32_t uaux = u[1] & kmask1;
+  u[1] = (u[2] & kmask2) | (((u[0] >> 6) & kmask3) << 4);
+  u[2] = uaux;
+  u[0] &= kmask1;
+  return _mm_set_epi32(static_cast<int>(u[3]), static_cast<int>(u[2]), static_cast<int>(u[1]), static_cast<int>(u[0]));
+}
+
+// Q4_K (Fifth false) and Q5_K: isum[t] = Σ_s sc[s]·Σ q·y, imin[t] = Σ_s m[s]·(bsums[2s] + bsums[2s+1]).
+template <int T, class Blk>
+[[gnu::always_inline]] inline void k45_ints(const Blk& x, const block_q8_K* const* y, std::size_t b, int* isum, int* imin) {
+  constexpr bool kFifth = std::is_same_v<Blk, block_q5_K>;
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  const __m256i sm16 = _mm256_cvtepu8_epi16(k4_scales_mins(x.scales));  // int16: 8 scales, 8 mins
+  const __m128i mins = _mm256_extracti128_si256(sm16, 1);
+  const __m256i scales = _mm256_permute2x128_si256(sm16, sm16, 0x00);
+  [[maybe_unused]] __m256i hb;
+  if constexpr (kFifth) hb = load32(x.qh);
+  __m256i acc[T];
+  GB_UNROLL for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+  GB_UNROLL for (int j = 0; j < 4; ++j) {  // 32 bytes → sub-blocks 2j (low nibbles) and 2j+1 (high nibbles)
+    const __m256i sl = bcast16(scales, 2 * j), sh = bcast16(scales, 2 * j + 1);
+    const __m256i q = load32(x.qs + 32 * j);
+    __m256i ql = _mm256_and_si256(q, m4), qh = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if constexpr (kFifth) {  // bit 2j / 2j+1 of qh[l] → 16 (shifts of at most 7 keep each byte's own bits)
+      const __m256i one = _mm256_set1_epi8(1);
+      ql = _mm256_or_si256(ql, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j), one), 4));
+      qh = _mm256_or_si256(qh, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2 * j + 1), one), 4));
+    }
+    GB_UNROLL for (int t = 0; t < T; ++t) {
+      const std::int8_t* qy = y[t][b].qs + 64 * j;
+      acc[t] = madd_acc(acc[t], sl, _mm256_maddubs_epi16(ql, load32(qy)));
+      acc[t] = madd_acc(acc[t], sh, _mm256_maddubs_epi16(qh, load32(qy + 32)));
+    }
+  }
+  GB_UNROLL for (int t = 0; t < T; ++t) {
+    const __m256i bs = load32(y[t][b].bsums);
+    const __m128i s2 = _mm_hadd_epi16(_mm256_castsi256_si128(bs), _mm256_extracti128_si256(bs, 1));  // |·| <= 4096
+    hsum2(acc[t], _mm_madd_epi16(mins, s2), isum[t], imin[t]);
+  }
+}
+
+// Q6_K: isum[t] = Σ_s sc[s]·Σ (q − 32)·y.
+template <int T>
+[[gnu::always_inline]] inline void k6_ints(const block_q6_K& x, const block_q8_K* const* y, std::size_t b, int* isum, int*) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(3);
+  const __m128i sc8 = load16(x.scales);
+  __m256i acc[T];
+  GB_UNROLL for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_si256();
+  GB_UNROLL for (int h = 0; h < 2; ++h) {
+    const __m256i l0 = load32(x.ql + 64 * h), l1 = load32(x.ql + 64 * h + 32), hb = load32(x.qh + 32 * h);
+    __m256i v[4];
+    v[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_slli_epi16(_mm256_and_si256(hb, m3), 4));
+    v[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m3), 4));
+    v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m3), 4));
+    v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m3), 4));
+    GB_UNROLL for (int k = 0; k < 4; ++k) {
+      // Row k's two scales (values 0..15, 16..31), each in 8 int16 lanes.
+      const int s = 8 * h + 2 * k;
+      const __m128i ctrl = _mm_set_epi8(s + 1, s + 1, s + 1, s + 1, s + 1, s + 1, s + 1, s + 1, s, s, s, s, s, s, s, s);
+      const __m256i sk = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, ctrl));
+      GB_UNROLL for (int t = 0; t < T; ++t)
+        acc[t] = madd_acc(acc[t], sk, _mm256_maddubs_epi16(v[k], load32(y[t][b].qs + 128 * h + 32 * k)));
+    }
+  }
+  const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+  GB_UNROLL for (int t = 0; t < T; ++t) {
+    const __m256i corr = _mm256_madd_epi16(sc16, load32(y[t][b].bsums));  // Σ sc·bsums, |·| <= 2·128·2048
+    int unused;
+    hsum2(_mm256_sub_epi32(acc[t], _mm256_slli_epi32(corr, 5)), _mm_setzero_si128(), isum[t], unused);
+  }
+}
+
+// A product the compiler may not fuse into the following add (GCC contracts a·b + c into an FMA
+// across statements, and might do so differently in different tiles): the scalar twin's rounding.
+[[gnu::always_inline]] inline float unfused(float v) {
+  asm("" : "+x"(v));
+  return v;
+}
+
+// out[t·stride] = the dot of weight row x with activation rows y[t], t < T, in the scalar twin's float order.
+template <int T, class Blk>
+[[gnu::always_inline]] inline void kq_dots(float* out, std::size_t stride, const Blk* x, const block_q8_K* const* y, std::size_t nb) {
+  constexpr bool kMins = !std::is_same_v<Blk, block_q6_K>;
+  float sum[T], sum_min[T];
+  GB_UNROLL for (int t = 0; t < T; ++t) sum[t] = sum_min[t] = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int isum[T], imin[T];
+    if constexpr (kMins) k45_ints<T>(x[i], y, i, isum, imin);
+    else k6_ints<T>(x[i], y, i, isum, imin);
+    const float d = fp16(x[i].d);
+    GB_UNROLL for (int t = 0; t < T; ++t) sum[t] += unfused(d * y[t][i].d * static_cast<float>(isum[t]));
+    if constexpr (kMins) {
+      const float dmin = fp16(x[i].dmin);
+      GB_UNROLL for (int t = 0; t < T; ++t) sum_min[t] += unfused(dmin * y[t][i].d * static_cast<float>(imin[t]));
+    }
+  }
+  GB_UNROLL for (int t = 0; t < T; ++t) out[t * stride] = kMins ? sum[t] - sum_min[t] : sum[t];
+}
+
+template <class Blk>
+float kq_dot(const Blk* x, const block_q8_K* y, std::size_t nb) {
+  float out;
+  kq_dots<1>(&out, 0, x, &y, nb);
+  return out;
+}
+float dot_q4_K_simd(const block_q4_K* x, const block_q8_K* y, std::size_t nb) { return kq_dot(x, y, nb); }
+float dot_q5_K_simd(const block_q5_K* x, const block_q8_K* y, std::size_t nb) { return kq_dot(x, y, nb); }
+float dot_q6_K_simd(const block_q6_K* x, const block_q8_K* y, std::size_t nb) { return kq_dot(x, y, nb); }
+
+// Prefill: each weight row against kKqTokens activation rows at a time, its blocks unpacked once
+// per group; the row stays in L1 while the groups pass. Each output is its row's kq_dot bit for bit.
+constexpr int kKqTokens = 4;
+template <class Blk>
+void kq_matmul(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n,
+               std::size_t nb, std::size_t d, std::size_t i0, std::size_t i1) {
+  auto yrow = [&](std::size_t t) { return reinterpret_cast<const block_q8_K*>(xq + t * xrb); };
+  for (std::size_t i = i0; i < i1; ++i) {
+    const Blk* x = reinterpret_cast<const Blk*>(w + i * wrb);
+    std::size_t t = 0;
+    for (; t + kKqTokens <= n; t += kKqTokens) {
+      const block_q8_K* y[kKqTokens];
+      GB_UNROLL for (int u = 0; u < kKqTokens; ++u) y[u] = yrow(t + u);
+      kq_dots<kKqTokens>(out + t * d + i, d, x, y, nb);
+    }
+    for (; t < n; ++t) {
+      const block_q8_K* y = yrow(t);
+      kq_dots<1>(out + t * d + i, 0, x, &y, nb);
+    }
+  }
+}
+#define GB_HAVE_KQ_MATMUL 1
+#else
 // Σ_s m[s]·(bsums[2s] + bsums[2s+1]) for Q4_K/Q5_K, and the 8 sub-block scales.
 int kquant_mins(const std::uint8_t* scales, const block_q8_K& y, int sc[8]) {
   int imin = 0;
@@ -1120,6 +1287,8 @@ float dot_q6_K_simd(const block_q6_K* x, const block_q8_K* y, std::size_t nb) {
   }
   return sum;
 }
+#endif
+
 // ---- the fallback and low-bit types: the integer part in vectors, the float part as the scalar twin ----
 // Each block's integer dot is exact in any order, and the floats are combined in the scalar twin's
 // order (quant.cpp), so these return the scalar twin's bits.
@@ -1309,6 +1478,12 @@ void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, con
   const std::size_t nb = k / QK8_0;
   if (wt == DType::Q8_0) return q_matmul<block_q8_0, 2, prod_q8_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q8_offset());
   if (wt == DType::Q4_0) return q_matmul<block_q4_0, 1, prod_q4_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q4_offset());
+#endif
+#if defined(GB_HAVE_KQ_MATMUL)
+  const std::size_t nkb = k / QK_K;
+  if (wt == DType::Q4_K) return kq_matmul<block_q4_K>(out, w, wrb, xq, xrb, n, nkb, d, i0, i1);
+  if (wt == DType::Q5_K) return kq_matmul<block_q5_K>(out, w, wrb, xq, xrb, n, nkb, d, i0, i1);
+  if (wt == DType::Q6_K) return kq_matmul<block_q6_K>(out, w, wrb, xq, xrb, n, nkb, d, i0, i1);
 #endif
   for (std::size_t i = i0; i < i1; ++i)
     for (std::size_t t = 0; t < n; ++t) out[t * d + i] = vec_dot(wt, k, w + i * wrb, xq + t * xrb);
