@@ -548,7 +548,8 @@ BOOST_DATA_TEST_CASE(typed_matmul_matches_scalar,
                      bdata::make({TypedCase{glassbox::DType::F32, 96}, TypedCase{glassbox::DType::F16, 96},
                                   TypedCase{glassbox::DType::BF16, 96}, TypedCase{glassbox::DType::Q8_0, 96},
                                   TypedCase{glassbox::DType::Q4_0, 96}, TypedCase{glassbox::DType::Q8_0, 4096},
-                                  TypedCase{glassbox::DType::Q4_0, 4096}}) *
+                                  TypedCase{glassbox::DType::Q4_0, 4096}, TypedCase{glassbox::DType::Q5_0, 96},
+                                  TypedCase{glassbox::DType::Q5_0, 4096}}) *
                          bdata::make({1, 3, 17}),
                      c, rows) {
   const std::size_t d = 29;
@@ -610,11 +611,12 @@ BOOST_DATA_TEST_CASE(reference_types_matmul_is_vec_dot_per_row_on_any_thread_cou
 // d = 64 gives passes that prefetch the next pass and passes 4 on; rows of 8..11 blocks leave 0..3
 // blocks after the 512-bit Q8_0 kernel's 4-block steps.
 BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
-                     bdata::make({"Q8_0", "Q4_0"}) * bdata::make({std::size_t{29}, std::size_t{64}}) *
+                     bdata::make({"Q8_0", "Q4_0", "Q5_0"}) * bdata::make({std::size_t{29}, std::size_t{64}}) *
                          bdata::make({std::size_t{256}, std::size_t{288}, std::size_t{320}, std::size_t{352}}),
                      type_name, d, kdim) {
   const SplitEveryProduct split;
-  const auto type = std::string(type_name) == "Q8_0" ? glassbox::DType::Q8_0 : glassbox::DType::Q4_0;
+  const std::string tn(type_name);
+  const auto type = tn == "Q8_0" ? glassbox::DType::Q8_0 : tn == "Q4_0" ? glassbox::DType::Q4_0 : glassbox::DType::Q5_0;
   const std::size_t n = 5;
   auto wf = randv(d * kdim, 21), x = randv(n * kdim, 22);
   std::vector<std::byte> bytes;

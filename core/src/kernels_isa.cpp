@@ -818,6 +818,15 @@ __m256i prod_q4_0(const block_q4_0& x, __m256i yv, __m256i yo) {
   const __m256i u = _mm256_set_m128i(hi_nibbles(q), lo_nibbles(q));  // values 0..15, then 16..31, as 0..15 each
   return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yv), yo);  // Σ (q − 8)·y
 }
+// Q5_0 (#32): the 5-bit quants 0..31 (fifth bits from the 32 qh bits, one masked move), minus 16·Σy.
+__m256i q5_offset() { return _mm256_set1_epi8(16); }
+__m256i prod_q5_0(const block_q5_0& x, __m256i yv, __m256i yo) {
+  std::uint32_t qh;
+  std::memcpy(&qh, x.qh, 4);
+  const __m128i q = load16(x.qs);
+  const __m256i u = _mm256_or_si256(_mm256_set_m128i(hi_nibbles(q), lo_nibbles(q)), _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(16)));
+  return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yv), yo);  // Σ (q − 16)·y
+}
 #else
 __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 constexpr bool kVnni = false;
@@ -833,6 +842,20 @@ __m256i prod_q4_0(const block_q4_0& x, __m256i yv, __m256i) {
   const __m128i lo = _mm_sub_epi8(lo_nibbles(q), eight);  // values 0..15
   const __m128i hi = _mm_sub_epi8(hi_nibbles(q), eight);  // values 16..31
   return _mm256_add_epi32(dot16(lo, _mm256_castsi256_si128(yv)), dot16(hi, _mm256_extracti128_si256(yv, 1)));
+}
+__m256i q5_offset() { return _mm256_setzero_si256(); }
+// Q5_0: the fifth bits as 0xFF bytes (ggml's bytes_from_bits_32), the quants minus 16 as signed bytes.
+__m256i prod_q5_0(const block_q5_0& x, __m256i yv, __m256i) {
+  std::uint32_t qh;
+  std::memcpy(&qh, x.qh, 4);
+  const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+  const __m256i bits = _mm256_cmpeq_epi8(_mm256_or_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), shuf),
+                                                         _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
+                                         _mm256_set1_epi64x(-1));
+  const __m128i q = load16(x.qs);
+  const __m256i v = _mm256_sub_epi8(_mm256_or_si256(_mm256_set_m128i(hi_nibbles(q), lo_nibbles(q)), _mm256_and_si256(bits, _mm256_set1_epi8(16))),
+                                    _mm256_set1_epi8(16));
+  return _mm256_add_epi32(dot16(_mm256_castsi256_si128(v), _mm256_castsi256_si128(yv)), dot16(_mm256_extracti128_si256(v, 1), _mm256_extracti128_si256(yv, 1)));
 }
 #endif
 
@@ -877,6 +900,13 @@ float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
 float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
   float out;
   q_rows<block_q4_0, 1, 1, prod_q4_0>(&out, reinterpret_cast<const std::byte*>(x), 0, y, nb, q4_offset(), 1024);
+  return out;
+}
+
+// Q5_0 as Q4_0 (#32): lane-wise float sums, so several rows per pass and prefill's groups of rows.
+float dot_q5_0_simd(const block_q5_0* x, const block_q8_0* y, std::size_t nb) {
+  float out;
+  q_rows<block_q5_0, 1, 1, prod_q5_0>(&out, reinterpret_cast<const std::byte*>(x), 0, y, nb, q5_offset(), 1024);
   return out;
 }
 
@@ -1323,6 +1353,7 @@ void q5_halves(const Blk& x, int bias, __m128i& lo, __m128i& hi) {
   hi = _mm_sub_epi8(_mm_or_si128(hi_nibbles(q), _mm_and_si128(bits_to_bytes16(qh >> 16), sixteen)), b);
 }
 
+#if !defined(GB_HAVE_Q_MATMUL)
 float dot_q5_0_simd(const block_q5_0* x, const block_q8_0* y, std::size_t nb) {
   float s = 0.0f;
   for (std::size_t i = 0; i < nb; ++i) {
@@ -1332,6 +1363,7 @@ float dot_q5_0_simd(const block_q5_0* x, const block_q8_0* y, std::size_t nb) {
   }
   return s;
 }
+#endif
 
 float dot_q5_1_simd(const block_q5_1* x, const block_q8_1* y, std::size_t nb) {
   float s = 0.0f;
@@ -1478,6 +1510,7 @@ void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, con
   const std::size_t nb = k / QK8_0;
   if (wt == DType::Q8_0) return q_matmul<block_q8_0, 2, prod_q8_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q8_offset());
   if (wt == DType::Q4_0) return q_matmul<block_q4_0, 1, prod_q4_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q4_offset());
+  if (wt == DType::Q5_0) return q_matmul<block_q5_0, 1, prod_q5_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q5_offset());
 #endif
 #if defined(GB_HAVE_KQ_MATMUL)
   const std::size_t nkb = k / QK_K;
