@@ -1203,9 +1203,14 @@ float dot_q4_K_simd(const block_q4_K* x, const block_q8_K* y, std::size_t nb) { 
 float dot_q5_K_simd(const block_q5_K* x, const block_q8_K* y, std::size_t nb) { return kq_dot(x, y, nb); }
 float dot_q6_K_simd(const block_q6_K* x, const block_q8_K* y, std::size_t nb) { return kq_dot(x, y, nb); }
 
-// Prefill: each weight row against kKqTokens activation rows at a time, its blocks unpacked once
-// per group; the row stays in L1 while the groups pass. Each output is its row's kq_dot bit for bit.
+// Prefill: each weight row against kKqTokens activation rows at a time, its blocks unpacked once per
+// group; the row stays in L1 while the groups pass. Each output is its row's kq_dot bit for bit.
+// 8 rows with 32 vector registers (110M pp128, 1 thread: 6–8% faster than 4, five interleaved pairs).
+#if defined(__AVX512F__)
+constexpr int kKqTokens = 8;
+#else
 constexpr int kKqTokens = 4;
+#endif
 template <class Blk>
 void kq_matmul(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n,
                std::size_t nb, std::size_t d, std::size_t i0, std::size_t i1) {
