@@ -609,7 +609,8 @@ BOOST_DATA_TEST_CASE(reference_types_matmul_is_vec_dot_per_row_on_any_thread_cou
 // output must still be the kernel set's own vec_dot of that row, bit for bit, whatever the number
 // of activation rows (decode 1, prefill blocks) or threads. d = 29 leaves rows outside every group;
 // d = 64 gives passes that prefetch the next pass and passes 4 on; rows of 8..11 blocks leave 0..3
-// blocks after the 512-bit Q8_0 kernel's 4-block steps.
+// blocks after the 512-bit Q8_0 kernel's 4-block steps. 5 and 9 activation rows: Q4_0/Q5_0 prefill
+// takes 4 or 8 of them per weight row (by kernel set), then the rest one at a time.
 BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
                      bdata::make({"Q8_0", "Q4_0", "Q5_0"}) * bdata::make({std::size_t{29}, std::size_t{64}}) *
                          bdata::make({std::size_t{256}, std::size_t{288}, std::size_t{320}, std::size_t{352}}),
@@ -617,7 +618,7 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
   const SplitEveryProduct split;
   const std::string tn(type_name);
   const auto type = tn == "Q8_0" ? glassbox::DType::Q8_0 : tn == "Q4_0" ? glassbox::DType::Q4_0 : glassbox::DType::Q5_0;
-  const std::size_t n = 5;
+  const std::size_t n = 9;
   auto wf = randv(d * kdim, 21), x = randv(n * kdim, 22);
   std::vector<std::byte> bytes;
   const glassbox::Tensor w = weight_matrix(type, wf, d, kdim, bytes);
@@ -632,8 +633,10 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
     }
     for (int th : {1, 2, 3}) {
       k::set_threads(th);
-      k::matmul(out.data(), x.data(), w, n, xq.data());
-      BOOST_TEST((out == ref));
+      for (std::size_t rows : {std::size_t{5}, n}) {
+        k::matmul(out.data(), x.data(), w, rows, xq.data());
+        BOOST_TEST(std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(rows * d), ref.begin()), rows << " rows, " << th << " threads");
+      }
       for (std::size_t t = 0; t < n; ++t) {
         k::matmul(one.data(), x.data() + t * kdim, w, 1, xq.data());
         BOOST_TEST_REQUIRE(std::equal(one.begin(), one.end(), ref.begin() + t * d));

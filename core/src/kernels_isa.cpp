@@ -813,20 +813,22 @@ __m256i y_offset(__m256i offset, __m256i yv) { return _mm256_dpbusd_epi32(_mm256
 __m256i prod_q8_0(const block_q8_0& x, __m256i yv, __m256i yo) {
   return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_xor_si256(load32(x.qs), q8_offset()), yv), yo);
 }
-__m256i prod_q4_0(const block_q4_0& x, __m256i yv, __m256i yo) {
+// A block's quants as the bytes pmul multiplies (Q4_0/Q5_0: unpacked once for several activation rows).
+__m256i pmul(__m256i u, __m256i yv, __m256i yo) { return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yv), yo); }
+__m256i unpack_q4_0(const block_q4_0& x) {
   const __m128i q = load16(x.qs);
-  const __m256i u = _mm256_set_m128i(hi_nibbles(q), lo_nibbles(q));  // values 0..15, then 16..31, as 0..15 each
-  return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yv), yo);  // Σ (q − 8)·y
+  return _mm256_set_m128i(hi_nibbles(q), lo_nibbles(q));  // values 0..15, then 16..31, as 0..15 each
 }
+__m256i prod_q4_0(const block_q4_0& x, __m256i yv, __m256i yo) { return pmul(unpack_q4_0(x), yv, yo); }  // Σ (q − 8)·y
 // Q5_0 (#32): the 5-bit quants 0..31 (fifth bits from the 32 qh bits, one masked move), minus 16·Σy.
 __m256i q5_offset() { return _mm256_set1_epi8(16); }
-__m256i prod_q5_0(const block_q5_0& x, __m256i yv, __m256i yo) {
+__m256i unpack_q5_0(const block_q5_0& x) {
   std::uint32_t qh;
   std::memcpy(&qh, x.qh, 4);
   const __m128i q = load16(x.qs);
-  const __m256i u = _mm256_or_si256(_mm256_set_m128i(hi_nibbles(q), lo_nibbles(q)), _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(16)));
-  return _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, yv), yo);  // Σ (q − 16)·y
+  return _mm256_or_si256(_mm256_set_m128i(hi_nibbles(q), lo_nibbles(q)), _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(16)));
 }
+__m256i prod_q5_0(const block_q5_0& x, __m256i yv, __m256i yo) { return pmul(unpack_q5_0(x), yv, yo); }  // Σ (q − 16)·y
 #else
 __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 constexpr bool kVnni = false;
@@ -836,16 +838,19 @@ __m256i y_offset(__m256i, __m256i) { return _mm256_setzero_si256(); }
 __m256i prod_q8_0(const block_q8_0& x, __m256i yv, __m256i) {
   return _mm256_add_epi32(dot16(load16(x.qs), _mm256_castsi256_si128(yv)), dot16(load16(x.qs + 16), _mm256_extracti128_si256(yv, 1)));
 }
-__m256i prod_q4_0(const block_q4_0& x, __m256i yv, __m256i) {
+// Q4_0/Q5_0's quants as signed bytes, unpacked once for several activation rows, and their product.
+__m256i pmul(__m256i v, __m256i yv, __m256i) {
+  return _mm256_add_epi32(dot16(_mm256_castsi256_si128(v), _mm256_castsi256_si128(yv)), dot16(_mm256_extracti128_si256(v, 1), _mm256_extracti128_si256(yv, 1)));
+}
+__m256i unpack_q4_0(const block_q4_0& x) {
   const __m128i eight = _mm_set1_epi8(8);
   const __m128i q = load16(x.qs);
-  const __m128i lo = _mm_sub_epi8(lo_nibbles(q), eight);  // values 0..15
-  const __m128i hi = _mm_sub_epi8(hi_nibbles(q), eight);  // values 16..31
-  return _mm256_add_epi32(dot16(lo, _mm256_castsi256_si128(yv)), dot16(hi, _mm256_extracti128_si256(yv, 1)));
+  return _mm256_set_m128i(_mm_sub_epi8(hi_nibbles(q), eight), _mm_sub_epi8(lo_nibbles(q), eight));  // values 0..15, then 16..31
 }
+__m256i prod_q4_0(const block_q4_0& x, __m256i yv, __m256i yo) { return pmul(unpack_q4_0(x), yv, yo); }
 __m256i q5_offset() { return _mm256_setzero_si256(); }
 // Q5_0: the fifth bits as 0xFF bytes (ggml's bytes_from_bits_32), the quants minus 16 as signed bytes.
-__m256i prod_q5_0(const block_q5_0& x, __m256i yv, __m256i) {
+__m256i unpack_q5_0(const block_q5_0& x) {
   std::uint32_t qh;
   std::memcpy(&qh, x.qh, 4);
   const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
@@ -853,10 +858,10 @@ __m256i prod_q5_0(const block_q5_0& x, __m256i yv, __m256i) {
                                                          _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe)),
                                          _mm256_set1_epi64x(-1));
   const __m128i q = load16(x.qs);
-  const __m256i v = _mm256_sub_epi8(_mm256_or_si256(_mm256_set_m128i(hi_nibbles(q), lo_nibbles(q)), _mm256_and_si256(bits, _mm256_set1_epi8(16))),
-                                    _mm256_set1_epi8(16));
-  return _mm256_add_epi32(dot16(_mm256_castsi256_si128(v), _mm256_castsi256_si128(yv)), dot16(_mm256_extracti128_si256(v, 1), _mm256_extracti128_si256(yv, 1)));
+  return _mm256_sub_epi8(_mm256_or_si256(_mm256_set_m128i(hi_nibbles(q), lo_nibbles(q)), _mm256_and_si256(bits, _mm256_set1_epi8(16))),
+                         _mm256_set1_epi8(16));
 }
+__m256i prod_q5_0(const block_q5_0& x, __m256i yv, __m256i yo) { return pmul(unpack_q5_0(x), yv, yo); }
 #endif
 
 // R weight rows against one Q8_0 activation row: each activation block is loaded (and its offset
@@ -1033,6 +1038,41 @@ void q_matmul(float* out, const std::byte* w, std::size_t wrb, const std::byte* 
       q_rows<Blk, 1, Acc, Prod>(out + t * d + i, w + i * wrb, wrb, reinterpret_cast<const block_q8_0*>(xq + t * xrb), nb, offset, wrb);
 }
 #define GB_HAVE_Q_MATMUL 1
+
+// Prefill for Q4_0/Q5_0 (#32): one weight row against kQTokens activation rows at a time, each block
+// unpacked once for all of them. Per output the steps are q_rows<Blk, R, 1>'s (the block's product
+// scaled by d_w·d_x, one accumulator, then its lanes), so the same bits as vec_dot.
+#if defined(__AVX512F__)
+constexpr int kQTokens = 8;
+#else
+constexpr int kQTokens = 4;
+#endif
+template <class Blk, int T, __m256i (*Unpack)(const Blk&)>
+void q_tokens(float* out, std::size_t d, const Blk* x, const std::byte* xq, std::size_t xrb, std::size_t nb, __m256i offset) {
+  __m256 acc[T];
+  GB_UNROLL for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nb; ++b) {
+    const __m256i u = Unpack(x[b]);
+    const float dx = fp16(x[b].d);
+    GB_UNROLL for (int t = 0; t < T; ++t) {
+      const block_q8_0& y = reinterpret_cast<const block_q8_0*>(xq + t * xrb)[b];
+      const __m256i yv = load32(y.qs);
+      const __m256i yo = kVnni ? y_offset(offset, yv) : _mm256_setzero_si256();
+      acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dx * fp16(y.d)), _mm256_cvtepi32_ps(pmul(u, yv, yo)), acc[t]);
+    }
+  }
+  GB_UNROLL for (int t = 0; t < T; ++t) out[t * d] = hsum8(acc[t]);
+}
+template <class Blk, __m256i (*Unpack)(const Blk&)>
+void q_matmul_tokens(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n,
+                     std::size_t nb, std::size_t d, std::size_t i0, std::size_t i1, __m256i offset) {
+  for (std::size_t i = i0; i < i1; ++i) {
+    const Blk* x = reinterpret_cast<const Blk*>(w + i * wrb);
+    std::size_t t = 0;
+    for (; t + kQTokens <= n; t += kQTokens) q_tokens<Blk, kQTokens, Unpack>(out + t * d + i, d, x, xq + t * xrb, xrb, nb, offset);
+    for (; t < n; ++t) q_tokens<Blk, 1, Unpack>(out + t * d + i, d, x, xq + t * xrb, xrb, nb, offset);
+  }
+}
 #else
 // Blocks are independent; four float accumulators, picked round-robin, keep the adds independent.
 float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
@@ -1514,8 +1554,14 @@ void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, con
 #if defined(GB_HAVE_Q_MATMUL)
   const std::size_t nb = k / QK8_0;
   if (wt == DType::Q8_0) return q_matmul<block_q8_0, 2, prod_q8_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q8_offset());
-  if (wt == DType::Q4_0) return q_matmul<block_q4_0, 1, prod_q4_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q4_offset());
-  if (wt == DType::Q5_0) return q_matmul<block_q5_0, 1, prod_q5_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q5_offset());
+  // Prefill's blocks of activation rows unpack each weight block once for several of them; decode
+  // streams several weight rows per pass.
+  if (wt == DType::Q4_0)
+    return n >= static_cast<std::size_t>(kQTokens) ? q_matmul_tokens<block_q4_0, unpack_q4_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q4_offset())
+                                                   : q_matmul<block_q4_0, 1, prod_q4_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q4_offset());
+  if (wt == DType::Q5_0)
+    return n >= static_cast<std::size_t>(kQTokens) ? q_matmul_tokens<block_q5_0, unpack_q5_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q5_offset())
+                                                   : q_matmul<block_q5_0, 1, prod_q5_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q5_offset());
 #endif
 #if defined(GB_HAVE_KQ_MATMUL)
   const std::size_t nkb = k / QK_K;
