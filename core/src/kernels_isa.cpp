@@ -1109,14 +1109,15 @@ float dot_q4_0_simd(const block_q4_0* x, const block_q8_0* y, std::size_t nb) {
 // Q6_K's −32 offset is applied afterwards through Q8_K's bsums (sums of 16 values, one per Q6_K
 // sub-block): Σ sc·(q − 32)·y = Σ sc·q·y − 32·Σ_s sc[s]·bsums[s].
 //
-// kq_ints<T> does one weight block against T activation blocks, unpacking the weights once; T = 1 is
-// the single dot, T > 1 prefill's tile: each token's integers and floats are the same, so the same bits.
+// k45_ints<T> and k6_ints<T> do one weight block against T activation blocks, unpacking the weights
+// once; T = 1 is the single dot, T > 1 prefill's tile: each token's integers and floats are the same,
+// so the same bits.
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 __m256i madd_acc(__m256i acc, __m256i a, __m256i b) { return _mm256_dpwssd_epi32(acc, a, b); }
 #else
 __m256i madd_acc(__m256i acc, __m256i a, __m256i b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
 #endif
-// Lane pair (k, k + 8) of 8 int32 lanes, summed: a's total in lane 0, b's in lane 1 (b: 4 lanes).
+// The sum of a's 8 int32 lanes into ra and of b's 4 into rb (exact: integers).
 [[gnu::always_inline]] inline void hsum2(__m256i a, __m128i b, int& ra, int& rb) {
   __m128i v = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
   v = _mm_hadd_epi32(v, b);  // a0+a1, a2+a3, b0+b1, b2+b3
