@@ -10,7 +10,8 @@ two engines run one after the other, each with one repeat of a ppP and a tgN tes
 and the engine that goes first alternates between rounds, so that a neighbour's load falls on both.
 The table printed at the end (Markdown) has the median over the rounds of each engine's tok/s and the
 ratio glassbox ÷ llama.cpp of the medians; the range over the rounds is in brackets. --raw writes one
-JSON line per measurement (with the load average when it ran).
+JSON line per measurement (with the load average when it ran); --table RAW.jsonl ... prints the table of
+such files again (every round in them pooled), without running anything.
 
 Not run by the tests: it needs llama-bench and takes minutes.
 """
@@ -54,8 +55,11 @@ def main():
     ap.add_argument("-p", type=int, default=128)
     ap.add_argument("-n", type=int, default=64)
     ap.add_argument("--raw", help="append one JSON line per measurement to this file")
+    ap.add_argument("--table", action="store_true", help="the positional files are --raw outputs: print their table")
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
+    if a.table:
+        return print_table_from_raw(a.models)
     threads = [int(t) for t in a.threads.split(",")]
     engines = {"glassbox": lambda m, t: run_glassbox(a.glassbox, m, t, a.p, a.n),
                "llama.cpp": lambda m, t: run_llamacpp(a.llama_bench, m, t, a.p, a.n)}
@@ -77,18 +81,33 @@ def main():
                         print(json.dumps(line), file=sys.stderr, flush=True)
                         if raw:
                             print(json.dumps(line), file=raw, flush=True)
+    print_table({(os.path.basename(m), t, f"{kind}{a.p if kind == 'pp' else a.n}", e): v
+                 for (m, t, kind, e), v in rates.items()})
+
+
+def print_table(rates):
+    """rates: (file, threads, test, engine) -> [tok/s per round], in the order to print."""
     print("| file | threads | test | glassbox tok/s | llama.cpp tok/s | glassbox ÷ llama.cpp |")
     print("|---|---:|---|---:|---:|---:|")
-    for m in a.models:
-        for kind in ("pp", "tg"):
-            for t in threads:
-                g, l = rates.get((m, t, kind, "glassbox"), []), rates.get((m, t, kind, "llama.cpp"), [])
-                if not g or not l:
-                    continue
-                mg, ml = statistics.median(g), statistics.median(l)
-                test = f"{kind}{a.p if kind == 'pp' else a.n}"
-                print(f"| {os.path.basename(m)} | {t} | {test} | {mg:,.1f} [{min(g):,.1f}–{max(g):,.1f}] | "
-                      f"{ml:,.1f} [{min(l):,.1f}–{max(l):,.1f}] | {mg / ml:.2f}× |")
+    keys = sorted({(m, t, test) for (m, t, test, _) in rates},
+                  key=lambda k: (list(dict.fromkeys(m for m, _, _, _ in rates)).index(k[0]), k[2][:2], k[1]))
+    for m, t, test in keys:
+        g, l = rates.get((m, t, test, "glassbox"), []), rates.get((m, t, test, "llama.cpp"), [])
+        if not g or not l:
+            continue
+        mg, ml = statistics.median(g), statistics.median(l)
+        print(f"| {m} | {t} | {test} | {mg:,.1f} [{min(g):,.1f}–{max(g):,.1f}] | "
+              f"{ml:,.1f} [{min(l):,.1f}–{max(l):,.1f}] | {mg / ml:.2f}× |")
+
+
+def print_table_from_raw(files):
+    rates = {}
+    for f in files:
+        with open(f) as fh:
+            for line in fh:
+                j = json.loads(line)
+                rates.setdefault((j["model"], j["threads"], j["test"], j["engine"]), []).append(j["tok_s"])
+    print_table(rates)
 
 
 if __name__ == "__main__":
