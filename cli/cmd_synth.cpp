@@ -22,12 +22,14 @@ struct Shape {
   int dim = 288, hidden_dim = 768, n_layers = 6, n_heads = 6, n_kv_heads = 6, vocab_size = 32000, seq_len = 256;
 };
 
-// The shapes of Karpathy's TinyStories checkpoints (llama2.c's README).
+// The shapes of Karpathy's TinyStories checkpoints (llama2.c's README), and TinyLlama 1.1B's
+// (its config.json: 22 layers, 32 heads of 64, 4 kv heads, 2,048 positions) for the issue #32 runs.
 const std::map<std::string, Shape>& presets() {
   static const std::map<std::string, Shape> p = {
       {"stories15M", {288, 768, 6, 6, 6, 32000, 256}},
       {"stories42M", {512, 1376, 8, 8, 8, 32000, 1024}},
       {"stories110M", {768, 2048, 12, 12, 12, 32000, 1024}},
+      {"tinyllama", {2048, 5632, 22, 32, 4, 32000, 2048}},
   };
   return p;
 }

@@ -774,6 +774,37 @@ BOOST_AUTO_TEST_CASE(q8_0_dot_is_exact_for_extreme_bytes) {
   BOOST_TEST(q::vec_dot_scalar(DType::Q8_0, 128, w.data(), x.data()) == want);
 }
 
+// The k-quant dots take maddubs (unsigned × signed bytes, pairs summed into int16) for Q4_K's nibbles
+// (0..15) and Q6_K's unsigned 6-bit values (0..63, 32·Σy taken off after): no pair may saturate.
+// Extreme blocks — every quant and scale at its largest, activations at −128 — against the exact sum
+// (kept under 2^24, so the float result is exact too).
+BOOST_AUTO_TEST_CASE(k_quant_dots_are_exact_for_extreme_bytes) {
+  q::block_q8_K y{};
+  y.d = 1.0f;
+  for (int j = 0; j < 64; ++j) y.qs[j] = -128;
+  for (int b = 0; b < 16; ++b) {
+    int s = 0;
+    for (int j = 0; j < 16; ++j) s += y.qs[16 * b + j];
+    y.bsums[b] = static_cast<std::int16_t>(s);
+  }
+  q::block_q4_K w4{};
+  w4.d = w4.dmin = 0x3C00;                                          // 1.0
+  std::memset(w4.scales, 0xFF, sizeof w4.scales);                   // every scale and min 63
+  std::memset(w4.qs, 0xFF, sizeof w4.qs);                           // every nibble 15
+  const float want4 = 63.0f * 15 * -128 * 64 - 63.0f * -128 * 64;  // Σ sc·q·y − Σ m·Σy
+  BOOST_TEST(q::vec_dot(DType::Q4_K, 256, &w4, &y) == want4);
+  BOOST_TEST(q::vec_dot_scalar(DType::Q4_K, 256, &w4, &y) == want4);
+  q::block_q6_K w6{};
+  w6.d = 0x3C00;
+  std::memset(w6.ql, 0xFF, sizeof w6.ql);
+  std::memset(w6.qh, 0xFF, sizeof w6.qh);                   // every value 63 − 32 = 31
+  for (auto& sc : w6.scales) sc = -128;
+  for (int j = 32; j < 64; ++j) y.qs[j] = 0;                // 32 values: 31·128·128·32 < 2^24
+  const float want6 = 31.0f * -128 * -128 * 32;
+  BOOST_TEST(q::vec_dot(DType::Q6_K, 256, &w6, &y) == want6);
+  BOOST_TEST(q::vec_dot_scalar(DType::Q6_K, 256, &w6, &y) == want6);
+}
+
 // The load-time check looks at the scale fields only, at each type's own offsets: an all-ones
 // exponent planted anywhere else in a block (quant bytes) is data, not a scale, and passes.
 BOOST_DATA_TEST_CASE(first_nonfinite_scale_reads_only_the_scale_fields,
