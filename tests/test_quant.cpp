@@ -781,12 +781,17 @@ BOOST_AUTO_TEST_CASE(q8_0_dot_is_exact_for_extreme_bytes) {
 BOOST_AUTO_TEST_CASE(k_quant_dots_are_exact_for_extreme_bytes) {
   q::block_q8_K y{};
   y.d = 1.0f;
+  // The sums of 16 activations the k-quant dots take their minimums (and Q6_K its −32) from, as
+  // quantize_activation writes them: kept consistent with qs whenever qs change.
+  auto block_sums = [&y] {
+    for (int b = 0; b < 16; ++b) {
+      int s = 0;
+      for (int j = 0; j < 16; ++j) s += y.qs[16 * b + j];
+      y.bsums[b] = static_cast<std::int16_t>(s);
+    }
+  };
   for (int j = 0; j < 64; ++j) y.qs[j] = -128;
-  for (int b = 0; b < 16; ++b) {
-    int s = 0;
-    for (int j = 0; j < 16; ++j) s += y.qs[16 * b + j];
-    y.bsums[b] = static_cast<std::int16_t>(s);
-  }
+  block_sums();
   q::block_q4_K w4{};
   w4.d = w4.dmin = 0x3C00;                                          // 1.0
   std::memset(w4.scales, 0xFF, sizeof w4.scales);                   // every scale and min 63
@@ -800,6 +805,7 @@ BOOST_AUTO_TEST_CASE(k_quant_dots_are_exact_for_extreme_bytes) {
   std::memset(w6.qh, 0xFF, sizeof w6.qh);                   // every value 63 − 32 = 31
   for (auto& sc : w6.scales) sc = -128;
   for (int j = 32; j < 64; ++j) y.qs[j] = 0;                // 32 values: 31·128·128·32 < 2^24
+  block_sums();
   const float want6 = 31.0f * -128 * -128 * 32;
   BOOST_TEST(q::vec_dot(DType::Q6_K, 256, &w6, &y) == want6);
   BOOST_TEST(q::vec_dot_scalar(DType::Q6_K, 256, &w6, &y) == want6);
