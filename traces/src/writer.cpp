@@ -113,12 +113,17 @@ void candidates_into(std::vector<TraceCandidate>& to, std::span<const TokenProb>
     c.prob = t.prob;
   }
 }
-// An optional list that keeps its buffer while it is present from step to step.
-template <class T>
-std::vector<T>& present(std::optional<std::vector<T>>& o, std::size_t n) {
+// An optional list from the engine's span: absent when the span is empty, else one entry per element,
+// each filled by each(entry, element); the list keeps its buffer while it is present from step to step.
+template <class T, class S, class Each>
+void list_into(std::optional<std::vector<T>>& o, std::span<const S> from, Each&& each) {
+  if (from.empty()) {
+    o.reset();
+    return;
+  }
   if (!o) o.emplace();
-  o->resize(n);
-  return *o;
+  o->resize(from.size());
+  for (std::size_t i = 0; i < from.size(); ++i) each((*o)[i], from[i]);
 }
 void params_into(Params& to, const Params& from) {
   // Parameters rarely change: compared, and copied (allocating map nodes) only when they do.
@@ -195,26 +200,14 @@ void step_into(TraceStep& r, const StepEvent& e, const Tokenizer& tok) {
   if (e.kv) kv_into(r.kv, *e.kv);
   else r.kv = TraceKv{};
   r.attention_dots = e.attention_dots;
-  if (e.attention.empty()) {
-    r.attention.reset();
-  } else {
-    auto& rows = present(r.attention, e.attention.size());
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const AttentionRow& a = e.attention[i];
-      rows[i].layer = a.layer, rows[i].head = a.head, rows[i].pos = a.pos, rows[i].first_pos = a.first_pos;
-      rows[i].weights.assign(a.weights.begin(), a.weights.end());
-    }
-  }
-  if (e.lens.empty()) {
-    r.lens.reset();
-  } else {
-    auto& points = present(r.lens, e.lens.size());
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      const LensRecord& l = e.lens[i];
-      points[i].layer = l.layer, points[i].attn = l.attn, points[i].entropy = l.entropy;
-      candidates_into(points[i].top, l.top, true, prev, tok);
-    }
-  }
+  list_into(r.attention, e.attention, [](TraceAttentionRow& row, const AttentionRow& a) {
+    row.layer = a.layer, row.head = a.head, row.pos = a.pos, row.first_pos = a.first_pos;
+    row.weights.assign(a.weights.begin(), a.weights.end());
+  });
+  list_into(r.lens, e.lens, [&](TraceLens& point, const LensRecord& l) {
+    point.layer = l.layer, point.attn = l.attn, point.entropy = l.entropy;
+    candidates_into(point.top, l.top, true, prev, tok);
+  });
   if (!e.speculative) {
     r.speculative.reset();
   } else {
@@ -226,16 +219,18 @@ void step_into(TraceStep& r, const StepEvent& e, const Tokenizer& tok) {
     t.outcome.assign(sp.outcome);
     if (!sp.draft) t.draft.reset();
     else proposal_into(t.draft ? *t.draft : t.draft.emplace(), *sp.draft, prev, tok);
+    // (the round's last step lists every proposal, possibly none, and the count accepted)
     if (sp.last) {
-      auto& list = present(t.proposals, sp.proposals.size());
-      for (std::size_t i = 0; i < list.size(); ++i) proposal_into(list[i], sp.proposals[i], prev, tok);
+      if (!t.proposals) t.proposals.emplace();
+      t.proposals->resize(sp.proposals.size());
+      for (std::size_t i = 0; i < sp.proposals.size(); ++i) proposal_into((*t.proposals)[i], sp.proposals[i], prev, tok);
       t.accepted = sp.accepted;
     } else {
       t.proposals.reset();
       t.accepted.reset();
     }
     if (sp.residual.empty()) t.residual.reset();
-    else candidates_into(present(t.residual, sp.residual.size()), sp.residual, false, prev, tok);
+    else candidates_into(t.residual ? *t.residual : t.residual.emplace(), sp.residual, false, prev, tok);
   }
   r.ms = e.ms;
   r.logits.assign(e.logits.begin(), e.logits.end());
