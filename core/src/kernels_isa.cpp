@@ -1073,6 +1073,132 @@ void q_matmul_tokens(float* out, const std::byte* w, std::size_t wrb, const std:
     for (; t < n; ++t) q_tokens<Blk, 1, Unpack>(out + t * d + i, d, x, xq + t * xrb, xrb, nb, offset);
   }
 }
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && defined(__AVX512BW__)
+// GCC 12 reports the _mm512_undefined_* inside its own intrinsics' headers as uninitialized.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// ---- prefill's integer tiles for Q8_0, Q4_0 and Q5_0 (#32) ----
+// Activation rows go in pairs: block b of tokens t and t+1 as one 64-byte vector (t's 32 quants in
+// the low half) beside their scales as 16 floats (8 lanes each). One 512-bit product then serves
+// two tokens, each weight block is unpacked once (into both halves) for all the pairs of a tile,
+// and R weight rows × P pairs accumulate at once (llama.cpp's tinyBLAS tiles over Q8_0 do the same
+// with one token per 256-bit product). Each output's lanes are its row's vec_dot's: block b's
+// int32 lanes Σ w·y, scaled by fp16(d_w)·fp16(d_y), accumulated into slot b mod Acc, the slots
+// added and the 8 lanes summed. So a tile gives vec_dot's bits whatever R, P, n or thread count.
+struct alignas(64) QPair {
+  std::int8_t qs[64];  // token t's 32 quants of this block, then token t+1's
+  float d[16];         // fp16(d_y) of token t in 8 lanes, then of token t+1
+};
+
+// Pairs of the n Q8_0 activation rows, block b of pair p at pack[p·nb + b]. A missing second token
+// (n odd) is zeros: its products are 0 and its outputs are never stored.
+void pack_pairs(QPair* pack, const std::byte* xq, std::size_t xrb, std::size_t n, std::size_t nb) {
+  for (std::size_t p = 0; p < (n + 1) / 2; ++p) {
+    const auto* y0 = reinterpret_cast<const block_q8_0*>(xq + 2 * p * xrb);
+    const auto* y1 = 2 * p + 1 < n ? reinterpret_cast<const block_q8_0*>(xq + (2 * p + 1) * xrb) : nullptr;
+    for (std::size_t b = 0; b < nb; ++b) {
+      QPair& q = pack[p * nb + b];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q.qs), load32(y0[b].qs));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(q.qs + 32), y1 ? load32(y1[b].qs) : _mm256_setzero_si256());
+      _mm256_store_ps(q.d, _mm256_set1_ps(fp16(y0[b].d)));
+      _mm256_store_ps(q.d + 8, _mm256_set1_ps(y1 ? fp16(y1[b].d) : 0.0f));
+    }
+  }
+}
+
+// A weight block's quants as the unsigned bytes dpbusd multiplies, the same 32 in both halves
+// (prod_q8_0's and unpack_q4_0's/unpack_q5_0's bytes, lane for lane).
+__m512i wide_q8_0(const block_q8_0& x) {
+  return _mm512_xor_si512(_mm512_broadcast_i64x4(load32(x.qs)), _mm512_set1_epi8(static_cast<char>(0x80)));
+}
+// The 16 bytes in all four 128-bit lanes; lanes 1 and 3 shift the high nibbles (values 16..31) down.
+__m512i wide_nibbles(const std::uint8_t* qs) {
+  const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0);
+  return _mm512_and_si512(_mm512_srlv_epi16(_mm512_broadcast_i32x4(load16(qs)), shift), _mm512_set1_epi8(0x0F));
+}
+__m512i wide_q4_0(const block_q4_0& x) { return wide_nibbles(x.qs); }
+__m512i wide_q5_0(const block_q5_0& x) {
+  std::uint32_t qh;
+  std::memcpy(&qh, x.qh, 4);
+  const __mmask64 fifth = static_cast<__mmask64>(qh) | static_cast<__mmask64>(qh) << 32;
+  return _mm512_or_si512(wide_nibbles(x.qs), _mm512_maskz_mov_epi8(fifth, _mm512_set1_epi8(16)));
+}
+
+// R weight rows (from w, wrb bytes apart) × P pairs of the pack (`tokens` of them real): outputs
+// out[t·d + r]. `off` is the weight offset dpbusd's unsigned bytes carry (128, 8 or 16); its share
+// −off·Σy seeds each product, once per pair and block for all R rows.
+template <class Blk, int R, int P, int Acc, __m512i (*Wide)(const Blk&)>
+void q_tile(float* out, std::size_t d, const std::byte* w, std::size_t wrb, const QPair* pack, std::size_t nb,
+            std::size_t tokens, __m512i off) {
+  __m512 acc[R][P][Acc];
+  GB_UNROLL for (int r = 0; r < R; ++r) GB_UNROLL for (int p = 0; p < P; ++p) GB_UNROLL for (int s = 0; s < Acc; ++s)
+    acc[r][p][s] = _mm512_setzero_ps();
+  auto step = [&](std::size_t b, int slot) {
+    __m512i yv[P], nyo[P];
+    GB_UNROLL for (int p = 0; p < P; ++p) {
+      yv[p] = _mm512_load_si512(pack[p * nb + b].qs);
+      nyo[p] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, yv[p]));
+    }
+    GB_UNROLL for (int r = 0; r < R; ++r) {
+      const Blk& x = reinterpret_cast<const Blk*>(w + r * wrb)[b];
+      const __m512i u = Wide(x);
+      const __m512 dw = _mm512_set1_ps(fp16(x.d));
+      GB_UNROLL for (int p = 0; p < P; ++p) {
+        const __m512 sc = _mm512_mul_ps(dw, _mm512_load_ps(pack[p * nb + b].d));
+        acc[r][p][slot] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nyo[p], u, yv[p])), acc[r][p][slot]);
+      }
+    }
+  };
+  std::size_t b = 0;
+  if constexpr (Acc == 2)
+    for (; b + 2 <= nb; b += 2) {
+      step(b, 0);
+      step(b + 1, 1);
+    }
+  for (; b < nb; ++b) step(b, 0);
+  GB_UNROLL for (int r = 0; r < R; ++r) GB_UNROLL for (int p = 0; p < P; ++p) {
+    const __m512 s = Acc == 2 ? _mm512_add_ps(acc[r][p][0], acc[r][p][Acc - 1]) : acc[r][p][0];
+    out[2 * p * d + r] = hsum8(_mm512_castps512_ps256(s));
+    if (static_cast<std::size_t>(2 * p + 1) < tokens) out[(2 * p + 1) * d + r] = hsum8(_mm512_extractf32x8_ps(s, 1));
+  }
+}
+
+using QTile = void (*)(float*, std::size_t, const std::byte*, std::size_t, const QPair*, std::size_t, std::size_t, __m512i);
+// The tile for r ≤ R rows and p ≤ P pairs (the edges of the matrix).
+template <class Blk, int Acc, __m512i (*Wide)(const Blk&), int R, int P>
+QTile pick_tile(int r, int p) {
+  if constexpr (R > 1)
+    if (r < R) return pick_tile<Blk, Acc, Wide, R - 1, P>(r, p);
+  if constexpr (P > 1)
+    if (p < P) return pick_tile<Blk, Acc, Wide, R, P - 1>(r, p);
+  return &q_tile<Blk, R, P, Acc, Wide>;
+}
+
+// Rows i0..i1 against all n activation rows: the pairs packed once per call, then R-row groups of
+// weights, each kept in L1 while every group of P pairs passes. Registers: R·P·Acc accumulators.
+template <class Blk, int Acc, __m512i (*Wide)(const Blk&)>
+void q_tiles(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n,
+             std::size_t nb, std::size_t d, std::size_t i0, std::size_t i1, int offset) {
+  constexpr int R = 4, P = Acc == 2 ? 2 : 3;
+  const std::size_t pairs = (n + 1) / 2;
+  static thread_local std::vector<QPair> pack;  // grows to the largest prefill block, then stays
+  if (pack.size() < pairs * nb) pack.resize(pairs * nb);
+  pack_pairs(pack.data(), xq, xrb, n, nb);
+  const __m512i off = _mm512_set1_epi8(static_cast<char>(offset));
+  for (std::size_t i = i0; i < i1; i += R) {
+    const int rows = static_cast<int>(std::min<std::size_t>(R, i1 - i));
+    for (std::size_t p = 0; p < pairs; p += P) {
+      const int pp = static_cast<int>(std::min<std::size_t>(P, pairs - p));
+      pick_tile<Blk, Acc, Wide, R, P>(rows, pp)(out + 2 * p * d + i, d, w + i * wrb, wrb, pack.data() + p * nb, nb,
+                                                  std::min<std::size_t>(2 * P, n - 2 * p), off);
+    }
+  }
+}
+#pragma GCC diagnostic pop
+#define GB_HAVE_Q_TILES 1
+#endif
 #else
 // Blocks are independent; four float accumulators, picked round-robin, keep the adds independent.
 float dot_q8_0_simd(const block_q8_0* x, const block_q8_0* y, std::size_t nb) {
@@ -1554,6 +1680,14 @@ void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, con
                   std::size_t n, std::size_t k, std::size_t d, std::size_t i0, std::size_t i1) {
 #if defined(GB_HAVE_Q_MATMUL)
   const std::size_t nb = k / QK8_0;
+#if defined(GB_HAVE_Q_TILES)
+  // Prefill (two or more activation rows): the integer tiles.
+  if (n >= 2) {
+    if (wt == DType::Q8_0) return q_tiles<block_q8_0, 2, wide_q8_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, 0x80);
+    if (wt == DType::Q4_0) return q_tiles<block_q4_0, 1, wide_q4_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, 8);
+    if (wt == DType::Q5_0) return q_tiles<block_q5_0, 1, wide_q5_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, 16);
+  }
+#endif
   if (wt == DType::Q8_0) return q_matmul<block_q8_0, 2, prod_q8_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q8_offset());
   // Prefill's blocks of activation rows unpack each weight block once for several of them; decode
   // streams several weight rows per pass.
