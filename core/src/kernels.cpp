@@ -354,7 +354,9 @@ void shared_input_products(const Product* ps, std::size_t count, const float* x,
   // public quant::vec_dot would check it and look up the kernel set again for every row.
   // As for float32: rows of w split across threads, each output summed in a fixed order (that of
   // the kernel set's vec_dot, whichever rows share a pass).
-  parallel_segments(rows, count, n == 1 ? Chunking{0} : fixed_chunks(total, total, 8), n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
+  // Prefill's chunks are whole groups of 24 rows: whole tiles of 3 or 4 rows (kernels_isa.cpp's
+  // integer tiles) and whole passes of 8 (its row groups where there are no tiles).
+  parallel_segments(rows, count, n == 1 ? Chunking{0} : fixed_chunks(total, total, 24), n * k * total, [&](std::size_t s, std::size_t i0, std::size_t i1) {
     const Tensor& w = *ps[s].w;
     ks.qmatmul_rows(w.dtype, ps[s].out, w.data, row_bytes(w.dtype, k), xq, xrb, n, k, rows[s], i0, i1);
   });
