@@ -1259,7 +1259,7 @@ __m256i bcast16(__m256i v, int k) { return _mm256_shuffle_epi8(v, _mm256_set1_ep
 
 // Q4_K/Q5_K's 12 scale bytes → 8 scales (bytes 0..7) and 8 mins (bytes 8..15) (ggml's utmp shuffle,
 // get_scale_min_k4 for all 8 sub-blocks at once).
-__m128i k4_scales_mins(const std::uint8_t* scales) {
+[[gnu::always_inline]] inline __m128i k4_scales_mins(const std::uint8_t* scales) {
   constexpr std::uint32_t kmask1 = 0x3f3f3f3f, kmask2 = 0x0f0f0f0f, kmask3 = 0x03030303;
   std::uint32_t u[4];
   std::memcpy(u, scales, 12);
