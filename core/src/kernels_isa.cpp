@@ -998,6 +998,86 @@ void q8_0_rows8_512(float* out, const std::byte* w, std::size_t wrb, const block
     out[2 * p + 1] = hsum8(_mm512_extractf32x8_ps(s, 1));
   }
 }
+
+// Q4_0 and Q5_0 decode with 512-bit vectors (#32), as q8_0_rows8_512: rows r and r+1 share one
+// vector. A block's 16 quant bytes of row r fill the low 256 bits twice, r+1's the high ones; one
+// shift per 16-bit word (0 in the first 128-bit quarter of each half, 4 in the second) and one mask
+// leave unpack_q4_0's bytes (values 0..15, then 16..31) for both rows. Lane for lane it is
+// q_rows<Blk, 8, 1>: each block's exact integer lanes Σ (q − o)·y (−o·Σy seeds dpbusd, integers
+// either way), scaled by fp16(d_w)·fp16(d_y) into one accumulator per row, then the lanes summed,
+// so the same bits as vec_dot (tests/test_kernels.cpp).
+[[gnu::always_inline]] inline __m512i unpack2(const block_q4_0& x0, const block_q4_0& x1) {
+  const __m512i v = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(load16(x0.qs)), 0xFF00, load16(x1.qs));
+  const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0);
+  return _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(0x0F));
+}
+// Q5_0: the fifth bits of both rows' 32 values as one 64-bit byte mask (row r's in its low half).
+[[gnu::always_inline]] inline __m512i unpack2(const block_q5_0& x0, const block_q5_0& x1) {
+  std::uint32_t h0, h1;
+  std::memcpy(&h0, x0.qh, 4);
+  std::memcpy(&h1, x1.qh, 4);
+  const __m512i v = _mm512_mask_broadcast_i32x4(_mm512_broadcast_i32x4(load16(x0.qs)), 0xFF00, load16(x1.qs));
+  const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0);
+  const __m512i q = _mm512_and_si512(_mm512_srlv_epi16(v, shift), _mm512_set1_epi8(0x0F));
+  return _mm512_or_si512(q, _mm512_maskz_mov_epi8(_cvtu64_mask64(h0 | (std::uint64_t{h1} << 32)), _mm512_set1_epi8(16)));
+}
+template <class Blk>
+void q4_rows8_512(float* out, const std::byte* w, std::size_t wrb, const block_q8_0* y, std::size_t nb, char offset,
+                  const std::byte* pf, const std::byte* far) {
+  constexpr int P = 4;  // pairs of rows
+  __m512 acc[P];
+  GB_UNROLL for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+  const __m512i off = _mm512_set1_epi8(offset);
+  const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(wrb)));
+  __m512i pick[P];  // as in q8_0_rows8_512: row r's scale is lane 2r of the converted halves
+  GB_UNROLL for (int p = 0; p < P; ++p)
+    pick[p] = _mm512_inserti64x4(_mm512_set1_epi32(4 * p), _mm256_set1_epi32(4 * p + 2), 1);
+  auto step = [&](std::size_t b) {
+    const __m512i yv = _mm512_broadcast_i64x4(load32(y[b].qs));
+    const __m512i nyo = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), off, yv));
+    const __m256i dw = _mm256_i32gather_epi32(reinterpret_cast<const int*>(w + b * sizeof(Blk)), rows, 1);
+    const __m512 sc = _mm512_mul_ps(_mm512_cvtph_ps(dw), _mm512_set1_ps(fp16(y[b].d)));
+    GB_UNROLL for (int p = 0; p < P; ++p) {
+      const Blk& x0 = reinterpret_cast<const Blk*>(w + (2 * p) * wrb)[b];
+      const Blk& x1 = reinterpret_cast<const Blk*>(w + (2 * p + 1) * wrb)[b];
+      const __m512i pr = _mm512_dpbusd_epi32(nyo, unpack2(x0, x1), yv);
+      acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(pick[p], sc), _mm512_cvtepi32_ps(pr), acc[p]);
+    }
+  };
+  // Prefetches as q8_0_rows8_512's: 4 blocks are 72 (Q4_0) or 88 (Q5_0) bytes, so two addresses
+  // 64 bytes apart per 4 blocks keep consecutive addresses at most 64 bytes apart.
+  auto prefetch = [&](std::size_t b, bool two) {
+    const char* p = reinterpret_cast<const char*>(pf + b * sizeof(Blk));
+    GB_UNROLL for (int r = 0; r < 2 * P; ++r) {
+      asm volatile("prefetcht0 %0" : : "m"(p[r * wrb]));
+      if (two) asm volatile("prefetcht0 %0" : : "m"(p[r * wrb + 64]));
+    }
+    if (far) {
+      const char* q = reinterpret_cast<const char*>(far + b * sizeof(Blk));
+      GB_UNROLL for (int r = 0; r < 2 * P; ++r) {
+        asm volatile("prefetcht2 %0" : : "m"(q[r * wrb]));
+        if (two) asm volatile("prefetcht2 %0" : : "m"(q[r * wrb + 64]));
+      }
+    }
+  };
+  std::size_t b = 0;
+  for (; b + 4 <= nb; b += 4) {
+    if (pf) prefetch(b, true);
+    step(b);
+    step(b + 1);
+    step(b + 2);
+    step(b + 3);
+  }
+  GB_UNROLL for (int j = 0; j < 3; ++j)  // the last nb mod 4 blocks
+    if (b + j < nb) {
+      if (pf) prefetch(b + j, false);
+      step(b + j);
+    }
+  GB_UNROLL for (int p = 0; p < P; ++p) {
+    out[2 * p] = hsum8(_mm512_castps512_ps256(acc[p]));
+    out[2 * p + 1] = hsum8(_mm512_extractf32x8_ps(acc[p], 1));
+  }
+}
 #pragma GCC diagnostic pop
 #define GB_HAVE_Q8_0_512 1
 #endif
@@ -1030,6 +1110,10 @@ void q_matmul(float* out, const std::byte* w, std::size_t wrb, const std::byte* 
         q8_0_rows8_512(out + t * d + i, w + i * wrb, wrb, reinterpret_cast<const block_q8_0*>(xq + t * xrb), nb,
                        i + 2 * R <= d ? w + (i + R) * wrb : nullptr,
                        i + (kFarPasses + 1) * R <= d ? w + (i + kFarPasses * R) * wrb : nullptr);
+      else if constexpr ((std::is_same_v<Blk, block_q4_0> || std::is_same_v<Blk, block_q5_0>) && R == 8)
+        q4_rows8_512<Blk>(out + t * d + i, w + i * wrb, wrb, reinterpret_cast<const block_q8_0*>(xq + t * xrb), nb,
+                                             std::is_same_v<Blk, block_q4_0> ? 8 : 16, i + 2 * R <= d ? w + (i + R) * wrb : nullptr,
+                                             i + (kFarPasses + 1) * R <= d ? w + (i + kFarPasses * R) * wrb : nullptr);
       else
 #endif
       q_rows<Blk, R, Acc, Prod>(out + t * d + i, w + i * wrb, wrb, reinterpret_cast<const block_q8_0*>(xq + t * xrb), nb, offset, R * wrb);
