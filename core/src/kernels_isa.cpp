@@ -1481,7 +1481,6 @@ float kq_dot(const Blk* x, const block_q8_K* y, std::size_t nb) {
 // without it the four interleaved row streams ran ~30% slower than one row at a time (110M Q4_K_M);
 // with it, 1.1B Q4_K_M decode runs 12–17% faster than one row at a time and 110M within the noise
 // (1, 2 and 3 passes measured alike).
-
 template <class Blk>
 void kq_rows4(float* out, const std::byte* w, std::size_t wrb, const block_q8_K* y, std::size_t nb, std::size_t ahead) {
   constexpr bool kMins = !std::is_same_v<Blk, block_q6_K>;
