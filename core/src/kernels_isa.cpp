@@ -864,6 +864,19 @@ __m256i unpack_q5_0(const block_q5_0& x) {
 __m256i prod_q5_0(const block_q5_0& x, __m256i yv, __m256i yo) { return pmul(unpack_q5_0(x), yv, yo); }
 #endif
 
+// step(b, slot) for blocks b = 0..nb−1, block b into accumulator slot b mod Acc (1 or 2): the
+// order q_rows (vec_dot) and q_tile keep, so that either gives the other's bits.
+template <int Acc, class Step>
+[[gnu::always_inline]] inline void blocks_in_slots(std::size_t nb, const Step& step) {
+  std::size_t b = 0;
+  if constexpr (Acc == 2)
+    for (; b + 2 <= nb; b += 2) {
+      step(b, 0);
+      step(b + 1, 1);
+    }
+  for (; b < nb; ++b) step(b, 0);
+}
+
 // R weight rows against one Q8_0 activation row: each activation block is loaded (and its offset
 // share computed) once for all R rows, and R rows stream from memory at once. Each row's sum is
 // the one-row kernel's: block b's lanes, scaled by d_w·d_x, accumulate lane-wise into accumulator
@@ -886,13 +899,7 @@ void q_rows(float* out, const std::byte* w, std::size_t wrb, const block_q8_0* y
       acc[r][slot] = _mm256_fmadd_ps(_mm256_set1_ps(fp16(x.d) * dy), _mm256_cvtepi32_ps(Prod(x, yv, yo)), acc[r][slot]);
     }
   };
-  std::size_t b = 0;
-  if constexpr (Acc == 2)
-    for (; b + 2 <= nb; b += 2) {
-      step(b, 0);
-      step(b + 1, 1);
-    }
-  for (; b < nb; ++b) step(b, 0);
+  blocks_in_slots<Acc>(nb, step);
   GB_UNROLL for (int r = 0; r < R; ++r) out[r] = hsum8(Acc == 2 ? _mm256_add_ps(acc[r][0], acc[r][1]) : acc[r][0]);
 }
 
@@ -1235,13 +1242,7 @@ void q_tile(float* out, std::size_t d, const std::byte* w, std::size_t wrb, cons
       }
     }
   };
-  std::size_t b = 0;
-  if constexpr (Acc == 2)
-    for (; b + 2 <= nb; b += 2) {
-      step(b, 0);
-      step(b + 1, 1);
-    }
-  for (; b < nb; ++b) step(b, 0);
+  blocks_in_slots<Acc>(nb, step);
   GB_UNROLL for (int r = 0; r < R; ++r) GB_UNROLL for (int p = 0; p < P; ++p) {
     const __m512 s = Acc == 2 ? _mm512_add_ps(acc[r][p][0], acc[r][p][Acc - 1]) : acc[r][p][0];
     out[2 * p * d + r] = hsum8(_mm512_castps512_ps256(s));
