@@ -1106,6 +1106,96 @@ const T* as(const void* p) {
   return static_cast<const T*>(p);
 }
 
+// ---- One row per type (ggml's type traits): what every entry point below looks up ----------------------
+// Each column is a plain function over a row of n values (nb blocks); adapters below turn the typed
+// block functions above into them. A new weight type is one row here (and one in dtype.cpp's kTypes), plus
+// its block functions and kernels.
+using ToFloat = void (*)(const void* src, float* dst, std::size_t n, std::size_t nb);
+using FromFloat = void (*)(const float* src, void* dst, std::size_t n, std::size_t nb);
+using ScalarDot = float (*)(const void* w, const void* x, std::size_t n, std::size_t nb);
+
+// Where a block keeps its fp16 scales (byte offsets; −1: none), for first_nonfinite_scale.
+struct ScaleFields {
+  int d = -1, second = -1;
+  const char* second_name = nullptr;
+  std::uint16_t exp_mask = 0x7C00;  // fp16: an all-ones exponent is inf or NaN (bf16: 0x7F80)
+};
+
+struct QuantTraits {
+  DType type;
+  ToFloat to_float;
+  FromFloat from_float;     // quantize_row: the reference quantizer (a float type: its conversion)
+  FromFloat to_activation;  // quantize_activation: an activation type's quantizer (null: not one)
+  DType dot_type;           // vec_dot_type: the type of the row a weight row is dotted with
+  ScalarDot dot;            // vec_dot_scalar, the twin every kernel set is tested against (null: no dot)
+  ScaleFields scales;       // d < 0: no scales to check (F32)
+};
+
+template <class B, void (*F)(const B*, float*, std::size_t)>
+void blocks_to_float(const void* src, float* dst, std::size_t, std::size_t nb) { F(static_cast<const B*>(src), dst, nb); }
+template <class B, void (*F)(const float*, B*, std::size_t)>
+void blocks_from_float(const float* src, void* dst, std::size_t, std::size_t nb) { F(src, static_cast<B*>(dst), nb); }
+template <class W, class X, float (*F)(const W*, const X*, std::size_t)>
+float blocks_dot(const void* w, const void* x, std::size_t, std::size_t nb) { return F(as<W>(w), as<X>(x), nb); }
+
+void f32_to_float(const void* src, float* dst, std::size_t n, std::size_t) { std::memcpy(dst, src, n * sizeof(float)); }
+void f32_from_float(const float* src, void* dst, std::size_t n, std::size_t) { std::memcpy(dst, src, n * sizeof(float)); }
+void f16_to_float(const void* src, float* dst, std::size_t n, std::size_t) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = half_to_f32(as<std::uint16_t>(src)[i]);
+}
+void f16_from_float(const float* src, void* dst, std::size_t n, std::size_t) {
+  for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(dst)[i] = f32_to_half(src[i]);
+}
+void bf16_to_float(const void* src, float* dst, std::size_t n, std::size_t) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(as<std::uint16_t>(src)[i]);
+}
+void bf16_from_float(const float* src, void* dst, std::size_t n, std::size_t) {
+  for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
+}
+float f32_dot(const void* w, const void* x, std::size_t n, std::size_t) { return dot_f32_scalar(as<float>(w), as<float>(x), n); }
+float f16_dot(const void* w, const void* x, std::size_t n, std::size_t) {
+  return dot_f16_scalar(as<std::uint16_t>(w), as<std::uint16_t>(x), n);
+}
+float bf16_dot(const void* w, const void* x, std::size_t n, std::size_t) {
+  return dot_bf16_scalar(as<std::uint16_t>(w), as<std::uint16_t>(x), n);
+}
+
+constexpr int at(std::size_t offset) { return static_cast<int>(offset); }
+constexpr ScaleFields kNoScales{};
+constexpr ScaleFields kD{0, -1, nullptr};  // one fp16 scale first in the block
+
+// clang-format off
+constexpr QuantTraits kTraits[] = {
+  // type          to_float                                                from_float (reference)                                    to_activation                                          dot_type        scalar dot                                                      scales
+  {DType::F32,    f32_to_float,                                            f32_from_float,                                           f32_from_float,                                        DType::F32,     f32_dot,                                                       kNoScales},
+  {DType::F16,    f16_to_float,                                            f16_from_float,                                           f16_from_float,                                        DType::F16,     f16_dot,                                                       kD},
+  {DType::BF16,   bf16_to_float,                                           bf16_from_float,                                          bf16_from_float,                                       DType::BF16,    bf16_dot,                                                      {0, -1, nullptr, 0x7F80}},
+  {DType::Q8_0,   blocks_to_float<block_q8_0, dequant_q8<block_q8_0>>,     blocks_from_float<block_q8_0, quant_q8_0_ref>,            blocks_from_float<block_q8_0, quant_q8_act<block_q8_0>>, DType::Q8_0, blocks_dot<block_q8_0, block_q8_0, dot_q8_0_scalar>,       kD},
+  {DType::Q4_0,   blocks_to_float<block_q4_0, dequant_q4_0>,               blocks_from_float<block_q4_0, quant_q4_0_ref>,            nullptr,                                               DType::Q8_0,    blocks_dot<block_q4_0, block_q8_0, dot_q4_0_scalar>,           kD},
+  {DType::Q4_1,   blocks_to_float<block_q4_1, dequant_q4_1>,               blocks_from_float<block_q4_1, quant_q4_1_ref>,            nullptr,                                               DType::Q8_1,    blocks_dot<block_q4_1, block_q8_1, dot_q4_1_scalar>,           {0, 2, "m"}},
+  {DType::Q5_0,   blocks_to_float<block_q5_0, dequant_q5_0>,               blocks_from_float<block_q5_0, quant_q5_0_ref>,            nullptr,                                               DType::Q8_0,    blocks_dot<block_q5_0, block_q8_0, dot_q5_0_scalar>,           kD},
+  {DType::Q5_1,   blocks_to_float<block_q5_1, dequant_q5_1>,               blocks_from_float<block_q5_1, quant_q5_1_ref>,            nullptr,                                               DType::Q8_1,    blocks_dot<block_q5_1, block_q8_1, dot_q5_1_scalar>,           {0, 2, "m"}},
+  {DType::IQ4_NL, blocks_to_float<block_iq4_nl, dequant_iq4_nl>,           blocks_from_float<block_iq4_nl, quant_iq4_nl_ref>,        nullptr,                                               DType::Q8_0,    blocks_dot<block_iq4_nl, block_q8_0, dot_iq4_nl_scalar>,       kD},
+  {DType::Q2_K,   blocks_to_float<block_q2_K, dequant_q2_K>,               blocks_from_float<block_q2_K, quant_q2_K_ref>,            nullptr,                                               DType::Q8_K,    blocks_dot<block_q2_K, block_q8_K, dot_q2_K_scalar>,
+                  {at(offsetof(block_q2_K, d)), at(offsetof(block_q2_K, dmin)), "dmin"}},
+  {DType::Q3_K,   blocks_to_float<block_q3_K, dequant_q3_K>,               blocks_from_float<block_q3_K, quant_q3_K_ref>,            nullptr,                                               DType::Q8_K,    blocks_dot<block_q3_K, block_q8_K, dot_q3_K_scalar>,
+                  {at(offsetof(block_q3_K, d)), -1, nullptr}},
+  {DType::Q4_K,   blocks_to_float<block_q4_K, dequant_q45_K<block_q4_K>>,  blocks_from_float<block_q4_K, quant_q4_K_ref>,            nullptr,                                               DType::Q8_K,    blocks_dot<block_q4_K, block_q8_K, dot_q45_K_scalar<block_q4_K>>, {0, 2, "dmin"}},
+  {DType::Q5_K,   blocks_to_float<block_q5_K, dequant_q45_K<block_q5_K>>,  blocks_from_float<block_q5_K, quant_q5_K_ref>,            nullptr,                                               DType::Q8_K,    blocks_dot<block_q5_K, block_q8_K, dot_q45_K_scalar<block_q5_K>>, {0, 2, "dmin"}},
+  {DType::Q6_K,   blocks_to_float<block_q6_K, dequant_q6_K>,               blocks_from_float<block_q6_K, quant_q6_K_ref>,            nullptr,                                               DType::Q8_K,    blocks_dot<block_q6_K, block_q8_K, dot_q6_K_scalar>,
+                  {at(offsetof(block_q6_K, d)), -1, nullptr}},
+  // activation-only types: the other side of some weight types' dots (never a file's weights)
+  {DType::Q8_1,   blocks_to_float<block_q8_1, dequant_q8<block_q8_1>>,     blocks_from_float<block_q8_1, quant_q8_act<block_q8_1>>,  blocks_from_float<block_q8_1, quant_q8_act<block_q8_1>>, DType::Q8_1, nullptr,                                                     kNoScales},
+  {DType::Q8_K,   blocks_to_float<block_q8_K, dequant_q8_K>,               blocks_from_float<block_q8_K, quant_q8_K>,                blocks_from_float<block_q8_K, quant_q8_K>,             DType::Q8_K,    nullptr,                                                       kNoScales},
+};
+// clang-format on
+
+const QuantTraits& traits(const char* fn, DType t) {
+  for (const auto& r : kTraits)
+    if (r.type == t) return r;
+  unsupported(fn, t);
+}
+
 }  // namespace
 
 // ---- public API -----------------------------------------------------------------------------------
@@ -1117,140 +1207,38 @@ std::uint16_t fp32_to_bf16(float f) { return f32_to_bf16(f); }
 
 void dequantize_row(DType t, const void* src, float* dst, std::size_t n) {
   check_row("dequantize_row", t, n);
-  const std::size_t nb = n / dtype_info(t).block_values;
-  switch (t) {
-    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
-    case DType::F16:
-      for (std::size_t i = 0; i < n; ++i) dst[i] = half_to_f32(as<std::uint16_t>(src)[i]);
-      return;
-    case DType::BF16:
-      for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(as<std::uint16_t>(src)[i]);
-      return;
-    case DType::Q8_0: dequant_q8(as<block_q8_0>(src), dst, nb); return;
-    case DType::Q4_0: dequant_q4_0(as<block_q4_0>(src), dst, nb); return;
-    case DType::Q4_K: dequant_q45_K(as<block_q4_K>(src), dst, nb); return;
-    case DType::Q5_K: dequant_q45_K(as<block_q5_K>(src), dst, nb); return;
-    case DType::Q6_K: dequant_q6_K(as<block_q6_K>(src), dst, nb); return;
-    case DType::Q8_K: dequant_q8_K(as<block_q8_K>(src), dst, nb); return;
-    case DType::Q4_1: dequant_q4_1(as<block_q4_1>(src), dst, nb); return;
-    case DType::Q5_0: dequant_q5_0(as<block_q5_0>(src), dst, nb); return;
-    case DType::Q5_1: dequant_q5_1(as<block_q5_1>(src), dst, nb); return;
-    case DType::Q8_1: dequant_q8(as<block_q8_1>(src), dst, nb); return;
-    case DType::IQ4_NL: dequant_iq4_nl(as<block_iq4_nl>(src), dst, nb); return;
-    case DType::Q2_K: dequant_q2_K(as<block_q2_K>(src), dst, nb); return;
-    case DType::Q3_K: dequant_q3_K(as<block_q3_K>(src), dst, nb); return;
-  }
-  unsupported("dequantize_row", t);
+  traits("dequantize_row", t).to_float(src, dst, n, n / dtype_info(t).block_values);
 }
 
 void quantize_row(DType t, const float* src, void* dst, std::size_t n) {
   check_row("quantize_row", t, n);
-  const std::size_t nb = n / dtype_info(t).block_values;
-  switch (t) {
-    case DType::Q8_0: quant_q8_0_ref(src, static_cast<block_q8_0*>(dst), nb); return;
-    case DType::Q4_0: quant_q4_0_ref(src, static_cast<block_q4_0*>(dst), nb); return;
-    case DType::Q4_1: quant_q4_1_ref(src, static_cast<block_q4_1*>(dst), nb); return;
-    case DType::Q5_0: quant_q5_0_ref(src, static_cast<block_q5_0*>(dst), nb); return;
-    case DType::Q5_1: quant_q5_1_ref(src, static_cast<block_q5_1*>(dst), nb); return;
-    case DType::Q2_K: quant_q2_K_ref(src, static_cast<block_q2_K*>(dst), nb); return;
-    case DType::Q3_K: quant_q3_K_ref(src, static_cast<block_q3_K*>(dst), nb); return;
-    case DType::Q4_K: quant_q4_K_ref(src, static_cast<block_q4_K*>(dst), nb); return;
-    case DType::Q5_K: quant_q5_K_ref(src, static_cast<block_q5_K*>(dst), nb); return;
-    case DType::Q6_K: quant_q6_K_ref(src, static_cast<block_q6_K*>(dst), nb); return;
-    case DType::IQ4_NL: quant_iq4_nl_ref(src, static_cast<block_iq4_nl*>(dst), nb); return;
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q8_1:
-    case DType::Q8_K: quantize_activation(t, src, dst, n); return;
-    default: unsupported("quantize_row", t);
-  }
+  traits("quantize_row", t).from_float(src, dst, n, n / dtype_info(t).block_values);
 }
 
 DType vec_dot_type(DType w) {
-  switch (w) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16: return w;
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q5_0:
-    case DType::IQ4_NL: return DType::Q8_0;
-    case DType::Q4_1:
-    case DType::Q5_1: return DType::Q8_1;
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K: return DType::Q8_K;
-    default: unsupported("vec_dot_type", w);
-  }
+  const QuantTraits& r = traits("vec_dot_type", w);
+  if (!r.dot) unsupported("vec_dot_type", w);
+  return r.dot_type;
 }
 
 void quantize_activation(DType t, const float* src, void* dst, std::size_t n) {
   check_row("quantize_activation", t, n);
-  const std::size_t nb = n / dtype_info(t).block_values;
-  switch (t) {
-    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
-    case DType::F16:
-      for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(dst)[i] = f32_to_half(src[i]);
-      return;
-    case DType::BF16:
-      for (std::size_t i = 0; i < n; ++i) static_cast<std::uint16_t*>(dst)[i] = f32_to_bf16(src[i]);
-      return;
-    case DType::Q8_0: quant_q8_act(src, static_cast<block_q8_0*>(dst), nb); return;
-    case DType::Q8_1: quant_q8_act(src, static_cast<block_q8_1*>(dst), nb); return;
-    case DType::Q8_K: quant_q8_K(src, static_cast<block_q8_K*>(dst), nb); return;
-    default: unsupported("quantize_activation", t);
-  }
+  const QuantTraits& r = traits("quantize_activation", t);
+  if (!r.to_activation) unsupported("quantize_activation", t);
+  r.to_activation(src, dst, n, n / dtype_info(t).block_values);
 }
 
 float vec_dot_scalar(DType w, std::size_t n, const void* w_row, const void* x_row) {
   check_row("vec_dot", w, n);
-  const std::size_t nb = n / dtype_info(w).block_values;
-  switch (w) {
-    case DType::F32: return dot_f32_scalar(as<float>(w_row), as<float>(x_row), n);
-    case DType::F16: return dot_f16_scalar(as<std::uint16_t>(w_row), as<std::uint16_t>(x_row), n);
-    case DType::BF16: return dot_bf16_scalar(as<std::uint16_t>(w_row), as<std::uint16_t>(x_row), n);
-    case DType::Q8_0: return dot_q8_0_scalar(as<block_q8_0>(w_row), as<block_q8_0>(x_row), nb);
-    case DType::Q4_0: return dot_q4_0_scalar(as<block_q4_0>(w_row), as<block_q8_0>(x_row), nb);
-    case DType::Q4_K: return dot_q45_K_scalar(as<block_q4_K>(w_row), as<block_q8_K>(x_row), nb);
-    case DType::Q5_K: return dot_q45_K_scalar(as<block_q5_K>(w_row), as<block_q8_K>(x_row), nb);
-    case DType::Q6_K: return dot_q6_K_scalar(as<block_q6_K>(w_row), as<block_q8_K>(x_row), nb);
-    case DType::Q4_1: return dot_q4_1_scalar(as<block_q4_1>(w_row), as<block_q8_1>(x_row), nb);
-    case DType::Q5_0: return dot_q5_0_scalar(as<block_q5_0>(w_row), as<block_q8_0>(x_row), nb);
-    case DType::Q5_1: return dot_q5_1_scalar(as<block_q5_1>(w_row), as<block_q8_1>(x_row), nb);
-    case DType::IQ4_NL: return dot_iq4_nl_scalar(as<block_iq4_nl>(w_row), as<block_q8_0>(x_row), nb);
-    case DType::Q2_K: return dot_q2_K_scalar(as<block_q2_K>(w_row), as<block_q8_K>(x_row), nb);
-    case DType::Q3_K: return dot_q3_K_scalar(as<block_q3_K>(w_row), as<block_q8_K>(x_row), nb);
-    default: unsupported("vec_dot", w);
-  }
+  const QuantTraits& r = traits("vec_dot", w);
+  if (!r.dot) unsupported("vec_dot", w);
+  return r.dot(w_row, x_row, n, n / dtype_info(w).block_values);
 }
 
 std::size_t first_nonfinite_scale(DType t, const void* data, std::size_t count, const char** field) {
-  // Where each type keeps its fp16 scales, by block layout (quant.hpp); −1: no second scale.
-  struct Scales {
-    int d, second;
-    const char* second_name;
-  };
-  Scales at{};
-  std::uint16_t exp_mask = 0x7C00;  // fp16: all-ones exponent is inf or NaN
-  switch (t) {
-    case DType::F16: at = {0, -1, nullptr}; break;
-    case DType::BF16: at = {0, -1, nullptr}, exp_mask = 0x7F80; break;
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q5_0:
-    case DType::IQ4_NL: at = {0, -1, nullptr}; break;
-    case DType::Q4_1:
-    case DType::Q5_1: at = {0, 2, "m"}; break;
-    case DType::Q4_K:
-    case DType::Q5_K: at = {0, 2, "dmin"}; break;
-    case DType::Q2_K: at = {static_cast<int>(offsetof(block_q2_K, d)), static_cast<int>(offsetof(block_q2_K, dmin)), "dmin"}; break;
-    case DType::Q3_K: at = {static_cast<int>(offsetof(block_q3_K, d)), -1, nullptr}; break;
-    case DType::Q6_K: at = {static_cast<int>(offsetof(block_q6_K, d)), -1, nullptr}; break;
-    default: unsupported("first_nonfinite_scale", t);
-  }
+  const ScaleFields at = traits("first_nonfinite_scale", t).scales;
+  if (at.d < 0) unsupported("first_nonfinite_scale", t);
+  const std::uint16_t exp_mask = at.exp_mask;
   const std::size_t stride = dtype_info(t).block_bytes;
   const auto* p = static_cast<const unsigned char*>(data);
   auto bad = [&](std::size_t i, int off) {
@@ -1283,23 +1271,8 @@ std::size_t first_nonfinite_scale(DType t, const void* data, std::size_t count, 
 
 float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
   check_row("vec_dot", w, n);
-  switch (w) {
-    case DType::F32:
-    case DType::F16:
-    case DType::BF16:
-    case DType::Q8_0:
-    case DType::Q4_0:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::IQ4_NL:
-    case DType::Q2_K:
-    case DType::Q3_K: return kernels::active_set().vec_dot(w, n, w_row, x_row);
-    default: unsupported("vec_dot", w);
-  }
+  if (!traits("vec_dot", w).dot) unsupported("vec_dot", w);
+  return kernels::active_set().vec_dot(w, n, w_row, x_row);
 }
 
 }  // namespace glassbox::quant
