@@ -298,7 +298,7 @@ void add_explain_command(CLI::App& app) {
     std::string selector;
     for (std::size_t s = 0; s < records.size(); ++s) {
       const auto& st = *chain.stages()[s];
-      if (st.selects() && (st.name() == "dist" || st.name() == "greedy")) {  // they choose; they do not reshape
+      if (st.selection() == Selection::Argmax || st.selection() == Selection::Draw) {  // they choose; they do not reshape
         selector = st.name();
         continue;
       }

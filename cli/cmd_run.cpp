@@ -81,11 +81,12 @@ RunOptions beam_session_options(const RunOptions& opt, bool length_penalty_given
       throw ConfigError("--beam-width ranks continuations by the model's own log-probabilities; the sampler chain does not "
                         "apply: drop --sampler " + p.to_string() + " (docs/beam-search.md)");
   if (!opt.replay.empty()) throw ConfigError("--beam-width cannot replay a golden (--replay): a beam search chooses whole sequences");
+  // A grammar is a sampler stage; the search ranks the raw distribution and would silently ignore it.
+  if (!opt.grammar.empty() || !opt.json_schema.empty())
+    throw ConfigError(std::string(opt.grammar.empty() ? "--json-schema" : "--grammar") +
+                      " constrains the sampler chain, which beam search does not use (it ranks the model's own log-probabilities): "
+                      "drop it, or drop --beam-width");
   // What BeamSearch itself would refuse, said before a model is read or a trace file opened.
-  if (opt.trace_level == TraceLevel::Full)
-    throw ConfigError("beam search records each beam's ranking, not every logit: use --trace-level basic with --beam-width");
-  if (opt.trace_attention.on || opt.trace_lens != LensPoints::Off)
-    throw ConfigError("beam search does not record attention weights or the logit lens (--trace-attention, --trace-lens)");
   if (opt.context_policy.kind != ContextPolicy::Stop && opt.context_policy.kind != ContextPolicy::Refuse)
     throw ConfigError("--context-policy " + opt.context_policy.to_string() +
                       " drops tokens from one sequence; beam search keeps several: use stop or refuse with --beam-width");
@@ -203,15 +204,20 @@ void add_run_command(CLI::App& app) {
         BeamOptions bo{opt.beam_width, opt.length_penalty, opt.ignore_eos, [] { check_interrupt(); }};
         check_beam_options(bo, s->config.vocab_size);
         check_beam_attention(*s->attention, s->attention->name());
+        std::vector<std::int32_t> ids = s->tokenizer->encode(opt.prompt, s->tokenizer->add_bos(), false);
+        // The other beams' stores hold only what a search can reach (it never truncates): the prompt and
+        // max_tokens more, not the whole context; all of them together within the run memory bound.
+        AttentionShape shape = s->config.attention_shape();
+        shape.seq_len = static_cast<int>(std::clamp<long long>(static_cast<long long>(ids.size()) + opt.max_tokens, 1, shape.seq_len));
+        if (s->attention->persistent()) check_beam_memory(s->config, shape.seq_len, opt.beam_width, s->header.model_path);
         std::vector<std::unique_ptr<KvStore>> extra;
         std::vector<KvStore*> stores{s->attention.get()};
         for (int i = 1; i < opt.beam_width && s->attention->persistent(); ++i) {
-          extra.push_back(s->registry->make_attention(opt.attention, s->config.attention_shape()));
+          extra.push_back(s->registry->make_attention(opt.attention, shape));
           stores.push_back(extra.back().get());
         }
         BeamSearch search(*s->model, *s->tokenizer, std::move(stores));
-        sum = search.generate(s->tokenizer->encode(opt.prompt, s->tokenizer->add_bos(), false), opt.prompt, g, bo, s->header,
-                              sinks, on_piece);
+        sum = search.generate(std::move(ids), opt.prompt, g, bo, s->header, sinks, on_piece);
       } else if (speculative) {
         sum = speculative->generate(opt.prompt, g, s->header, sinks, on_piece);
       } else {

@@ -608,7 +608,10 @@ std::unique_ptr<Worker> make_worker(const Experiment& e) {
       widest = std::max(widest, w->beams.back()->width);
     }
     const std::string chain = w->beams.back() ? "greedy" : sp ? sp->chain : st.chain;
-    auto stages = build_sampler_stages(*s.registry, parse_plugin_chain(chain, "sampler"), warnings);
+    PluginContext stage_context;  // what a stage may check against (logit-bias's ids)
+    stage_context.vocab_size = s.header.config.vocab_size;
+    stage_context.tokenizer = &*s.tokenizer;
+    auto stages = build_sampler_stages(*s.registry, parse_plugin_chain(chain, "sampler"), warnings, stage_context);
     // --ignore-eos's ban, first in the chain as in `run` (a beam search bans the ids itself: BeamOptions).
     if (e.ignore_eos && !w->beams.back())
       if (auto ban = make_ignore_eos_stage(*s.registry, *s.tokenizer)) stages.insert(stages.begin(), std::move(ban));

@@ -697,7 +697,7 @@ GenRequest Server::parse(const nlohmann::json& body, GenRequest::Api api) {
   r.spec.ignore_eos = get_bool(body, "ignore_eos", false);
   r.spec.context = context_;
   r.spec.sampler = chain_from_fields(body, api, r.chain);
-  r.spec.grammar = grammar_from_fields(body, api);
+  if (auto g = grammar_from_fields(body, api)) r.spec.extra_stages.push_back(std::move(*g));
   if (const auto* ex = field(body, "glassbox")) {
     if (!ex->is_object()) throw HttpError(400, "'glassbox': expected an object, got " + json_type(*ex));
     r.steps = get_bool(*ex, "steps", false);

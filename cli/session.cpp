@@ -162,8 +162,8 @@ RunSpec run_spec(const RunOptions& opt) {
   r.ignore_eos = opt.ignore_eos;
   if (!opt.grammar.empty() && !opt.json_schema.empty())
     throw ConfigError("--grammar and --json-schema both given: a run takes one grammar");
-  if (!opt.grammar.empty()) r.grammar = PluginSpec{"grammar", {{"file", opt.grammar}}};
-  if (!opt.json_schema.empty()) r.grammar = PluginSpec{"grammar", {{"schema_file", opt.json_schema}}};
+  if (!opt.grammar.empty()) r.extra_stages.push_back(PluginSpec{"grammar", {{"file", opt.grammar}}});
+  if (!opt.json_schema.empty()) r.extra_stages.push_back(PluginSpec{"grammar", {{"schema_file", opt.json_schema}}});
   r.context = opt.context;
   r.seed = opt.seed;
   return r;

@@ -8,7 +8,7 @@ using namespace glassbox;
 class Dist final : public samplers::Stage {
  public:
   explicit Dist(Params p) : Stage("dist", std::move(p)) {}
-  bool selects() const override { return true; }
+  Selection selection() const override { return Selection::Draw; }
   // Inverse-CDF draw in canonical order (descending probability, ties to the lower id): the
   // first candidate whose cumulative probability exceeds u = rng.uniform(). The order is
   // fixed, so a seed fixes the token; only the prefix the draw reaches is ever sorted.

@@ -44,6 +44,10 @@ class GrammarStage final : public samplers::Stage {
   GrammarStage(Params p, gr::Grammar g, std::string source)
       : Stage("grammar", std::move(p)), grammar_(std::make_unique<gr::Grammar>(std::move(g))), rec_(*grammar_),
         source_(std::move(source)) {}
+  // Added by --grammar / --json-schema, the grammar masks the raw distribution before any other stage
+  // (llama.cpp's grammar-first sampling): truncating stages then only see tokens the grammar allows.
+  // Written into --sampler, it stays where the user put it.
+  bool runs_first() const override { return true; }
 
   // Each token's text, decoded once: its code points (0-closed, all in one array) and the unfinished
   // UTF-8 character it may end with. After BOS a SentencePiece vocabulary drops the leading space;

@@ -8,7 +8,7 @@ using namespace glassbox;
 class Greedy final : public samplers::Stage {
  public:
   explicit Greedy(Params p) : Stage("greedy", std::move(p)) {}
-  bool selects() const override { return true; }
+  Selection selection() const override { return Selection::Argmax; }
   // One pass, no sort: the canonical first candidate (highest logit, ties to the lower id).
   void apply(Candidates& c, Rng&) override { c.selected = c.argmax(); }
 };

@@ -77,7 +77,17 @@ void register_factories(Registrar& r) {
                  {{"bias", ParamType::String, "", "ID=BIAS pairs separated by ';', e.g. 13=-inf;42=2.5", std::nullopt,
                    std::nullopt}},
                  "bias"},
-                [](const Params& p, const PluginContext&) { return std::make_unique<LogitBias>(p, parse_biases(p.get_string("bias"))); });
+                [](const Params& p, const PluginContext& ctx) {
+                  auto biases = parse_biases(p.get_string("bias"));
+                  // An id the model does not have would silently do nothing: checked here, against the
+                  // vocabulary the run's context names (0: not known yet, the run that knows checks again).
+                  if (ctx.vocab_size > 0)
+                    for (const auto& [id, b] : biases)
+                      if (id >= ctx.vocab_size)
+                        throw ConfigError("sampler 'logit-bias': token id " + std::to_string(id) +
+                                          " is outside the model's vocabulary of " + std::to_string(ctx.vocab_size) + " tokens");
+                  return std::make_unique<LogitBias>(p, std::move(biases));
+                });
 }
 
 }  // namespace

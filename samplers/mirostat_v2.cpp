@@ -14,7 +14,7 @@ class MirostatV2 final : public samplers::Stage {
  public:
   MirostatV2(Params p, double tau, double eta)
       : Stage("mirostat-v2", std::move(p)), tau_(tau), eta_(eta), mu_(2 * tau) {}
-  bool selects() const override { return true; }
+  Selection selection() const override { return Selection::Adaptive; }
 
   void apply(Candidates& c, Rng& rng) override {
     // Room for every candidate once, so that no later step allocates.

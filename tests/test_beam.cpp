@@ -289,9 +289,74 @@ const BadCase kBad[] = {
     {{"--beam-width", "2", "--sampler", "top-k:40"}, "drop --sampler top-k"},
     {{"--beam-width", "2", "--attention", "sliding-window:8"}, "evicts"},
     {{"--beam-width", "2", "--context-policy", "shift"}, "beam search keeps several"},
-    {{"--beam-width", "2", "--trace-level", "full"}, "--trace-level basic"},
-    {{"--beam-width", "2", "--trace-lens"}, "logit lens"},
+    // A grammar is a sampler stage: refused with beams rather than silently ignored.
+    {{"--beam-width", "2", "--grammar", GLASSBOX_SOURCE_DIR "/docs/grammars/yesno.gbnf"}, "--grammar constrains the sampler chain"},
+    {{"--beam-width", "2", "--json-schema", GLASSBOX_SOURCE_DIR "/docs/grammars/answer.schema.json"}, "--json-schema constrains"},
 };
+
+// Every beam's K/V rows are bounded together: 512 beams of 500 positions on the 1 MB model would need
+// ~335 MB, beyond the run memory bound; the error names --beam-width and the widest that fits.
+BOOST_AUTO_TEST_CASE(the_beams_memory_is_bounded) {
+  auto args = gbtest::stories_args();
+  args.insert(args.begin(), "run");
+  args.insert(args.end(), {"-p", "Hi", "-n", "500", "--beam-width", "512"});
+  const auto r = gbtest::run_cli(args);
+  BOOST_TEST(r.rc == 2, r.err);
+  BOOST_TEST(r.err.find("--beam-width 512: 512 beams' K/V rows") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("at most --beam-width") != std::string::npos, r.err);
+  BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+  // Within the bound, a wide search still runs (its stores hold the prompt and -n more, not the context).
+  auto ok = gbtest::stories_args();
+  ok.insert(ok.begin(), "run");
+  ok.insert(ok.end(), {"-p", "Hi", "-n", "8", "--beam-width", "512"});
+  const auto w = gbtest::run_cli(ok);
+  BOOST_TEST(w.rc == 0, w.err);
+}
+
+// Beam steps go through the step recorder: a full trace with the logit lens and every attention row
+// records them on every step of the winner, the lens's last block is the step's own distribution, and the
+// tokens, probabilities and beams are the basic trace's, bit for bit (the winner's path replayed).
+BOOST_AUTO_TEST_CASE(beams_record_lens_attention_and_logits) {
+  const fs::path dir = gbtest::temp_dir("beam-full");
+  auto run = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> args{"run"};
+    for (const auto& x : gbtest::stories_args()) args.push_back(x);
+    for (const char* x : {"-p", "Once upon a time", "-n", "12", "--beam-width", "3", "--trace"}) args.push_back(x);
+    args.push_back((dir / name).string());
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = gbtest::run_cli(args);
+    BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+    return std::make_pair(r.out, glassbox::traces::read_trace(dir / name));
+  };
+  const auto [basic_out, basic] = run("basic.jsonl", {});
+  const auto [full_out, full] = run("full.jsonl", {"--trace-lens", "--trace-attention", "all", "--trace-level", "full"});
+  BOOST_TEST(full_out == basic_out);
+  BOOST_TEST(full.tokens() == basic.tokens(), boost::test_tools::per_element());
+  BOOST_TEST_REQUIRE(full.steps.size() == basic.steps.size());
+  const int V = 512, layers = 5;
+  for (std::size_t k = 0; k < full.steps.size(); ++k) {
+    const auto& f = full.steps[k];
+    const auto& b = basic.steps[k];
+    BOOST_TEST_CONTEXT("step " << k) {
+      BOOST_TEST(f.logits.size() == static_cast<std::size_t>(V));
+      BOOST_TEST_REQUIRE(f.lens.has_value());
+      BOOST_TEST_REQUIRE(f.lens->size() == static_cast<std::size_t>(layers));
+      BOOST_TEST_REQUIRE(f.attention.has_value());
+      BOOST_TEST(!f.attention->empty());
+      BOOST_TEST(f.beams.has_value());
+      // the last block's lens point is the model's own output: the step's distribution
+      BOOST_TEST_REQUIRE(f.lens->back().top.size() == f.top.size());
+      for (std::size_t j = 0; j < f.top.size(); ++j) BOOST_TEST(f.lens->back().top[j].id == f.top[j].id);
+      // the replayed forward gives the search's bits: the same top list and the same chosen probability
+      BOOST_TEST((f.top == b.top));
+      BOOST_TEST(f.prob == b.prob);
+      BOOST_TEST(f.entropy == b.entropy);
+      BOOST_TEST((*f.beams == *b.beams));
+    }
+  }
+  const auto v = gbtest::run_cli({"trace", "validate", (dir / "full.jsonl").string()});
+  BOOST_TEST(v.rc == 0, v.err);
+}
 
 BOOST_DATA_TEST_CASE(bad_values_are_one_line_errors, bdata::make(kBad), c) {
   auto args = gbtest::stories_args();

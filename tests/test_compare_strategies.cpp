@@ -159,7 +159,7 @@ const Bad kBad[] = {
     {"speculative:draft=DIR/stories260K.bin;draft_tokenizer=DIR/none.bin", "draft_tokenizer 'DIR/none.bin'"},
     {"speculative:draft=DIR/stories260K.bin;chain=beam:2", "chain 'beam:2' is a strategy of its own"},
     {"speculative:draft=DIR/stories260K.bin;chain=temperature:-1", "parameter 'temperature'"},
-    {"speculative:draft=DIR/stories260K.bin;chain=mirostat-v2", "end the chain with greedy or dist"},
+    {"speculative:draft=DIR/stories260K.bin;chain=mirostat-v2", "declares an argmax or a draw"},
     // The embedded toy model as the draft, with its own vocabulary: refused as `run --draft-model` refuses it.
     {"speculative:draft=TOY/toy.bin;draft_tokenizer=TOY/toy-tok.bin", "have different vocabularies"},
 };

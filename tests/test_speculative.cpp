@@ -18,6 +18,7 @@
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/rng.hpp"
+#include "glassbox/run_spec.hpp"
 #include "glassbox/speculative.hpp"
 #include "glassbox/traces/schema.hpp"
 #include "glassbox/traces/writer.hpp"
@@ -255,6 +256,66 @@ BOOST_AUTO_TEST_CASE(chi2_test_rejects_the_drafts_distribution) {
   BOOST_TEST(chi2_pvalue(counts, p, kSeeds, &df) < kAlpha);
 }
 
+// Plugins tell, core asks: a selecting stage core has never heard of is accepted because it declares a
+// draw (tests/plugins/test_draw.cpp's "coin", dist under another name: the same tokens as dist for a seed),
+// and one that declares an adaptive selection is refused, whatever its name.
+BOOST_AUTO_TEST_CASE(a_custom_selecting_stage_is_judged_by_what_it_declares) {
+  Fixture& f = fx();
+  std::vector<std::string> warnings;
+  const auto reg = load_registry({std::filesystem::path(GLASSBOX_TEST_PLUGIN_DIR) / "test_draw"}, warnings);
+  BOOST_REQUIRE(warnings.empty());
+  auto chain_of = [&](const std::string& text) {
+    std::vector<std::string> w;
+    return std::make_unique<SamplerChain>(build_sampler_stages(*reg, parse_plugin_chain(text, "sampler"), w), 512, 1);
+  };
+  for (std::uint64_t seed : {1u, 7u, 42u}) {
+    std::vector<std::vector<std::int32_t>> got;
+    for (const char* sel : {"dist", "coin"}) {
+      auto chain = chain_of(std::string("top-k:40,temperature:0.8,") + sel);
+      auto draft_chain = chain_of(std::string("top-k:40,temperature:0.8,") + sel);
+      SpeculativeEngine spec(*f.target.model, *f.tok, *f.target.attn, *chain, {*f.self_draft.model, *f.self_draft.attn, *draft_chain, "self"}, 3);
+      Recorder r;
+      spec.generate("Once upon a time", options(24, seed), {}, r, [](std::string_view) {});
+      got.push_back(r.tokens);
+    }
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      BOOST_TEST(got[0].size() > 0u);
+      BOOST_TEST(got[0] == got[1], boost::test_tools::per_element());
+    }
+  }
+  auto sticky = chain_of("top-k:40,sticky");
+  auto draft_chain = chain_of("top-k:40,sticky");
+  try {
+    SpeculativeEngine spec(*f.target.model, *f.tok, *f.target.attn, *sticky, {*f.self_draft.model, *f.self_draft.attn, *draft_chain, "self"}, 3);
+    BOOST_FAIL("a stage that declares an adaptive selection was accepted for speculative decoding");
+  } catch (const ConfigError& e) {
+    BOOST_TEST(std::string(e.what()).find("'sticky'") != std::string::npos, e.what());
+    BOOST_TEST(std::string(e.what()).find("declares an argmax or a draw") != std::string::npos, e.what());
+  }
+}
+
+// The same model in two file formats is one vocabulary: stories260K's GGUF (control tokens spelled "<s>")
+// drafts for its own llama2.c checkpoint (tok512.bin spells them "\n<s>\n"), as llama.cpp compares special
+// tokens by id and the rest by text; greedy, the tokens are the target's own greedy ones.
+BOOST_AUTO_TEST_CASE(the_same_model_in_another_format_drafts) {
+  const auto gguf = gbtest::shared("gguf/stories260K-q8_0.gguf");
+  if (!std::filesystem::exists(gguf)) {
+    BOOST_TEST_MESSAGE("skipped: " << gguf << " is absent");
+    return;
+  }
+  auto args = gbtest::stories_args();
+  args.insert(args.begin(), "run");
+  for (const char* a : {"--prompt", "Once upon a time", "-n", "24", "--sampler", "greedy"}) args.emplace_back(a);
+  const auto plain = gbtest::run_cli(args);
+  BOOST_REQUIRE(plain.rc == 0);
+  args.emplace_back("--draft-model");
+  args.push_back(gguf.string());
+  const auto drafted = gbtest::run_cli(args);
+  BOOST_TEST(drafted.rc == 0, drafted.err);
+  BOOST_TEST(drafted.out == plain.out);
+  BOOST_TEST(drafted.err.find("speculative K=") != std::string::npos, drafted.err);
+}
+
 BOOST_AUTO_TEST_CASE(a_vocabulary_of_another_size_or_text_is_refused) {
   Fixture& f = fx();
   auto big = f.reg.make_tokenizer({"llama2c", {{"path", gbtest::shared("models/tokenizer.bin").string()}}});
@@ -281,6 +342,7 @@ BOOST_AUTO_TEST_CASE(a_vocabulary_of_another_size_or_text_is_refused) {
   BOOST_TEST(r.err.find("gpt2-synth-f32.gguf") != std::string::npos, r.err);
   BOOST_TEST(r.err.find("stories260K.bin") != std::string::npos, r.err);
   BOOST_TEST(r.err.find("different vocabularies") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("--draft-tokenizer") != std::string::npos, r.err);  // the way out, when it is the same model
   BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);  // one line
 }
 
@@ -297,7 +359,7 @@ BOOST_AUTO_TEST_CASE(combinations_that_cannot_roll_back_are_refused) {
       {{"--draft-model", draft, "--attention", "sliding-window:16"}, "evicts old positions"},
       {{"--draft-model", draft, "--attention", "recompute"}, "keeps nothing between steps"},
       {{"--draft-model", draft, "--context-policy", "shift"}, "supports stop and refuse"},
-      {{"--draft-model", draft, "--sampler", "mirostat-v2"}, "end the chain with greedy or dist"},
+      {{"--draft-model", draft, "--sampler", "mirostat-v2"}, "declares an argmax or a draw"},
       {{"--draft-model", draft, "--draft-tokens", "0"}, "--draft-tokens = 0 (expected 1..32)"},
       {{"--draft-tokens", "3"}, "name the draft with --draft-model"},
   };

@@ -1,5 +1,6 @@
 // The engine loop, as the lesson draws it: tokenize, PREFILL the prompt, then DECODE one token per step.
 #include "glassbox/engine.hpp"
+#include "glassbox/strategy.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -13,13 +14,6 @@
 #include "glassbox/kernels.hpp"
 
 namespace glassbox {
-
-namespace {
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-}  // namespace
 
 std::string ContextPolicy::to_string() const {
   switch (kind) {
@@ -61,174 +55,165 @@ int Engine::context_limit() const {
   return attn_.evicts() ? ctx : std::min(ctx, attn_.capacity());
 }
 
-// One generate() call: the context, the step recorder and the summary, with the loop's parts as methods
-// of readable length. generate() below reads like the lesson's diagram.
-struct Engine::Run {
-  Engine& e;
-  const GenerateOptions& opt;
-  TraceSink& sink;
-  const StreamFn& on_piece;
-  int limit;                         // positions the run may use
-  StepRecorder rec;
-  std::vector<std::int32_t> eog;     // end-of-generation ids
-  // The tokens in the context, at positions 0 .. seq.size()-1 (what the store holds, or for a module
-  // that keeps nothing, what must be recomputed).
-  std::vector<std::int32_t> seq;
-  int pos = -1;                      // position of the last token fed
-  std::int32_t last = -1;            // the last token fed (the one the next piece is decoded after)
-  std::int32_t next = -1;            // the token the last step chose
-  std::int64_t dots = 0;             // attention work of the current step
-  Summary sum;
-  double prefill_ms = 0, decode_ms = 0;
-  int decode_steps = 0;
+// ---- The shared steps every strategy uses ----
 
-  Run(Engine& eng, const GenerateOptions& o, TraceSink& s, const StreamFn& f, int lim)
-      : e(eng), opt(o), sink(s), on_piece(f), limit(lim), rec(o.watch, eng.model_, eng.tok_, eng.sampler_),
-        eog(eng.tok_.eog_ids()) {}
+DecodeRun::DecodeRun(const RunParts& parts, const GenerateOptions& o, TraceSink& s, const StreamFn& f, int lim)
+    : model(parts.model), tok(parts.tok), attn(parts.attn), chain(parts.chain), opt(o), sink(s), on_piece(f), limit(lim),
+      rec(o.watch, parts.model, parts.tok, parts.chain),
+      eog_(parts.tok.eog_ids()) {}
 
-  // Runs seq[from..) at positions from.. through the model in blocks; the last block's last position is
-  // the one observed (attention weights, lens). Adds the attention work to `dots`.
-  std::span<const float> run_blocks(int from) {
-    std::span<const float> out;
-    const int n_seq = static_cast<int>(seq.size());
-    const int B = e.model_.max_block();
-    for (int p = from; p < n_seq; p += B) {
-      const int n = std::min(B, n_seq - p);
-      const bool observed = p + n == n_seq;
-      out = e.model_.forward(std::span(seq).subspan(p, n), p, e.attn_, observed ? rec.attention_observer() : nullptr,
-                             observed ? rec.lens() : nullptr);
-      dots += e.model_.attention_dots();
-    }
-    return out;
+std::span<const float> DecodeRun::run_blocks(Transformer& m, KvStore& kv, int from, int to, bool observed, std::int64_t* dots) {
+  std::span<const float> out;
+  const int B = m.max_block();
+  for (int p = from; p < to; p += B) {
+    const int n = std::min(B, to - p);
+    const bool watched = observed && p + n == to;
+    out = m.forward(std::span(seq).subspan(static_cast<std::size_t>(p), static_cast<std::size_t>(n)), p, kv,
+                    watched ? rec.attention_observer() : nullptr, watched ? rec.lens() : nullptr);
+    if (dots) *dots += m.attention_dots();
   }
+  return out;
+}
 
-  // distribution -> sampler chain -> the token appended (the chain's pick, or the forced one when
-  // replaying); then the step's record goes to the sinks.
-  void choose_and_report(const char* phase, int step, std::span<const std::int32_t> input, std::span<const float> logits,
-                         std::chrono::steady_clock::time_point t0) {
-    const SampleResult pick = e.sampler_.sample(logits, rec.stage_observer());
-    const bool forced = step < static_cast<int>(opt.forced.size());
-    next = pick.id;
-    if (forced) {
-      next = opt.forced[step];
-      if (next < 0 || next >= e.model_.config().vocab_size)
-        throw InputError("forced token " + std::to_string(next) + " at step " + std::to_string(step) +
-                         " is outside the model's vocabulary of " + std::to_string(e.model_.config().vocab_size));
-    }
-    StepFacts f;
-    f.phase = phase;
-    f.step = step;
-    f.pos = pos;
-    f.input = input;
-    f.logits = logits;
-    f.pick = pick;
-    f.token = next;
-    f.forced = forced;
-    f.attention_dots = dots;
-    f.ms = ms_since(t0);
-    sink.step(rec.record(f, e.attn_));
+bool DecodeRun::is_stop(std::int32_t t) const {
+  if (opt.stop_at_eos && (t == tok.eos_id() || std::find(eog_.begin(), eog_.end(), t) != eog_.end())) return true;
+  return opt.stop_at_bos && t == tok.bos_id();
+}
+
+bool DecodeRun::emit(std::int32_t prev, std::int32_t token) {
+  if (is_stop(token)) {
+    sum.stop_reason = "stop_token";
+    sum.stop_token = token;
+    sum.stop_token_text = std::string(tok.piece(token));
+    return false;
   }
+  try {
+    on_piece(tok.decode(prev, token));
+  } catch (const StopGeneration&) {
+    sum.stop_reason = "stop_text";
+    return false;
+  }
+  if (chain) chain->accept(token);
+  ++sum.generated;
+  if (sum.generated >= opt.max_tokens) {
+    sum.stop_reason = "max_tokens";
+    return false;
+  }
+  return true;
+}
 
-  // ---- PREFILL: every prompt position through the model, in blocks; the last distribution picks ----
-  void prefill() {
-    const auto t0 = Clock::now();
-    const std::span<const float> logits = run_blocks(0);
-    pos = static_cast<int>(seq.size()) - 1;
-    last = seq.back();
-    choose_and_report("prefill", 0, seq, logits, t0);
+// ---- SAMPLED: the lesson's loop ----
+
+void SampledStrategy::begin(DecodeRun&) {
+  step_ = 0;
+  pos_ = -1;
+  last_ = next_ = -1;
+  dots_ = 0;
+}
+
+// distribution -> sampler chain -> the token appended (the chain's pick, or the forced one when replaying);
+// then the step's record goes to the sinks.
+void SampledStrategy::choose_and_report(DecodeRun& run, const char* phase, std::span<const std::int32_t> input,
+                                        std::span<const float> logits, DecodeRun::Clock::time_point t0) {
+  const SampleResult pick = run.chain->sample(logits, run.rec.stage_observer());
+  const bool forced = step_ < static_cast<int>(run.opt.forced.size());
+  next_ = pick.id;
+  if (forced) {
+    next_ = run.opt.forced[step_];
+    if (next_ < 0 || next_ >= run.model.config().vocab_size)
+      throw InputError("forced token " + std::to_string(next_) + " at step " + std::to_string(step_) +
+                       " is outside the model's vocabulary of " + std::to_string(run.model.config().vocab_size));
+  }
+  StepFacts f;
+  f.phase = phase;
+  f.step = step_;
+  f.pos = pos_;
+  f.input = input;
+  f.logits = logits;
+  f.pick = pick;
+  f.token = next_;
+  f.forced = forced;
+  f.attention_dots = dots_;
+  f.ms = DecodeRun::ms_since(t0);
+  run.sink.step(run.rec.record(f, run.attn));
+}
+
+// ---- CONTEXT FULL: the next token has no position left. Applies the policy; returns false when it says
+// stop. Sets `refill` when what is left must run through the model again.
+bool SampledStrategy::fit_context(DecodeRun& run, bool& refill) {
+  const ContextPolicy& policy = run.opt.policy;
+  if (policy.kind == ContextPolicy::Stop || policy.kind == ContextPolicy::Refuse) return false;
+  std::vector<std::int32_t>& seq = run.seq;
+  PolicyEvent ev;
+  ev.step = step_;
+  ev.limit = run.limit;
+  const int n_past = pos_ + 1;
+  if (policy.kind == ContextPolicy::Shift) {
+    // llama.cpp's context shift: keep the first n_keep, discard half of the rest, slide the
+    // remainder down and re-rotate its keys; nothing is recomputed.
+    const int keep = std::min(policy.n_keep, n_past - 1);
+    const int discard = std::max(1, (n_past - keep) / 2);
+    ev.policy = "shift";
+    ev.dropped_from = keep;
+    ev.dropped_to = keep + discard;
+    if (run.attn.persistent()) run.model.remove_positions(run.attn, ev.dropped_from, ev.dropped_to);
+    ev.detail = "kept the first " + std::to_string(keep) + ", dropped " + std::to_string(discard) + ", re-rotated the " +
+                std::to_string(n_past - keep - discard) + " later keys by -" + std::to_string(discard);
+  } else {
+    // The harness's way: drop the oldest tokens (BOS stays), then prefill what is left again.
+    // As for the prompt: the head kept leaves something to drop (a 1-position context drops its BOS too).
+    const int head = std::min(seq[0] == run.tok.bos_id() ? 1 : 0, n_past - 1);
+    const int discard = std::max(1, (n_past - head) / 2);
+    ev.policy = "truncate-left";
+    ev.dropped_from = head;
+    ev.dropped_to = head + discard;
+    ev.detail = "dropped the oldest " + std::to_string(discard) + " tokens and prefilled the " +
+                std::to_string(n_past - discard) + " left again";
+    refill = true;
+  }
+  ev.dropped_ids.assign(seq.begin() + ev.dropped_from, seq.begin() + ev.dropped_to);
+  seq.erase(seq.begin() + ev.dropped_from, seq.begin() + ev.dropped_to);
+  pos_ -= ev.dropped_to - ev.dropped_from;
+  ev.kept = static_cast<int>(seq.size());
+  run.sink.policy(ev);
+  ++run.sum.policy_firings;
+  return true;
+}
+
+bool SampledStrategy::advance(DecodeRun& run) {
+  if (step_ == 0) {
+    // ---- PREFILL: every prompt position through the model, in blocks; the last distribution picks ----
+    const auto t0 = DecodeRun::Clock::now();
+    const std::span<const float> logits = run.run_blocks(0, static_cast<int>(run.seq.size()), true, &dots_);
+    pos_ = static_cast<int>(run.seq.size()) - 1;
+    last_ = run.seq.back();
+    choose_and_report(run, "prefill", run.seq, logits, t0);
     // The rates count whole steps: the model, the sampler and the step's record for the trace.
-    prefill_ms = ms_since(t0);
-    sum.ttft_ms = prefill_ms;
-  }
-
-  // End of generation: EOS and the vocabulary's other end-of-generation ids (<|eot_id|>, <|im_end|>,
-  // <end_of_turn>, ...), and BOS for llama2.c-trained models that separate texts with it.
-  bool is_stop(std::int32_t t) const {
-    if (opt.stop_at_eos && (t == e.tok_.eos_id() || std::find(eog.begin(), eog.end(), t) != eog.end())) return true;
-    return opt.stop_at_bos && t == e.tok_.bos_id();
-  }
-
-  // ---- CONTEXT FULL: the next token has no position left. Applies the policy; returns false when it
-  // says stop. Sets `refill` when what is left must run through the model again.
-  bool fit_context(int step, bool& refill) {
-    const ContextPolicy& policy = opt.policy;
-    if (policy.kind == ContextPolicy::Stop || policy.kind == ContextPolicy::Refuse) return false;
-    PolicyEvent ev;
-    ev.step = step;
-    ev.limit = limit;
-    const int n_past = pos + 1;
-    if (policy.kind == ContextPolicy::Shift) {
-      // llama.cpp's context shift: keep the first n_keep, discard half of the rest, slide the
-      // remainder down and re-rotate its keys; nothing is recomputed.
-      const int keep = std::min(policy.n_keep, n_past - 1);
-      const int discard = std::max(1, (n_past - keep) / 2);
-      ev.policy = "shift";
-      ev.dropped_from = keep;
-      ev.dropped_to = keep + discard;
-      if (e.attn_.persistent()) e.model_.remove_positions(e.attn_, ev.dropped_from, ev.dropped_to);
-      ev.detail = "kept the first " + std::to_string(keep) + ", dropped " + std::to_string(discard) + ", re-rotated the " +
-                  std::to_string(n_past - keep - discard) + " later keys by -" + std::to_string(discard);
-    } else {
-      // The harness's way: drop the oldest tokens (BOS stays), then prefill what is left again.
-      // As for the prompt: the head kept leaves something to drop (a 1-position context drops its BOS too).
-      const int head = std::min(seq[0] == e.tok_.bos_id() ? 1 : 0, n_past - 1);
-      const int discard = std::max(1, (n_past - head) / 2);
-      ev.policy = "truncate-left";
-      ev.dropped_from = head;
-      ev.dropped_to = head + discard;
-      ev.detail = "dropped the oldest " + std::to_string(discard) + " tokens and prefilled the " +
-                  std::to_string(n_past - discard) + " left again";
-      refill = true;
-    }
-    ev.dropped_ids.assign(seq.begin() + ev.dropped_from, seq.begin() + ev.dropped_to);
-    seq.erase(seq.begin() + ev.dropped_from, seq.begin() + ev.dropped_to);
-    pos -= ev.dropped_to - ev.dropped_from;
-    ev.kept = static_cast<int>(seq.size());
-    sink.policy(ev);
-    ++sum.policy_firings;
+    run.prefill_ms = DecodeRun::ms_since(t0);
+    run.sum.ttft_ms = run.prefill_ms;
+    ++step_;
     return true;
   }
-
-  // ---- DECODE one step: stream the chosen token, feed it back, get the next distribution and choose.
-  // Returns false when generation ends (sum.stop_reason says why).
-  bool decode_step(int step) {
-    if (is_stop(next)) {
-      sum.stop_reason = "stop_token";
-      sum.stop_token = next;
-      sum.stop_token_text = std::string(e.tok_.piece(next));
-      return false;
-    }
-    try {
-      on_piece(e.tok_.decode(last, next));
-    } catch (const StopGeneration&) {
-      sum.stop_reason = "stop_text";
-      return false;
-    }
-    e.sampler_.accept(next);
-    last = next;
-    ++sum.generated;
-    if (sum.generated >= opt.max_tokens) {
-      sum.stop_reason = "max_tokens";
-      return false;
-    }
-
-    const auto t0 = Clock::now();
-    dots = 0;
-    bool refill = !e.attn_.persistent();  // recompute: the whole sequence runs again every step
-    if (pos + 1 >= limit && !fit_context(step, refill)) {
-      sum.stop_reason = "context_full";
-      return false;
-    }
-    ++pos;
-    seq.push_back(last);
-    if (refill) e.attn_.clear();
-    const std::span<const float> logits = run_blocks(refill ? 0 : pos);
-    choose_and_report("decode", step, std::span(&last, 1), logits, t0);
-    decode_ms += ms_since(t0);
-    ++decode_steps;
-    return true;
+  // ---- DECODE one step: stream the chosen token, feed it back, get the next distribution and choose ----
+  if (!run.emit(last_, next_)) return false;
+  last_ = next_;
+  const auto t0 = DecodeRun::Clock::now();
+  dots_ = 0;
+  bool refill = !run.attn.persistent();  // recompute: the whole sequence runs again every step
+  if (pos_ + 1 >= run.limit && !fit_context(run, refill)) {
+    run.sum.stop_reason = "context_full";
+    return false;
   }
-};
+  ++pos_;
+  run.seq.push_back(last_);
+  if (refill) run.attn.clear();
+  const std::span<const float> logits = run.run_blocks(refill ? 0 : pos_, static_cast<int>(run.seq.size()), true, &dots_);
+  choose_and_report(run, "decode", std::span(&last_, 1), logits, t0);
+  run.decode_ms += DecodeRun::ms_since(t0);
+  ++run.decode_units;
+  ++step_;
+  return true;
+}
 
 Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, RunHeader header, TraceSink& sink,
                          const StreamFn& on_piece) {
@@ -241,7 +226,7 @@ namespace {
 // ---- CONTEXT POLICY on the prompt, before any work: a prompt longer than `limit` keeps its head (BOS, or
 // shift's n_keep) and its newest tokens, leaving room to generate. Returns what was dropped.
 std::optional<PolicyEvent> fit_prompt(std::vector<std::int32_t>& ids, const GenerateOptions& opt, int limit,
-                                      std::int32_t bos, const std::string& where_limit) {
+                                      std::int32_t bos, const std::string& where_limit, bool truncates) {
   const ContextPolicy& policy = opt.policy;
   const int n_given = static_cast<int>(ids.size());
   if (policy.kind == ContextPolicy::Refuse && static_cast<long long>(n_given) + opt.max_tokens > limit)
@@ -250,7 +235,8 @@ std::optional<PolicyEvent> fit_prompt(std::vector<std::int32_t>& ids, const Gene
   if (n_given <= limit) return std::nullopt;
   if (policy.kind == ContextPolicy::Stop || policy.kind == ContextPolicy::Refuse)
     throw InputError("prompt is " + std::to_string(n_given) + " tokens but " + where_limit +
-                     " (--context-policy truncate-left or shift drops the oldest tokens instead)");
+                     (truncates ? " (--context-policy truncate-left or shift drops the oldest tokens instead)"
+                                : " (this decoding strategy does not truncate: shorten the prompt)"));
   // The kept head leaves at least one position for the newest token (a 1-position context keeps no BOS).
   const int head = std::min(policy.kind == ContextPolicy::Shift ? policy.n_keep : (ids[0] == bos ? 1 : 0), limit - 1);
   const int room = std::max(1, std::min(opt.max_tokens, limit / 2));
@@ -272,12 +258,20 @@ std::optional<PolicyEvent> fit_prompt(std::vector<std::int32_t>& ids, const Gene
 
 Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt, const GenerateOptions& opt, RunHeader header,
                          TraceSink& sink, const StreamFn& on_piece) {
-  const Config& cfg = model_.config();
+  SampledStrategy sampled;
+  return run_strategy({model_, tok_, attn_, &sampler_}, sampled, std::move(ids), prompt, opt, std::move(header), sink, on_piece);
+}
+
+// ---- THE ONE LOOP: every strategy's run, from the prompt's checks to the summary ----
+Summary run_strategy(const RunParts& parts, Strategy& strategy, std::vector<std::int32_t> ids, std::string_view prompt,
+                     const GenerateOptions& opt, RunHeader header, TraceSink& sink, const StreamFn& on_piece) {
+  const Config& cfg = parts.model.config();
   if (opt.max_tokens < 0) throw ConfigError("max_tokens = " + std::to_string(opt.max_tokens) + " (expected >= 0)");
-  const int limit = context_limit();
-  const std::string where_limit = limit < cfg.seq_len ? "attention module '" + attn_.name() + "' holds " + std::to_string(limit) + " positions"
+  strategy.check(opt);
+  const int limit = parts.attn.evicts() ? cfg.seq_len : std::min(cfg.seq_len, parts.attn.capacity());
+  const std::string where_limit = limit < cfg.seq_len ? "attention module '" + parts.attn.name() + "' holds " + std::to_string(limit) + " positions"
                                                       : "the model's context holds " + std::to_string(limit);
-  if (opt.policy.kind == ContextPolicy::Shift && !model_.shift_supported())
+  if (opt.policy.kind == ContextPolicy::Shift && !parts.model.shift_supported())
     throw ConfigError("--context-policy shift re-rotates keys, but architecture " + cfg.architecture +
                       " has learned absolute positions: there is nothing to re-rotate (use --context-policy truncate-left)");
   if (ids.empty()) throw InputError("the prompt encodes to no tokens and the tokenizer adds no BOS: nothing to start from");
@@ -285,8 +279,8 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
     if (id < 0 || id >= cfg.vocab_size)
       throw InputError("tokenizer produced id " + std::to_string(id) + ", outside the model's vocabulary of " +
                        std::to_string(cfg.vocab_size));
-  Run run(*this, opt, sink, on_piece, limit);  // checks the watch spec against the model
-  const std::optional<PolicyEvent> prompt_drop = fit_prompt(ids, opt, limit, tok_.bos_id(), where_limit);
+  DecodeRun run(parts, opt, sink, on_piece, limit);  // checks the watch spec against the model
+  const std::optional<PolicyEvent> prompt_drop = fit_prompt(ids, opt, limit, parts.tok.bos_id(), where_limit, strategy.truncates());
 
   header.prompt = std::string(prompt);
   header.prompt_ids.assign(ids.begin(), ids.end());
@@ -296,6 +290,7 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
   }
   header.max_tokens = opt.max_tokens;
   header.level = opt.watch.level;
+  strategy.describe(header);
   sink.header(header);
   for (const auto* ev : {opt.pruned ? &*opt.pruned : nullptr, prompt_drop ? &*prompt_drop : nullptr}) {
     if (!ev) continue;
@@ -303,31 +298,34 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
     ++run.sum.policy_firings;
   }
 
-  attn_.clear();
-  sampler_.reset(opt.seed);
-  for (auto id : ids) sampler_.accept(id);
+  parts.attn.clear();
+  if (parts.chain) {
+    parts.chain->reset(opt.seed);
+    for (auto id : ids) parts.chain->accept(id);
+  }
+  run.n_prompt = static_cast<int>(ids.size());
+  run.seq = std::move(ids);
+  run.seq.reserve(static_cast<std::size_t>(limit) + 1);
+  strategy.begin(run);
   if (opt.max_tokens == 0) {
     run.sum.stop_reason = "max_tokens";
+    strategy.end(run);
     sink.summary(run.sum);
     return run.sum;
   }
-  run.seq = std::move(ids);
-  run.seq.reserve(static_cast<std::size_t>(limit) + 1);
-  const int n_prompt = static_cast<int>(run.seq.size());
 
-  // ---- PREFILL ----
-  run.prefill();
-  // ---- DECODE ----
-  for (int step = 1; run.decode_step(step); ++step) {
+  // ---- PREFILL, then DECODE: the strategy decides tokens until it says the run has ended ----
+  while (strategy.advance(run)) {
   }
 
   // A sink that writes on another thread finishes the steps' records here: their time counts too.
-  const auto t_flush = Clock::now();
+  const auto t_flush = DecodeRun::Clock::now();
   sink.flush();
-  (run.decode_steps > 0 ? run.decode_ms : run.prefill_ms) += ms_since(t_flush);
+  (run.decode_units > 0 ? run.decode_ms : run.prefill_ms) += DecodeRun::ms_since(t_flush);
   Summary& sum = run.sum;
-  sum.prefill_tok_s = run.prefill_ms > 0 ? n_prompt / (run.prefill_ms / 1000.0) : 0;
-  sum.decode_tok_s = run.decode_ms > 0 ? run.decode_steps / (run.decode_ms / 1000.0) : 0;
+  sum.prefill_tok_s = run.prefill_ms > 0 ? run.n_prompt / (run.prefill_ms / 1000.0) : 0;
+  sum.decode_tok_s = run.decode_ms > 0 ? run.decode_units / (run.decode_ms / 1000.0) : 0;
+  strategy.end(run);
   sink.summary(sum);
   return sum;
 }

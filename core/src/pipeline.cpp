@@ -29,7 +29,7 @@ namespace glassbox {
 const char* const kDefaultSamplerChain = "top-k:40,top-p:0.95,min-p:0.05,temperature:0.8";
 
 std::vector<std::unique_ptr<Sampler>> build_sampler_stages(const Registry& reg, std::vector<PluginSpec> specs,
-                                                          std::vector<std::string>& warnings) {
+                                                          std::vector<std::string>& warnings, const PluginContext& context) {
   // "default" (without a value) stands for the default chain wherever it appears.
   std::vector<PluginSpec> expanded;
   for (auto& s : specs) {
@@ -43,15 +43,16 @@ std::vector<std::unique_ptr<Sampler>> build_sampler_stages(const Registry& reg, 
   // Validate every stage before creating any: errors name the first bad one.
   for (const auto& s : specs) reg.resolve(PluginKind::Sampler, s);
   std::vector<std::unique_ptr<Sampler>> stages;
+  for (const auto& s : specs) stages.push_back(reg.make_sampler(s, context));
   std::string selector;
-  for (const auto& s : specs) {
-    stages.push_back(reg.make_sampler(s));
+  for (const auto& st : stages) {
     if (!selector.empty())
-      warnings.push_back("sampler stage '" + s.name + "' comes after '" + selector +
+      warnings.push_back("sampler stage '" + st->name() + "' comes after '" + selector +
                          "', which already chooses the token: it has no effect");
-    if (stages.back()->selects() && selector.empty()) selector = s.name;
+    if (st->selects() && selector.empty()) selector = st->name();
   }
-  if (selector.empty()) stages.push_back(reg.make_sampler(PluginSpec{"dist", {}}));
+  // The one place core names a stage: the default draw, when nothing in the chain selects.
+  if (selector.empty()) stages.push_back(reg.make_sampler(PluginSpec{"dist", {}}, context));
   return stages;
 }
 

@@ -229,7 +229,8 @@ class GuardedSampler final : public Sampler, Guard<Sampler> {
   void bind(const Tokenizer& v) override { call([&](auto& p) { p.bind(v); }); }
   void accept(std::int32_t t) override { call([&](auto& p) { p.accept(t); }); }
   void reset() override { call([](auto& p) { p.reset(); }); }
-  bool selects() const override { return call([](auto& p) { return p.selects(); }); }
+  Selection selection() const override { return call([](auto& p) { return p.selection(); }); }
+  bool runs_first() const override { return call([](auto& p) { return p.runs_first(); }); }
 };
 
 // Which wrapper each kind's objects travel in.
@@ -499,6 +500,8 @@ std::unique_ptr<KvStore> Registry::make_attention(const PluginSpec& spec, const 
   c.attention = shape;
   return make<KvStore>(spec, c);
 }
-std::unique_ptr<Sampler> Registry::make_sampler(const PluginSpec& spec) const { return make<Sampler>(spec); }
+std::unique_ptr<Sampler> Registry::make_sampler(const PluginSpec& spec, const PluginContext& context) const {
+  return make<Sampler>(spec, context);
+}
 
 }  // namespace glassbox

@@ -3,7 +3,6 @@
 #include "glassbox/run_spec.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <random>
 
@@ -78,34 +77,26 @@ std::shared_ptr<const LoadedModel> load_model(std::shared_ptr<const Registry> re
   return m;
 }
 
-std::vector<std::unique_ptr<Sampler>> check_run_spec(const Registry& registry, const RunSpec& spec, std::vector<std::string>& warnings) {
+std::vector<std::unique_ptr<Sampler>> check_run_spec(const Registry& registry, const RunSpec& spec, std::vector<std::string>& warnings,
+                                                     const PluginContext& context) {
   registry.resolve(PluginKind::Attention, spec.attention);
-  auto stages = build_sampler_stages(registry, spec.sampler.empty() ? std::vector<PluginSpec>{{"default", {}}} : spec.sampler, warnings);
-  // The grammar masks the raw distribution before any other stage, as llama.cpp's grammar-first sampling
-  // does: truncating stages then only see tokens the grammar allows.
-  if (spec.grammar) stages.insert(stages.begin(), registry.make_sampler(*spec.grammar));
-  return stages;
-}
-
-void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vocab_size) {
-  // logit-bias names token ids; one the model does not have would silently do nothing.
-  for (const auto& st : stages) {
-    if (st->name() != "logit-bias" || !st->params().has("bias")) continue;
-    const std::string& text = st->params().get_string("bias");
-    std::size_t at = 0;
-    while (at <= text.size()) {
-      const std::size_t semi = std::min(text.find(';', at), text.size());
-      const std::string item = text.substr(at, semi - at);
-      at = semi + 1;
-      const auto b = item.find_first_not_of(" \t");
-      if (b == std::string::npos) continue;
-      long long id = -1;
-      std::from_chars(item.data() + b, item.data() + item.size(), id);
-      if (id >= vocab_size)
-        throw ConfigError("sampler 'logit-bias': token id " + std::to_string(id) + " is outside the model's vocabulary of " +
-                          std::to_string(vocab_size) + " tokens");
+  for (const auto& s : spec.extra_stages) registry.resolve(PluginKind::Sampler, s);
+  auto stages = build_sampler_stages(registry, spec.sampler.empty() ? std::vector<PluginSpec>{{"default", {}}} : spec.sampler,
+                                     warnings, context);
+  // The stages other options add go where each says: first when it must see the raw distribution (a
+  // grammar: llama.cpp applies its grammar before the chain), otherwise just before the selecting stage.
+  // The stages written in --sampler keep the user's order.
+  std::size_t front = 0;
+  for (const auto& s : spec.extra_stages) {
+    auto st = registry.make_sampler(s, context);
+    if (st->runs_first()) {
+      stages.insert(stages.begin() + static_cast<std::ptrdiff_t>(front++), std::move(st));
+    } else {
+      auto sel = std::find_if(stages.begin(), stages.end(), [](const auto& x) { return x->selects(); });
+      stages.insert(sel, std::move(st));
     }
   }
+  return stages;
 }
 
 std::unique_ptr<Sampler> make_ignore_eos_stage(const Registry& registry, const Tokenizer& tokenizer) {
@@ -160,7 +151,12 @@ void check_run_memory(const Config& cfg, const std::filesystem::path& model_file
 
 std::unique_ptr<Pipeline> build_pipeline(std::shared_ptr<const LoadedModel> loaded, const RunSpec& spec,
                                          std::vector<std::string>& warnings) {
-  auto stages = check_run_spec(*loaded->registry, spec, warnings);
+  // The stages learn the run's vocabulary and tokenizer through their context (logit-bias checks its ids).
+  PluginContext stage_context;
+  stage_context.model = &loaded->source->metadata();
+  stage_context.vocab_size = loaded->config.vocab_size;
+  stage_context.tokenizer = loaded->tokenizer.get();
+  auto stages = check_run_spec(*loaded->registry, spec, warnings, stage_context);
   auto p = std::make_unique<Pipeline>();
   p->loaded = loaded;
   p->registry = loaded->registry;
@@ -207,7 +203,6 @@ std::unique_ptr<Pipeline> build_pipeline(std::shared_ptr<const LoadedModel> load
     if (!p->tokenizer) throw ConfigError("--ignore-eos: this run has no vocabulary to name its end-of-generation tokens");
     if (auto ban = make_ignore_eos_stage(*loaded->registry, *p->tokenizer)) stages.insert(stages.begin(), std::move(ban));
   }
-  check_token_ids(stages, cfg.vocab_size);
   p->sampler = std::make_unique<SamplerChain>(std::move(stages), cfg.vocab_size, p->seed);
 
   RunHeader& h = p->header;

@@ -571,19 +571,27 @@ SampleResult SamplerChain::sample(std::span<const float> logits, StageObserver* 
   return {cand_.data[cand_.selected].id, cand_.u};
 }
 
-bool SamplerChain::selects_argmax() const {
+Selection SamplerChain::selection() const {
   for (const auto& st : stages_)
-    if (st->selects()) return st->name() == "greedy";
-  return false;
+    if (st->selects()) return st->selection();
+  return Selection::None;
+}
+
+void check_fixed_distribution(const std::vector<std::unique_ptr<Sampler>>& stages) {
+  for (const auto& st : stages) {
+    if (!st->selects()) continue;
+    if (st->selection() == Selection::Argmax || st->selection() == Selection::Draw) return;
+    throw ConfigError("sampler stage '" + st->name() + "' selects the token with state of its own (it declares an adaptive "
+                      "selection), but speculative decoding needs the fixed distribution a chain draws from: end the chain "
+                      "with a stage that declares an argmax or a draw (greedy, dist)");
+  }
+  throw ConfigError("the sampler chain has no selecting stage: speculative decoding needs one that declares an argmax or a draw");
 }
 
 const Candidates& SamplerChain::distribution(std::span<const float> logits, StageObserver* observer) {
+  check_fixed_distribution(stages_);
   std::size_t sel = 0;
-  while (sel < stages_.size() && !stages_[sel]->selects()) ++sel;
-  if (sel == stages_.size() || (stages_[sel]->name() != "greedy" && stages_[sel]->name() != "dist"))
-    throw ConfigError("sampler stage '" + (sel < stages_.size() ? stages_[sel]->name() : std::string("?")) +
-                      "' selects the token, but speculative decoding needs the whole distribution a chain draws from: "
-                      "end the chain with greedy or dist");
+  while (!stages_[sel]->selects()) ++sel;
   apply_stages(stages_, cand_, rng_, step_, logits, observer, sel);
   return cand_;
 }

@@ -10,13 +10,11 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/rng.hpp"
+#include "glassbox/strategy.hpp"
 
 namespace glassbox {
 
 namespace {
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
 // A chain's distribution as a dense vector over the vocabulary (0 for what its stages removed): the
 // candidates' normalised probabilities, or for a greedy chain the one-hot of its argmax (greedy's
 // distribution: the rule then accepts exactly the target's argmax, and "resamples" it on rejection).
@@ -48,6 +46,23 @@ std::int32_t argmax_dense(const std::vector<double>& w) {
   return static_cast<std::int32_t>(std::max_element(w.begin(), w.end()) - w.begin());  // first of the highest
 }
 
+// A token's text for a one-line message: control bytes as \xNN, so a newline or an escape sequence in a
+// vocabulary cannot break the line or reach the terminal.
+std::string visible(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
 // The draft's and the target's context limits, as Engine::context_limit says them.
 int limit_of(const Transformer& m, const KvStore& kv) {
   const int ctx = m.config().seq_len;
@@ -70,11 +85,29 @@ void check_draft_vocabulary(const Tokenizer& target, int target_vocab, const std
   if (draft_vocab != target_vocab || draft.vocab_size() != target.vocab_size())
     throw ConfigError(both + " have different vocabularies (" + std::to_string(draft_vocab) + " tokens vs " +
                       std::to_string(target_vocab) + "): speculative decoding needs the same tokens in both");
-  for (std::int32_t id = 0; id < target.vocab_size(); ++id)
-    if (draft.piece(id) != target.piece(id))
+  // Special tokens by id and role, the rest by text (llama.cpp's common_speculative_are_compatible): a
+  // control token's text is the file's spelling ("<s>" in a GGUF, "\n<s>\n" in a llama2.c tokenizer.bin),
+  // not what the model reads, so the same model in both formats is the same vocabulary.
+  const std::string hint = " (a draft in another file format of the same model? give it the target's tokenizer with --draft-tokenizer)";
+  auto same_id = [&](const char* role, std::int32_t d, std::int32_t t) {
+    if (d != t)
+      throw ConfigError(both + " have different vocabularies (" + role + " is token " + std::to_string(d) + " in the draft's, " +
+                        std::to_string(t) + " in the target's): speculative decoding needs the same tokens in both" + hint);
+  };
+  same_id("BOS", draft.bos_id(), target.bos_id());
+  same_id("EOS", draft.eos_id(), target.eos_id());
+  auto special = [](const Tokenizer& t, std::int32_t id) {
+    const TokenType k = t.token_type(id);
+    return k == TokenType::Control || k == TokenType::Unknown || id == t.bos_id() || id == t.eos_id();
+  };
+  for (std::int32_t id = 0; id < target.vocab_size(); ++id) {
+    const bool sd = special(draft, id), st = special(target, id);
+    if (sd && st) continue;  // both special: their texts are each file's own spelling
+    if (sd != st || draft.piece(id) != target.piece(id))
       throw ConfigError(both + " have different vocabularies (token " + std::to_string(id) + " is '" +
-                        std::string(draft.piece(id)) + "' in the draft's, '" + std::string(target.piece(id)) +
-                        "' in the target's): speculative decoding needs the same tokens in both");
+                        visible(draft.piece(id)) + "' in the draft's, '" + visible(target.piece(id)) +
+                        "' in the target's): speculative decoding needs the same tokens in both" + hint);
+  }
 }
 
 SpeculativeEngine::SpeculativeEngine(Transformer& target, const Tokenizer& tokenizer, KvStore& attention, SamplerChain& sampler,
@@ -90,14 +123,9 @@ SpeculativeEngine::SpeculativeEngine(Transformer& target, const Tokenizer& token
   if (draft_.model.config().vocab_size != target.config().vocab_size)
     throw ConfigError("draft model " + draft_.path + " has " + std::to_string(draft_.model.config().vocab_size) +
                       " tokens, the target " + std::to_string(target.config().vocab_size));
-  // Refused here, before any trace is begun (distribution() would say the same at the first round).
-  for (const auto& st : sampler.stages())
-    if (st->selects()) {
-      if (st->name() != "greedy" && st->name() != "dist")
-        throw ConfigError("sampler stage '" + st->name() + "' selects the token, but speculative decoding needs the whole "
-                          "distribution a chain draws from: end the chain with greedy or dist");
-      break;
-    }
+  // Refused here, before any trace is begun (distribution() would say the same at the first round): the
+  // selecting stage must declare an argmax or a draw (Sampler::selection), whatever its name.
+  check_fixed_distribution(sampler.stages());
   sampler.bind(tokenizer);
   draft_.sampler.bind(tokenizer);
 }
@@ -109,270 +137,223 @@ Summary SpeculativeEngine::generate(std::string_view prompt, const GenerateOptio
 
 Summary SpeculativeEngine::generate(std::vector<std::int32_t> ids, std::string_view prompt, const GenerateOptions& opt,
                                     RunHeader header, TraceSink& sink, const StreamFn& on_piece) {
-  const Config& cfg = target_.config();
-  const int V = cfg.vocab_size;
-  if (opt.max_tokens < 0) throw ConfigError("max_tokens = " + std::to_string(opt.max_tokens) + " (expected >= 0)");
+  SpeculativeStrategy strategy(draft_, k_);
+  return run_strategy({target_, tok_, attn_, &chain_}, strategy, std::move(ids), prompt, opt, std::move(header), sink, on_piece);
+}
+
+void SpeculativeStrategy::check(const GenerateOptions& opt) const {
   if (opt.policy.kind != ContextPolicy::Stop && opt.policy.kind != ContextPolicy::Refuse)
     throw ConfigError("--context-policy " + opt.policy.to_string() +
                       " with a draft model: speculative decoding supports stop and refuse (the two caches would have to be cut alike)");
   if (!opt.forced.empty()) throw ConfigError("--replay with a draft model: teacher forcing replaces the tokens speculation decides");
   if (opt.watch.attention.on || opt.watch.lens != LensPoints::Off)
     throw ConfigError("--trace-attention and --trace-lens are not recorded with a draft model (a round's block holds positions not yet decided)");
-  if (ids.empty()) throw InputError("the prompt encodes to no tokens and the tokenizer adds no BOS: nothing to start from");
-  for (auto id : ids)
-    if (id < 0 || id >= V)
-      throw InputError("tokenizer produced id " + std::to_string(id) + ", outside the model's vocabulary of " + std::to_string(V));
-  const int limit = limit_of(target_, attn_);
-  const int draft_limit = limit_of(draft_.model, draft_.attention);
-  const int n_prompt = static_cast<int>(ids.size());
-  if (opt.policy.kind == ContextPolicy::Refuse && static_cast<long long>(n_prompt) + opt.max_tokens > limit)
-    throw InputError("prompt is " + std::to_string(n_prompt) + " tokens and up to " + std::to_string(opt.max_tokens) +
-                     " more may be generated, but the target's context holds " + std::to_string(limit) + " (--context-policy refuse)");
-  if (n_prompt > limit)
-    throw InputError("prompt is " + std::to_string(n_prompt) + " tokens but the target's context holds " + std::to_string(limit));
+}
 
-  StepRecorder rec(opt.watch, target_, tok_, chain_);
-  header.prompt = std::string(prompt);
-  header.prompt_ids.assign(ids.begin(), ids.end());
-  header.max_tokens = opt.max_tokens;
-  header.level = opt.watch.level;
+void SpeculativeStrategy::describe(RunHeader& header) const {
   if (!header.speculative) header.speculative = SpeculativeSetup{draft_.path, "", k_};
   header.speculative->k = k_;
-  sink.header(header);
+}
 
-  Summary sum;
-  SpeculativeSummary spec;
-  spec.k = k_;
-  attn_.clear();
+void SpeculativeStrategy::begin(DecodeRun& run) {
+  const auto V = static_cast<std::size_t>(run.model.config().vocab_size);
+  spec_ = SpeculativeSummary{};
+  spec_.k = k_;
   draft_.attention.clear();
-  const std::uint64_t draft_seed = opt.seed ^ 0x9E3779B97F4A7C15ULL;  // the draft's stages draw apart from the target's
-  chain_.reset(opt.seed);
-  draft_.sampler.reset(draft_seed);
-  for (auto id : ids) chain_.accept(id), draft_.sampler.accept(id);
+  draft_seed_ = run.opt.seed ^ 0x9E3779B97F4A7C15ULL;  // the draft's stages draw apart from the target's
+  draft_.sampler.reset(draft_seed_);
+  for (auto id : run.seq) draft_.sampler.accept(id);
   // Two generators: the draft's proposals, and the target's acceptance and residual draws, so that what
   // the draft draws never shifts the target's numbers.
-  Rng draft_rng(draft_seed), rng(opt.seed);
-  if (opt.max_tokens == 0) {
-    sum.stop_reason = "max_tokens";
-    sum.speculative = spec;
-    sink.summary(sum);
-    return sum;
+  draft_rng_ = Rng(draft_seed_);
+  rng_ = Rng(run.opt.seed);
+  draft_limit_ = limit_of(draft_.model, draft_.attention);
+  q_.assign(static_cast<std::size_t>(k_), std::vector<double>(V));
+  p_.assign(V, 0.0);
+  resid_.assign(V, 0.0);
+  rows_.assign(static_cast<std::size_t>(k_ + 1) * V, 0.0f);
+  order_.assign(V, 0);
+  top_k_ = std::max(1, std::min(run.opt.watch.top_k, static_cast<int>(V)));
+  argmax_ = run.chain->selects_argmax();
+  step_ = 0;
+  target_held_ = draft_held_ = -1;
+}
+
+void SpeculativeStrategy::end(DecodeRun& run) { run.sum.speculative = spec_; }
+
+bool SpeculativeStrategy::advance(DecodeRun& run) {
+  std::vector<std::int32_t>& seq = run.seq;
+  const int limit = run.limit;
+  if (target_held_ < 0) {
+    // ---- PREFILL: every prompt token but the last through both models; the last one opens round 0 ----
+    t_start_ = DecodeRun::Clock::now();
+    run.run_blocks(0, run.n_prompt - 1, false);
+    run.run_blocks(draft_.model, draft_.attention, 0, std::min(run.n_prompt - 1, draft_limit_), false);
+    target_held_ = run.n_prompt - 1;
+    draft_held_ = std::min(run.n_prompt - 1, draft_limit_);
+    run.prefill_ms = DecodeRun::ms_since(t_start_);
   }
-  const std::vector<std::int32_t> eog = tok_.eog_ids();
-  auto is_stop = [&](std::int32_t t) {
-    if (opt.stop_at_eos && (t == tok_.eos_id() || std::find(eog.begin(), eog.end(), t) != eog.end())) return true;
-    return opt.stop_at_bos && t == tok_.bos_id();
-  };
+  const int V = run.model.config().vocab_size;
+  const bool draft_argmax = argmax_;  // greedy target: greedy draft (its own chain's selecting stage is not asked)
+  const auto t0 = DecodeRun::Clock::now();
+  const int P = static_cast<int>(seq.size()) - 1;  // the newest token, not yet fed to the target
+  if (P >= limit) {
+    run.sum.stop_reason = "context_full";
+    return false;
+  }
+  // K for this round: room in both contexts, and no more than can still be emitted.
+  int k = std::min({k_, limit - 1 - P, draft_limit_ - P, run.opt.max_tokens - run.sum.generated - 1});
+  k = std::max(0, k);
 
-  std::vector<std::int32_t> seq = std::move(ids);
-  seq.reserve(static_cast<std::size_t>(limit) + 1);
-  // Runs seq[from, to) at positions from.. through `m` in blocks; returns the last block's last logits.
-  auto run_blocks = [&](Transformer& m, KvStore& kv, int from, int to) {
-    std::span<const float> out;
-    for (int p = from; p < to; p += m.max_block()) {
-      const int n = std::min(m.max_block(), to - p);
-      out = m.forward(std::span(seq).subspan(static_cast<std::size_t>(p), static_cast<std::size_t>(n)), p, kv);
+  // ---- DRAFT: K tokens, each drawn from the draft's chain distribution q (argmax for a greedy target) ----
+  props_.clear();
+  if (k > 0) {
+    std::span<const float> dl = run.run_blocks(draft_.model, draft_.attention, draft_held_, P + 1, false);
+    ++spec_.draft_forwards;
+    draft_held_ = P + 1;
+    for (int j = 0; j < k; ++j) {
+      if (j > 0) {
+        dl = draft_.model.forward(std::span(&props_.back().id, 1), P + j, draft_.attention);
+        ++spec_.draft_forwards;
+        ++draft_held_;
+      }
+      const Candidates& c = draft_.sampler.distribution(dl);
+      std::vector<double>& qj = q_[static_cast<std::size_t>(j)];
+      dense(c, draft_argmax, qj);
+      const std::int32_t x = draft_argmax ? argmax_dense(qj) : draw_dense(qj, 1.0, draft_rng_.uniform());
+      props_.push_back({x, static_cast<float>(qj[static_cast<std::size_t>(x)]), -1.0f, -1.0f, SpecProposal::Unchecked});
+      draft_.sampler.accept(x);
     }
-    return out;
-  };
+  }
+  spec_.proposed += k;
 
-  // ---- PREFILL: every prompt token but the last through both models; the last one opens round 0 ----
-  const auto t_start = Clock::now();
-  run_blocks(target_, attn_, 0, n_prompt - 1);
-  run_blocks(draft_.model, draft_.attention, 0, std::min(n_prompt - 1, draft_limit));
-  int target_held = n_prompt - 1, draft_held = std::min(n_prompt - 1, draft_limit);
-  const double prefill_ms = ms_since(t_start);
-  double rounds_ms = 0;
+  // ---- VERIFY: the newest token and the K proposals through the target in one forward ----
+  std::vector<std::int32_t> block{seq.back()};
+  for (const auto& x : props_) block.push_back(x.id);
+  run.model.forward(block, P, run.attn);
+  target_held_ = P + k + 1;
+  for (int i = 0; i <= k; ++i) run.model.block_logits(i, &rows_[static_cast<std::size_t>(i) * static_cast<std::size_t>(V)]);
+  ++spec_.rounds;
+  const int round = spec_.rounds - 1;
 
-  std::vector<SpecProposal> props;
-  std::vector<std::vector<double>> q(static_cast<std::size_t>(k_), std::vector<double>(static_cast<std::size_t>(V)));
-  std::vector<double> p(static_cast<std::size_t>(V)), resid(static_cast<std::size_t>(V));
-  std::vector<float> rows(static_cast<std::size_t>(k_ + 1) * static_cast<std::size_t>(V));
-  std::vector<TokenProb> residual_top;
-  std::vector<std::int32_t> order(static_cast<std::size_t>(V));
-  const int top_k = std::max(1, std::min(opt.watch.top_k, V));
-  const bool argmax = chain_.selects_argmax();
-  const bool draft_argmax = argmax;  // greedy target: greedy draft (its own chain's selecting stage is not asked)
-  int step = 0;
+  // ---- ACCEPT OR RESAMPLE, position by position; the target's chain sees exactly the tokens emitted ----
+  int accepted = 0;
   bool done = false;
-
-  while (!done) {
-    const auto t0 = Clock::now();
-    const int P = static_cast<int>(seq.size()) - 1;  // the newest token, not yet fed to the target
-    if (P >= limit) {
-      sum.stop_reason = "context_full";
+  for (int i = 0; i <= k && !done; ++i) {
+    const auto ti = i == 0 ? t0 : DecodeRun::Clock::now();
+    const std::span<const float> logits(&rows_[static_cast<std::size_t>(i) * static_cast<std::size_t>(V)], static_cast<std::size_t>(V));
+    const Candidates& c = run.chain->distribution(logits, run.rec.stage_observer());
+    dense(c, argmax_, p_);
+    SpeculativeStep sp;
+    sp.round = round;
+    sp.index = i;
+    std::int32_t token = -1;
+    float u_draw = -1;
+    if (i < k) {
+      SpecProposal& x = props_[static_cast<std::size_t>(i)];
+      const std::vector<double>& qi = q_[static_cast<std::size_t>(i)];
+      const double px = p_[static_cast<std::size_t>(x.id)], qx = qi[static_cast<std::size_t>(x.id)];
+      x.p = static_cast<float>(px);
+      bool accept;
+      if (argmax_) {
+        accept = px > 0;  // one-hot p: the proposal is the target's argmax
+      } else {
+        x.u = rng_.uniform();
+        accept = static_cast<double>(x.u) * qx < px;  // u < p(x)/q(x): probability min(1, p/q)
+      }
+      x.verdict = accept ? SpecProposal::Accepted : SpecProposal::Rejected;
+      sp.draft = &x;
+      if (accept) {
+        token = x.id;
+        sp.outcome = "accepted";
+        ++accepted;
+      } else {
+        token = resample(qi, u_draw);
+        sp.outcome = "resampled";
+        sp.residual = residual_top_;
+      }
+    } else {
+      // Every proposal accepted: the bonus token, from p at the position after the last of them.
+      if (argmax_) {
+        token = argmax_dense(p_);
+      } else {
+        u_draw = rng_.uniform();
+        token = draw_dense(p_, 1.0, u_draw);
+      }
+      sp.outcome = "bonus";
+    }
+    // The round ends here when this token is not an accepted proposal, when it ends generation, or
+    // when it is the last one max_tokens allows: this step then carries the round's verdicts.
+    sp.last = i == k || std::string_view(sp.outcome) != "accepted" || run.is_stop(token) ||
+              run.sum.generated + 1 >= run.opt.max_tokens;
+    if (sp.last) {
+      sp.proposals = props_;
+      sp.accepted = accepted;
+    }
+    ++spec_.tokens;
+    StepFacts f;
+    f.phase = step_ == 0 ? "prefill" : "decode";
+    f.step = step_;
+    f.pos = P + i;
+    f.input = step_ == 0 ? std::span<const std::int32_t>(seq) : std::span<const std::int32_t>(&seq.back(), 1);
+    f.logits = logits;
+    f.pick = {token, u_draw};
+    f.token = token;
+    f.ms = DecodeRun::ms_since(ti);
+    StepEvent ev = run.rec.record(f, run.attn);
+    ev.chain_prob = static_cast<float>(p_[static_cast<std::size_t>(token)]);
+    ev.speculative = &sp;
+    run.sink.step(ev);
+    if (step_ == 0) run.sum.ttft_ms = DecodeRun::ms_since(t_start_);
+    ++step_;
+    // ---- the loop's shared step: a stop token ends it unstreamed; else stream, accept, count ----
+    if (!run.emit(seq.back(), token)) {
+      done = true;
       break;
     }
-    // K for this round: room in both contexts, and no more than can still be emitted.
-    int k = std::min({k_, limit - 1 - P, draft_limit - P, opt.max_tokens - sum.generated - 1});
-    k = std::max(0, k);
-
-    // ---- DRAFT: K tokens, each drawn from the draft's chain distribution q (argmax for a greedy target) ----
-    props.clear();
-    if (k > 0) {
-      std::span<const float> dl = run_blocks(draft_.model, draft_.attention, draft_held, P + 1);
-      ++spec.draft_forwards;
-      draft_held = P + 1;
-      for (int j = 0; j < k; ++j) {
-        if (j > 0) {
-          dl = draft_.model.forward(std::span(&props.back().id, 1), P + j, draft_.attention);
-          ++spec.draft_forwards;
-          ++draft_held;
-        }
-        const Candidates& c = draft_.sampler.distribution(dl);
-        std::vector<double>& qj = q[static_cast<std::size_t>(j)];
-        dense(c, draft_argmax, qj);
-        const std::int32_t x = draft_argmax ? argmax_dense(qj) : draw_dense(qj, 1.0, draft_rng.uniform());
-        props.push_back({x, static_cast<float>(qj[static_cast<std::size_t>(x)]), -1.0f, -1.0f, SpecProposal::Unchecked});
-        draft_.sampler.accept(x);
-      }
-    }
-    spec.proposed += k;
-
-    // ---- VERIFY: the newest token and the K proposals through the target in one forward ----
-    std::vector<std::int32_t> block{seq.back()};
-    for (const auto& x : props) block.push_back(x.id);
-    target_.forward(block, P, attn_);
-    target_held = P + k + 1;
-    for (int i = 0; i <= k; ++i) target_.block_logits(i, &rows[static_cast<std::size_t>(i) * static_cast<std::size_t>(V)]);
-    ++spec.rounds;
-    const int round = spec.rounds - 1;
-
-    // ---- ACCEPT OR RESAMPLE, position by position; the target's chain sees exactly the tokens emitted ----
-    int accepted = 0;
-    for (int i = 0; i <= k && !done; ++i) {
-      const auto ti = i == 0 ? t0 : Clock::now();
-      const std::span<const float> logits(&rows[static_cast<std::size_t>(i) * static_cast<std::size_t>(V)], static_cast<std::size_t>(V));
-      const Candidates& c = chain_.distribution(logits, rec.stage_observer());
-      dense(c, argmax, p);
-      SpeculativeStep sp;
-      sp.round = round;
-      sp.index = i;
-      std::int32_t token = -1;
-      float u_draw = -1;
-      if (i < k) {
-        SpecProposal& x = props[static_cast<std::size_t>(i)];
-        const std::vector<double>& qi = q[static_cast<std::size_t>(i)];
-        const double px = p[static_cast<std::size_t>(x.id)], qx = qi[static_cast<std::size_t>(x.id)];
-        x.p = static_cast<float>(px);
-        bool accept;
-        if (argmax) {
-          accept = px > 0;  // one-hot p: the proposal is the target's argmax
-        } else {
-          x.u = rng.uniform();
-          accept = static_cast<double>(x.u) * qx < px;  // u < p(x)/q(x): probability min(1, p/q)
-        }
-        x.verdict = accept ? SpecProposal::Accepted : SpecProposal::Rejected;
-        sp.draft = &x;
-        if (accept) {
-          token = x.id;
-          sp.outcome = "accepted";
-          ++accepted;
-        } else {
-          // The residual r = norm(max(0, p − q)): what p holds beyond what the draft already offered.
-          double total = 0;
-          for (std::size_t v = 0; v < p.size(); ++v) total += resid[v] = std::max(0.0, p[v] - qi[v]);
-          if (!(total > 0)) resid = p, total = std::accumulate(p.begin(), p.end(), 0.0);  // rounding: p and q equal
-          if (argmax) {
-            token = argmax_dense(resid);
-          } else {
-            u_draw = rng.uniform();
-            token = draw_dense(resid, total, u_draw);
-          }
-          sp.outcome = "resampled";
-          std::iota(order.begin(), order.end(), 0);
-          const auto n = static_cast<std::size_t>(top_k);
-          std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(n), order.end(),
-                            [&](std::int32_t a, std::int32_t b) { return resid[a] > resid[b] || (resid[a] == resid[b] && a < b); });
-          residual_top.clear();
-          for (std::size_t j = 0; j < n && resid[order[j]] > 0; ++j)
-            residual_top.push_back({order[j], 0.0f, static_cast<float>(resid[order[j]] / total)});
-          sp.residual = residual_top;
-        }
-      } else {
-        // Every proposal accepted: the bonus token, from p at the position after the last of them.
-        if (argmax) {
-          token = argmax_dense(p);
-        } else {
-          u_draw = rng.uniform();
-          token = draw_dense(p, 1.0, u_draw);
-        }
-        sp.outcome = "bonus";
-      }
-      // The round ends here when this token is not an accepted proposal, when it ends generation, or
-      // when it is the last one max_tokens allows: this step then carries the round's verdicts.
-      const bool stop = is_stop(token);
-      sp.last = i == k || std::string_view(sp.outcome) != "accepted" || stop || sum.generated + 1 >= opt.max_tokens;
-      if (sp.last) {
-        sp.proposals = props;
-        sp.accepted = accepted;
-      }
-      ++spec.tokens;
-      StepFacts f;
-      f.phase = step == 0 ? "prefill" : "decode";
-      f.step = step;
-      f.pos = P + i;
-      f.input = step == 0 ? std::span<const std::int32_t>(seq) : std::span<const std::int32_t>(&seq.back(), 1);
-      f.logits = logits;
-      f.pick = {token, u_draw};
-      f.token = token;
-      f.ms = ms_since(ti);
-      StepEvent ev = rec.record(f, attn_);
-      ev.chain_prob = static_cast<float>(p[static_cast<std::size_t>(token)]);
-      ev.speculative = &sp;
-      sink.step(ev);
-      if (step == 0) sum.ttft_ms = ms_since(t_start);
-      ++step;
-      // ---- as Engine::decode_step: a stop token ends it unstreamed; else stream, append, count ----
-      if (stop) {
-        sum.stop_reason = "stop_token";
-        sum.stop_token = token;
-        sum.stop_token_text = std::string(tok_.piece(token));
-        done = true;
-        break;
-      }
-      try {
-        on_piece(tok_.decode(seq.back(), token));
-      } catch (const StopGeneration&) {
-        sum.stop_reason = "stop_text";
-        done = true;
-        break;
-      }
-      chain_.accept(token);
-      seq.push_back(token);
-      ++sum.generated;
-      if (sum.generated >= opt.max_tokens) {
-        sum.stop_reason = "max_tokens";
-        done = true;
-        break;
-      }
-      if (sp.last) break;
-    }
-    spec.accepted += accepted;
-    rounds_ms += ms_since(t0);
-    if (done) break;
-
-    // ---- ROLL BACK: positions past what was emitted are forgotten (the next write lands there) ----
-    const int held = static_cast<int>(seq.size()) - 1;  // positions 0..held-1 hold emitted tokens; seq[held] is new
-    if (target_held > held) attn_.remove(held, target_held), target_held = held;
-    if (draft_held > held) draft_.attention.remove(held, draft_held), draft_held = held;
-    if (accepted == k) {
-      draft_.sampler.accept(seq.back());  // it saw every proposal; the bonus is news to it
-    } else {
-      // Its chain accepted proposals the target refused: start it over on the emitted sequence.
-      draft_.sampler.reset(draft_seed + static_cast<std::uint64_t>(spec.rounds));
-      for (auto id : seq) draft_.sampler.accept(id);
-    }
+    seq.push_back(token);
+    if (sp.last) break;
   }
+  spec_.accepted += accepted;
+  run.decode_ms += DecodeRun::ms_since(t0);
+  run.decode_units = spec_.tokens;
+  if (done) return false;
 
-  const auto t_flush = Clock::now();
-  sink.flush();
-  rounds_ms += ms_since(t_flush);
-  sum.prefill_tok_s = prefill_ms > 0 ? n_prompt / (prefill_ms / 1000.0) : 0;
-  sum.decode_tok_s = rounds_ms > 0 ? spec.tokens / (rounds_ms / 1000.0) : 0;
-  sum.speculative = spec;
-  sink.summary(sum);
-  return sum;
+  // ---- ROLL BACK: positions past what was emitted are forgotten (the next write lands there) ----
+  const int held = static_cast<int>(seq.size()) - 1;  // positions 0..held-1 hold emitted tokens; seq[held] is new
+  if (target_held_ > held) run.attn.remove(held, target_held_), target_held_ = held;
+  if (draft_held_ > held) draft_.attention.remove(held, draft_held_), draft_held_ = held;
+  if (accepted == k) {
+    draft_.sampler.accept(seq.back());  // it saw every proposal; the bonus is news to it
+  } else {
+    // Its chain accepted proposals the target refused: start it over on the emitted sequence.
+    draft_.sampler.reset(draft_seed_ + static_cast<std::uint64_t>(spec_.rounds));
+    for (auto id : seq) draft_.sampler.accept(id);
+  }
+  return true;
+}
+
+// On rejection: a token from the residual r = norm(max(0, p − q)), what p holds beyond what the draft
+// already offered (its argmax for a greedy target); its top entries kept for the step's record.
+std::int32_t SpeculativeStrategy::resample(const std::vector<double>& qi, float& u_draw) {
+  double total = 0;
+  for (std::size_t v = 0; v < p_.size(); ++v) total += resid_[v] = std::max(0.0, p_[v] - qi[v]);
+  if (!(total > 0)) resid_ = p_, total = std::accumulate(p_.begin(), p_.end(), 0.0);  // rounding: p and q equal
+  std::int32_t token;
+  if (argmax_) {
+    token = argmax_dense(resid_);
+  } else {
+    u_draw = rng_.uniform();
+    token = draw_dense(resid_, total, u_draw);
+  }
+  std::iota(order_.begin(), order_.end(), 0);
+  const auto n = static_cast<std::size_t>(top_k_);
+  std::partial_sort(order_.begin(), order_.begin() + static_cast<std::ptrdiff_t>(n), order_.end(),
+                    [&](std::int32_t a, std::int32_t b) { return resid_[a] > resid_[b] || (resid_[a] == resid_[b] && a < b); });
+  residual_top_.clear();
+  for (std::size_t j = 0; j < n && resid_[order_[j]] > 0; ++j)
+    residual_top_.push_back({order_[j], 0.0f, static_cast<float>(resid_[order_[j]] / total)});
+  return token;
 }
 
 }  // namespace glassbox

@@ -55,6 +55,12 @@ class StepRecorder::Collector final : public AttentionObserver {
 };
 
 StepRecorder::StepRecorder(const WatchSpec& watch, Transformer& model, const Tokenizer& tok, const SamplerChain& chain)
+    : StepRecorder(watch, model, tok, &chain) {}
+
+StepRecorder::StepRecorder(const WatchSpec& watch, Transformer& model, const Tokenizer& tok)
+    : StepRecorder(watch, model, tok, nullptr) {}
+
+StepRecorder::StepRecorder(const WatchSpec& watch, Transformer& model, const Tokenizer& tok, const SamplerChain* chain)
     : watch_(watch), model_(model), tok_(tok) {
   const Config& cfg = model.config();
   const auto V = static_cast<std::size_t>(cfg.vocab_size);
@@ -63,7 +69,7 @@ StepRecorder::StepRecorder(const WatchSpec& watch, Transformer& model, const Tok
     throw ConfigError("trace-attention " + std::to_string(at.layer) + ":" + std::to_string(at.head) + " is outside the model's " +
                       std::to_string(cfg.n_layers) + " layers x " + std::to_string(cfg.n_heads) + " heads");
   top_k_ = std::max(0, std::min(watch.top_k, cfg.vocab_size));
-  if (watch.stages) stages_ = std::make_unique<StageRecorder>(chain, cfg.vocab_size, top_k_);
+  if (watch.stages && chain) stages_ = std::make_unique<StageRecorder>(*chain, cfg.vocab_size, top_k_);
   if (at.on) attention_ = std::make_unique<Collector>(at);
   if (watch.lens != LensPoints::Off) {
     lens_.emplace();

@@ -64,7 +64,6 @@ class Engine {
   int context_limit() const;
 
  private:
-  struct Run;  // one generate() call's state (engine.cpp)
   Transformer& model_;
   const Tokenizer& tok_;
   KvStore& attn_;

@@ -18,10 +18,12 @@ class MappedFile;
 // The chain `--sampler default` stands for (documented in docs/samplers.md).
 extern const char* const kDefaultSamplerChain;
 
-// Expands "default", creates each stage in order, and appends a weighted draw ("dist") when
-// the last stage does not select. Stages placed after a selecting stage add a warning.
+// Expands "default", creates each stage in the order given with `context` (what is known of the run:
+// vocabulary, tokenizer), and appends a weighted draw ("dist") when no stage selects. Stages placed after
+// a selecting stage add a warning.
 std::vector<std::unique_ptr<Sampler>> build_sampler_stages(const Registry& reg, std::vector<PluginSpec> specs,
-                                                          std::vector<std::string>& warnings);
+                                                          std::vector<std::string>& warnings,
+                                                          const PluginContext& context = {});
 
 // Hex SHA-256 of a file's bytes.
 std::string sha256_file(const std::filesystem::path& path);

@@ -17,9 +17,10 @@
 
 // Bumped whenever an interface above, Params, Candidates, PluginContext or a factory's signature
 // changes layout or meaning. 6: one factory signature for every kind (Params, PluginContext), and
-// Registrar::add takes an Accepts.
+// Registrar::add takes an Accepts. 7: Sampler::selection() and runs_first() (stages declare how they
+// choose and whether they go first; selects() is no longer virtual), PluginContext carries the tokenizer.
 #ifndef GLASSBOX_ABI_VERSION
-#define GLASSBOX_ABI_VERSION 6
+#define GLASSBOX_ABI_VERSION 7
 #endif
 
 namespace glassbox {
@@ -45,6 +46,11 @@ struct PluginContext {
   const Metadata* model = nullptr;
   std::int32_t vocab_size = 0;              // the model's vocabulary size; 0: not known
   std::optional<AttentionShape> attention;  // the dimensions an attention module is built for
+  // The run's tokenizer (its texts, token types and special ids: bos_id, eos_id, eog_ids), for a sampler
+  // stage that checks what it is given against the vocabulary (logit-bias's ids) or works on texts.
+  // Null: no vocabulary known (a chain checked before any model is loaded); the stage then checks what
+  // it can and leaves the rest to the run that has one.
+  const Tokenizer* tokenizer = nullptr;
 
   // *model, or an empty Metadata when there is none.
   const Metadata& metadata() const;

@@ -83,7 +83,7 @@ class Registry {
   // Shorthands for the usual contexts.
   std::unique_ptr<Tokenizer> make_tokenizer(const PluginSpec& spec, const Metadata& model = {}) const;
   std::unique_ptr<KvStore> make_attention(const PluginSpec& spec, const AttentionShape& shape) const;
-  std::unique_ptr<Sampler> make_sampler(const PluginSpec& spec) const;
+  std::unique_ptr<Sampler> make_sampler(const PluginSpec& spec, const PluginContext& context = {}) const;
 
  private:
   struct Impl;

@@ -61,7 +61,10 @@ struct RunSpec {
   PluginSpec attention{"kv-cache", {}};
   std::vector<PluginSpec> sampler;  // empty: "default"
   bool ignore_eos = false;          // a logit-bias stage banning every end-of-generation token, first in the chain
-  std::optional<PluginSpec> grammar;  // a "grammar" stage before the chain's own (llama.cpp applies the grammar first)
+  // Stages that options other than --sampler add to the chain (--grammar's and --json-schema's grammar
+  // stage), placed by what each declares: in front when it runs_first() (a grammar), else just before
+  // the selecting stage. Stages written in `sampler` keep the order given.
+  std::vector<PluginSpec> extra_stages;
   int context = 0;                  // positions the run may use (0: the model's, capped at kDefaultContextCap)
   std::optional<std::uint64_t> seed;  // none: a random one
 };
@@ -77,16 +80,16 @@ constexpr std::uint64_t kRunMemoryFileMultiple = 8;
 constexpr std::uint64_t kRunMemoryAllowance = std::uint64_t{256} << 20;
 void check_run_memory(const Config& cfg, const std::filesystem::path& model_file, int prefill_block);
 
-// The attention and sampler plugins a RunSpec names, checked without a model: returns the chain's stages
-// (with "dist" appended when nothing selects) and adds chain warnings to `warnings`.
-std::vector<std::unique_ptr<Sampler>> check_run_spec(const Registry& registry, const RunSpec& spec, std::vector<std::string>& warnings);
+// The attention and sampler plugins a RunSpec names, checked without a model (or with what `context` knows
+// of it): returns the chain's stages (build_sampler_stages, "dist" appended when nothing selects, then
+// RunSpec::extra_stages placed) and adds chain warnings to `warnings`.
+std::vector<std::unique_ptr<Sampler>> check_run_spec(const Registry& registry, const RunSpec& spec, std::vector<std::string>& warnings,
+                                                     const PluginContext& context = {});
 
 // --ignore-eos's stage: a logit-bias of -inf on each of the tokenizer's end-of-generation ids (null when it
 // has none), to go first in a chain. build_pipeline adds it for RunSpec::ignore_eos; compare's chains too.
 std::unique_ptr<Sampler> make_ignore_eos_stage(const Registry& registry, const Tokenizer& tokenizer);
 
-// Throws ConfigError when a logit-bias stage names a token id outside the vocabulary.
-void check_token_ids(const std::vector<std::unique_ptr<Sampler>>& stages, int vocab_size);
 
 // Everything one generation needs, over a shared LoadedModel: its own activations, KV store and chain.
 struct Pipeline {

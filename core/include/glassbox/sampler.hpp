@@ -71,6 +71,16 @@ struct Candidates {
   void draw(Rng& rng);
 };
 
+// How a stage chooses the token, as it declares it (core asks the stage, never its name):
+//   None     it reshapes or trims the candidates and leaves the choice to a later stage;
+//   Argmax   it selects the canonical first candidate of what it is given (greedy): its distribution is
+//            the one-hot of that candidate;
+//   Draw     it draws from the normalised probabilities of what it is given, with no state of its own
+//            (dist): its distribution is exactly its input, which speculative decoding can compare;
+//   Adaptive it selects with state that moves with each token (mirostat): it has no fixed distribution
+//            to hand out.
+enum class Selection { None, Argmax, Draw, Adaptive };
+
 class Sampler {
  public:
   virtual ~Sampler() = default;
@@ -86,8 +96,14 @@ class Sampler {
   virtual void accept(std::int32_t token) {}
   // Forgets state between sequences.
   virtual void reset() {}
-  // True when this stage chooses the token; stages placed after it have no effect.
-  virtual bool selects() const { return false; }
+  // How this stage chooses the token (Selection above); stages placed after a selecting one have no effect.
+  virtual Selection selection() const { return Selection::None; }
+  bool selects() const { return selection() != Selection::None; }
+  // True for a stage that must see the raw distribution before any other stage: a grammar, whose mask
+  // must come before truncation (llama.cpp applies the grammar first). When an option other than
+  // --sampler adds the stage (RunSpec::extra_stages), the chain's assembly puts it in front; stages the
+  // user wrote in --sampler keep the user's order.
+  virtual bool runs_first() const { return false; }
 };
 
 }  // namespace glassbox

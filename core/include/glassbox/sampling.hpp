@@ -77,6 +77,10 @@ class StageObserver {
   virtual void end() noexcept {}
 };
 
+// ConfigError unless the first selecting stage declares Selection::Argmax or Selection::Draw: the chains
+// whose whole distribution can be handed out (SamplerChain::distribution, speculative decoding).
+void check_fixed_distribution(const std::vector<std::unique_ptr<Sampler>>& stages);
+
 class SamplerChain {
  public:
   // `stages` run in order; the last one must select (see build_sampler_stages).
@@ -90,12 +94,14 @@ class SamplerChain {
   // decoding compares two of them: speculative.hpp): the stages before the selecting one run as in
   // sample(); the observer sees each, then the selecting stage's input as that stage's record, nothing
   // selected (the caller chooses); the candidates left come back with normalised probabilities, in no
-  // particular order. ConfigError when the selecting stage is neither greedy nor dist (mirostat adapts
-  // its state to each token it draws, so it has no fixed distribution to hand out).
+  // particular order. ConfigError when the selecting stage declares neither an argmax nor a draw
+  // (check_fixed_distribution: mirostat adapts its state to each token it draws, so it has no fixed
+  // distribution to hand out).
   const Candidates& distribution(std::span<const float> logits, StageObserver* observer = nullptr);
-  // Whether the selecting stage is an argmax (greedy): its distribution is then the one-hot of the
-  // candidates' canonical first.
-  bool selects_argmax() const;
+  // How the selecting stage chooses, as it declares it (Selection::None when none selects). An Argmax
+  // chain's distribution is the one-hot of the candidates' canonical first.
+  Selection selection() const;
+  bool selects_argmax() const { return selection() == Selection::Argmax; }
 
   void accept(std::int32_t token);  // a token joins the sequence (prompt or generated)
   void bind(const Tokenizer& vocab);  // hands every stage the vocabulary (Sampler::bind)

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "glassbox/engine.hpp"
+#include "glassbox/rng.hpp"
+#include "glassbox/strategy.hpp"
 
 namespace glassbox {
 
@@ -29,6 +31,39 @@ struct DraftModel {
   std::string path;  // for messages
 };
 
+// The strategy (strategy.hpp): each advance is one round — draft K, verify them in one forward of the
+// target, accept or resample position by position, roll both caches back to what was emitted. The first
+// advance also prefills every prompt token but the last through both models. Its decode rate counts the
+// tokens decided; its summary carries the rounds (Summary::speculative).
+class SpeculativeStrategy final : public Strategy {
+ public:
+  SpeculativeStrategy(DraftModel& draft, int k) : draft_(draft), k_(k) {}
+  void check(const GenerateOptions& opt) const override;
+  bool truncates() const override { return false; }
+  void describe(RunHeader& header) const override;
+  void begin(DecodeRun& run) override;
+  bool advance(DecodeRun& run) override;
+  void end(DecodeRun& run) override;
+
+ private:
+  std::int32_t resample(const std::vector<double>& qi, float& u_draw);
+  DraftModel& draft_;
+  int k_;
+  SpeculativeSummary spec_;
+  std::uint64_t draft_seed_ = 0;
+  Rng draft_rng_{0}, rng_{0};
+  int draft_limit_ = 0, target_held_ = -1, draft_held_ = -1, step_ = 0, top_k_ = 1;
+  bool argmax_ = false;
+  DecodeRun::Clock::time_point t_start_;
+  std::vector<SpecProposal> props_;
+  std::vector<std::vector<double>> q_;         // (k, vocab_size) the draft's distribution at each drafted position
+  std::vector<double> p_, resid_;              // (vocab_size) the target's, and the residual on a rejection
+  std::vector<float> rows_;                    // (k + 1, vocab_size) the verifying forward's logits
+  std::vector<TokenProb> residual_top_;
+  std::vector<std::int32_t> order_;            // (vocab_size)
+};
+
+// Speculative decoding as one object: the target's parts, the draft and K, run by the one loop.
 class SpeculativeEngine {
  public:
   // k: tokens drafted per round, 1..kMaxDraftTokens. ConfigError when the attention module of either

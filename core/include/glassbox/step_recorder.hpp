@@ -62,6 +62,11 @@ class StepRecorder {
  public:
   // Checks the spec against the model (attention layer/head ranges): ConfigError naming them.
   StepRecorder(const WatchSpec& watch, Transformer& model, const Tokenizer& tok, const SamplerChain& chain);
+  // Without a chain (a strategy that ranks the raw distribution itself: beam search): no stage records,
+  // whatever watch.stages says.
+  StepRecorder(const WatchSpec& watch, Transformer& model, const Tokenizer& tok);
+  // Either of the above: with `chain` null, the second.
+  StepRecorder(const WatchSpec& watch, Transformer& model, const Tokenizer& tok, const SamplerChain* chain);
   ~StepRecorder();
   const WatchSpec& watch() const { return watch_; }
 
