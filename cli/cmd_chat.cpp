@@ -387,7 +387,7 @@ void add_chat_command(CLI::App& app) {
           reply.resize(cut.show);
           throw StopGeneration{};
         }
-      }, /*announce=*/!opt.json);
+      }, /*announce=*/!opt.json, PassCost::of(s->source->weights(), s->config));
       sinks.add(&paced);
       Summary sum;
       try {

@@ -221,6 +221,13 @@ const std::map<std::string, Case>& cases() {
          BOOST_TEST_REQUIRE(r.rc == 0, r.err);
          BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "greedy");
          BOOST_TEST(c.header()["plugins"]["sampler"].size() == 1u);
+         BOOST_TEST(!has(r.err, "changes nothing"), r.err);
+         // a stage that is off with its defaults is named in a warning, once, with a value that turns it on
+         const auto xtc = c({"--sampler", "xtc"});
+         BOOST_TEST_REQUIRE(xtc.rc == 0, xtc.err);
+         BOOST_TEST(has(xtc.err, "warning: sampler stage 'xtc' changes nothing: probability = 0"), xtc.err);
+         BOOST_TEST(has(xtc.err, "xtc:probability=0.5 turns it on"), xtc.err);
+         BOOST_TEST(xtc.err.find("changes nothing") == xtc.err.rfind("changes nothing"), xtc.err);
        }},
       {"ignore_eos",
        [](const Chat& c) {
@@ -330,7 +337,18 @@ const std::map<std::string, Case>& cases() {
          const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
          BOOST_TEST_REQUIRE(r.rc == 0, r.err);
          BOOST_TEST(ms >= 2 * 3 * 120, ms);
-         BOOST_TEST(has(r.err, "[glassbox] prefill: "), r.err);
+         // each turn's prefill (its new tokens) is shown by the cost model, as fewer decode steps than tokens
+         std::istringstream lines(r.err);
+         int prefills = 0;
+         for (std::string l; std::getline(lines, l);)
+           if (l.rfind("[glassbox] prefill: ", 0) == 0) {
+             ++prefills;
+             BOOST_TEST(has(l, " decode steps by the cost model"), l);
+             const int n = std::stoi(l.substr(20));
+             const double steps = std::stod(l.substr(l.find(" = ") + 3));
+             BOOST_TEST((steps > 0 && steps < n), l);
+           }
+         BOOST_TEST(prefills == 2, r.err);
        }},
       {"pace_tps",
        [](const Chat& c) {

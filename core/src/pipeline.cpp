@@ -52,7 +52,14 @@ std::vector<std::unique_ptr<Sampler>> build_sampler_stages(const Registry& reg, 
     if (stages.back()->selects() && selector.empty()) selector = s.name;
   }
   if (selector.empty()) stages.push_back(reg.make_sampler(PluginSpec{"dist", {}}));
+  noop_stage_warnings(stages, warnings);
   return stages;
+}
+
+void noop_stage_warnings(const std::vector<std::unique_ptr<Sampler>>& stages, std::vector<std::string>& warnings) {
+  for (const auto& s : stages)
+    if (const std::string why = s->noop_reason(); !why.empty())
+      warnings.push_back("sampler stage '" + s->name() + "' changes nothing: " + why);
 }
 
 namespace {

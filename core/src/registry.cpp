@@ -230,6 +230,7 @@ class GuardedSampler final : public Sampler, Guard<Sampler> {
   void accept(std::int32_t t) override { call([&](auto& p) { p.accept(t); }); }
   void reset() override { call([](auto& p) { p.reset(); }); }
   bool selects() const override { return call([](auto& p) { return p.selects(); }); }
+  std::string noop_reason() const override { return call([](auto& p) { return p.noop_reason(); }); }
 };
 
 // Which wrapper each kind's objects travel in.

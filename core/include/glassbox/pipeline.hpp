@@ -19,9 +19,13 @@ class MappedFile;
 extern const char* const kDefaultSamplerChain;
 
 // Expands "default", creates each stage in order, and appends a weighted draw ("dist") when
-// the last stage does not select. Stages placed after a selecting stage add a warning.
+// the last stage does not select. Stages placed after a selecting stage add a warning, and so does a stage that changes nothing (noop_stage_warnings).
 std::vector<std::unique_ptr<Sampler>> build_sampler_stages(const Registry& reg, std::vector<PluginSpec> specs,
                                                           std::vector<std::string>& warnings);
+// A warning for each stage whose parameters make it a no-op (Sampler::noop_reason), naming the stage
+// and a value that turns it on: "sampler stage 'xtc' changes nothing: probability = 0 (…)". Called by
+// build_sampler_stages, so run, chat, compare, explain and serve (check_run_spec) all get it.
+void noop_stage_warnings(const std::vector<std::unique_ptr<Sampler>>& stages, std::vector<std::string>& warnings);
 
 // Hex SHA-256 of a file's bytes.
 std::string sha256_file(const std::filesystem::path& path);
