@@ -446,6 +446,20 @@ BOOST_AUTO_TEST_CASE(toy_model_warns_of_a_name_it_cannot_recall) {
   const std::string readme = gbtest::read_file(fs::path(GLASSBOX_SOURCE_DIR) / "README.md");
   BOOST_TEST(has(readme, "(Lily, Tom, Mia, Ben, Anna, Sam, Zoe,\nMax, Lucy, Jack:"), "README.md does not list the ten names");
   for (const auto& n : names) BOOST_TEST(has(readme, n), "README.md does not list " << n);
+  // Other ways of giving a name are recognised too; a lower-case word after "I'm" is not a name.
+  for (const auto& [turn, name] : std::vector<std::pair<std::string, std::string>>{
+           {"I'm Bob.", "Bob"}, {"Hi, I am Priya.", "Priya"}, {"Call me Zo\xc3\xab.", "Zo\xc3\xab"}, {"I\xe2\x80\x99m Kenji!", "Kenji"}}) {
+    gbtest::write_file(dir / "other.txt", turn + "\nWhat is my name?\n");
+    const auto r = gbtest::run_cli({"chat", "--input", (dir / "other.txt").string(), "--sampler", "greedy", "-n", "4"});
+    BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+    BOOST_TEST(has(r.err, "it cannot recall \"" + name + "\""), turn << ": " << r.err);
+  }
+  for (const std::string turn : {"I'm happy.", "I am feeling good.", "I'm Lily."}) {
+    gbtest::write_file(dir / "none.txt", turn + "\nWhat is my name?\n");
+    const auto r = gbtest::run_cli({"chat", "--input", (dir / "none.txt").string(), "--sampler", "greedy", "-n", "4"});
+    BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+    BOOST_TEST(!has(r.err, "cannot recall"), turn << ": " << r.err);
+  }
   fs::remove_all(dir);
 }
 
