@@ -93,15 +93,25 @@ bool read_bounded_line(std::istream& in, std::string& line, const std::string& w
 // one token each): it recalls one of these, and answers another name with one of them.
 constexpr std::array<std::string_view, 10> kToyNames = {"Lily", "Tom", "Mia", "Ben", "Anna", "Sam", "Zoe", "Max", "Lucy", "Jack"};
 
-// The name in "My name is NAME." (any case for "my name is"), or "".
+// The name in "My name is NAME." (any case for "my name is"), or in "I'm NAME", "I am NAME", "Call me NAME"
+// when NAME is capitalised or not ASCII ("I'm happy" gives no name); "" when none.
 std::string given_name(std::string_view turn) {
   std::string lower(turn);
   for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  const auto at = lower.find("my name is ");
-  if (at == std::string::npos) return {};
-  std::size_t b = at + 11, e = b;
-  while (e < turn.size() && (std::isalnum(static_cast<unsigned char>(turn[e])) || turn[e] == '-' || (turn[e] & 0x80))) ++e;
-  return std::string(turn.substr(b, e - b));
+  auto word_at = [&](std::size_t b) {
+    std::size_t e = b;
+    while (e < turn.size() && (std::isalnum(static_cast<unsigned char>(turn[e])) || turn[e] == '-' || (turn[e] & 0x80))) ++e;
+    return std::string(turn.substr(b, e - b));
+  };
+  if (const auto at = lower.find("my name is "); at != std::string::npos) return word_at(at + 11);
+  for (std::string_view lead : {"i'm ", "i\xe2\x80\x99m ", "i am ", "call me "}) {
+    for (auto at = lower.find(lead); at != std::string::npos; at = lower.find(lead, at + 1)) {
+      if (at > 0 && std::isalnum(static_cast<unsigned char>(lower[at - 1]))) continue;  // "Hi'm", "recall me"
+      const std::string w = word_at(at + lead.size());
+      if (!w.empty() && (std::isupper(static_cast<unsigned char>(w[0])) || (w[0] & 0x80))) return w;
+    }
+  }
+  return {};
 }
 
 // The turn marker of the plain format ("User: ...\nAssistant:"): a reply ends where the model starts it.
@@ -387,7 +397,7 @@ void add_chat_command(CLI::App& app) {
           reply.resize(cut.show);
           throw StopGeneration{};
         }
-      }, /*announce=*/!opt.json);
+      }, /*announce=*/!opt.json, PassCost::of(s->source->weights(), s->config));
       sinks.add(&paced);
       Summary sum;
       try {

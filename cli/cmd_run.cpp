@@ -192,11 +192,11 @@ void add_run_command(CLI::App& app) {
     try {
       if (opt.echo && !opt.json) stream_out(opt.prompt);
       std::string text;
-      // SIGINT ends even a 60 s pause; the prefill's token waits in proportion to its real cost.
+      // SIGINT ends even a 60 s pause; the prefill's token waits its cost in decode steps by the cost model.
       PacedStream paced(pace_delay(opt), [&](std::string_view piece) {
         if (opt.json) text += piece;
         else stream_out(piece);
-      }, /*announce=*/!opt.json);
+      }, /*announce=*/!opt.json, PassCost::of(s->source->weights(), s->config));
       sinks.add(&paced);
       const StreamFn on_piece = [&](std::string_view piece) { paced.piece(piece); };
       if (opt.beam_width > 0) {

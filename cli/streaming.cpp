@@ -73,6 +73,33 @@ std::chrono::microseconds pace_delay(const RunOptions& o) {
   return std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000));
 }
 
+PassCost PassCost::of(const Weights& w, const Config& c) {
+  PassCost p;
+  for (const auto& l : w.layers)
+    for (const Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w1, &l.w2, &l.w3, &l.w13})
+      if (t->data) {
+        p.matrix_bytes += static_cast<double>(t->bytes);
+        p.layer_weights += static_cast<double>(t->numel());
+      }
+  p.matrix_bytes += static_cast<double>(w.wcls.bytes);
+  p.classifier_weights = static_cast<double>(w.wcls.numel());
+  p.n_layers = c.n_layers;
+  p.q_dim = c.q_dim();
+  p.kv_dim = c.kv_dim();
+  return p;
+}
+
+double PassCost::bytes(int /*n*/, int last_pos) const {
+  // The weights once; K and V (4 bytes a number) of every position the pass attends to, once.
+  return matrix_bytes + 2.0 * 4.0 * n_layers * kv_dim * (last_pos + 1);
+}
+
+double PassCost::flops(int n, int last_pos) const {
+  // Query at position t meets t + 1 keys: q·k and the weighted sum of values, 2·q_dim FLOPs each.
+  const double first = last_pos - n + 1, pairs = n * (first + 1 + last_pos + 1) / 2.0;
+  return 2.0 * layer_weights * n + 2.0 * classifier_weights + 4.0 * q_dim * n_layers * pairs;
+}
+
 void PacedStream::header(const RunHeader& h) {
   n_prompt_ = static_cast<int>(h.prompt_ids.size());
   held_.reset();
@@ -80,13 +107,35 @@ void PacedStream::header(const RunHeader& h) {
 }
 
 void PacedStream::step(const StepEvent& e) {
-  if (e.step == 0) prefill_ms_ = e.ms;
+  if (e.step == 0) {
+    prefill_ms_ = e.ms;
+    n_fed_ = static_cast<int>(e.input_ids.size());
+    last_pos_ = e.pos;
+  }
   last_ms_ = e.ms;
 }
 
 void PacedStream::show_prefill(double decode_ms) {
-  // The prefill's piece waits pace × (prefill ms ÷ one decode step's ms): the class sees the first
-  // token cost what it really cost, in the same slow motion as the steps after it.
+  if (cost_ && n_fed_ > 0) {
+    // The prefill's piece waits pace × its cost in decode steps by the cost model: the class sees what
+    // the first token costs, the same on every run, in the same slow motion as the steps after it.
+    const double steps = cost_->prefill_in_steps(n_fed_, last_pos_);
+    const double ratio = std::clamp(steps, 0.0, kMaxPrefillPaces);
+    if (announce_) {
+      std::fflush(stdout);
+      std::fprintf(stderr,
+                   "[glassbox] prefill: %d prompt token%s = %.2f decode steps by the cost model (a pass reads the weights once, "
+                   "%.2f MB; the prefill does %dx a step's matrix FLOPs; at %.1f GB/s and %.0f GFLOP/s)%s: shown as %.0f ms\n",
+                   n_fed_, n_fed_ == 1 ? "" : "s", steps, cost_->matrix_bytes / 1e6, n_fed_, PassCost::kBytesPerSecond / 1e9,
+                   PassCost::kFlopsPerSecond / 1e9, steps > kMaxPrefillPaces ? " (capped at 40)" : "",
+                   ratio * static_cast<double>(pace_.count()) / 1000.0);
+    }
+    sleep_interruptibly(std::chrono::microseconds(static_cast<std::int64_t>(ratio * static_cast<double>(pace_.count()))));
+    out_(*held_);
+    held_.reset();
+    return;
+  }
+  // No cost model: pace × (prefill ms ÷ one decode step's ms), as measured.
   double ratio = decode_ms > 0 ? prefill_ms_ / decode_ms : 1;
   const bool capped = ratio > kMaxPrefillPaces;
   ratio = std::clamp(ratio, 0.0, kMaxPrefillPaces);
@@ -104,7 +153,8 @@ void PacedStream::show_prefill(double decode_ms) {
 void PacedStream::piece(std::string_view p) {
   if (!paced()) return out_(p);
   if (shown_++ == 0) {
-    held_ = std::string(p);  // the prefill's token: shown once a decode step gives the scale
+    held_ = std::string(p);  // the prefill's token: shown now by the cost model, else once a decode step gives the scale
+    if (cost_ && n_fed_ > 0) show_prefill(0);
     return;
   }
   if (held_) show_prefill(last_ms_);

@@ -1,6 +1,7 @@
 // What run and chat share when they stream a generation: --json token lines, --pace (with the prefill
 // shown as one step of its real cost), control tokens by name, and the summary line's per-token costs.
 #pragma once
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -9,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "glassbox/model/config.hpp"
+#include "glassbox/model/weights.hpp"
 #include "glassbox/tokenizer.hpp"
 #include "glassbox/trace_events.hpp"
 #include "run_options.hpp"
@@ -43,14 +46,42 @@ class JsonTokenSink final : public TraceSink {
 // --pace MS / --pace-tps R: the pause before each streamed token, so a class can read along.
 std::chrono::microseconds pace_delay(const RunOptions& o);
 
+// --pace's cost model of one forward pass, a roofline: a pass takes the longer of its reads (every
+// weight matrix once, whatever the number of tokens it carries, plus the K/V entries its queries look
+// at) at kBytesPerSecond, and its arithmetic (2 FLOPs per matrix weight per token, plus attention's
+// 4·q_dim per query-key pair) at kFlopsPerSecond. The two rates are one core of the reference machine
+// in docs/performance.md (triad 12.5 GB/s, FMA peak 177 GFLOP/s): fixed, so the same run shows the
+// same figure on every machine and every time, where a measured prefill of a small model is mostly
+// noise (4.9 to 186 decode steps over four identical runs). The lesson it shows: a prefill of N
+// tokens reads the weights once, as one decode step does, so until its arithmetic catches up with
+// its reads (N ≈ 2 × 177 / 12.5 × bytes per weight / 4 ≈ 28 tokens of a float32 model) it costs about
+// one step, and always far less than N.
+struct PassCost {
+  static constexpr double kBytesPerSecond = 12.5e9, kFlopsPerSecond = 177e9;
+  double matrix_bytes = 0;     // the layers' matrices and the classifier, as stored (quantized or not)
+  double layer_weights = 0;    // weights in the layers' matrices: 2 FLOPs each per token
+  double classifier_weights = 0;  // the classifier's, once per pass (logits for the last position only)
+  int n_layers = 0, q_dim = 0, kv_dim = 0;
+  static PassCost of(const Weights& w, const Config& c);
+  // A pass feeding n tokens whose last sits at position last_pos (0-based).
+  double bytes(int n, int last_pos) const;
+  double flops(int n, int last_pos) const;
+  double seconds(int n, int last_pos) const { return std::max(bytes(n, last_pos) / kBytesPerSecond, flops(n, last_pos) / kFlopsPerSecond); }
+  // The prefill of n tokens ending at last_pos, in decode steps (the step at last_pos + 1).
+  double prefill_in_steps(int n, int last_pos) const { return seconds(n, last_pos) / seconds(1, last_pos + 1); }
+};
+
 // A paced stream. Each decode step's piece waits the pace; the prefill's piece (the first token) waits
-// the pace times prefill ms / decode-step ms, so the time to the first token is seen in proportion to
-// its real cost. That ratio is known once the first decode step has run, so the stream runs one piece
-// behind the engine; finish() shows the last one. Used as a sink (for the steps' times) and a stream.
+// the pace times the prefill's cost in decode steps by the cost model (PassCost), so the time to the
+// first token is seen in proportion to its cost, the same on every run. Without a cost model (a
+// test's stream) it falls back to the measured prefill ms / decode-step ms, known once the first decode
+// step has run; the stream always runs one piece behind the engine, finish() shows the last one. Used
+// as a sink (for the prefill's size) and a stream.
 class PacedStream final : public TraceSink {
  public:
-  PacedStream(std::chrono::microseconds pace, std::function<void(std::string_view)> out, bool announce)
-      : pace_(pace), out_(std::move(out)), announce_(announce) {}
+  PacedStream(std::chrono::microseconds pace, std::function<void(std::string_view)> out, bool announce,
+              std::optional<PassCost> cost = std::nullopt)
+      : pace_(pace), out_(std::move(out)), announce_(announce), cost_(cost) {}
   void header(const RunHeader& h) override;
   void step(const StepEvent& e) override;
   void summary(const Summary&) override {}
@@ -65,7 +96,8 @@ class PacedStream final : public TraceSink {
   std::chrono::microseconds pace_;
   std::function<void(std::string_view)> out_;
   bool announce_;
-  int n_prompt_ = 0;
+  std::optional<PassCost> cost_;
+  int n_prompt_ = 0, n_fed_ = 0, last_pos_ = 0;  // the prompt; the prefill's tokens (a chat turn: the new ones) and last position
   double prefill_ms_ = 0, last_ms_ = 0;
   std::optional<std::string> held_;
   int shown_ = 0;

@@ -186,6 +186,12 @@ class Dry final : public samplers::Stage {
     c.sorted = false;
   }
 
+  std::string noop_reason() const override {
+    if (multiplier_ == 0.0f) return "multiplier = 0 (off, its default); e.g. dry:multiplier=0.8 turns it on";
+    if (last_n_ == 0) return "last_n = 0 looks at no tokens; e.g. dry:multiplier=0.8;last_n=-1 (the whole context) turns it on";
+    return {};
+  }
+
  private:
   bool enabled() const { return multiplier_ != 0.0f && last_n_ != 0; }
   void add(std::int32_t head, std::vector<std::int32_t> tail) {

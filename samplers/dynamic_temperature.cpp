@@ -33,6 +33,13 @@ class DynamicTemperature final : public samplers::Stage {
     scale(c, t);
   }
 
+  std::string noop_reason() const override {
+    // range 0 is a plain temperature T: a no-op only at T = 1 (the defaults).
+    if (range_ <= 0.0f && t_ == 1.0f)
+      return "range = 0 and temperature = 1 (its defaults) scale nothing; e.g. dynamic-temperature:temperature=1;range=0.5 turns it on";
+    return {};
+  }
+
  private:
   // The temperature stage's rule: T <= 0 keeps only the argmax, otherwise logits / T.
   static void scale(Candidates& c, float t) {

@@ -34,6 +34,14 @@ class Xtc final : public samplers::Stage {
     if (last > 0 && c.data.size() - last >= min_keep_) c.data.erase(c.data.begin(), c.data.begin() + static_cast<std::ptrdiff_t>(last));
   }
 
+  std::string noop_reason() const override {
+    if (probability_ <= 0.0f) return "probability = 0 (off, its default); e.g. xtc:probability=0.5 turns it on";
+    if (threshold_ > 0.5f)
+      return "threshold = " + format_param_value(static_cast<double>(threshold_)) +
+             " > 0.5 holds at most one candidate, which is always kept; e.g. xtc:probability=0.5;threshold=0.1 turns it on";
+    return {};
+  }
+
  private:
   float probability_, threshold_;
   std::size_t min_keep_;

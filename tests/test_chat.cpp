@@ -221,6 +221,13 @@ const std::map<std::string, Case>& cases() {
          BOOST_TEST_REQUIRE(r.rc == 0, r.err);
          BOOST_TEST(c.header()["plugins"]["sampler"][0]["name"] == "greedy");
          BOOST_TEST(c.header()["plugins"]["sampler"].size() == 1u);
+         BOOST_TEST(!has(r.err, "changes nothing"), r.err);
+         // a stage that is off with its defaults is named in a warning, once, with a value that turns it on
+         const auto xtc = c({"--sampler", "xtc"});
+         BOOST_TEST_REQUIRE(xtc.rc == 0, xtc.err);
+         BOOST_TEST(has(xtc.err, "warning: sampler stage 'xtc' changes nothing: probability = 0"), xtc.err);
+         BOOST_TEST(has(xtc.err, "xtc:probability=0.5 turns it on"), xtc.err);
+         BOOST_TEST(xtc.err.find("changes nothing") == xtc.err.rfind("changes nothing"), xtc.err);
        }},
       {"ignore_eos",
        [](const Chat& c) {
@@ -330,7 +337,18 @@ const std::map<std::string, Case>& cases() {
          const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
          BOOST_TEST_REQUIRE(r.rc == 0, r.err);
          BOOST_TEST(ms >= 2 * 3 * 120, ms);
-         BOOST_TEST(has(r.err, "[glassbox] prefill: "), r.err);
+         // each turn's prefill (its new tokens) is shown by the cost model, as fewer decode steps than tokens
+         std::istringstream lines(r.err);
+         int prefills = 0;
+         for (std::string l; std::getline(lines, l);)
+           if (l.rfind("[glassbox] prefill: ", 0) == 0) {
+             ++prefills;
+             BOOST_TEST(has(l, " decode steps by the cost model"), l);
+             const int n = std::stoi(l.substr(20));
+             const double steps = std::stod(l.substr(l.find(" = ") + 3));
+             BOOST_TEST((steps > 0 && steps < n), l);
+           }
+         BOOST_TEST(prefills == 2, r.err);
        }},
       {"pace_tps",
        [](const Chat& c) {
@@ -428,6 +446,20 @@ BOOST_AUTO_TEST_CASE(toy_model_warns_of_a_name_it_cannot_recall) {
   const std::string readme = gbtest::read_file(fs::path(GLASSBOX_SOURCE_DIR) / "README.md");
   BOOST_TEST(has(readme, "(Lily, Tom, Mia, Ben, Anna, Sam, Zoe,\nMax, Lucy, Jack:"), "README.md does not list the ten names");
   for (const auto& n : names) BOOST_TEST(has(readme, n), "README.md does not list " << n);
+  // Other ways of giving a name are recognised too; a lower-case word after "I'm" is not a name.
+  for (const auto& [turn, name] : std::vector<std::pair<std::string, std::string>>{
+           {"I'm Bob.", "Bob"}, {"Hi, I am Priya.", "Priya"}, {"Call me Zo\xc3\xab.", "Zo\xc3\xab"}, {"I\xe2\x80\x99m Kenji!", "Kenji"}}) {
+    gbtest::write_file(dir / "other.txt", turn + "\nWhat is my name?\n");
+    const auto r = gbtest::run_cli({"chat", "--input", (dir / "other.txt").string(), "--sampler", "greedy", "-n", "4"});
+    BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+    BOOST_TEST(has(r.err, "it cannot recall \"" + name + "\""), turn << ": " << r.err);
+  }
+  for (const std::string turn : {"I'm happy.", "I am feeling good.", "I'm Lily."}) {
+    gbtest::write_file(dir / "none.txt", turn + "\nWhat is my name?\n");
+    const auto r = gbtest::run_cli({"chat", "--input", (dir / "none.txt").string(), "--sampler", "greedy", "-n", "4"});
+    BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+    BOOST_TEST(!has(r.err, "cannot recall"), turn << ": " << r.err);
+  }
   fs::remove_all(dir);
 }
 

@@ -334,3 +334,41 @@ BOOST_AUTO_TEST_CASE(a_stage_after_greedy_warns_in_run) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// A stage whose parameters make it a no-op (xtc, dry and dynamic-temperature are off by default, as in
+// llama.cpp) is named in a warning with a value that turns it on, in run, compare and explain; once
+// turned on, the warning is gone.
+BOOST_DATA_TEST_CASE(a_stage_that_changes_nothing_is_named_in_a_warning,
+                     bdata::make({"xtc", "dry", "dynamic-temperature"}) ^
+                         bdata::make({"xtc:probability=0.5", "dry:multiplier=0.8", "dynamic-temperature:temperature=1;range=0.5"}) ^
+                         bdata::make({"xtc:probability=0.5;threshold=0.6", "dry:multiplier=0.8;last_n=0", "dynamic-temperature:temperature=1;range=0"}),
+                     stage, on, off_again) {
+  const std::string warning = "warning: sampler stage '" + std::string(stage) + "' changes nothing: ";
+  const auto run = run_cli({"run", "--prompt", "The weather today is", "-n", "2", "--seed", "1", "--sampler", stage});
+  BOOST_TEST_REQUIRE(run.rc == 0, run.err);
+  BOOST_TEST(contains(run.err, warning), run.err);
+  BOOST_TEST(contains(run.err, std::string(on) + " turns it on"), run.err);
+  const auto cmp = run_cli({"compare", "-p", "The weather today is", "-s", "dist", "-s", stage, "-N", "2", "-n", "2"});
+  BOOST_TEST_REQUIRE(cmp.rc == 0, cmp.err);
+  BOOST_TEST(contains(cmp.err, "strategy '" + std::string(stage) + "': sampler stage '" + stage + "' changes nothing: "), cmp.err);
+  BOOST_TEST(!contains(cmp.err, "sampler stage 'dist' changes nothing"), cmp.err);
+  const auto ex = run_cli({"explain", "--dist", kWeather, "--sampler", stage});
+  BOOST_TEST_REQUIRE(ex.rc == 0, ex.err);
+  BOOST_TEST(contains(ex.err, warning), ex.err);
+  // Turned on: no warning. Other parameter values that also leave it off: warned.
+  const auto active = run_cli({"explain", "--dist", kWeather, "--sampler", on});
+  BOOST_TEST_REQUIRE(active.rc == 0, active.err);
+  BOOST_TEST(!contains(active.err, "changes nothing"), active.err);
+  const auto off = run_cli({"explain", "--dist", kWeather, "--sampler", off_again});
+  BOOST_TEST_REQUIRE(off.rc == 0, off.err);
+  BOOST_TEST(contains(off.err, warning), off.err);
+}
+
+// Stages that act with their defaults, and the default chain, are not warned about.
+BOOST_AUTO_TEST_CASE(acting_stages_are_not_warned_about) {
+  for (const char* chain : {"default", "temperature:0.7", "top-k:5,top-p:0.9", "greedy"}) {
+    const auto r = run_cli({"explain", "--dist", kWeather, "--sampler", chain});
+    BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+    BOOST_TEST(!contains(r.err, "changes nothing"), chain << ": " << r.err);
+  }
+}

@@ -53,7 +53,14 @@ std::vector<std::unique_ptr<Sampler>> build_sampler_stages(const Registry& reg, 
   }
   // The one place core names a stage: the default draw, when nothing in the chain selects.
   if (selector.empty()) stages.push_back(reg.make_sampler(PluginSpec{"dist", {}}, context));
+  noop_stage_warnings(stages, warnings);
   return stages;
+}
+
+void noop_stage_warnings(const std::vector<std::unique_ptr<Sampler>>& stages, std::vector<std::string>& warnings) {
+  for (const auto& s : stages)
+    if (const std::string why = s->noop_reason(); !why.empty())
+      warnings.push_back("sampler stage '" + s->name() + "' changes nothing: " + why);
 }
 
 namespace {

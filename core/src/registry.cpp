@@ -231,6 +231,7 @@ class GuardedSampler final : public Sampler, Guard<Sampler> {
   void reset() override { call([](auto& p) { p.reset(); }); }
   Selection selection() const override { return call([](auto& p) { return p.selection(); }); }
   bool runs_first() const override { return call([](auto& p) { return p.runs_first(); }); }
+  std::string noop_reason() const override { return call([](auto& p) { return p.noop_reason(); }); }
 };
 
 // Which wrapper each kind's objects travel in.

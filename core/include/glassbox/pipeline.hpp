@@ -20,10 +20,14 @@ extern const char* const kDefaultSamplerChain;
 
 // Expands "default", creates each stage in the order given with `context` (what is known of the run:
 // vocabulary, tokenizer), and appends a weighted draw ("dist") when no stage selects. Stages placed after
-// a selecting stage add a warning.
+// a selecting stage add a warning, and so does a stage that changes nothing (noop_stage_warnings).
 std::vector<std::unique_ptr<Sampler>> build_sampler_stages(const Registry& reg, std::vector<PluginSpec> specs,
                                                           std::vector<std::string>& warnings,
                                                           const PluginContext& context = {});
+// A warning for each stage whose parameters make it a no-op (Sampler::noop_reason), naming the stage
+// and a value that turns it on: "sampler stage 'xtc' changes nothing: probability = 0 (…)". Called by
+// build_sampler_stages, so run, chat, compare, explain and serve (check_run_spec) all get it.
+void noop_stage_warnings(const std::vector<std::unique_ptr<Sampler>>& stages, std::vector<std::string>& warnings);
 
 // Hex SHA-256 of a file's bytes.
 std::string sha256_file(const std::filesystem::path& path);

@@ -18,7 +18,8 @@
 // Bumped whenever an interface above, Params, Candidates, PluginContext or a factory's signature
 // changes layout or meaning. 6: one factory signature for every kind (Params, PluginContext), and
 // Registrar::add takes an Accepts. 7: Sampler::selection() and runs_first() (stages declare how they
-// choose and whether they go first; selects() is no longer virtual), PluginContext carries the tokenizer.
+// choose and whether they go first; selects() is no longer virtual) and noop_reason(), PluginContext
+// carries the tokenizer.
 #ifndef GLASSBOX_ABI_VERSION
 #define GLASSBOX_ABI_VERSION 7
 #endif

@@ -104,6 +104,11 @@ class Sampler {
   // --sampler adds the stage (RunSpec::extra_stages), the chain's assembly puts it in front; stages the
   // user wrote in --sampler keep the user's order.
   virtual bool runs_first() const { return false; }
+  // Why this stage, with the parameters it was made with, leaves every step's candidates as they are,
+  // and a value that turns it on ("probability = 0 (off, its default): xtc:probability=0.5 turns it
+  // on"); empty when it acts. Stages that are off by default (xtc, dry, dynamic-temperature) say so, so
+  // that a chain naming one warns instead of changing nothing in silence (build_sampler_stages).
+  virtual std::string noop_reason() const { return {}; }
 };
 
 }  // namespace glassbox
