@@ -1243,6 +1243,14 @@ std::string show(const std::string& s, std::size_t max = 60) {
 
 using traces::person_text;
 
+// A command line without its --seed N (a run that draws nothing does not use it).
+std::string without_seed(std::string command) {
+  const auto at = command.find(" --seed ");
+  if (at == std::string::npos) return command;
+  const auto end = command.find(' ', at + 8);
+  return command.erase(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
 std::string stops_text(const std::map<std::string, int>& stops) {
   std::string t;
   for (const auto& [k, v] : stops) t += (t.empty() ? "" : ", ") + k + " " + std::to_string(v);
@@ -1256,6 +1264,14 @@ std::string sample_columns(const SampleStats& m) {
 }
 
 }  // namespace
+
+bool argmax_only(const Report& rep, int s) {
+  const auto& st = rep.strategies.at(static_cast<std::size_t>(s));
+  if (!st.beam && !(st.samples.chain_entropy.mean == 0 && st.samples.chain_entropy.sd == 0)) return false;
+  for (const auto& c : rep.cells)
+    if (c.strategy == s && c.distinct != 1) return false;
+  return true;
+}
 
 std::string markdown(const Report& rep) {
   const Experiment& ex = rep.experiment;
@@ -1339,13 +1355,12 @@ std::string markdown(const Report& rep) {
     for (int s = 0; s < S; ++s) {
       o << "**" << show(ex.strategies[s].label) << "**\n\n";
       // An argmax at every step (greedy, beam search): one text, listed once.
-      const auto& fig = rep.strategies[s];
-      const bool same = fig.beam.has_value() || (fig.samples.chain_entropy.mean == 0 && fig.samples.chain_entropy.sd == 0);
+      const bool same = argmax_only(rep, s);
       for (int i = 0; i < (same ? 1 : std::min(N, kListed)); ++i) {
         const auto& r = rep.runs[(p * S + s) * N + i];
         o << i + 1 << ". \"" << show(r.text, 100) << "\" (" << r.stop_reason << ")"
           << (same ? " — argmax at every step: all " + std::to_string(N) + " samples are this text" : std::string()) << "  \n   `"
-          << r.command << "`\n";
+          << (same ? without_seed(r.command) : r.command) << "`\n";
       }
       o << "\n";
     }

@@ -257,6 +257,11 @@ Report make_report(const Experiment& e, std::vector<Run> runs, double wall_s);
 // as a fresh one is, shard indexes within 1..N and run indexes within the sweep. Throws ConfigError.
 Report merge_shards(const std::vector<std::string>& files);
 
+// Whether strategy s drew nothing: an argmax at every step of every run (its chain entropy is 0 throughout, or
+// a beam search) and one continuation per prompt. Its samples are then one text and their seeds mean nothing:
+// the Markdown and the page show it once.
+bool argmax_only(const Report& report, int s);
+
 std::string markdown(const Report& report);
 std::string csv(const Report& report);
 // A self-contained page; trace links are made relative to the folder of `html_path`.

@@ -175,7 +175,8 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
       row.appendChild(el('td', null, st.chain));
       COLS.forEach(function (c) {
         var v = st[c[0]], td = el('td');
-        if (typeof v === 'number') td.textContent = fmt(v, c[1]); else td.appendChild(pm(v, c[1]));
+        // a number, or null for one that is not finite (an infinite perplexity: a token of probability 0 was drawn)
+        if (v === null || typeof v === 'number') td.textContent = fmt(v, c[1]); else td.appendChild(pm(v, c[1]));
         row.appendChild(td);
       });
       row.appendChild(el('td', null, stops(st.stop_reasons)));
@@ -205,7 +206,7 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
       COLS.forEach(function (k) {
         var v = c[k[0]], td = el('td');
         if (k[0] === 'distinct') td.textContent = v + '/' + c.n;
-        else if (typeof v === 'number') td.textContent = fmt(v, k[1]);
+        else if (v === null || typeof v === 'number') td.textContent = fmt(v, k[1]);
         else td.appendChild(pm(v, k[1]));
         row.appendChild(td);
       });
@@ -284,7 +285,7 @@ constexpr const char* kPage = R"glassbox_compare(<!DOCTYPE html>
         foot.appendChild(document.createTextNode(r.length + ' tokens · ' + r.stop_reason + ' · logprob ' + fmt(r.logprob, 2) +
           (det ? '' : ' · seed ' + r.seed_text)));
         if (det) foot.appendChild(el('div', {'class': 'same-note'}, 'argmax at every step: all ' + N + ' samples are this text (the seed is not used)'));
-        var rep = el('details'); rep.appendChild(el('summary', null, 'reproduce')); rep.appendChild(el('code', {'class': 'command'}, r.command));
+        var rep = el('details'); rep.appendChild(el('summary', null, 'reproduce')); rep.appendChild(el('code', {'class': 'command'}, det ? r.command.replace(/ --seed [0-9]+/, '') : r.command));
         foot.appendChild(rep);
         td.appendChild(foot);
         row.appendChild(td);
@@ -640,11 +641,9 @@ std::string html(const Report& report, const std::string& html_path) {
     runs.push_back(std::move(x));
   }
   data["runs"] = std::move(runs);
-  // A strategy whose chain drew from a one-token distribution at every step of every run (greedy, an argmax
-  // beam search): its samples are one text and their seeds mean nothing.
+  // A strategy that drew nothing (argmax_only): its samples are one text and their seeds mean nothing.
   json det = json::array();
-  for (const auto& st : report.strategies)
-    det.push_back(st.beam.has_value() || (st.samples.chain_entropy.mean == 0 && st.samples.chain_entropy.sd == 0));
+  for (std::size_t s = 0; s < report.strategies.size(); ++s) det.push_back(argmax_only(report, static_cast<int>(s)));
   data["deterministic"] = std::move(det);
   // '<' never occurs in JSON outside strings; as \u003c inside them, no text can end the element.
   std::string embedded;
