@@ -379,6 +379,19 @@ struct Svg {
   void text(double x, double y, const std::string& t, const std::string& attrs) {
     o << "<text x=\"" << num(x) << "\" y=\"" << num(y) << "\" " << attrs << ">" << xml(t) << "</text>\n";
   }
+  // A note under the chart, wrapped at `chars` characters a line, from y on, 14 px a line.
+  void note(double y, const std::string& text, std::size_t chars) {
+    std::string line, word;
+    std::istringstream in(text);
+    std::vector<std::string> lines;
+    while (in >> word) {
+      if (!line.empty() && line.size() + 1 + word.size() > chars) lines.push_back(line), line.clear();
+      line += (line.empty() ? "" : " ") + word;
+    }
+    if (!line.empty()) lines.push_back(line);
+    for (std::size_t i = 0; i < lines.size(); ++i) text_line(16, y + 14 * static_cast<double>(i), lines[i]);
+  }
+  void text_line(double x, double y, const std::string& t) { text(x, y, t, "fill=\"#4b5263\" font-size=\"11\""); }
   std::string done() { return o.str() + "</svg>\n"; }
 };
 
@@ -410,7 +423,7 @@ struct Frame {
 // strategy with ± 1 sd bars, each strategy labelled beside its dot.
 Figure tradeoff_figure(const Report& rep) {
   const auto& S = rep.strategies;
-  const int W = 760, H = 470;
+  const int W = 760, H = 486;
   Figure f{"tradeoff", "Diversity against model log-probability", ""};
   Svg g(W, H, f.title);
   double xl = HUGE_VAL, xh = -HUGE_VAL, yl = HUGE_VAL, yh = -HUGE_VAL;
@@ -425,7 +438,7 @@ Figure tradeoff_figure(const Report& rep) {
     take(st.samples.logprob.mean + st.samples.logprob.sd, st.distinct_2.mean + st.distinct_2.sd);
   }
   if (!(xl <= xh)) xl = -1, xh = 0, yl = 0, yh = 1;
-  Frame fr{76, static_cast<double>(W - 24), 44, static_cast<double>(H - 84), axis(xl, xh, 6), axis(std::max(0.0, yl), std::min(1.0, yh), 5)};
+  Frame fr{76, static_cast<double>(W - 24), 44, static_cast<double>(H - 100), axis(xl, xh, 6), axis(std::max(0.0, yl), std::min(1.0, yh), 5)};
   fr.draw(g, true, true);
   g.text((fr.L + fr.R) / 2, fr.B + 38, "mean log-probability per token under the model (nats) → more likely",
          "text-anchor=\"middle\" fill=\"#1d2330\"");
@@ -494,7 +507,7 @@ Figure tradeoff_figure(const Report& rep) {
           break;
         }
   }
-  g.text(16, H - 14, note, "fill=\"#4b5263\" font-size=\"11\"");
+  g.note(H - 30, note, static_cast<std::size_t>((W - 32) / 6.4));
   f.svg = g.done();
   return f;
 }
@@ -507,7 +520,7 @@ Figure entropy_figure(const Report& rep) {
   const int cols = n <= 3 ? std::max(1, n) : n == 4 ? 2 : n <= 9 ? 3 : 4;
   const int rows = std::max(1, (n + cols - 1) / cols);
   const int pw = 250, ph = 170, left = 64, top = 44;
-  const int W = left + cols * pw + 10, H = top + rows * ph + 48;
+  const int W = left + cols * pw + 10, H = top + rows * ph + 78;
   Figure f{"entropy", "Entropy per step, one panel per strategy", ""};
   Svg g(W, H, f.title);
   std::size_t steps = 1;
@@ -551,9 +564,9 @@ Figure entropy_figure(const Report& rep) {
   g.text(left + cols * pw / 2.0, top + rows * ph + 4, "step", "text-anchor=\"middle\" fill=\"#1d2330\"");
   g.text(18, top + rows * ph / 2.0, "entropy (nats)",
          "text-anchor=\"middle\" fill=\"#1d2330\" transform=\"rotate(-90 18 " + num(top + rows * ph / 2.0) + ")\"");
-  g.text(16, H - 14, "Solid: median entropy of the model's distribution over the runs that reached the step; band: the middle half "
-                     "of them (25th–75th percentile); dashed: median entropy of the distribution the chain drew from (0: an argmax).",
-         "fill=\"#4b5263\" font-size=\"11\"");
+  g.note(H - 44, "Solid: median entropy of the model's distribution over the runs that reached the step; band: the middle half "
+                 "of them (25th–75th percentile); dashed: median entropy of the distribution the chain drew from (0: an argmax).",
+         static_cast<std::size_t>((W - 32) / 6.4));
   f.svg = g.done();
   return f;
 }
