@@ -323,10 +323,14 @@ void add_chat_command(CLI::App& app) {
         dropped.insert(dropped.end(), turns.begin(), turns.begin() + static_cast<std::ptrdiff_t>(drop));
         turns.erase(turns.begin(), turns.begin() + static_cast<std::ptrdiff_t>(drop));
         dropped_turns += drop;
-        const int before = n;
+        // Counted as the trace's context line counts them (those messages encoded on their own), not as the
+        // conversation's shrinkage, which differs by the tokens merged across the cut (26 said, 27 traced).
+        std::vector<ChatMessage> now;
+        for (std::size_t i = dropped.size() - drop; i < dropped.size(); ++i) now.push_back({dropped[i].user ? "user" : "assistant", dropped[i].text});
+        const std::size_t gone_tokens = encode_chat(tok, fmt, now, /*add_generation_prompt=*/false, /*bos=*/false).size();
         ids = encode();
         n = static_cast<int>(ids.size());
-        std::cerr << "glassbox: chat: dropped the oldest " << (drop == 2 ? "exchange" : "turn") << " (" << before - n
+        std::cerr << "glassbox: chat: dropped the oldest " << (drop == 2 ? "exchange" : "turn") << " (" << gone_tokens
                   << " tokens) to fit the context of " << limit << " positions\n";
       }
       if (dropped_turns > 0) {

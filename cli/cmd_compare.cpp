@@ -26,7 +26,7 @@ namespace cmp = compare;
 
 struct Output {
   bool json = false, csv = false;
-  std::string html, out;
+  std::string html, out, figures;
 };
 
 void add_output_options(CLI::App* cmd, Output& o) {
@@ -34,6 +34,8 @@ void add_output_options(CLI::App* cmd, Output& o) {
   cmd->add_flag("--csv", o.csv, "print the metrics as CSV instead of Markdown");
   cmd->add_option("--html", o.html, "also write a self-contained HTML report to this file");
   cmd->add_option("-o,--output", o.out, "write what would go to stdout to this file");
+  cmd->add_option("--figures", o.figures, "also write each chart as DIR/NAME.svg and DIR/NAME.png (PNG: rsvg-convert, librsvg2-bin)")
+      ->type_name("DIR");
 }
 
 void write_text(const std::string& path, const std::string& text, const std::string& what) {
@@ -50,6 +52,8 @@ void emit(const cmp::Report& report, const Output& o) {
   if (o.json && o.csv) throw ConfigError("--json and --csv: choose one");
   const std::string text = o.json ? traces::dump(cmp::to_json(report)) + "\n" : o.csv ? cmp::csv(report) : cmp::markdown(report);
   if (!o.html.empty()) write_text(o.html, cmp::html(report, o.html), "HTML report");
+  if (!o.figures.empty())
+    for (const auto& f : cmp::write_figures(report, o.figures)) std::cerr << "glassbox: wrote " << f << "\n";
   write_text(o.out, text, "report");
 }
 
@@ -101,7 +105,10 @@ void add_compare_command(CLI::App& app) {
   merge->add_option("shards", o->shard_files, "shard result files (every shard of one sweep)")->required();
   add_output_options(merge, o->merge_out);
 
-  merge->callback([o] { emit(cmp::merge_shards(o->shard_files), o->merge_out); });
+  merge->callback([o] {
+    if (!o->merge_out.figures.empty()) cmp::check_figure_tools();
+    emit(cmp::merge_shards(o->shard_files), o->merge_out);
+  });
 
   cmd->callback([o, cmd, merge] {
     if (merge->parsed()) return;
@@ -140,9 +147,10 @@ void add_compare_command(CLI::App& app) {
     so.progress = !o->no_progress && ::isatty(STDERR_FILENO);
     if (!o->shard.empty()) {
       so.shard = cmp::parse_shard(o->shard);
-      if (o->out.json || o->out.csv || !o->out.html.empty())
-        throw ConfigError("--shard writes raw results; make the report with `glassbox compare merge` (no --json, --csv or --html here)");
+      if (o->out.json || o->out.csv || !o->out.html.empty() || !o->out.figures.empty())
+        throw ConfigError("--shard writes raw results; make the report with `glassbox compare merge` (no --json, --csv, --html or --figures here)");
     }
+    if (!o->out.figures.empty()) cmp::check_figure_tools();  // before the sweep, not after it
     std::string sha;
     const auto t0 = std::chrono::steady_clock::now();
     auto runs = cmp::run_sweep(e, so, &sha);

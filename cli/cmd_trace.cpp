@@ -120,6 +120,9 @@ void add_render(CLI::App* trace) {
   cmd->add_option("--to", a->to, "svg | png | dot (default: from the output's extension, else svg)");
   cmd->add_option("--top", a->opt.top_k, "alternatives drawn per step")->capture_default_str();
   cmd->add_option("--steps", a->steps, "steps A:B to draw (from A up to, not including, B; A: or :B)");
+  cmd->add_option("--wrap", a->opt.wrap, "steps per row: a longer path goes on in a new row (0: one row)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   cmd->callback([a] {
     const std::string format = output_format(a->to, a->out, "svg");
     traces::check_render_format(format);
@@ -202,8 +205,21 @@ void add_lens(CLI::App* trace) {
       while (!line.empty() && line.back() == ' ') line.pop_back();
       std::cout << line << "\n";
     };
+    // Where the answer settles: the first block layer from which the top token after every block is the last
+    // block's (the model's answer); attention points are not counted. The viewer's lensSettles is the same rule.
+    auto settles = [](const std::vector<traces::TraceLens>& lens) -> int {
+      int answer = -1, at = -1;
+      for (auto it = lens.rbegin(); it != lens.rend(); ++it) {
+        if (it->attn || it->top.empty()) continue;
+        if (answer < 0) answer = it->top[0].id;
+        if (it->top[0].id != answer) break;
+        at = it->layer;
+      }
+      return at;
+    };
     std::string line = pad("step", 6) + pad("token", *width + 3);
     for (const auto& l : *first->lens) line += pad("L" + std::to_string(l.layer) + (l.attn ? " attn" : ""), cell);
+    line += "settles";
     end_line(line);
     for (const auto& s : t.steps) {
       if (!s.lens) continue;
@@ -217,10 +233,13 @@ void add_lens(CLI::App* trace) {
         std::snprintf(prob, sizeof prob, " %.3f", l.top[0].prob);
         line += pad(traces::show_text(l.top[0].text, static_cast<std::size_t>(*width)) + prob, cell);
       }
+      const int at = settles(*s.lens);
+      line += at < 0 ? "-" : "L" + std::to_string(at);
       end_line(line);
     }
     std::cout << "(each cell: the most likely next token if the model ended after that layer, and its probability;\n"
-                 " the last column is the step's own distribution)\n";
+                 " the last layer column is the step's own distribution; settles: the first layer from which the top\n"
+                 " token after every block is already the final answer)\n";
   });
 }
 

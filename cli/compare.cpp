@@ -36,6 +36,7 @@
 #include "glassbox/speculative.hpp"
 #include "glassbox/traces/html.hpp"
 #include "glassbox/traces/reader.hpp"
+#include "glassbox/traces/token_text.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "session.hpp"
 #include "yaml_input.hpp"
@@ -1076,6 +1077,25 @@ Report make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
       h[t] /= n[t];
       hc[t] /= n[t];
     }
+    // The quartiles at each step index (linear interpolation between order statistics, as R's type 7).
+    auto quantile = [](const std::vector<double>& sorted, double q) {
+      const double at = q * static_cast<double>(sorted.size() - 1);
+      const auto lo = static_cast<std::size_t>(std::floor(at));
+      const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+      return sorted[lo] + (at - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+    };
+    for (std::size_t t = 0; t < n.size(); ++t) {
+      std::vector<double> hv, cv;
+      for (int p = 0; p < P; ++p)
+        for (const Run* r : runs_of(p, s))
+          if (t < r->entropy.size()) hv.push_back(r->entropy[t]), cv.push_back(r->chain_entropy[t]);
+      std::sort(hv.begin(), hv.end());
+      std::sort(cv.begin(), cv.end());
+      se.entropy_p25.push_back(quantile(hv, 0.25));
+      se.entropy_median.push_back(quantile(hv, 0.5));
+      se.entropy_p75.push_back(quantile(hv, 0.75));
+      se.chain_entropy_median.push_back(quantile(cv, 0.5));
+    }
     rep.per_step.push_back(std::move(se));
   }
   for (const Run* r : at) rep.runs.push_back(report_run(e, *r));
@@ -1176,7 +1196,9 @@ json to_json(const Report& rep) {
   for (const auto& st : rep.strategies) strategies.push_back(strategy_json(st));
   for (const auto& c : rep.cells) cells.push_back(cell_json(c));
   for (const auto& p : rep.per_step)
-    per_step.push_back({{"strategy", p.strategy}, {"entropy", p.entropy}, {"chain_entropy", p.chain_entropy}, {"runs", p.runs}});
+    per_step.push_back({{"strategy", p.strategy}, {"entropy", p.entropy}, {"chain_entropy", p.chain_entropy}, {"runs", p.runs},
+                        {"entropy_p25", p.entropy_p25}, {"entropy_median", p.entropy_median}, {"entropy_p75", p.entropy_p75},
+                        {"chain_entropy_median", p.chain_entropy_median}});
   for (const auto& r : rep.runs) runs.push_back(report_run_json(r));
   json j = {{"schema", kReportSchema},
             {"experiment", experiment_json(rep.experiment)},
@@ -1222,6 +1244,16 @@ std::string show(const std::string& s, std::size_t max = 60) {
   return out;
 }
 
+using traces::person_text;
+
+// A command line without its --seed N (a run that draws nothing does not use it).
+std::string without_seed(std::string command) {
+  const auto at = command.find(" --seed ");
+  if (at == std::string::npos) return command;
+  const auto end = command.find(' ', at + 8);
+  return command.erase(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
 std::string stops_text(const std::map<std::string, int>& stops) {
   std::string t;
   for (const auto& [k, v] : stops) t += (t.empty() ? "" : ", ") + k + " " + std::to_string(v);
@@ -1235,6 +1267,14 @@ std::string sample_columns(const SampleStats& m) {
 }
 
 }  // namespace
+
+bool argmax_only(const Report& rep, int s) {
+  const auto& st = rep.strategies.at(static_cast<std::size_t>(s));
+  if (!st.beam && !(st.samples.chain_entropy.mean == 0 && st.samples.chain_entropy.sd == 0)) return false;
+  for (const auto& c : rep.cells)
+    if (c.strategy == s && c.distinct != 1) return false;
+  return true;
+}
 
 std::string markdown(const Report& rep) {
   const Experiment& ex = rep.experiment;
@@ -1286,14 +1326,29 @@ std::string markdown(const Report& rep) {
         << " | " << fixed(c.distinct_2, 3) << " | " << fixed(c.distinct_3, 3) << " | " << sample_columns(c.samples) << " | "
         << fixed(c.perplexity_pooled, 2) << " | " << pm(c.samples.length, 1) << " | " << stops_text(c.stop_reasons) << " |\n";
     }
-    o << "\nFirst token: observed frequency (probability after the chain)\n\n";
+    o << "\nFirst token: each token drawn at step 0, the samples that drew it (its probability after the chain)\n\n";
     for (const auto& c : rep.cells) {
       if (static_cast<std::size_t>(c.prompt) != p) continue;
       o << "- " << show(ex.strategies[c.strategy].label) << ":";
-      int shown = 0;
+      // The tokens drawn, most often first; then, if room is left, tokens the chain allowed that no sample
+      // drew. Never one the chain gave probability 0 (greedy's other candidates are not alternatives).
+      std::vector<const FirstToken*> drawn, allowed;
       for (const auto& f : c.first_tokens) {
+        if (f.count > 0) drawn.push_back(&f);
+        else if (f.expected && *f.expected > 0) allowed.push_back(&f);
+      }
+      std::stable_sort(drawn.begin(), drawn.end(), [](const FirstToken* a, const FirstToken* b) { return a->count > b->count; });
+      int shown = 0;
+      for (const FirstToken* f : drawn) {
         if (++shown > 6) break;
-        o << " `" << show(f.text, 20) << "` " << fixed(f.freq, 3) << " (" << (f.expected ? fixed(*f.expected, 3) : "—") << ")";
+        o << " `" << show(person_text(f->text), 20) << "` " << f->count << "/" << N << " ("
+          << (f->expected ? fixed(*f->expected, 3) : "—") << ")";
+      }
+      if (drawn.size() > 6) o << " … " << drawn.size() - 6 << " more drawn";
+      if (!allowed.empty() && shown < 6) {
+        o << "; allowed, not drawn:";
+        for (std::size_t k = 0; k < allowed.size() && shown < 6; ++k, ++shown)
+          o << " `" << show(person_text(allowed[k]->text), 20) << "` (" << fixed(*allowed[k]->expected, 3) << ")";
       }
       o << "\n";
     }
@@ -1302,9 +1357,13 @@ std::string markdown(const Report& rep) {
       << " per strategy; every one, with its command, in --json and --html):\n\n";
     for (int s = 0; s < S; ++s) {
       o << "**" << show(ex.strategies[s].label) << "**\n\n";
-      for (int i = 0; i < std::min(N, kListed); ++i) {
+      // An argmax at every step (greedy, beam search): one text, listed once.
+      const bool same = argmax_only(rep, s);
+      for (int i = 0; i < (same ? 1 : std::min(N, kListed)); ++i) {
         const auto& r = rep.runs[(p * S + s) * N + i];
-        o << i + 1 << ". \"" << show(r.text, 100) << "\" (" << r.stop_reason << ")  \n   `" << r.command << "`\n";
+        o << i + 1 << ". \"" << show(r.text, 100) << "\" (" << r.stop_reason << ")"
+          << (same ? " — argmax at every step: all " + std::to_string(N) + " samples are this text" : std::string()) << "  \n   `"
+          << (same ? without_seed(r.command) : r.command) << "`\n";
       }
       o << "\n";
     }

@@ -200,11 +200,14 @@ struct StrategyFigures {
   std::optional<GrammarFigures> grammar;
 };
 
-// A strategy's mean entropies at each step index, over the runs that reached it (`runs` of them).
+// A strategy's mean entropies at each step index, over the runs that reached it (`runs` of them), and the
+// quartiles of the model's entropy and the median of the chain's there (the report's entropy figure: a median
+// with the middle half of the runs as a band, one panel per strategy).
 struct StepEntropy {
   int strategy = 0;
   std::vector<double> entropy, chain_entropy;
   std::vector<int> runs;
+  std::vector<double> entropy_p25, entropy_median, entropy_p75, chain_entropy_median;
 };
 
 // One run as the report lists it: its text and tokens, its own metrics and the command that reproduces it.
@@ -254,10 +257,29 @@ Report make_report(const Experiment& e, std::vector<Run> runs, double wall_s);
 // as a fresh one is, shard indexes within 1..N and run indexes within the sweep. Throws ConfigError.
 Report merge_shards(const std::vector<std::string>& files);
 
+// Whether strategy s drew nothing: an argmax at every step of every run (its chain entropy is 0 throughout, or
+// a beam search) and one continuation per prompt. Its samples are then one text and their seeds mean nothing:
+// the Markdown and the page show it once.
+bool argmax_only(const Report& report, int s);
+
 std::string markdown(const Report& report);
 std::string csv(const Report& report);
 // A self-contained page; trace links are made relative to the folder of `html_path`.
 std::string html(const Report& report, const std::string& html_path);
+
+// The report's charts as standalone SVG (the page shows the same ones): `name` is the file stem, `svg` the
+// document. Axis ticks are round numbers (1, 2 or 5 × 10^k apart); every strategy is labelled in the chart.
+struct Figure {
+  std::string name, title, svg;
+};
+std::vector<Figure> figures(const Report& report);
+// `--figures DIR`: each figure as DIR/NAME.svg and DIR/NAME.png (the PNG drawn from the SVG by rsvg-convert,
+// Debian's librsvg2-bin, at twice the size). check_figure_tools throws ConfigError naming the package when the
+// renderer is missing, so that a sweep is not run for nothing; write_figures returns the files written.
+void check_figure_tools();
+std::vector<std::string> write_figures(const Report& report, const std::string& dir);
+// Round axis ticks covering [lo, hi]: about `target` of them, 1, 2 or 5 × 10^k apart (exposed for tests).
+std::vector<double> nice_ticks(double lo, double hi, int target);
 
 // Within-sample metrics, exposed for tests and docs.
 double repeated_ngram_share(const std::vector<std::int32_t>& t, int n);  // 1 - unique/total n-grams

@@ -522,6 +522,25 @@ RunOptionTableBinder::RunOptionTableBinder(CLI::App* cmd, RunCommand command) : 
     }
     slots_.push_back(std::move(s));
   }
+  // llama.cpp's spellings of a sampler's parameter (--temperature 0.7, --top-k 40) are not options here: the
+  // chain names them. Registered hidden, so that they get that answer instead of CLI11's "not expected".
+  if (command & kGenerate) {
+    const std::pair<const char*, const char*> hints[] = {{"--temperature", "temperature"}, {"--temp", "temperature"},
+                                                         {"--top-k", "top-k"},             {"--top-p", "top-p"},
+                                                         {"--min-p", "min-p"},             {"--typical-p", "typical-p"}};
+    for (const auto& [flag, stage] : hints) {
+      if (cmd->get_option_no_throw(flag)) continue;
+      const std::string f = flag, st = stage;
+      cmd->add_option_function<std::string>(
+             f,
+             [f, st](const std::string& v) {
+               throw ConfigError(f + " " + v + ": a sampler's parameter is set in the chain: --sampler " + st + ":" + v +
+                                 " (with others: --sampler top-k:40," + st + ":" + v + "; docs/samplers.md)");
+             },
+             "")
+          ->group("");
+    }
+  }
 }
 
 RunOptions RunOptionTableBinder::merge() {
@@ -551,6 +570,13 @@ RunOptions RunOptionTableBinder::merge() {
     s->entry->set(o, node_of(*s), s->entry->long_flag());
     given_.insert(s->entry->key);
   }
+  // Options that only shape another one's output: said when that output is off, not silently ignored.
+  if (given("top_logprobs") && !o.json)
+    std::fprintf(stderr, "glassbox: warning: --top-logprobs %d lists alternatives in --json's token lines: without --json it does nothing\n",
+                 o.top_logprobs);
+  if (given("trace_top") && o.trace.empty() && !o.show_probs)
+    std::fprintf(stderr, "glassbox: warning: --trace-top %d sets the candidates a --trace (or --show-probs) lists: with neither it does nothing\n",
+                 o.trace_top);
   return o;
 }
 

@@ -169,6 +169,10 @@ class LivePage {
     if (r.contains("exceptionDetails")) throw std::runtime_error("LivePage: a promise threw " + r["exceptionDetails"].dump());
     return r["result"].value("value", nlohmann::json());
   }
+  // Lays the page out as in a window of w × h CSS pixels (Emulation.setDeviceMetricsOverride): a projector's 1024×768.
+  void set_viewport(int w, int h) {
+    call("Emulation.setDeviceMetricsOverride", {{"width", w}, {"height", h}, {"deviceScaleFactor", 1}, {"mobile", false}}, session_);
+  }
   // The viewport as the compositor drew it (Page.captureScreenshot), a base64 PNG.
   std::string screenshot_png_base64() {
     return call("Page.captureScreenshot", {{"format", "png"}}, session_)["data"].get<std::string>();

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "browser.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;
@@ -450,4 +451,121 @@ BOOST_AUTO_TEST_CASE(pipeline_graph_fits_a_page) {
   BOOST_TEST(pt < 600, pt << " pt wide");
   BOOST_TEST(svg.find("capacity=0") == std::string::npos);
   BOOST_TEST(svg.find("capacity = context") != std::string::npos);
+}
+
+// ---- options that do nothing alone, and llama.cpp's spelling of a sampler's parameter ----
+
+// `--top-logprobs` shapes --json's lines and `--trace-top` what a trace (or --show-probs) lists: alone, each is
+// said to do nothing instead of being ignored in silence; with its partner, nothing is said.
+BOOST_AUTO_TEST_CASE(options_without_their_output_are_named) {
+  const auto a = run_cli({"run", "--prompt", "The weather today is", "-n", "1", "--sampler", "greedy", "--top-logprobs", "3"});
+  BOOST_TEST(a.rc == 0, a.err);
+  BOOST_TEST(a.err.find("--top-logprobs 3 lists alternatives in --json's token lines: without --json it does nothing") != std::string::npos, a.err);
+  const auto b = run_cli({"run", "--prompt", "The weather today is", "-n", "1", "--sampler", "greedy", "--trace-top", "5"});
+  BOOST_TEST(b.rc == 0, b.err);
+  BOOST_TEST(b.err.find("--trace-top 5 sets the candidates a --trace (or --show-probs) lists") != std::string::npos, b.err);
+  const fs::path dir = gbtest::temp_dir("quiet-options");
+  const auto c = run_cli({"run", "--prompt", "The weather today is", "-n", "1", "--sampler", "greedy", "--top-logprobs", "3", "--json",
+                          "--trace-top", "5", "--trace", (dir / "t.jsonl").string()});
+  BOOST_TEST(c.rc == 0, c.err);
+  BOOST_TEST(c.err.find("does nothing") == std::string::npos, c.err);
+}
+
+// `run --temperature 0.7` (llama.cpp's spelling) answers with the chain that does it, exit 2.
+BOOST_AUTO_TEST_CASE(temperature_flag_suggests_the_sampler_chain) {
+  for (const auto& [flag, stage] : {std::pair<std::string, std::string>{"--temperature", "temperature"}, {"--top-k", "top-k"}, {"--min-p", "min-p"}}) {
+    const auto r = run_cli({"run", "--prompt", "x", flag, "0.7"});
+    BOOST_TEST(r.rc == 2, flag << ": " << r.err);
+    BOOST_TEST(r.err.find("--sampler " + stage + ":0.7") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("not expected") == std::string::npos, r.err);
+  }
+  const auto chat = run_cli({"chat", "--temperature", "0.7"});
+  BOOST_TEST(chat.rc == 2, chat.err);
+  BOOST_TEST(chat.err.find("--sampler temperature:0.7") != std::string::npos, chat.err);
+}
+
+// chat's notice counts the dropped turns' tokens as the trace's context line does (it said 26 where the trace
+// held 27: the conversation's shrinkage, which differs by what merges across the cut).
+BOOST_AUTO_TEST_CASE(chat_pruning_notice_counts_what_the_trace_records) {
+  const fs::path dir = gbtest::temp_dir("prune-count");
+  gbtest::write_file(dir / "turns.txt", "My name is Zoe.\nHow are you?\nWhere should we go?\nWhat is my name?\n");
+  const auto r = run_cli({"chat", "--input", (dir / "turns.txt").string(), "--sampler", "greedy", "--max-tokens", "12", "--context", "96",
+                          "--trace", (dir / "c.jsonl").string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  std::vector<long> said;
+  const std::string key = "glassbox: chat: dropped the oldest exchange (";
+  for (auto at = r.err.find(key); at != std::string::npos; at = r.err.find(key, at + 1)) said.push_back(std::stol(r.err.substr(at + key.size())));
+  BOOST_TEST_REQUIRE(!said.empty(), r.err);
+  std::vector<long> traced;
+  for (int turn = 1; turn <= 4; ++turn)
+    for (const auto& l : gbtest::read_jsonl(dir / ("c-turn" + std::to_string(turn) + ".jsonl")))
+      if (l["type"] == "context" && l["policy"] == "prune-turns") traced.push_back(static_cast<long>(l["dropped"]["ids"].size()));
+  BOOST_TEST(said == traced, r.err);
+}
+
+// ---- the class-room page (glassbox serve's GET /), its logic in headless Chromium ----
+// The page's stream is fed by a stand-in for fetch (events as `glassbox serve` sends them, one every 150 ms), so
+// that what the page does with them is tested without a model's speed deciding the order: a click during the
+// stream keeps its step on the screen; the context field fills; a byte token's bars show its byte, a special
+// token its name; at 1024×768 the page is two columns and the bars stay inside the window.
+BOOST_AUTO_TEST_CASE(classroom_page_keeps_a_click_and_fits_a_projector, *boost::unit_test::precondition(gbtest::NeedsChromium{})) {
+  const fs::path dir = gbtest::temp_dir("classroom-page");
+  const std::string url = "file://" + (fs::path(GLASSBOX_SOURCE_DIR) / "cli" / "serve_page.html").string();
+  gbtest::LivePage page(url, dir);
+  page.set_viewport(1024, 768);
+  BOOST_TEST_REQUIRE(page.wait_for("!!document.getElementById('go')", std::chrono::seconds(60)));
+  // 8 tokens; token 3 is the byte 0xE2 (its text "\ufffd"), and every step lists the stop token "\n</s>\n".
+  page.evaluate(R"js(
+    const events = [];
+    for (let i = 0; i < 8; ++i) {
+      const id = i === 3 ? 300 : 100 + i, text = i === 3 ? "\ufffd" : " w" + i;
+      const top = [{ id, token: text, prob: 0.6 }, { id: 2, token: "\n</s>\n", prob: 0.3 }, { id: 50, token: " x", prob: 0.1 }];
+      events.push({ content: i === 3 ? "" : text, tokens: [id], stop: false,
+        completion_probabilities: [{ id, token: text, bytes: i === 3 ? [226] : Array.from(new TextEncoder().encode(text)), logprob: -0.5,
+          top_logprobs: [{ id, token: text, bytes: i === 3 ? [226] : [32, 119, 48 + i], logprob: -0.5 }, { id: 2, token: "\n</s>\n", bytes: [10, 60, 47, 115, 62, 10], logprob: -1.2 }] }],
+        glassbox: { step: { step: i, pos: 5 + i, id, entropy: 1.0, prob: 0.6, chain_prob: 0.6, top,
+          stages: [{ name: "top-k", kept: 3, mass: 1, entropy: 0.9, top }], ms: 1, kv: { module: "kv-cache", tokens: 6 + i, capacity: 256, bytes: 4096 } } } });
+    }
+    events.push({ stop: true, content: "", glassbox: { trace_url: "/traces/1", seed: 1 } });
+    window.fetch = function (url) {
+      if (String(url).indexOf("/completion") < 0) return Promise.reject(new Error("offline"));
+      const enc = new TextEncoder();
+      let k = 0;
+      const body = new ReadableStream({ pull(ctrl) {
+        return new Promise((r) => setTimeout(r, 150)).then(() => {
+          if (k < events.length) ctrl.enqueue(enc.encode("data: " + JSON.stringify(events[k++]) + "\n\n")); else ctrl.close();
+        });
+      } });
+      return Promise.resolve(new Response(body, { status: 200, headers: { "Content-Type": "text/event-stream" } }));
+    };
+    document.getElementById("go").click();
+    true)js");
+  BOOST_TEST_REQUIRE(page.wait_for("document.querySelectorAll('.tok').length >= 2", std::chrono::seconds(30)));
+  page.evaluate("document.querySelector('.tok[data-i=\"0\"]').click(); true");
+  BOOST_TEST_REQUIRE(page.wait_for("!!document.getElementById('viewer-link')", std::chrono::seconds(30)));
+  BOOST_TEST(page.evaluate("document.querySelectorAll('.tok').length").get<int>() == 8);
+  // the click survived the six tokens after it: step 0's bars, after each stage
+  const std::string stage = page.evaluate("document.querySelector('#bars .stage').textContent").get<std::string>();
+  BOOST_TEST(stage.rfind("step 0:", 0) == 0u, stage);
+  BOOST_TEST(page.evaluate("document.querySelectorAll('#bars .stage').length").get<int>() == 2);
+  // the context field: positions used of the window, not "—"
+  const std::string stats = page.evaluate("document.getElementById('stats').textContent").get<std::string>();
+  BOOST_TEST(stats.find("context 13/256 (5%)") != std::string::npos, stats);
+  // a byte token by its byte, the stop token by its name (the bars of step 3, shown by a click)
+  page.evaluate("document.querySelector('.tok[data-i=\"0\"]').click(); document.querySelector('.tok[data-i=\"3\"]').click(); true");
+  const std::string bars = page.evaluate("document.getElementById('bars').textContent").get<std::string>();
+  BOOST_TEST(bars.find("<0xE2>") != std::string::npos, bars);
+  BOOST_TEST(bars.find("</s>") != std::string::npos, bars);
+  BOOST_TEST(bars.find("\\n</s>\\n") == std::string::npos, bars);
+  BOOST_TEST(bars.find("\xEF\xBF\xBD") == std::string::npos, bars);
+  // 1024×768: nothing wider than the window, the bars beside the text and inside the window
+  const json box = page.evaluate(R"js((() => { const b = document.getElementById("bars").getBoundingClientRect(),
+      o = document.getElementById("out").getBoundingClientRect();
+      return { w: document.documentElement.scrollWidth, iw: innerWidth, ih: innerHeight, top: b.top, bottom: b.bottom, right: b.right,
+               left: b.left, out_right: o.right }; })())js");
+  BOOST_TEST(box["iw"].get<double>() == 1024.0, box.dump());
+  BOOST_TEST(box["w"].get<double>() <= 1024.0, box.dump());
+  BOOST_TEST(box["bottom"].get<double>() <= 768.0, box.dump());
+  BOOST_TEST(box["right"].get<double>() <= 1024.0, box.dump());
+  BOOST_TEST(box["left"].get<double>() >= box["out_right"].get<double>(), "the bars are not beside the text: " << box.dump());
 }

@@ -5,6 +5,8 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <sstream>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -321,7 +323,29 @@ BOOST_AUTO_TEST_CASE(diff_names_the_lens_layer_and_trace_lens_prints_the_grid) {
   const auto steps = gbtest::read_jsonl(golden);
   std::size_t rows = 0;
   for (std::size_t i = 0; i < g.out.size(); ++i) rows += g.out[i] == '\n';
-  BOOST_TEST(rows == 1 + (steps.size() - 2) + 2);  // title, a row per step, the two-line legend
+  BOOST_TEST(rows == 1 + (steps.size() - 2) + 3);  // title, a row per step, the three-line legend
+  // The last column: where the answer settles, the first layer from which the top token after every block is
+  // the last block's, worked out here from the trace's own lens.
+  BOOST_TEST(g.out.find("settles") != std::string::npos, g.out);
+  std::istringstream table(g.out);
+  std::string row;
+  std::getline(table, row);  // the title
+  for (const auto& line : steps) {
+    if (line["type"] != "step") continue;
+    int answer = -1, at = -1;
+    for (auto it = line["lens"].rbegin(); it != line["lens"].rend(); ++it) {
+      if (it->contains("point")) continue;
+      const int id = (*it)["top"][0]["id"];
+      if (answer < 0) answer = id;
+      if (id != answer) break;
+      at = (*it)["layer"];
+    }
+    BOOST_TEST_REQUIRE(static_cast<bool>(std::getline(table, row)));
+    const std::string want = "L" + std::to_string(at);
+    BOOST_TEST(row.size() >= want.size());
+    BOOST_TEST(row.substr(row.size() - want.size()) == want, "step " << line["step"] << ": " << row);
+    BOOST_TEST(row.substr(row.size() - want.size() - 1, 1) == " ", row);
+  }
   const auto none = run_cli({"trace", "lens", (dir / "none.jsonl").string()});
   BOOST_TEST(none.rc == 2);
 }

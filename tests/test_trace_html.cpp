@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
+#include <optional>
 #include <regex>
 
 #include "browser.hpp"
@@ -201,7 +203,7 @@ BOOST_AUTO_TEST_CASE(draws_attention_weights_and_the_kv_state) {
   for (const auto& r : (*last)["attention"]) cells += r["weights"].size();
   BOOST_TEST(cells > 0u);
   BOOST_TEST(count(b.out, "class=\"attn-cell\"") == cells);
-  BOOST_TEST(has(b.out, "looks most at position"));
+  BOOST_TEST(has(b.out, "each head looks most at"));
 
   const auto window = stories_trace("attn-window", {"--prompt", "Once upon a time", "--max-tokens", "20", "--sampler", "greedy",
                                                     "--attention", "sliding-window:8", "--trace-attention", "0:0"});
@@ -284,7 +286,9 @@ BOOST_AUTO_TEST_CASE(a_summarized_chat_turn_shows_what_replaced_what) {
   BOOST_TEST_REQUIRE(b.rc == 0, b.err);
   BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""), b.out.substr(0, 2000));
   BOOST_TEST(has(b.out, "My name is Lily."), "the replaced turn is not shown");
-  BOOST_TEST(has(b.out, " [summarized] </span>"), b.out.substr(0, 4000));
+  BOOST_TEST(has(b.out, "[summarized] </span>"), b.out.substr(0, 4000));
+  // the mark stands before what it marks, not before the first kept line
+  BOOST_TEST(b.out.find("[summarized] </span>") < b.out.find("My name is Lily."), b.out.substr(0, 4000));
   BOOST_TEST(has(b.out, "[summary: " + text + "] </span>"), b.out.substr(0, 4000));
 }
 
@@ -325,10 +329,91 @@ BOOST_AUTO_TEST_CASE(lens_grid_has_a_cell_per_layer_and_step) {
   BOOST_TEST(count(b.out, "class=\"lens-cell current\"") == static_cast<std::size_t>(layers + 1));
   BOOST_TEST(has(b.out, ">layer 2 attn</th>"));
   BOOST_TEST(!has(b.out, "id=\"lens-section\" class=\"wide\" hidden"));
+  // every cell shows its probability, not only on hover; the answer is on top from layer 1 on (made so above)
+  BOOST_TEST(count(b.out, "<span class=\"p\">") == static_cast<std::size_t>((layers + 1) * steps));
+  BOOST_TEST(count(b.out, "class=\"lens-settles\"") == static_cast<std::size_t>(steps));
+  BOOST_TEST(count(b.out, ">layer 1</td>") == static_cast<std::size_t>(steps));
   // without a lens the panel stays hidden
   const auto plain = browse(page_for(trace, "no-lens"), "--dump-dom");
   BOOST_TEST(has(plain.out, "id=\"lens-section\" class=\"wide\" hidden"));
   BOOST_TEST(count(plain.out, "class=\"lens-cell") == 0u);
+}
+
+// The attention panel: the caption names, for the shown step, the position each head looks at most, the
+// positions drawing the most weight first; #layer=L&head=H opens on that head (a bookmark); one that was not
+// recorded is said in the page's errors.
+BOOST_AUTO_TEST_CASE(attention_caption_names_the_heads_and_the_address_picks_one) {
+  const auto t = stories_trace("attn-labels", {"--prompt", "Once upon a time there was", "--max-tokens", "14", "--sampler", "greedy",
+                                               "--attention", "sliding-window:8", "--trace-attention", "all"});
+  const auto b = browse(page_for(t, "attn-caption"), "--dump-dom", "#step=13&layer=2&head=3");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""), b.out.substr(0, 2000));
+  BOOST_TEST(has(b.out, ">layer 2, head 3 (shares K/V head 1 with heads 2, 3)</span>"), b.out.substr(0, 4000));
+  BOOST_TEST(has(b.out, ">L2 h3 kv1</text>"));
+  // the position drawing the most weight over every head's most attended one, worked out from the trace
+  std::optional<json> step;
+  for (const auto& l : read_jsonl(t))
+    if (l["type"] == "step" && l["step"] == 13) step = l;
+  BOOST_TEST_REQUIRE(step.has_value());
+  std::map<int, double> mass;
+  for (const auto& r : (*step)["attention"]) {
+    const auto& w = r["weights"];
+    std::size_t best = 0;
+    for (std::size_t k = 1; k < w.size(); ++k)
+      if (w[k].get<double>() > w[best].get<double>()) best = k;
+    mass[r["first_pos"].get<int>() + static_cast<int>(best)] += w[best].get<double>();
+  }
+  int top = -1;
+  for (const auto& [pos, m] : mass)
+    if (top < 0 || m > mass[top]) top = pos;
+  const std::string target = "class=\"attn-target\" data-pos=\"";
+  const auto at = b.out.find(target);
+  BOOST_TEST_REQUIRE(at != std::string::npos, b.out.substr(0, 4000));
+  BOOST_TEST(std::stoi(b.out.substr(at + target.size())) == top);
+  const auto bad = browse(page_for(t, "attn-bad-head"), "--dump-dom", "#layer=9&head=0");
+  BOOST_TEST(has(bad.out, "id=\"console-errors\" data-count=\"1\""), bad.out.substr(0, 2000));
+  BOOST_TEST(has(bad.out, "no such recorded head"));
+}
+
+// A long run (78 positions) and stories260K's 40 heads: no two axis labels overprint (column labels stand at
+// least a 10 px font's line apart, row labels likewise), and the panel spans the page's width.
+BOOST_AUTO_TEST_CASE(attention_labels_do_not_overprint) {
+  const auto t = stories_trace("attn-long", {"--prompt", "Once upon a time there was a little girl", "--max-tokens", "70",
+                                             "--sampler", "greedy", "--ignore-eos", "--trace-attention", "all"});
+  const auto b = browse(page_for(t, "attn-long"), "--dump-dom", "#step=69");
+  BOOST_TEST_REQUIRE(b.rc == 0, b.err);
+  BOOST_TEST(has(b.out, "id=\"console-errors\" data-count=\"0\""), b.out.substr(0, 2000));
+  BOOST_TEST(has(b.out, "id=\"attn-section\" class=\"wide\""));
+  // each <text> of a class in one svg: its x (from translate) or y, in order
+  auto coords = [&](const std::string& svg_id, const std::string& cls, bool x) {
+    const auto from = b.out.find("id=\"" + svg_id + "\""), to = b.out.find("</svg>", from);
+    std::vector<double> v;
+    const std::string part = b.out.substr(from, to - from);
+    static const std::regex tag("<text [^>]*>");
+    for (auto it = std::sregex_iterator(part.begin(), part.end(), tag); it != std::sregex_iterator(); ++it) {
+      const std::string t = it->str();
+      if (t.find("class=\"" + cls) == std::string::npos) continue;
+      std::smatch m;
+      static const std::regex tr(R"re(translate\(([-0-9.]+),)re"), yy(R"re( y="([-0-9.]+)")re");
+      if (x ? std::regex_search(t, m, tr) : std::regex_search(t, m, yy)) v.push_back(std::stod(m[1]));
+    }
+    std::sort(v.begin(), v.end());
+    return v;
+  };
+  auto min_gap = [](const std::vector<double>& v) {
+    double g = 1e9;
+    for (std::size_t i = 1; i < v.size(); ++i) g = std::min(g, v[i] - v[i - 1]);
+    return g;
+  };
+  const auto mx = coords("attn-matrix", "attn-xlabel", true), hx = coords("attn-heatmap", "attn-xlabel", true);
+  const auto my = coords("attn-matrix", "attn-ylabel", false), hy = coords("attn-heatmap", "attn-head-label", false);
+  BOOST_TEST_REQUIRE(mx.size() >= 5u);
+  BOOST_TEST_REQUIRE(hx.size() >= 5u);
+  BOOST_TEST(min_gap(mx) >= 10.5, "matrix column labels " << min_gap(mx) << " px apart");
+  BOOST_TEST(min_gap(hx) >= 10.5, "heads' column labels " << min_gap(hx) << " px apart");
+  BOOST_TEST(min_gap(my) >= 9.5, "matrix row labels " << min_gap(my) << " px apart");
+  BOOST_TEST(min_gap(hy) >= 9.5, "head labels " << min_gap(hy) << " px apart");
+  BOOST_TEST(hy.size() == 40u);  // 5 layers × 8 heads, each named
 }
 
 // The same grid from a real `run --trace-lens all` trace (stories260K: 5 layers, a point inside and after each).

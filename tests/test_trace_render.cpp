@@ -5,7 +5,9 @@
 
 #include <regex>
 
+#include "glassbox/traces/diff.hpp"
 #include "glassbox/traces/reader.hpp"
+#include "glassbox/traces/token_text.hpp"
 #include "support.hpp"
 #include "trace_fixtures.hpp"
 
@@ -139,10 +141,13 @@ BOOST_DATA_TEST_CASE(svg_is_well_formed_with_one_node_per_token_and_alternative,
   const auto t = glassbox::traces::read_trace(trace.string());
   std::size_t alts = 0;
   for (const auto& s : t.steps) alts += alternatives(s, top);
-  BOOST_TEST(count(svg, "<g id=\"node") == 1 + t.steps.size() + alts);
+  // wrapped every 10 steps: a row head for each row after the first
+  const std::size_t rows = (t.steps.size() + 9) / 10;
+  BOOST_TEST(count(svg, "<g id=\"node") == 1 + t.steps.size() + alts + (rows - 1));
   BOOST_TEST(count(svg, "class=\"node chosen\"") == t.steps.size());
   BOOST_TEST(count(svg, "class=\"node alternative\"") == alts);
   BOOST_TEST(count(svg, "class=\"node root\"") == 1u);
+  BOOST_TEST(count(svg, "class=\"node row\"") == rows - 1);
   BOOST_TEST(count(svg, "<g id=\"edge") == t.steps.size() + alts);
   // labels: probabilities and the KV cache
   BOOST_TEST(has(svg, "KV 12/512"), "after the prefill the cache holds the 12 prompt positions of 512");
@@ -167,6 +172,32 @@ BOOST_AUTO_TEST_CASE(steps_range_dot_and_png) {
   r = render(trace, dir / "tree.out", {"--to", "png", "--steps", ":4"});
   BOOST_TEST_REQUIRE(r.rc == 0, r.err);
   BOOST_TEST(read_file(dir / "tree.out").rfind("\x89PNG\r\n\x1a\n", 0) == 0u);
+}
+
+// A long generation wraps into rows (it was one strip 16,621 px wide) and its probabilities read as numbers,
+// not exponents (4.1e-06); --wrap 0 keeps one row.
+BOOST_AUTO_TEST_CASE(long_trees_wrap_and_probabilities_are_readable) {
+  const auto trace = stories_trace("render-long", {"--prompt", "Once upon a time", "--max-tokens", "48", "--sampler",
+                                                   "top-k:40,temperature:1.0", "--seed", "3", "--ignore-eos"});
+  const fs::path dir = temp_dir("render-long");
+  auto width_pt = [](const std::string& svg) {
+    const auto at = svg.find("<svg width=\"");
+    return at == std::string::npos ? -1.0 : std::stod(svg.substr(at + 12));
+  };
+  auto r = render(trace, dir / "wrapped.svg", {"--top", "3"});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const std::string wrapped = read_file(dir / "wrapped.svg");
+  BOOST_TEST(xml_problem(wrapped) == "");
+  BOOST_TEST(count(wrapped, "class=\"node row\"") == 4u);  // 48 steps, 10 a row
+  r = render(trace, dir / "strip.svg", {"--top", "3", "--wrap", "0"});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  const std::string strip = read_file(dir / "strip.svg");
+  BOOST_TEST(count(strip, "class=\"node row\"") == 0u);
+  BOOST_TEST(width_pt(wrapped) > 0);
+  BOOST_TEST(width_pt(wrapped) * 3 < width_pt(strip), "wrapped " << width_pt(wrapped) << " pt, one row " << width_pt(strip) << " pt");
+  static const std::regex exponent(R"(\d\.\de[-+]\d\d)");
+  BOOST_TEST(!std::regex_search(wrapped, exponent), "a probability written as an exponent");
+  BOOST_TEST(has(wrapped, "&lt;0.001"), "the unlikely alternatives are said to be negligible");
 }
 
 BOOST_AUTO_TEST_CASE(bad_requests_are_exit_2) {
@@ -217,4 +248,23 @@ BOOST_AUTO_TEST_CASE(plugins_graph_draws_each_sampler_stage_in_order) {
   r = run_cli({"plugins"});
   BOOST_TEST(r.rc == 0);
   BOOST_TEST(has(r.out, "search path:"));
+}
+
+// The one helper for a token's text as a person reads it (traces/include/glassbox/traces/token_text.hpp).
+BOOST_AUTO_TEST_CASE(special_tokens_read_by_their_name) {
+  using glassbox::traces::person_text;
+  using glassbox::traces::special_name;
+  BOOST_TEST(special_name("\n</s>\n") == "</s>");
+  BOOST_TEST(special_name("\n<s>\n") == "<s>");
+  BOOST_TEST(special_name("<|eot_id|>") == "<|eot_id|>");
+  BOOST_TEST(special_name("</s>") == "</s>");
+  BOOST_TEST(special_name("<b>") == "");  // text that merely looks like a tag
+  BOOST_TEST(special_name(" a <b> c") == "");
+  BOOST_TEST(special_name("< >") == "");
+  BOOST_TEST(person_text("\n</s>\n") == "</s>");
+  BOOST_TEST(person_text(" sunny") == " sunny");
+  BOOST_TEST(person_text("\xE2") == "<0xE2>");  // half a character: its byte
+  BOOST_TEST(person_text("a\xE2\x80") == "a<0xE2><0x80>");
+  BOOST_TEST(person_text("\xE2\x80\x9C") == "\xE2\x80\x9C");  // a whole one: itself
+  BOOST_TEST(glassbox::traces::show_text("\n</s>\n") == "</s>");
 }

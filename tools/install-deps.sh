@@ -9,7 +9,8 @@ pkgs=(build-essential cmake pkg-config
       libboost-test-dev libboost-filesystem-dev libboost-dev
       nlohmann-json3-dev libcli11-dev libgraphviz-dev
       libicu-dev    # the bpe tokenizer's Unicode regexes (\p{L}, \p{N}), which std::regex lacks
-      libcpp-httplib-dev)  # glassbox serve's HTTP server and its tests' client (what llama.cpp's server uses)
+      libcpp-httplib-dev   # glassbox serve's HTTP server and its tests' client (what llama.cpp's server uses)
+      librsvg2-bin)        # rsvg-convert: `compare --figures` draws each chart's PNG from its SVG (librsvg, already Graphviz's SVG loader)
 
 # Optional groups: GLASSBOX_DEPS_EXTRA="train" adds the model recipe's tools.
 for extra in ${GLASSBOX_DEPS_EXTRA:-}; do

@@ -1,5 +1,6 @@
 // trace diff: tokens, then the raw distribution (top-K logprobs, KL, every logit), then each sampler stage.
 #include "glassbox/traces/diff.hpp"
+#include "glassbox/traces/token_text.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -316,6 +317,8 @@ std::string stop_reason(const Trace& t) { return t.summary ? t.summary->stop_rea
 }  // namespace
 
 std::string show_text(const std::string& text, std::size_t max) {
+  // A special token reads as its bare name (</s>, not "\n</s>\n"), unquoted so that it is not taken for text.
+  if (std::string name = special_name(text); !name.empty()) return name;
   std::string out = "\"";
   std::size_t chars = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {

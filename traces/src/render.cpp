@@ -14,6 +14,7 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
+#include "glassbox/traces/token_text.hpp"
 
 namespace glassbox::traces {
 
@@ -97,7 +98,10 @@ class Graph {
 
 // A token for a label: quoted, with newlines and control bytes made visible and backslashes escaped
 // (Graphviz reads "\n", "\l" in labels as line breaks).
-std::string label_text(const std::string& text, std::size_t max_chars = 18) {
+std::string label_text(const std::string& raw, std::size_t max_chars = 18) {
+  // A special token by its bare name (</s>, not "\n</s>\n"), unquoted; stray bytes as <0xNN> (token_text.hpp).
+  if (const std::string name = special_name(raw); !name.empty()) return name;
+  const std::string text = person_text(raw);
   std::string out = "\"";
   std::size_t chars = 0;
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -134,11 +138,21 @@ std::string tail_text(const std::string& text, std::size_t max_chars) {
   return out;
 }
 
+// A probability as a person reads it on a drawing: two decimals, three below 0.01, and "<0.001" below that
+// (not 4.1e-06: a reader wants to see that it is negligible, not its exponent).
 std::string fmt_prob(double p) {
   char buf[32];
   if (p >= 0.01) std::snprintf(buf, sizeof buf, "%.2f", p);
   else if (p >= 0.001) std::snprintf(buf, sizeof buf, "%.3f", p);
-  else std::snprintf(buf, sizeof buf, "%.1e", p);
+  else if (p > 0) return "<0.001";
+  else return "0";
+  return buf;
+}
+
+// A log-probability or a score (negative, any size): two decimals.
+std::string fmt_num(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", x);
   return buf;
 }
 
@@ -162,7 +176,7 @@ std::string prob_colour(double p) {
   return buf;
 }
 
-std::string penwidth(double p) { return fmt_prob(0.6 + 4.4 * std::clamp(p, 0.0, 1.0)); }
+std::string penwidth(double p) { return fmt_num(0.6 + 4.4 * std::clamp(p, 0.0, 1.0)); }
 
 // The look both graphs share: Helvetica labels, boxed nodes, a title on top.
 void common_style(Graph& G, const std::string& title, const char* edge_fontsize) {
@@ -197,8 +211,28 @@ void build_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
   Agnode_t* prev = G.node("root", {{"label", (first == 0 ? "prompt\\n" : "text so far\\n") + tail_text(context, 40)},
                                    {"style", "filled,rounded"}, {"fillcolor", "#f2f2f2"}, {"class", "root"},
                                    {"group", "main"}});
+  // Wrapped: every opt.wrap steps the path goes on in a new row under the last, from a box naming the steps
+  // it holds (a long generation was one strip 16,621 px wide). The row heads share the root's rank, kept in
+  // order top to bottom by invisible edges (Graphviz draws none of them).
+  Agraph_t* heads = opt.wrap > 0 && last - first > opt.wrap ? G.subgraph("row_heads") : nullptr;
+  if (heads) {
+    agsafeset(heads, c("rank"), c("same"), c(""));
+    agsubnode(heads, prev, 1);
+  }
+  Agnode_t* above = prev;
   const bool stopped = t.complete() && (t.summary->stop_reason == "stop_token" || t.summary->stop_reason == "stop_text");
   for (int k = first; k < last; ++k) {
+    if (heads && k > first && (k - first) % opt.wrap == 0) {
+      const int end = std::min(last, k + opt.wrap) - 1;
+      Agnode_t* head = G.node("row" + std::to_string(k), {{"label", "steps " + std::to_string(k) + "–" + std::to_string(end) +
+                                                                       "\\ncontinued from step " + std::to_string(k - 1)},
+                                                           {"style", "rounded,dashed"}, {"color", "#9aa3b2"}, {"fontcolor", "#555555"},
+                                                           {"class", "row"}},
+                              heads);
+      G.edge(above, head, {{"style", "invis"}});
+      above = head;
+      prev = head;
+    }
     const TraceStep& s = t.steps[k];
     const std::int32_t chosen = s.token;
     const double p = s.prob;
@@ -247,7 +281,7 @@ void build_beam_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
   G.graph_attr("ranksep", "0.35");
   const TraceBeamSummary* bs = t.summary && t.summary->beam ? &*t.summary->beam : nullptr;
   common_style(G, "glassbox trace " + tail_text(t.path, 60) + ": beam search, width " + std::to_string(steps.empty() ? 0 : steps[0]->width) +
-                      (bs ? ", length penalty " + fmt_prob(bs->length_penalty) : std::string()) + "; bold: the winner",
+                      (bs ? ", length penalty " + fmt_num(bs->length_penalty) : std::string()) + "; bold: the winner",
                "8");
   G.node("root", {{"label", "prompt\n" + tail_text(t.header.prompt, 40)}, {"style", "filled,rounded"}, {"fillcolor", "#f2f2f2"},
                   {"class", "root"}});
@@ -268,8 +302,8 @@ void build_beam_tree(Graph& G, const Trace& t, const TreeOptions& opt) {
     const int path_parent = k == 0 ? 0 : (k - 1 < path.size() ? path[k - 1] : -2);
     auto draw = [&](const TraceBeamEntry& e, const std::string& id, const char* kind, bool on_path) {
       const double p = std::exp(e.logprob);
-      std::string label = label_text(e.text) + "\nlog p " + fmt_prob(e.logprob) + " · Σ " + fmt_prob(e.score);
-      if (e.normalized) label += "\nfinished: " + fmt_prob(*e.normalized);
+      std::string label = label_text(e.text) + "\nlog p " + fmt_num(e.logprob) + " · Σ " + fmt_num(e.score);
+      if (e.normalized) label += "\nfinished: " + fmt_num(*e.normalized);
       const bool pruned = std::string(kind) == "pruned";
       Agnode_t* n = G.node(id, {{"label", label}, {"class", kind},
                                 {"style", pruned ? "rounded,dashed" : on_path ? "filled,bold" : "filled,rounded"},

@@ -114,7 +114,8 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
 // One line per compared step: tokens, top-N membership both ways, KL both ways, max |Δlogprob|, NMSE, verdict.
 void write_step_verdicts(std::ostream& out, const Trace& golden, const Trace& next, const DiffResult& r);
 
-// A token's text for a one-line report: quoted, control characters escaped, at most `max` characters.
+// A token's text for a one-line report: quoted, control characters escaped, at most `max` characters; a special
+// token (token_text.hpp) by its bare name, unquoted (</s>).
 std::string show_text(const std::string& text, std::size_t max = 16);
 
 }  // namespace glassbox::traces

@@ -18,6 +18,7 @@ struct TreeOptions {
   int top_k = 3;    // alternatives drawn per step (besides the chosen token)
   int first = 0;    // steps [first, last) ...
   int last = -1;    // ... -1: to the end
+  int wrap = 10;    // steps per row: the path goes on in a new row after this many (0: one row)
 };
 
 // "A:B", "A:", ":B" -> [A, B). Throws ConfigError naming the text.
@@ -26,7 +27,8 @@ void parse_step_range(const std::string& text, TreeOptions& opt);
 // The generation as a tree: a root with the text before the first drawn step, the chosen tokens along
 // the main path, each step's top-K alternatives as side branches labelled with their probability;
 // edge width and colour follow the probability; each chosen node shows the KV cache after its step.
-// Nodes: 1 + for each drawn step, 1 (chosen) + its alternatives (the top-K without the chosen token).
+// Nodes: 1 + for each drawn step, 1 (chosen) + its alternatives (the top-K without the chosen token), + one
+// row head (class "row") for each row after the first when the steps are wrapped (TreeOptions::wrap).
 std::string tree_dot(const Trace& t, const TreeOptions& opt);
 void render_tree(const Trace& t, const TreeOptions& opt, const std::string& format, const std::string& out_path);
 
