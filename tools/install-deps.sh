@@ -19,7 +19,9 @@ for extra in ${GLASSBOX_DEPS_EXTRA:-}; do
     train) pkgs+=(python3-torch python3-numpy sentencepiece python3-sentencepiece libopenblas0-pthread) ;;
     browser) pkgs+=(chromium) ;;
     fuzz) pkgs+=(clang-14 libclang-rt-14-dev) ;;  # tools/sanitize.sh and tools/fuzz.sh (clang, libFuzzer)
-    *) echo "install-deps: unknown extra group '$extra' (expected: train, browser, fuzz)" >&2; exit 2 ;;
+    # tools/cross-arm64.sh's host side (it installs these itself too; the arm64 libraries go to its sysroot)
+    arm64) pkgs+=(crossbuild-essential-arm64 qemu-user) ;;
+    *) echo "install-deps: unknown extra group '$extra' (expected: train, browser, fuzz, arm64)" >&2; exit 2 ;;
   esac
 done
 

@@ -2,7 +2,9 @@
 // for this CPU, and the split of matrix products across threads.
 #include "glassbox/kernels.hpp"
 
-#include <pmmintrin.h>
+#if defined(__SSE3__)
+#include <pmmintrin.h>  // rope, swiglu and add_bias four at a time (x86-64: SSE3 is in every build's baseline)
+#endif
 #include <sched.h>
 #include <unistd.h>
 
@@ -24,35 +26,36 @@
 #include "glassbox/error.hpp"
 #include "glassbox/quant.hpp"
 #include "kernel_set.hpp"
+#include "platform/cpu.hpp"
 #include "thread_pool.hpp"
 
 namespace glassbox::kernels {
 
 namespace {
 
-// Best first. A variant needs every extension its build of kernels_isa.cpp was compiled with.
+// Best first. A variant needs every extension its build was compiled with (platform/cpu.hpp says
+// which this CPU has); the scalar set, last, runs everywhere.
 struct Variant {
   const KernelSet* set;
   bool (*supported)();
 };
-// The psABI levels the variants are compiled for (core/CMakeLists.txt): x86-64-v4 = AVX-512
-// F/BW/CD/DQ/VL (+ VNNI for the integer dot products), v3 = AVX2, FMA, F16C, BMI1/2, v2 = SSE4.2, POPCNT.
-// Checked feature by feature: clang 14 (the fuzz and sanitizer builds) knows no "x86-64-vN" names.
-bool has_v2() { return __builtin_cpu_supports("sse4.2") && __builtin_cpu_supports("popcnt"); }
-bool has_v3() {
-  return has_v2() && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
-         __builtin_cpu_supports("bmi2");
-}
-bool has_v4() {
-  return has_v3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
-}
-bool has_v4_vnni() { return has_v4() && __builtin_cpu_supports("avx512vnni"); }
+bool always() { return true; }
 const Variant kVariants[] = {
-    {&kernel_set_avx512vnni, has_v4_vnni},
-    {&kernel_set_avx512, has_v4},
-    {&kernel_set_avx2, has_v3},
-    {&kernel_set_sse42, has_v2},
+#if defined(GLASSBOX_KERNELS_X86)
+    // The psABI levels the x86-64 variants are compiled for (core/CMakeLists.txt): x86-64-v4 = AVX-512
+    // F/BW/CD/DQ/VL (+ VNNI for the integer dot products), v3 = AVX2, FMA, F16C, BMI1/2, v2 = SSE4.2, POPCNT.
+    {&kernel_set_avx512vnni, [] { return platform::cpu_features().avx512vnni; }},
+    {&kernel_set_avx512, [] { return platform::cpu_features().x86_v4; }},
+    {&kernel_set_avx2, [] { return platform::cpu_features().x86_v3; }},
+    {&kernel_set_sse42, [] { return platform::cpu_features().x86_v2; }},
+#endif
+#if defined(GLASSBOX_KERNELS_NEON)
+    // aarch64 (kernels_neon.cpp): ARMv8.6 SMMLA (i8mm), ARMv8.2 SDOT (dotprod), plain Advanced SIMD.
+    {&kernel_set_neon_i8mm, [] { return platform::cpu_features().i8mm; }},
+    {&kernel_set_neon_dotprod, [] { return platform::cpu_features().dotprod; }},
+    {&kernel_set_neon, [] { return platform::cpu_features().neon; }},
+#endif
+    {&kernel_set_scalar, always},
 };
 
 const KernelSet* find_supported(std::string_view name) {
@@ -67,12 +70,11 @@ const KernelSet* find_supported(std::string_view name) {
 }
 
 const KernelSet* initial_set() {
-  __builtin_cpu_init();
   // GLASSBOX_KERNELS pins a variant (to compare them, or to reproduce another machine's numbers).
   if (const char* env = std::getenv("GLASSBOX_KERNELS"); env && *env) return find_supported(env);
   for (const auto& v : kVariants)
     if (v.supported()) return v.set;
-  return &kernel_set_sse42;  // the build's own baseline (x86-64-v2)
+  return &kernel_set_scalar;
 }
 
 std::atomic<const KernelSet*>& active_ptr() {
@@ -514,6 +516,7 @@ void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size) 
   // Two pairs at a time (SSE3, the baseline): x·(c, c) ∓ swap(x)·(s, s) with addsub, the scalar
   // loop's products and sums exactly (this file is built without FMA contraction into them: the
   // x86-64-v2 baseline has none). A head's pairs never straddle a vector (head_size is even).
+#if defined(__SSE3__)
   if (head_size % 4 == 0)
     for (; i + 4 <= n; i += 4) {
       const std::size_t j = i % head_size;
@@ -522,6 +525,7 @@ void rope(float* x, const float* cos_sin, std::size_t n, std::size_t head_size) 
       const __m128 b = _mm_mul_ps(_mm_shuffle_ps(v, v, _MM_SHUFFLE(2, 3, 0, 1)), _mm_movehdup_ps(cs));
       _mm_storeu_ps(x + i, _mm_addsub_ps(a, b));
     }
+#endif
   for (; i < n; i += 2) {
     const std::size_t j = i % head_size;  // pair index within the head, times 2
     const float c = cos_sin[j], s = cos_sin[j + 1];
@@ -572,11 +576,13 @@ void swiglu(float* gate, const float* up, std::size_t n) {
       for (std::size_t j = 0; j < m; ++j) ex[j] = -gate[i0 + j];
       ks.exp_floats(ex, ex, m);
       std::size_t j = 0;
+#if defined(__SSE3__)
       const __m128 one = _mm_set1_ps(1.0f);
       for (; j + 4 <= m; j += 4) {
         const __m128 g = _mm_loadu_ps(gate + i0 + j);
         _mm_storeu_ps(gate + i0 + j, _mm_mul_ps(_mm_div_ps(g, _mm_add_ps(one, _mm_load_ps(ex + j))), _mm_loadu_ps(up + i0 + j)));
       }
+#endif
       for (; j < m; ++j) gate[i0 + j] = gate[i0 + j] / (1.0f + ex[j]) * up[i0 + j];
     }
   });
@@ -626,7 +632,9 @@ void add_bias(float* y, const float* bias, std::size_t rows, std::size_t n) {
     for (std::size_t t = t0; t < t1; ++t) {
       float* r = y + t * n;
       std::size_t i = 0;
+#if defined(__SSE3__)
       for (; i + 4 <= n; i += 4) _mm_storeu_ps(r + i, _mm_add_ps(_mm_loadu_ps(r + i), _mm_loadu_ps(bias + i)));
+#endif
       for (; i < n; ++i) r[i] += bias[i];
     }
   });
@@ -723,6 +731,7 @@ void rope_neox(float* x, const float* cos_sin, std::size_t n, std::size_t head_s
     std::size_t i = 0;
     // Four pairs at a time: the interleaved (cos, sin) table split into a cos and a sin vector; the
     // scalar twin's products and sums exactly (no FMA in this file's baseline build).
+#if defined(__SSE3__)
     for (; i + 4 <= half; i += 4) {
       const __m128 cs0 = _mm_loadu_ps(cos_sin + 2 * i), cs1 = _mm_loadu_ps(cos_sin + 2 * i + 4);
       const __m128 c = _mm_shuffle_ps(cs0, cs1, _MM_SHUFFLE(2, 0, 2, 0)), s = _mm_shuffle_ps(cs0, cs1, _MM_SHUFFLE(3, 1, 3, 1));
@@ -730,6 +739,7 @@ void rope_neox(float* x, const float* cos_sin, std::size_t n, std::size_t head_s
       _mm_storeu_ps(a + i, _mm_sub_ps(_mm_mul_ps(x0, c), _mm_mul_ps(x1, s)));
       _mm_storeu_ps(b + i, _mm_add_ps(_mm_mul_ps(x0, s), _mm_mul_ps(x1, c)));
     }
+#endif
     for (; i < half; ++i) {
       const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
       const float x0 = a[i], x1 = b[i];
@@ -766,5 +776,68 @@ void softcap(float* x, std::size_t n, float cap) {
 void scale(float* x, std::size_t n, float a) {
   for (std::size_t i = 0; i < n; ++i) x[i] *= a;
 }
+
+// ---- the scalar kernel set -----------------------------------------------------------------------
+// Every entry its scalar twin, or a plain loop of them: the set every build has (GLASSBOX_KERNELS=scalar),
+// the one a CPU without a SIMD set runs, and the fallback of the NEON sets for what they leave out.
+namespace {
+void matmul_rows_scalar(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d,
+                        std::size_t i0, std::size_t i1, const Blocking&) {
+  for (std::size_t i = i0; i < i1; ++i)
+    for (std::size_t t = 0; t < n; ++t) out[t * d + i] = dot_scalar(x + t * k, w + i * k, k);
+}
+void dots_scalar(float* out, const float* q, const float* rows, std::size_t stride, std::size_t count, std::size_t n, float scale) {
+  for (std::size_t s = 0; s < count; ++s) out[s] = dot_scalar(q, rows + s * stride, n) * scale;
+}
+void axpys_scalar(float* y, const float* a, const float* rows, std::size_t stride, std::size_t count, std::size_t n) {
+  for (std::size_t s = 0; s < count; ++s) axpy_scalar(y, a[s], rows + s * stride, n);
+}
+float vec_dot_scalar_set(DType w, std::size_t n, const void* w_row, const void* x_row) {
+  return quant::vec_dot_scalar(w, n, w_row, x_row);
+}
+void quantize_q8_0_scalar(const float* x, void* dst, std::size_t n) { quant::quantize_activation(DType::Q8_0, x, dst, n); }
+void qmatmul_rows_scalar(DType wt, float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb,
+                         std::size_t n, std::size_t k, std::size_t d, std::size_t i0, std::size_t i1) {
+  for (std::size_t i = i0; i < i1; ++i)
+    for (std::size_t t = 0; t < n; ++t) out[t * d + i] = quant::vec_dot_scalar(wt, k, w + i * wrb, xq + t * xrb);
+}
+std::size_t fma_probe_scalar(std::size_t iters, float* sink) {
+  float acc[12];
+  for (int j = 0; j < 12; ++j) acc[j] = 1.0f + 0.01f * static_cast<float>(j);
+  for (std::size_t it = 0; it < iters; ++it)
+    for (int j = 0; j < 12; ++j) acc[j] = acc[j] * 0.9999999f + 1e-7f;
+  float s = 0.0f;
+  for (float a : acc) s += a;
+  *sink = s;
+  return 1;
+}
+std::size_t packed_x_floats_none(std::size_t, std::size_t, std::size_t* groups) {
+  *groups = 0;
+  return 0;
+}
+void pack_x_groups_none(float*, const float*, std::size_t, std::size_t, std::size_t, std::size_t) {}
+// key_block 0: kernels.cpp keeps plain rows and runs dots query by query; these are never reached.
+void pack_keys_plain(float* kt, const float* rows, std::size_t stride, std::size_t count, std::size_t n, std::size_t at) {
+  for (std::size_t s = 0; s < count; ++s) std::copy_n(rows + s * stride, n, kt + (at + s) * n);
+}
+void dots_packed_plain(float* out, std::size_t out_stride, const float* q, std::size_t q_stride, std::size_t nq, const float* kt,
+                       std::size_t count, std::size_t n, float scale) {
+  for (std::size_t r = 0; r < nq; ++r) dots_scalar(out + r * out_stride, q + r * q_stride, kt, n, count, n, scale);
+}
+void axpys_rows_scalar(float* y, std::size_t y_stride, const float* a, std::size_t a_stride, std::size_t nq, const float* rows,
+                       std::size_t stride, std::size_t count, std::size_t n) {
+  for (std::size_t r = 0; r < nq; ++r) axpys_scalar(y + r * y_stride, a + r * a_stride, rows, stride, count, n);
+}
+void exp_floats_scalar(const float* x, float* y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+bool exp_in_vectors_scalar() { return false; }
+}  // namespace
+
+extern const KernelSet kernel_set_scalar = {"scalar", dot_scalar, matmul_rows_scalar, rmsnorm_scalar, axpy_scalar, dots_scalar,
+                                            axpys_scalar, vec_dot_scalar_set, quantize_q8_0_scalar, qmatmul_rows_scalar,
+                                            fma_probe_scalar, exp_weights_scalar, packed_x_floats_none, pack_x_groups_none, 0,
+                                            pack_keys_plain, dots_packed_plain, axpys_rows_scalar, softmax_scalar,
+                                            first_nonfinite_scalar, exp_floats_scalar, exp_in_vectors_scalar};
 
 }  // namespace glassbox::kernels

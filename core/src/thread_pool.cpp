@@ -2,7 +2,6 @@
 // few microseconds), then sleep on the generation counter.
 #include "thread_pool.hpp"
 
-#include <immintrin.h>
 
 #include <algorithm>
 #include <string>
@@ -77,7 +76,7 @@ void ThreadPool::worker(int slot) {
     std::uint32_t g = gen_.load(std::memory_order_acquire);
     for (int i = 0; g == seen && i < kSpins; ++i) {
       if (task_.load(std::memory_order_relaxed) == kPosted) take_task();
-      _mm_pause();
+      platform::spin_pause();
       g = gen_.load(std::memory_order_acquire);
     }
     if (g == seen) {
@@ -115,7 +114,7 @@ void ThreadPool::finish_task() {
     return;
   }
   for (int i = 0; task_.load(std::memory_order_acquire) != kDone; ++i) {
-    if (i < 4096) _mm_pause();
+    if (i < 4096) platform::spin_pause();
     else std::this_thread::yield();
   }
   task_.store(kNoTask);
@@ -139,7 +138,7 @@ void ThreadPool::run(std::size_t chunks, ChunkFn fn, const void* ctx) {
   work_on(gen, 0);  // the caller works too, and alone if no worker wakes in time
   // Wait for chunks a worker claimed and is still running; yield so a preempted worker gets the CPU.
   for (int i = 0; done_.load() < chunks; ++i) {
-    if (i < 4096) _mm_pause();
+    if (i < 4096) platform::spin_pause();
     else std::this_thread::yield();
   }
   busy_.store(false, std::memory_order_release);

@@ -7,9 +7,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <immintrin.h>
 #include <thread>
 #include <vector>
+
+#include "platform/cpu.hpp"  // spin_pause
 
 namespace glassbox::kernels {
 
@@ -98,7 +99,7 @@ class Beside {
       return;
     }
     for (int i = 0; !ready.load(std::memory_order_acquire); ++i) {
-      if (i < 4096) _mm_pause();
+      if (i < 4096) platform::spin_pause();
       else std::this_thread::yield();
     }
   }

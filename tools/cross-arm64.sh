@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# glassbox for arm64 (aarch64 Linux), built and run on an x86-64 Debian 12 machine:
+#   tools/cross-arm64.sh [TARGET...]   installs what it needs, builds build-arm64/ (default targets: the binary,
+#                                      its modules, the toy model, the kernel tests)
+#   tools/cross-arm64.sh --run ARGS…   runs build-arm64/bin/glassbox ARGS… under qemu-aarch64
+#   tools/cross-arm64.sh --test        the arm64 checks CI runs (docs/reliability.md, "arm64"): the kernel and
+#                                      quantization tests under each NEON set, and the arm64 binary's output and
+#                                      traces against the x86-64 build's (tools/arm64-compare.sh)
+# Debian's cross toolchain (crossbuild-essential-arm64) and qemu-user come from apt. The arm64 builds of the
+# libraries are Debian's :arm64 packages, but unpacked into build-arm64/sysroot rather than installed with
+# dpkg: several -dev packages (libyaml-cpp-dev, libgraphviz-dev's dependencies) are not co-installable with
+# their amd64 twins, and installing them would remove the native build's. Environment: QEMU_CPU (default
+# max: every extension qemu emulates, dotprod and i8mm included), GLASSBOX_ARM64_SYSROOT (another sysroot).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=$root/build-arm64
+sysroot=${GLASSBOX_ARM64_SYSROOT:-$build/sysroot}
+export GLASSBOX_ARM64_SYSROOT=$sysroot
+qemu=(qemu-aarch64 -L "$sysroot" -cpu "${QEMU_CPU:-max}")
+
+if [ "${1:-}" = "--run" ]; then
+  shift
+  exec "${qemu[@]}" "$build/bin/glassbox" "$@"
+fi
+
+# The dependencies of tools/install-deps.sh, as arm64 packages (headers-only ones are architecture-independent).
+arm64_pkgs=(libc6-dev libstdc++-12-dev libgomp1 libxtensor-dev libxsimd-dev libyaml-cpp-dev libboost-test-dev libboost-filesystem-dev
+            libboost-dev libgraphviz-dev libicu-dev libcpp-httplib-dev libssl-dev)
+all_pkgs=(xtensor-dev xtl-dev nlohmann-json3-dev libcli11-dev)
+
+install_host() {
+  local need=()
+  for p in crossbuild-essential-arm64 qemu-user cmake pkg-config; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+  done
+  local SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    $SUDO dpkg --add-architecture arm64
+    need+=(update)
+  fi
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "cross-arm64: installing ${need[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    local real=()
+    for p in "${need[@]}"; do [ "$p" = update ] || real+=("$p"); done
+    [ ${#real[@]} -eq 0 ] || $SUDO apt-get install -y -qq --no-install-recommends "${real[@]}"
+  fi
+}
+
+# The arm64 packages and everything they depend on that is built per architecture, unpacked into $sysroot.
+make_sysroot() {
+  local stamp=$sysroot/.glassbox-sysroot
+  local want="${arm64_pkgs[*]} ${all_pkgs[*]}"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then return; fi
+  echo "cross-arm64: unpacking the arm64 packages into $sysroot"
+  local debs=$build/debs
+  rm -rf "$sysroot" && mkdir -p "$sysroot" "$debs"
+  apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks --no-replaces --no-enhances \
+      "${arm64_pkgs[@]/%/:arm64}" 2>/dev/null | grep -v '^ ' | grep ':arm64$' | sort -u > "$build/arm64-packages.txt"
+  (cd "$debs" && apt-get download -qq $(cat "$build/arm64-packages.txt") "${all_pkgs[@]}")
+  for d in "$debs"/*.deb; do dpkg-deb -x "$d" "$sysroot"; done
+  echo "$want" > "$stamp"
+}
+
+if [ "${1:-}" != "--test" ] || [ ! -x "$build/bin/glassbox" ]; then
+  install_host
+  make_sysroot
+fi
+
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache); fi
+build_targets() {
+  cmake -S "$root" -B "$build" -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64.cmake" \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" > "$build/cmake.log" || { cat "$build/cmake.log"; exit 1; }
+  cmake --build "$build" -j"${GLASSBOX_JOBS:-$(nproc)}" --target "$@"
+}
+
+if [ "${1:-}" = "--test" ]; then
+  shift
+  build_targets glassbox_runtime test_kernels test_quant
+  t0=$(date +%s)
+  # The CPU detection (AT_HWCAP): qemu's Cortex-A53 has neither SDOT nor SMMLA, its Cortex-A76 SDOT only; the
+  # trace's header names the set a run used.
+  for want in "cortex-a53 neon" "cortex-a76 neon-dotprod" "max neon-i8mm"; do
+    read -r cpu expect <<< "$want"
+    QEMU_CPU=$cpu "$0" --run run --prompt "The" --max-tokens 1 --sampler greedy --trace "$build/detect.jsonl" > /dev/null 2>&1
+    got=$(head -1 "$build/detect.jsonl" | grep -oE '"kernels":"[^"]*"' | cut -d'"' -f4)
+    [ "$got" = "$expect" ] || { echo "cross-arm64: on qemu's $cpu the kernel set is '$got', expected $expect" >&2; exit 1; }
+    echo "cross-arm64: qemu -cpu $cpu picks $got"
+  done
+  # test_kernels runs every check under each set this CPU has (-cpu max: neon-i8mm, neon-dotprod, neon,
+  # scalar); test_quant's dot products use the set in use: all of test_quant under the default, its dot
+  # product cases under the other sets.
+  "${qemu[@]}" "$build/bin/test_kernels" --log_level=warning
+  "${qemu[@]}" "$build/bin/test_quant" --log_level=warning
+  dots=vec_dot_matches_scalar_and_dequantized_dot:half_dot_products_widen_every_finite_value_exactly
+  dots+=:q8_0_dot_is_exact_for_extreme_bytes:k_quant_dots_are_exact_for_extreme_bytes
+  for set in neon-dotprod neon scalar; do
+    GLASSBOX_KERNELS=$set "${qemu[@]}" "$build/bin/test_quant" --log_level=warning --run_test="$dots"
+  done
+  echo "cross-arm64: kernel tests under qemu $(( $(date +%s) - t0 )) s"
+  exec tools/arm64-compare.sh "$@"
+fi
+
+if [ $# -eq 0 ]; then set -- glassbox_runtime test_kernels test_quant; fi
+build_targets "$@"
+echo "cross-arm64: built $* in $build (run: tools/cross-arm64.sh --run ARGS…)"
