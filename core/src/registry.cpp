@@ -15,6 +15,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "glassbox/error.hpp"
+#include "glassbox/os.hpp"
 #include "linked_modules.hpp"
 
 namespace fs = std::filesystem;
@@ -292,9 +293,8 @@ Registry::Registry() : impl_(std::make_unique<Impl>()) {}
 Registry::~Registry() = default;
 
 fs::path Registry::builtin_dir() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return fs::path(GLASSBOX_PLUGIN_RELDIR);
+  const fs::path exe = os::executable_path();
+  if (exe.empty()) return fs::path(GLASSBOX_PLUGIN_RELDIR);
   return (exe.parent_path() / ".." / GLASSBOX_PLUGIN_RELDIR).lexically_normal();
 }
 
