@@ -21,6 +21,7 @@
 #include "commands.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
+#include "glassbox/os.hpp"
 #include "glassbox/thread_group.hpp"
 #include "session.hpp"
 
@@ -74,11 +75,7 @@ double stddev(const std::vector<double>& v) {
   for (double x : v) s += (x - m) * (x - m);
   return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
-double peak_rss_mib() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;  // Linux reports KiB
-}
+double peak_rss_mib() { return static_cast<double>(os::peak_resident_bytes()) / (1024.0 * 1024.0); }
 
 // Runs fn(t) on `threads` threads at once and returns the longest CPU time any of them used. CPU
 // time, not wall time: on a shared machine a thread's wall time includes the time it waited for a

@@ -16,12 +16,13 @@ void add_plugins_command(CLI::App& app) {
     if (graph(*paths)) return;
     Registry reg;
     reg.load_default(std::vector<std::filesystem::path>(paths->begin(), paths->end()));
+    if (Registry::has_linked_modules()) std::cout << "built-in modules: linked in\n";
     std::cout << "search path:\n";
     for (const auto& d : Registry::search_path(std::vector<std::filesystem::path>(paths->begin(), paths->end())))
       std::cout << "  " << d.string() << "\n";
     for (const auto& e : reg.list()) {
       std::cout << "\n" << kind_name(e.kind) << " " << e.info.name << " — " << e.info.help << "\n"
-                << "  module " << e.module_name << " (" << e.module_path.string() << ")\n";
+                << "  module " << e.module_name << " (" << e.where() << ")\n";
       if (e.accepts) std::cout << "  chosen for models it accepts: " << *e.accepts << "\n";
       for (const auto& p : e.info.params) {
         std::cout << "  " << p.name << (p.name == e.info.main_param ? " (main)" : "") << ": "

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "glassbox/file_io.hpp"
+#include "glassbox/os.hpp"
 
 namespace glassbox::cli {
 
@@ -20,8 +21,7 @@ extern "C" void on_signal(int sig) {
     // A command that does not poll, or the second signal: no more waiting. The output files being
     // written are abandoned, so their temporary files go first (file_io.hpp); then the default action.
     glassbox::remove_output_temporaries();
-    std::signal(sig, SIG_DFL);
-    std::raise(sig);
+    os::raise_with_default_action(sig);
     return;
   }
   g_signal = sig;
@@ -29,12 +29,8 @@ extern "C" void on_signal(int sig) {
 
 void install(bool polled) {
   g_polled = polled ? 1 : 0;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // writes and reads in progress complete; the flag is checked after the step
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  // Reads and writes in progress complete (SA_RESTART where there is one); the flag is checked after the step.
+  os::handle_interrupts(on_signal);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
 #include "glassbox/file_io.hpp"
+#include "glassbox/os.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/rng.hpp"
 #include "glassbox/speculative.hpp"
@@ -128,9 +129,9 @@ RunOptions RunOptionsBinder::finish() {
 
 std::optional<std::pair<fs::path, fs::path>> default_model() {
   std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path exe = os::executable_path();
   std::vector<fs::path> dirs;
-  if (!ec) dirs.push_back((exe.parent_path() / ".." / GLASSBOX_DATA_RELDIR / "models").lexically_normal());
+  if (!exe.empty()) dirs.push_back((exe.parent_path() / ".." / GLASSBOX_DATA_RELDIR / "models").lexically_normal());
   for (const auto& d : dirs) {
     const fs::path m = d / "toy.bin", t = d / "toy-tok.bin";
     if (fs::exists(m, ec) && fs::exists(t, ec)) return std::make_pair(m, t);

@@ -2,6 +2,7 @@
 #define BOOST_TEST_MODULE registry
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
+#include <tuple>
 
 #include "glassbox/error.hpp"
 #include "glassbox/plugin.hpp"
@@ -27,22 +28,60 @@ std::string rejection_for(const std::string& module) {
 }
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(builtins_are_modules_in_the_plugin_folder) {
+// The built-ins are modules in the plugin folder, or (GLASSBOX_STATIC_PLUGINS) modules linked into glassbox;
+// either way each comes through the registry under its module's name.
+BOOST_AUTO_TEST_CASE(builtins_are_modules_in_the_plugin_folder_or_linked_in) {
   glassbox::Registry reg;
   reg.load_default();
   BOOST_TEST(reg.rejections().empty());
-  for (auto [kind, name] : {std::pair{PluginKind::Tokenizer, "llama2c"}, std::pair{PluginKind::Attention, "kv-cache"},
-                            std::pair{PluginKind::Sampler, "greedy"}, std::pair{PluginKind::Sampler, "dist"}}) {
+  for (auto [kind, name, module] : {std::tuple{PluginKind::Tokenizer, "llama2c", "llama2c-tokenizer"},
+                                    std::tuple{PluginKind::Attention, "kv-cache", "kv-cache"},
+                                    std::tuple{PluginKind::Sampler, "greedy", "greedy"},
+                                    std::tuple{PluginKind::Sampler, "dist", "dist"}}) {
     const auto* e = reg.find(kind, name);
     BOOST_TEST_REQUIRE(e != nullptr, name);
-    BOOST_TEST(e->module_path.parent_path() == fs::weakly_canonical(glassbox::Registry::builtin_dir()));
+    BOOST_TEST(e->module_name == module);
+    BOOST_TEST(e->linked_in == glassbox::Registry::has_linked_modules());
+    if (e->linked_in) {
+      BOOST_TEST(e->module_path.empty());
+      BOOST_TEST(e->where() == "linked in");
+    } else {
+      BOOST_TEST(e->module_path.parent_path() == fs::weakly_canonical(glassbox::Registry::builtin_dir()));
+    }
   }
+#ifdef GBTEST_STATIC_PLUGINS
+  BOOST_TEST(glassbox::Registry::has_linked_modules(), "a GLASSBOX_STATIC_PLUGINS build links its modules in");
+#else
+  BOOST_TEST(!glassbox::Registry::has_linked_modules());
+#endif
+}
+
+// Every built-in module is there in both builds, with the same plugins and parameters: the linked-in table
+// is generated from the same glassbox_add_module calls.
+BOOST_AUTO_TEST_CASE(linked_in_modules_register_once_and_list_as_linked_in) {
+  glassbox::Registry reg;
+  reg.load_linked();
+  const auto first = reg.list().size();
+  reg.load_linked();  // again: nothing added, nothing rejected
+  BOOST_TEST(reg.list().size() == first);
+  BOOST_TEST(reg.rejections().empty());
+  if (!glassbox::Registry::has_linked_modules()) {
+    BOOST_TEST(first == 0u);
+    return;
+  }
+  BOOST_TEST(first > 20u);
+  const auto r = gbtest::run_cli({"plugins"});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(contains(r.out, "built-in modules: linked in"), r.out);
+  BOOST_TEST(contains(r.out, "  module greedy (linked in)"), r.out);
+  BOOST_TEST(!contains(r.out, "rejected modules:"), r.out);
 }
 
 BOOST_DATA_TEST_CASE(bad_modules_are_rejected_with_a_reason,
-                     bdata::make({"bad_abi", "no_entry", "dup_greedy"}) ^
+                     bdata::make({"bad_abi", "no_entry", "dup_greedy", "dup_module"}) ^
                          bdata::make({"ABI version 999, this glassbox expects " + std::to_string(GLASSBOX_ABI_VERSION),
-                                      std::string("missing entry point 'glassbox_module_entry'"), std::string("duplicate sampler name 'greedy'")}),
+                                      std::string("missing entry point 'glassbox_module_entry'"), std::string("duplicate sampler name 'greedy'"),
+                                      std::string("duplicate module name 'greedy'")}),
                      module, reason) {
   const std::string r = rejection_for(module);
   BOOST_TEST(contains(r, reason), r);

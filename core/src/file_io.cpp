@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "glassbox/error.hpp"
+#include "glassbox/os.hpp"
 
 namespace fs = std::filesystem;
 
@@ -178,18 +179,16 @@ OutputFile::OutputFile(fs::path path, Live live) : path_(std::move(path)) {
   std::string tmpl = (dir / ("." + path_.filename().string() + ".tmp-XXXXXX")).string();
   // SIGINT/SIGTERM wait while the temporary is created and registered: a signal between the two
   // would find a file on disk that the cleanup handler does not know, and leave it behind.
-  sigset_t block, previous;
-  sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
-  ::pthread_sigmask(SIG_BLOCK, &block, &previous);
-  fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);
-  const int made = errno;
-  if (fd_ >= 0) {
-    tmp_ = tmpl;
-    temp_slot_ = register_temporary(tmp_.string());
+  int made = 0;
+  {
+    const os::InterruptsBlocked blocked;
+    fd_ = os::create_temporary(tmpl);
+    made = errno;
+    if (fd_ >= 0) {
+      tmp_ = tmpl;
+      temp_slot_ = register_temporary(tmp_.string());
+    }
   }
-  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   errno = made;
   if (fd_ < 0) throw OutputError(path_.string() + ": cannot write (creating a temporary file in " + dir.string() + "): " + err());
   ::fchmod(fd_, exists ? (st.st_mode & 07777) : default_mode());

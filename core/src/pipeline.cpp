@@ -15,8 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include <openssl/evp.h>
-
+#include "glassbox/codec.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/model/mapped_file.hpp"
 #include "glassbox/model.hpp"
@@ -63,23 +62,9 @@ void noop_stage_warnings(const std::vector<std::unique_ptr<Sampler>>& stages, st
       warnings.push_back("sampler stage '" + s->name() + "' changes nothing: " + why);
 }
 
-namespace {
-std::string hex(const unsigned char* md, unsigned int len) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < len; ++i) {
-    out += digits[md[i] >> 4];
-    out += digits[md[i] & 15];
-  }
-  return out;
-}
-}  // namespace
 
 std::string sha256_bytes(const void* data, std::size_t size) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(data, size, md, &len, EVP_sha256(), nullptr) != 1) throw Error("SHA-256 failed");
-  return hex(md, len);
+  return hex(sha256(data, size));
 }
 
 std::string sha256_file(const std::filesystem::path& path) {
@@ -87,19 +72,14 @@ std::string sha256_file(const std::filesystem::path& path) {
   // the resident set of a process that has the model mapped already.
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path.string() + ": cannot open for hashing");
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error(path.string() + ": SHA-256 failed");
+  Sha256 sha;
   std::vector<char> buf(1 << 20);
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (in.gcount() > 0 && EVP_DigestUpdate(ctx.get(), buf.data(), static_cast<std::size_t>(in.gcount())) != 1)
-      throw Error(path.string() + ": SHA-256 failed");
+    if (in.gcount() > 0) sha.update(buf.data(), static_cast<std::size_t>(in.gcount()));
   }
   if (in.bad()) throw InputError(path.string() + ": read error while hashing");
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) throw Error(path.string() + ": SHA-256 failed");
-  return hex(md, len);
+  return hex(sha.finish());
 }
 
 namespace {
@@ -178,18 +158,13 @@ std::string sha256_file_cached(const std::filesystem::path& path) {
 
 std::string sha256_mapped_cached(const MappedFile& file, const std::atomic<bool>* stop) {
   return cached_digest(file.path(), &file.stamp(), [&]() -> std::string {
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw Error(file.path().string() + ": SHA-256 failed");
+    Sha256 sha;
     constexpr std::size_t kPiece = 4 << 20;  // how far a hash runs on after it was told to stop
     for (std::size_t at = 0; at < file.size(); at += kPiece) {
       if (stop && stop->load(std::memory_order_relaxed)) return {};
-      if (EVP_DigestUpdate(ctx.get(), file.data() + at, std::min(kPiece, file.size() - at)) != 1)
-        throw Error(file.path().string() + ": SHA-256 failed");
+      sha.update(file.data() + at, std::min(kPiece, file.size() - at));
     }
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    if (EVP_DigestFinal_ex(ctx.get(), md, &len) != 1) throw Error(file.path().string() + ": SHA-256 failed");
-    return hex(md, len);
+    return hex(sha.finish());
   });
 }
 

@@ -15,6 +15,8 @@
 #include <boost/dll/shared_library.hpp>
 
 #include "glassbox/error.hpp"
+#include "glassbox/os.hpp"
+#include "linked_modules.hpp"
 
 namespace fs = std::filesystem;
 
@@ -131,9 +133,10 @@ namespace {
 
 using Library = boost::dll::shared_library;
 
-// Deletes a plugin object, then lets go of the library that holds its code.
+// Deletes a plugin object, then lets go of the library that holds its code (a loaded Library; null for a
+// module linked into glassbox, whose code never goes away).
 struct LibraryDeleter {
-  std::shared_ptr<Library> lib;
+  std::shared_ptr<void> lib;
   template <class T>
   void operator()(T* p) const { delete p; }
 };
@@ -141,8 +144,7 @@ template <class T>
 using Owned = std::unique_ptr<T, LibraryDeleter>;
 
 std::string label(const PluginEntry& e) {
-  return kind_name(e.kind) + " '" + e.info.name + "' (module '" + e.module_name + "', " +
-         e.module_path.string() + ")";
+  return kind_name(e.kind) + " '" + e.info.name + "' (module '" + e.module_name + "', " + e.where() + ")";
 }
 
 // Runs f(); anything but a glassbox::Error escaping the module becomes a PluginError naming it.
@@ -245,12 +247,13 @@ template <> struct GuardOf<Sampler> { using type = GuardedSampler; };
 namespace {
 struct Module {
   std::string name;
-  fs::path path;
-  std::shared_ptr<Library> lib;
+  fs::path path;  // the canonical file; for a linked-in module "(linked in)/gb_NAME"
+  std::shared_ptr<void> lib;  // the loaded Library; null when linked in
+  bool linked_in = false;
 };
 struct Registered {  // one factory as the registry holds it
   PluginEntry entry;
-  std::shared_ptr<Library> lib;
+  std::shared_ptr<void> lib;
   AnyFactory make;
   std::function<bool(const Metadata&)> accepts;  // module code: dies with the factory, before the module
 };
@@ -292,9 +295,8 @@ Registry::Registry() : impl_(std::make_unique<Impl>()) {}
 Registry::~Registry() = default;
 
 fs::path Registry::builtin_dir() {
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return fs::path(GLASSBOX_PLUGIN_RELDIR);
+  const fs::path exe = os::executable_path();
+  if (exe.empty()) return fs::path(GLASSBOX_PLUGIN_RELDIR);
   return (exe.parent_path() / ".." / GLASSBOX_PLUGIN_RELDIR).lexically_normal();
 }
 
@@ -311,7 +313,15 @@ std::vector<fs::path> Registry::search_path(const std::vector<fs::path>& extra) 
 }
 
 void Registry::load_default(const std::vector<fs::path>& extra) {
-  for (const auto& d : search_path(extra)) load_directory(d);
+  load_linked();
+  const auto dirs = search_path(extra);
+  for (std::size_t i = 0; i < dirs.size(); ++i) {
+    // With the built-ins linked in, the built-in folder only holds what was installed beside them, and a
+    // build or install without one is no error.
+    std::error_code ec;
+    if (i == 0 && has_linked_modules() && !fs::exists(dirs[i], ec)) continue;
+    load_directory(dirs[i]);
+  }
 }
 
 void Registry::load_directory(const fs::path& dir) {
@@ -358,9 +368,31 @@ bool Registry::load_module(const fs::path& file) {
 #endif
   if (!lib->has(GLASSBOX_ENTRY_SYMBOL))
     return reject(std::string("missing entry point '") + GLASSBOX_ENTRY_SYMBOL + "' (not a glassbox module)");
+  return add_module(file, canon, false, lib, lib->get<const glassbox_module_info*()>(GLASSBOX_ENTRY_SYMBOL));
+}
+
+void Registry::load_linked() {
+  for (const auto& m : detail::linked_modules()) {
+    const fs::path origin = fs::path("(linked in)") / m.file;  // what a rejection names in place of a file
+    bool seen = false;
+    for (const auto& loaded : impl_->modules) seen = seen || loaded.path == origin;
+    if (!seen) add_module(origin, origin, true, nullptr, m.entry);
+  }
+}
+
+bool Registry::has_linked_modules() { return !detail::linked_modules().empty(); }
+
+// The checks and registration every module goes through, loaded from a file or linked in: the entry point's
+// ABI version first, then its name, then its factories (all of them or none).
+bool Registry::add_module(const fs::path& file, const fs::path& canon, bool linked_in, std::shared_ptr<void> lib,
+                          const glassbox_module_info* (*entry)()) {
+  auto reject = [&](const std::string& why) {
+    impl_->rejections.push_back({file, why});  // the file as the user's folder named it
+    return false;
+  };
   const glassbox_module_info* info = nullptr;
   try {
-    info = lib->get<const glassbox_module_info*()>(GLASSBOX_ENTRY_SYMBOL)();
+    info = entry();
   } catch (const std::exception& e) {
     return reject(std::string("entry point threw: ") + e.what());
   }
@@ -373,7 +405,9 @@ bool Registry::load_module(const fs::path& file) {
   if (mname.empty()) return reject("module has no name");
   if (info->register_factories == nullptr) return reject("module '" + mname + "' has no register function");
   for (const auto& m : impl_->modules)
-    if (m.name == mname) return reject("duplicate module name '" + mname + "' (already loaded from " + m.path.string() + ")");
+    if (m.name == mname)
+      return reject("duplicate module name '" + mname + "' (already loaded from " +
+                    (m.linked_in ? "the modules linked into glassbox" : m.path.string()) + ")");
 
   Staging staging;
   try {
@@ -388,15 +422,16 @@ bool Registry::load_module(const fs::path& file) {
     if (e.info.name.empty()) return reject("module '" + mname + "' registers a " + kind_name(e.kind) + " without a name");
     if (auto* other = impl_->find(e.kind, e.info.name))
       return reject("duplicate " + kind_name(e.kind) + " name '" + e.info.name + "' (already provided by " +
-                    other->entry.module_path.string() + ")");
+                    other->entry.where() + ")");
     for (std::size_t j = 0; j < i; ++j)
       if (staging.added[j].entry.kind == e.kind && staging.added[j].entry.info.name == e.info.name)
         return reject("registers " + kind_name(e.kind) + " '" + e.info.name + "' twice");
   }
-  impl_->modules.push_back({mname, canon, lib});
+  impl_->modules.push_back({mname, canon, lib, linked_in});
   for (auto& f : staging.added) {
     f.entry.module_name = mname;
-    f.entry.module_path = canon;
+    if (!linked_in) f.entry.module_path = canon;
+    f.entry.linked_in = linked_in;
     f.lib = lib;
     impl_->factories.push_back(std::move(f));
   }

@@ -2,7 +2,6 @@
 #include "glassbox/traces/schema.hpp"
 #include "glassbox/structured_input.hpp"
 
-#include <openssl/evp.h>
 
 #include <bit>
 #include <climits>
@@ -10,6 +9,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "glassbox/codec.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "step_text.hpp"
@@ -893,32 +893,24 @@ const char* phase_name(TracePhase phase) { return phase == TracePhase::Prefill ?
 std::size_t float32_base64_size(std::size_t n) { return (4 * n + 2) / 3 * 4; }
 
 char* write_float32_base64(char* out, std::span<const float> v) {
-  // OpenSSL's encoder (EVP_EncodeBlock: no line breaks, padded), in pieces of 3·4096 bytes so that the
-  // little-endian copy stays on the stack and every piece but the last needs no padding.
+  // No line breaks, padded (glassbox/codec.hpp), in pieces of 3·4096 bytes so that the little-endian copy
+  // stays on the stack and every piece but the last needs no padding.
   constexpr std::size_t kFloats = 3 * 1024;
   unsigned char bytes[4 * kFloats];
   char* p = out;
   for (std::size_t i = 0; i < v.size(); i += kFloats) {
     const std::size_t n = std::min(kFloats, v.size() - i);
     float32_le_bytes(v.subspan(i, n), bytes);
-    p += EVP_EncodeBlock(reinterpret_cast<unsigned char*>(p), bytes, static_cast<int>(4 * n));
+    p = base64_encode(bytes, 4 * n, p);
   }
   return p;
 }
 
 bool read_float32_base64(std::string_view text, std::size_t n, std::vector<float>& out) {
-  if (text.size() != float32_base64_size(n) || text.size() > static_cast<std::size_t>(INT_MAX)) return false;
-  // EVP_DecodeBlock skips surrounding blanks and decodes padding as zero bytes: neither is canonical.
-  std::size_t pad = 0;
-  for (char ch : text) {
-    const bool b64 = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '+' || ch == '/';
-    if (ch == '=') ++pad;
-    else if (!b64 || pad) return false;  // only '=' after the first '='
-  }
-  if (pad != (3 - (4 * n) % 3) % 3) return false;
+  if (text.size() != float32_base64_size(n)) return false;
   std::vector<unsigned char> bytes(text.size() / 4 * 3);
-  if (EVP_DecodeBlock(bytes.data(), reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size())) < 0)
-    return false;
+  // Strict (no blanks, '=' only at the end); the byte count says the padding is the one 4·n bytes need.
+  if (base64_decode(text, bytes.data()) != static_cast<std::ptrdiff_t>(4 * n)) return false;
   out.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
     std::uint32_t u = 0;

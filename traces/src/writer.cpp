@@ -19,6 +19,7 @@
 
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
+#include "glassbox/os.hpp"
 #include "step_text.hpp"
 
 namespace glassbox::traces {
@@ -439,10 +440,7 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
   Pipe& p = *pipe_;
   // The thread is started with SIGINT and SIGTERM blocked: they are for the decode thread, which stops
   // after the current step (cli/interrupt.hpp), while this one finishes the lines already handed over.
-  sigset_t block, old;
-  sigemptyset(&block);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&block, sig);
-  pthread_sigmask(SIG_BLOCK, &block, &old);
+  const os::InterruptsBlocked blocked(true);  // SIGHUP and SIGQUIT too
   p.thread = std::thread([this] {
     Pipe& p = *pipe_;
     StepLine line;                              // built from each copy in turn
@@ -502,7 +500,6 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
       p.done.notify_all();
     }
   });
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 JsonlWriter::~JsonlWriter() {

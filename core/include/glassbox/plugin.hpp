@@ -114,10 +114,21 @@ extern "C" struct glassbox_module_info {
 
 #define GLASSBOX_ENTRY_SYMBOL "glassbox_module_entry"
 
-// GLASSBOX_MODULE("name", "description", register_fn) defines a module's entry point.
-#define GLASSBOX_MODULE(NAME, DESCRIPTION, REGISTER_FN)                                   \
-  extern "C" __attribute__((visibility("default"))) const glassbox_module_info*          \
-  glassbox_module_entry() {                                                               \
+// GLASSBOX_MODULE("name", "description", register_fn) defines a module's entry point: the exported
+// function GLASSBOX_ENTRY_SYMBOL that the registry finds in a loaded module. A module linked into the
+// binary instead (GLASSBOX_STATIC_PLUGINS) is compiled with GLASSBOX_MODULE_ENTRY set to a name of its own
+// (glassbox_module_entry_<target>), so that every built-in module's entry point can live in one binary; the
+// registry calls it from the table of linked-in modules and checks what it returns in the same way.
+#ifdef GLASSBOX_MODULE_ENTRY
+#define GLASSBOX_MODULE_ENTRY_FN GLASSBOX_MODULE_ENTRY
+#define GLASSBOX_MODULE_ENTRY_VISIBILITY "hidden"
+#else
+#define GLASSBOX_MODULE_ENTRY_FN glassbox_module_entry
+#define GLASSBOX_MODULE_ENTRY_VISIBILITY "default"
+#endif
+#define GLASSBOX_MODULE(NAME, DESCRIPTION, REGISTER_FN)                                           \
+  extern "C" __attribute__((visibility(GLASSBOX_MODULE_ENTRY_VISIBILITY))) const glassbox_module_info* \
+  GLASSBOX_MODULE_ENTRY_FN() {                                                                    \
     static const glassbox_module_info info{GLASSBOX_ABI_VERSION, NAME, DESCRIPTION, REGISTER_FN}; \
-    return &info;                                                                         \
+    return &info;                                                                                 \
   }

@@ -30,9 +30,12 @@ struct PluginEntry {
   PluginKind kind;
   FactoryInfo info;
   std::string module_name;
-  std::filesystem::path module_path;
+  std::filesystem::path module_path;  // the module's file; empty when linked in
+  bool linked_in = false;             // a built-in module linked into glassbox (GLASSBOX_STATIC_PLUGINS)
   // What it accepts when choosing itself for a model (Accepts::what); nullopt: chosen only by name.
   std::optional<std::string> accepts;
+  // Where its code lives, for messages and listings: the module's file, or "linked in".
+  std::string where() const { return linked_in ? "linked in" : module_path.string(); }
 };
 
 struct Rejection {
@@ -58,7 +61,13 @@ class Registry {
   void load_directory(const std::filesystem::path& dir);
   // Loads one module; returns false (and records why) when it is rejected.
   bool load_module(const std::filesystem::path& file);
-  // Convenience: load_directory over search_path(extra).
+  // Registers the modules linked into glassbox (GLASSBOX_STATIC_PLUGINS), through the same checks as a
+  // loaded one; none in a build that loads its built-ins from the plugin folder. Calling it again adds nothing.
+  void load_linked();
+  // Whether this glassbox was built with its modules linked in.
+  static bool has_linked_modules();
+  // The usual start-up: load_linked(), then load_directory over search_path(extra) (where the built-ins are
+  // linked in, a missing built-in folder is skipped, not a rejection).
   void load_default(const std::vector<std::filesystem::path>& extra = {});
 
   const std::vector<Rejection>& rejections() const;
@@ -86,6 +95,8 @@ class Registry {
   std::unique_ptr<Sampler> make_sampler(const PluginSpec& spec, const PluginContext& context = {}) const;
 
  private:
+  bool add_module(const std::filesystem::path& file, const std::filesystem::path& canon, bool linked_in, std::shared_ptr<void> lib,
+                  const glassbox_module_info* (*entry)());
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
