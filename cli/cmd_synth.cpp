@@ -151,6 +151,12 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--seq-len", o->shape.seq_len, "context length");
   cmd->callback([o, cmd] {
     Shape s = o->shape;
+    if (o->preset.empty() && cmd->get_option("--preset")->count())
+      throw ConfigError("synth: --preset '' names no shape (expected one of " + [] {
+        std::string n;
+        for (const auto& [k, v] : presets()) n += (n.empty() ? "" : ", ") + k;
+        return n;
+      }() + ")");
     if (!o->preset.empty()) {
       auto it = presets().find(o->preset);
       if (it == presets().end()) throw ConfigError("synth: unknown --preset " + o->preset);
