@@ -541,7 +541,7 @@ void read_npy(const std::string& bytes, const std::string& file, int vocab, Pars
     if (item.empty()) continue;
     // (digits only, and few enough that the value fits: a 30-digit entry is an error here, not an exception of stoull's)
     if (item.find_first_not_of("0123456789") != std::string::npos || item.size() > 12)
-      throw InputError(file + ": .npy shape entry '" + show(item.substr(0, 40)) + "' is not a size (expected a number below 10^12)");
+      throw InputError(file + ": .npy shape entry " + show(item.substr(0, 40)) + " is not a size (expected a number below 10^12)");
     shape.push_back(std::stoull(item));
   }
   if (shape.size() == 3 && shape[1] == 1) shape = {shape[0], shape[2]};  // [steps, batch 1, vocab]

@@ -40,8 +40,11 @@ struct External {
 // stage's "NaN logit" later).
 float file_logit(double v, const std::string& where) {
   const float f = static_cast<float>(v);
-  if (!std::isfinite(f))
-    throw InputError(where + ": " + (std::isnan(v) ? std::string("NaN") : std::to_string(v)) + " is not a logit (expected a finite float32 number)");
+  if (!std::isfinite(f)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    throw InputError(where + ": " + (std::isnan(v) ? std::string("NaN") : std::string(buf)) + " is not a logit (expected a finite float32 number)");
+  }
   return f;
 }
 

@@ -157,14 +157,15 @@ BOOST_DATA_TEST_CASE(perturbed_logprob_fails_at_its_step, bdata::xrange(2), whic
   const Capture& c = captures()[which == 0 ? 0 : 2];  // a json and an sse capture
   const fs::path dir = gbtest::temp_dir("engine-perturbed" + std::to_string(which));
   std::string text = gbtest::read_file(engines(c.file));
-  // The 4th entry's second alternative: " a" after " there was" -> find its logprob text and add 0.5.
+  // The 4th entry's second alternative: " a" after " there was" -> find its logprob text and take 0.5 off
+  // (adding it could make the listed probabilities sum past 1: not one distribution, refused on import).
   std::size_t at = 0;
   for (int entry = 0; entry < 4; ++entry) at = text.find("\"top_logprobs\"", at + 1);
   const std::size_t second = text.find("\"logprob\":", text.find("\"id\":", text.find("}", at) + 1));
   BOOST_TEST_REQUIRE(second != std::string::npos);
   const std::size_t start = second + 10, end = text.find_first_of(",}", start);
   const double v = std::stod(text.substr(start, end - start));
-  text.replace(start, end - start, std::to_string(v + 0.5));
+  text.replace(start, end - start, std::to_string(v - 0.5));
   const fs::path src = dir / fs::path(c.file).filename();
   gbtest::write_file(src, text);
   fs::copy_file(engines(c.file.substr(0, c.file.find(".response")) + ".request.json"), dir / (fs::path(c.file).stem().stem().string() + ".request.json"));
@@ -315,7 +316,7 @@ const std::vector<Hostile>& hostile() {
                  "{\"completion_probabilities\":[{\"id\":432,\"token\":\",\",\"logprob\":-0.1,\"top_logprobs\":[" + heavy + "]}]}",
                  "n.json: completion_probabilities[0]: the 5 listed logprobs sum to a probability of 4.75615, more than 1 (+0.001): not one distribution"});
     v.push_back({"npy shape entry of 23 digits", "o.npy", npy("<f4", "(99999999999999999999999, 512)", 0),
-                 "o.npy: .npy shape entry '99999999999999999999999' is not a size"});
+                 "o.npy: .npy shape entry \"99999999999999999999999\" is not a size"});
     auto u32 = [](std::uint32_t x) { return std::string(reinterpret_cast<const char*>(&x), 4); };
     auto f32 = [](float x) { return std::string(reinterpret_cast<const char*>(&x), 4); };
     // A 20-byte KL-divergence base whose header claims 2^20 x 64 tokens (256 MiB): sized only after the file's size agrees.
@@ -333,7 +334,7 @@ const std::vector<Hostile>& hostile() {
     v.push_back({"golden prompt id past int32", "r.jsonl", "{\"prompt_ids\":[4294967297],\"steps\":[{\"pos\":0,\"input\":1,\"next\":2,\"logits\":[0]}]}\n",
                  "r.jsonl:1.prompt_ids[0]: expected a token id (an integer 0..2147483647), got 4294967297"});
     v.push_back({"golden logit beyond float", "s.jsonl", "{\"prompt_ids\":[1],\"steps\":[{\"pos\":0,\"input\":1,\"next\":2,\"logits\":[1e39]}]}\n",
-                 "s.jsonl:1.steps[0].logits[0]: 1000000000000000"});
+                 "s.jsonl:1.steps[0].logits[0]: 1e+39 is not a logit"});
     {
       std::string dump;
       for (int i = 0; i < 512; ++i) dump += f32(i == 7 ? std::nanf("") : 0.5f);
@@ -387,9 +388,9 @@ fs::path write_suite(const fs::path& dir) {
   add("vllm", e + "constructed/vllm-completion-prompt_logprobs-g-lp5.json", f32, "Once upon a time", "greedy", "f32");
   add("hf-npy", e + "constructed/hf-output_logits-stories260K-f32-P1-greedy16.npy", f32, "", "greedy", "f32");
   add("synth128-held-back", e + "llamacpp-server/synth128-completion-g-n5-json-raw-return_tokens.response.json", s128, "Once upon a time", "greedy", "f32", false, true);
-  // perturbed: the first entry's second alternative moved by 0.5
+  // perturbed: the first entry's second alternative moved by 0.5 (down: up, the listed mass would pass 1)
   std::string t = gbtest::read_file(engines("llamacpp-server/completion-g-n5-json-raw.response.json"));
-  const std::string from = "\"logprob\":-3.549839496612549", to = "\"logprob\":-3.049839496612549";
+  const std::string from = "\"logprob\":-3.549839496612549", to = "\"logprob\":-4.049839496612549";
   t.replace(t.find(from), from.size(), to);
   gbtest::write_file(dir / "goldens" / "perturbed.json", t);
   add("perturbed", "goldens/perturbed.json", f32, "Once upon a time", "greedy", "f32");

@@ -316,6 +316,14 @@ const fs::path& bad_dir() {
     write_tiny_gguf(d / "tensor_escape.gguf", "llama", [](glassbox::GgufWriter& w) {
       w.add_tensor(std::string("blk.0.x\x1b]0;pwned\x07"), glassbox::DType::F32, {2}, std::vector<std::byte>(8, std::byte{0}));
     });
+    {
+      // A step whose top list sums to 5 (every listed probability 0.5): validated before (issue 46).
+      auto lines = gbtest::read_jsonl(fs::path(GLASSBOX_SOURCE_DIR) / "tests" / "golden" / "stories260K-greedy.jsonl");
+      for (auto& t : lines.at(1)["top"]) t["prob"] = 0.5;
+      std::string out;
+      for (const auto& l : lines) out += l.dump() + "\n";
+      put("tr_mass.jsonl", out);
+    }
     // tokenizer.json fields of the wrong JSON type
     put("bpe_type_number.json", R"({"model":{"type":7,"vocab":{"a":0}}})");
     put("bpe_merges_object.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":{"a":"b"}}})");
@@ -511,6 +519,7 @@ const Case kCases[] = {
     {"bpe_merges_an_object", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_merges_object.json"), "x"}; }, same("bpe_merges_object.json: model.merges: expected an array"), file_is("bpe_merges_object.json")},
     {"bpe_added_tokens_an_object", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_added_object.json"), "x"}; }, same("bpe_added_object.json: added_tokens: expected an array"), file_is("bpe_added_object.json")},
     {"bpe_post_processor_id_a_number", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_post_id_number.json"), "x"}; }, same("bpe_post_id_number.json: post_processor.single[0].SpecialToken.id: expected a string"), file_is("bpe_post_id_number.json")},
+    {"trace_probabilities_sum_past_1", [] { return std::vector<std::string>{"trace", "validate", bad("tr_mass.jsonl")}; }, same("tr_mass.jsonl:2: step.top: the listed probabilities sum to 5"), file_is("tr_mass.jsonl")},
     {"check_complex_key", [] { return std::vector<std::string>{"check", bad("check_complex_key.yaml")}; }, same("check_complex_key.yaml:3: a key that is not a text"), file_is("check_complex_key.yaml")},
     {"check_nul_in_a_name", [] { return std::vector<std::string>{"check", bad("check_nul_name.yaml")}; }, same("case name 'a\\x00b' holds control characters"), file_is("check_nul_name.yaml")},
     {"check_invalid_utf8_in_a_name", [] { return std::vector<std::string>{"check", bad("check_utf8_name.yaml")}; }, same("check_utf8_name.yaml"), file_is("check_utf8_name.yaml")},
@@ -526,7 +535,7 @@ const Case kCases[] = {
     {"compare_empty_shard", [] { return std::vector<std::string>{"compare", "--model", model(), "--tokenizer", tok(), "-p", "a", "-s", "greedy", "-N", "1", "-n", "1", "--shard", "3/5", "-o", bad("empty-shard.json")}; }, same("--shard 3/5: the sweep has 1 runs, none of them in this shard"), none()},
     {"synth_empty_preset", [] { return std::vector<std::string>{"synth", "--preset", "", "-o", bad("synth.bin")}; }, same("--preset ''"), none()},
     {"bench_json_and_csv", [] { return std::vector<std::string>{"bench", "--model", model(), "--tokenizer", tok(), "--json", "--csv"}; }, same("excludes"), none()},
-    {"import_negative_prompt_index", [] { return std::vector<std::string>{"trace", "import", golden(), "--model", model(), "--tokenizer", tok(), "--prompt-index", "-1", "-o", bad("imported.jsonl")}; }, same("--prompt-index"), none()},
+    {"import_negative_prompt_index", [] { return std::vector<std::string>{"trace", "import", golden(), "--model", model(), "--tokenizer", tok(), "--prompt-index", "-1", "-o", bad("imported.jsonl")}; }, same("--prompt-index: Value -1 not in range 0 to 1073741824"), none()},
 #if !defined(GBTEST_ASAN)  // (no address-space limit under ASan: the threads would start)
     // (a prompt long enough for the products to go parallel: the pool starts on the first such product)
     {"threads_300_without_address_space", [] {
