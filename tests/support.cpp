@@ -103,7 +103,8 @@ std::vector<double> step_logits(const nlohmann::json& step) {
 namespace {
 
 // The temporary folders temp_dir made, each with the test case that made it; removed when the executable's
-// tests end, except those of a test case that failed, which stay for a look and are listed on stderr.
+// tests end, except those of a test case that failed, which stay for a look and are listed on stderr
+// (GLASSBOX_KEEP_TEST_DIRS or GLASSBOX_KEEP_TEST_FILES keep them all).
 struct TempDirs : boost::unit_test::test_observer {
   std::mutex m;
   std::vector<std::pair<fs::path, boost::unit_test::test_unit_id>> dirs;
@@ -133,7 +134,7 @@ struct TempDirCleanup {
     std::lock_guard lock(t.m);
     for (const auto& [dir, test] : t.dirs) {
       std::error_code ec;
-      if (t.failed.count(test) || std::getenv("GLASSBOX_KEEP_TEST_DIRS")) kept.push_back(dir);
+      if (t.failed.count(test) || std::getenv("GLASSBOX_KEEP_TEST_DIRS") || std::getenv("GLASSBOX_KEEP_TEST_FILES")) kept.push_back(dir);
       else fs::remove_all(dir, ec);
     }
     if (!kept.empty()) {
