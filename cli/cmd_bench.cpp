@@ -206,8 +206,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "thread counts, a list (default: one per physical core)");
   cmd->add_flag("--one-by-one", o->one_by_one, "also prefill each prompt one position per forward (the rate without blocks)");
   cmd->add_flag("--no-roofline", o->no_roofline, "skip measuring memory bandwidth and FMA peak");
-  cmd->add_flag("--json", o->json, "print the results as JSON");
-  cmd->add_flag("--csv", o->csv, "print the results as CSV");
+  auto* json_flag = cmd->add_flag("--json", o->json, "print the results as JSON");
+  cmd->add_flag("--csv", o->csv, "print the results as CSV")->excludes(json_flag);  // one format on stdout
   cmd->callback([o, binder, cmd] {
     RunOptions opt = binder->finish();
     opt.sampler = {{"greedy", {}}};

@@ -2,6 +2,8 @@
 // run in order or --jobs N at a time, one verdict line per case, JUnit XML and an HTML report for CI, and
 // --record to write the goldens from a reference run. docs/golden-traces.md, "glassbox check".
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <set>
@@ -19,8 +22,11 @@
 
 #include "commands.hpp"
 #include "engine_import.hpp"
+#include "interrupt.hpp"
+#include "session.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
+#include "glassbox/structured_input.hpp"
 #include "glassbox/thread_group.hpp"
 #include "glassbox/traces/diff.hpp"
 #include "glassbox/traces/reader.hpp"
@@ -36,6 +42,7 @@ namespace {
 
 struct Case {
   std::string name, model, tokenizer, prompt, sampler = "greedy", golden, from, profile;
+  std::string toy_tokenizer;  // `model: toy`: the embedded model's tokenizer, unless the case names one
   std::optional<std::uint64_t> seed;
   int max_tokens = 16, trace_top = 20;
   bool prompt_given = false, replay = false, ignore_eos = false;
@@ -50,6 +57,7 @@ struct Outcome {
   std::string golden_trace, new_trace;
   int first_step = -1;
   double seconds = 0;
+  bool kept = false;  // --record: another engine's capture, left as it is
 };
 
 // Runs this glassbox binary with `args`; stdout and stderr go to `log`. Returns the exit status.
@@ -68,9 +76,17 @@ int run_self(const std::vector<std::string>& args, const fs::path& log) {
   const int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, cargv.data(), environ);
   posix_spawn_file_actions_destroy(&fa);
   if (rc != 0) throw Error(std::string("cannot start glassbox: ") + std::strerror(rc));
+  // Polled, so that a SIGINT/SIGTERM sent to check alone (not its process group) reaches the case running
+  // now: it is passed on, the case stops between steps, and check removes its work folder (interrupt.hpp).
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) throw Error(std::string("waitpid: ") + std::strerror(errno));
+  bool passed_on = false;
+  for (;;) {
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) throw Error(std::string("waitpid: ") + std::strerror(errno));
+    if (const int sig = interrupt_signal(); sig && !passed_on) ::kill(pid, sig), passed_on = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -89,14 +105,56 @@ std::string last_line(const std::string& log) {
   return nl == std::string::npos ? t : t.substr(nl + 1);
 }
 
+// A file-sourced text shown in a message: control bytes and bytes of invalid UTF-8 as escapes (a NUL would
+// cut the message, ESC would reach the terminal).
+// The length of the valid UTF-8 sequence at s[i] (1..4), or 0 (RFC 3629: no overlongs, surrogates or > U+10FFFF).
+std::size_t utf8_length(const std::string& s, std::size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  const std::size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+  bool ok = n > 0 && i + n <= s.size() && !(n == 2 && c < 0xC2) && c <= 0xF4;
+  for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+  if (ok && n >= 3) {
+    const unsigned c1 = static_cast<unsigned char>(s[i + 1]);
+    ok = !(c == 0xE0 && c1 < 0xA0) && !(c == 0xED && c1 >= 0xA0) && !(c == 0xF0 && c1 < 0x90) && !(c == 0xF4 && c1 >= 0x90);
+  }
+  return ok ? n : 0;
+}
+
+std::string shown(const std::string& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const std::size_t n = utf8_length(s, i);
+    const bool ok = n > 0;
+    if (ok && n == 1 && c >= 0x20 && c != 0x7f) {
+      out += s[i++];
+    } else if (ok && n > 1) {
+      out.append(s, i, n), i += n;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf, ++i;
+    }
+  }
+  return out;
+}
+
+// A map key of the suite: a plain text (a complex key, `? [a, b]: ...`, is refused by line, not as an internal error).
+std::string key_text(const YAML::Node& k, const std::string& path) {
+  if (!k.IsScalar())
+    throw InputError(path + ":" + std::to_string(k.Mark().line + 1) + ": a key that is not a text (a " +
+                     (k.IsSequence() ? "list" : k.IsMap() ? "map" : "null") + " as a key; keys are names such as 'name' or 'golden')");
+  return k.Scalar();
+}
+
 std::vector<Case> read_suite(const std::string& path) {
   const YAML::Node root = read_yaml_input<InputError>(path, "a YAML suite with a 'cases:' list");
   const fs::path dir = fs::path(path).parent_path();
   auto rel = [&](const std::string& p) { return fs::path(p).is_absolute() || dir.empty() ? p : (dir / p).lexically_normal().string(); };
   if (!root.IsMap() || !root["cases"]) throw InputError(path + ": expected a map with a 'cases:' list");
   for (const auto& kv : root) {
-    const std::string key = kv.first.as<std::string>();
-    if (key != "cases") throw InputError(path + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown key '" + key + "' (a suite has 'cases:')");
+    const std::string key = key_text(kv.first, path);
+    if (key != "cases") throw InputError(path + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown key '" + shown(key) + "' (a suite has 'cases:')");
   }
   const YAML::Node cases = root["cases"];
   if (!cases.IsSequence() || cases.size() == 0) throw InputError(path + ": 'cases' must be a non-empty list");
@@ -143,11 +201,19 @@ std::vector<Case> read_suite(const std::string& path) {
     };
     bool has_tol = false;
     for (const auto& kv : c) {
-      const std::string key = kv.first.as<std::string>();
+      const std::string key = key_text(kv.first, path);
       const YAML::Node& v = kv.second;
-      const std::string kw = "case '" + (c["name"] && c["name"].IsScalar() ? c["name"].as<std::string>() : std::to_string(i + 1)) + "'." + key;
+      const std::string kw = "case '" + (c["name"] && c["name"].IsScalar() ? shown(c["name"].Scalar()) : std::to_string(i + 1)) + "'." + shown(key);
       if (key == "name") k.name = str(v, kw);
-      else if (key == "model") k.model = rel(str(v, kw));
+      else if (key == "model") {
+        k.model = rel(str(v, kw));
+        // `model: toy`: the embedded toy model (as `run` without --model), unless a file of that name is there.
+        if (str(v, kw) == "toy" && !fs::exists(k.model)) {
+          const auto def = default_model();
+          if (!def) throw InputError(path + ":" + std::to_string(v.Mark().line + 1) + ": " + kw + ": toy: no embedded toy model is installed next to this glassbox");
+          k.model = def->first.string(), k.toy_tokenizer = def->second.string();
+        }
+      }
       else if (key == "tokenizer") k.tokenizer = rel(str(v, kw));
       else if (key == "prompt") k.prompt = str(v, kw), k.prompt_given = true;
       else if (key == "prompt_file") {
@@ -183,23 +249,27 @@ std::vector<Case> read_suite(const std::string& path) {
         if (!v.IsMap()) throw InputError(path + ":" + std::to_string(v.Mark().line + 1) + ": " + kw + ": expected a map {atol, rtol, kl, nmse, top_n}");
         has_tol = true;
         for (const auto& t : v) {
-          const std::string tk = t.first.as<std::string>();
+          const std::string tk = key_text(t.first, path);
           if (tk == "atol") k.tol.atol = number(t.second, kw + ".atol");
           else if (tk == "rtol") k.tol.rtol = number(t.second, kw + ".rtol");
           else if (tk == "kl") k.tol.kl = number(t.second, kw + ".kl");
           else if (tk == "nmse") k.tol.nmse = number(t.second, kw + ".nmse");
           else if (tk == "top_n") k.tol.top_k = static_cast<int>(integer(t.second, kw + ".top_n", 0, 1000));
           else if (tk == "tokens_exact") k.tol.tokens_exact = boolean(t.second, kw + ".tokens_exact");
-          else throw InputError(path + ":" + std::to_string(t.first.Mark().line + 1) + ": " + kw + ": unknown key '" + tk + "' (expected atol, rtol, kl, nmse, top_n, tokens_exact)");
+          else throw InputError(path + ":" + std::to_string(t.first.Mark().line + 1) + ": " + kw + ": unknown key '" + shown(tk) + "' (expected atol, rtol, kl, nmse, top_n, tokens_exact)");
         }
       } else {
-        throw InputError(path + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown key '" + key +
+        throw InputError(path + ":" + std::to_string(kv.first.Mark().line + 1) + ": unknown key '" + shown(key) +
                          "' in a case (expected name, model, tokenizer, prompt, prompt_file, sampler, seed, max_tokens, golden, from, "
                          "replay, ignore_eos, trace_top, profile, tolerances)");
       }
     }
     for (const auto& [field, value] : {std::pair<const char*, const std::string&>{"name", k.name}, {"model", k.model}, {"golden", k.golden}})
       if (value.empty()) throw InputError(w + ": case " + std::to_string(i + 1) + " has no '" + field + "'");
+    if (k.tokenizer.empty()) k.tokenizer = k.toy_tokenizer;
+    // The name names files of the report and is written into its XML and HTML: printable UTF-8 only.
+    if (shown(k.name) != k.name)
+      throw InputError(w + ": case name '" + shown(k.name) + "' holds control characters or invalid UTF-8 (it names files of the report; use printable UTF-8)");
     if (!names.insert(k.name).second) throw InputError(w + ": a second case named '" + k.name + "'");
     if (k.name.find_first_of("/\\") != std::string::npos || k.name == "." || k.name == "..")
       throw InputError(w + ": case name '" + k.name + "' may not contain / or \\ (it names files of the report)");
@@ -209,9 +279,12 @@ std::vector<Case> read_suite(const std::string& path) {
 }
 
 bool is_glassbox_trace(const std::string& path) {
+  if (not_a_regular_file(path)) return false;  // (the up-front checks name it; never block on a FIFO here)
   std::ifstream f(path, std::ios::binary);
-  std::string line;
-  std::getline(f, line);
+  std::string line(4096, '\0');  // the schema is in the header's first bytes: never read a whole endless "line"
+  f.read(line.data(), static_cast<std::streamsize>(line.size()));
+  line.resize(static_cast<std::size_t>(f.gcount()));
+  line = line.substr(0, line.find('\n'));
   // Any version: one this glassbox does not read goes to the reader, which names it (not to `trace import`).
   return line.find("\"" + std::string(traces::kSchemaPrefix)) != std::string::npos;
 }
@@ -237,14 +310,29 @@ Outcome run_case(const Case& c, const fs::path& work, bool record) {
     const fs::path dir = work / c.name;
     fs::create_directories(dir);
     if (record) {
-      // The reference run's trace becomes the golden.
-      if (fs::exists(c.golden) && !is_glassbox_trace(c.golden))
-        throw InputError("golden " + c.golden + " is another engine's output: --record writes glassbox traces only (point golden: at a .jsonl)");
+      // The reference run's trace becomes the golden; another engine's capture is that engine's reference
+      // and stays as it is.
+      if (fs::exists(c.golden) && !is_glassbox_trace(c.golden)) {
+        o.kind = Outcome::Pass, o.kept = true;
+        o.message = c.golden + " is another engine's capture: left as it is (--record writes glassbox traces only)";
+        o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        return o;
+      }
       if (!c.prompt_given) throw InputError("case '" + c.name + "' has no prompt: --record needs one");
+      if (const fs::path parent = fs::path(c.golden).parent_path(); !parent.empty()) {
+        std::error_code ec;
+        fs::create_directories(parent, ec);
+        if (ec) throw OutputError(parent.string() + ": cannot create the golden's folder: " + ec.message());
+      }
       const int rc = run_self(run_args(c, c.golden, false, ""), dir / "record.log");
       if (rc != 0) throw Error(last_line(read_text(dir / "record.log")));
+      const traces::Trace t = traces::read_trace(c.golden);
       o.kind = Outcome::Pass;
-      o.message = "recorded " + c.golden + " (" + std::to_string(traces::read_trace(c.golden).steps.size()) + " steps)";
+      o.message = "recorded " + c.golden + " (" + std::to_string(t.steps.size()) + " steps";
+      // A drawing chain without seed: the run drew one, the golden records it and check reuses it.
+      if (!c.seed && c.sampler != "greedy")
+        o.message += ", seed " + std::to_string(t.header.seed) + " drawn: check reuses it";
+      o.message += ")";
       o.new_trace = c.golden;
       return o;
     }
@@ -265,6 +353,10 @@ Outcome run_case(const Case& c, const fs::path& work, bool record) {
     if (!c.prompt_given) run.prompt = g.header.prompt;  // the golden's own prompt
     if (!c.prompt_given && g.header.prompt.empty()) throw InputError("case '" + c.name + "' has no prompt and the golden names none");
     run.max_tokens = g.header.max_tokens;
+    // No seed in the case: the golden's own (a sampled case recorded without one drew it; reusing it makes the
+    // comparison the same run again, not a different draw that fails every time).
+    const bool golden_seed = !c.seed && !g.header.imported;
+    if (golden_seed) run.seed = g.header.seed;
     const std::string next = (dir / "new.jsonl").string();
     const int rc = run_self(run_args(run, next, g.full(), c.replay ? golden : ""), dir / "run.log");
     if (rc != 0) throw Error("run: " + last_line(read_text(dir / "run.log")));
@@ -288,6 +380,7 @@ Outcome run_case(const Case& c, const fs::path& work, bool record) {
       std::snprintf(buf, sizeof buf, "%zu steps, %d/%zu tokens agree, max |Δlogprob| %.3g", r.steps.size(), r.token_agree, r.steps.size(), mlp);
       o.message = buf;
       if (r.imported) o.message += ", " + g.header.imported.value_or(traces::TraceImport{}).dialect;
+      if (golden_seed && c.sampler != "greedy") o.message += ", the golden's seed " + std::to_string(g.header.seed);
     }
   } catch (const std::exception& e) {
     o.kind = Outcome::Error;
@@ -299,8 +392,15 @@ Outcome run_case(const Case& c, const fs::path& work, bool record) {
 
 std::string xml(const std::string& s) {
   std::string out;
-  for (char ch : s) {
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
     const unsigned char c = static_cast<unsigned char>(ch);
+    if (c >= 0x80) {  // XML is UTF-8 here: a byte of invalid UTF-8 (a token's text cut mid-character) becomes U+FFFD
+      const std::size_t n = utf8_length(s, i);
+      if (n == 0) out += "\xEF\xBF\xBD";
+      else out.append(s, i, n), i += n - 1;
+      continue;
+    }
     if (ch == '&') out += "&amp;";
     else if (ch == '<') out += "&lt;";
     else if (ch == '>') out += "&gt;";
@@ -357,6 +457,42 @@ void add_check_command(CLI::App& app) {
   cmd->add_flag("--record", a->record, "write each case's golden from this glassbox's run (glassbox traces only), saying what it wrote");
   cmd->callback([a] {
     const std::vector<Case> cases = read_suite(a->suite);
+    // Every file the suite names is an input of this check, and so of the one output rule (file_io.hpp): no
+    // report, page or case trace may replace one, under any name. The cases' own processes read them, so
+    // check records them here, before it writes anything.
+    std::map<std::pair<dev_t, ino_t>, std::string> suite_files;  // by device and inode: links and other spellings count
+    auto add_input = [&](const std::string& f) {
+      struct stat st {};
+      if (f.empty() || ::stat(f.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+      suite_files.emplace(std::make_pair(st.st_dev, st.st_ino), f);
+      note_input(f);
+    };
+    for (const auto& c : cases) {
+      add_input(c.model);
+      add_input(c.tokenizer);
+      if (!a->record) add_input(c.golden);
+    }
+    auto refuse_over_input = [&](const fs::path& out, const std::string& what) {
+      struct stat st {};
+      if (::stat(out.c_str(), &st) != 0) return;
+      if (auto it = suite_files.find({st.st_dev, st.st_ino}); it != suite_files.end())
+        throw OutputError(what + " " + out.string() + ": is the same file as the suite's " + it->second + ": refusing to overwrite an input");
+    };
+    if (!a->junit.empty()) refuse_over_input(a->junit, "--junit");
+    if (!a->html.empty()) refuse_over_input(fs::path(a->html) / "index.html", "--html");
+    if (a->record) {
+      // A golden --record writes must not be another case's model or tokenizer, nor another case's golden.
+      std::map<std::string, std::string> written;
+      for (const auto& c : cases) {
+        refuse_over_input(c.golden, "case '" + c.name + "': --record of golden");
+        if (auto bad = not_a_regular_file(c.golden)) throw InputError(a->suite + ": case '" + c.name + "': golden " + c.golden + " " + *bad);
+        std::error_code canon;
+        const fs::path resolved = fs::weakly_canonical(c.golden, canon);
+        const std::string key = canon ? fs::absolute(c.golden).lexically_normal().string() : resolved.string();
+        if (auto [it, fresh] = written.emplace(key, c.name); !fresh)
+          throw InputError(a->suite + ": cases '" + it->second + "' and '" + c.name + "' both record golden " + c.golden);
+      }
+    }
     fs::path work;
     bool temp = false;
     if (!a->work.empty()) work = a->work;
@@ -366,25 +502,69 @@ void add_check_command(CLI::App& app) {
       if (!mkdtemp(tmpl.data())) throw OutputError(std::string("cannot make a temporary folder: ") + std::strerror(errno));
       work = tmpl, temp = true;
     }
+    // The temporary folder goes on every way out: an error below, a refused report, an interrupt.
+    struct RemoveTemp {
+      fs::path dir;
+      ~RemoveTemp() {
+        std::error_code ec;
+        if (!dir.empty()) fs::remove_all(dir, ec);
+      }
+    } remove_temp{temp ? work : fs::path()};
     std::error_code ec;
     fs::create_directories(work, ec);
     if (ec) throw OutputError(work.string() + ": cannot create: " + ec.message());
+    // What a case writes in the work folder (its traces, logs, pages) must not be a file the suite names.
+    for (const auto& c : cases)
+      for (const char* f : {"new.jsonl", "golden.jsonl", "run.log", "import.log", "record.log"})
+        refuse_over_input(work / c.name / f, "--work");
+    if (!a->html.empty())
+      for (const auto& c : cases)
+        for (const char* which : {"golden", "new"}) {
+          refuse_over_input(fs::path(a->html) / (c.name + "-" + which + ".html"), "--html");
+          refuse_over_input(work / (c.name + "-" + which + "-html.log"), "--work");
+        }
+    // A signal stops the cases between steps (passed on to the running ones) and check between cases.
+    install_interrupt_handlers();
     std::vector<Outcome> res(cases.size());
+    // Up front, without a process each: a golden that is missing (10,000 of them must not take a minute),
+    // a FIFO (which would block), a device (/dev/zero never ends) or a folder.
+    std::vector<bool> ready(cases.size(), true);
+    for (std::size_t i = 0; i < cases.size() && !a->record; ++i) {
+      const Case& c = cases[i];
+      std::string why;
+      struct stat st {};
+      if (::stat(c.golden.c_str(), &st) != 0) why = "golden " + c.golden + ": " + std::strerror(errno);
+      else if (auto bad = not_a_regular_file(c.golden)) why = "golden " + c.golden + ": " + *bad;
+      else if (static_cast<std::uint64_t>(st.st_size) > kMaxStructuredInputBytes && !is_glassbox_trace(c.golden))
+        why = "golden " + c.golden + ": " + std::to_string(st.st_size) + " bytes, more than an engine capture may hold (" +
+              std::to_string(kMaxStructuredInputBytes >> 20) + " MiB)";
+      if (!why.empty()) ready[i] = false, res[i].kind = Outcome::Error, res[i].message = why;
+    }
     std::atomic<std::size_t> next{0};
     auto worker = [&] {
-      for (std::size_t i; (i = next++) < cases.size();) res[i] = run_case(cases[i], work, a->record);
+      for (std::size_t i; (i = next++) < cases.size();) {
+        if (interrupt_signal()) break;
+        if (ready[i]) res[i] = run_case(cases[i], work, a->record);
+      }
     };
     ThreadGroup pool("--jobs " + std::to_string(a->jobs), [&] { next = cases.size(); });  // (a refused thread: the rest stop)
     for (int j = 0; j < std::min<int>(a->jobs, static_cast<int>(cases.size())); ++j) pool.start(worker);
     pool.join();
-    int pass = 0, fail = 0, err = 0;
+    if (const int sig = interrupt_signal()) {
+      // The cases' traces are not a verdict: no report is written, the temporary folder goes (remove_temp).
+      std::cerr << "[glassbox] check interrupted by " << signal_name(sig) << ": no verdict, no report\n";
+      g_exit_code = 128 + sig;
+      return;
+    }
+    int pass = 0, kept = 0, fail = 0, err = 0;
     for (std::size_t i = 0; i < cases.size(); ++i) {
       const Outcome& o = res[i];
-      const char* tag = o.kind == Outcome::Pass ? (a->record ? "WROTE" : "PASS ") : o.kind == Outcome::Fail ? "FAIL " : "ERROR";
+      const char* tag = o.kept ? "KEPT " : o.kind == Outcome::Pass ? (a->record ? "WROTE" : "PASS ") : o.kind == Outcome::Fail ? "FAIL " : "ERROR";
       std::cout << tag << " " << cases[i].name << ": " << o.message << "\n";
-      pass += o.kind == Outcome::Pass, fail += o.kind == Outcome::Fail, err += o.kind == Outcome::Error;
+      pass += o.kind == Outcome::Pass && !o.kept, kept += o.kept, fail += o.kind == Outcome::Fail, err += o.kind == Outcome::Error;
     }
-    std::cout << "\n" << cases.size() << " cases: " << pass << (a->record ? " recorded" : " passed") << ", " << fail << " regressed, " << err << " could not run\n";
+    std::cout << "\n" << cases.size() << " cases: " << pass << (a->record ? " recorded" : " passed") << ", "
+              << (kept ? std::to_string(kept) + " captures left as they are, " : std::string()) << fail << " regressed, " << err << " could not run\n";
     const std::string suite_name = fs::path(a->suite).stem().string();
     if (!a->junit.empty()) {
       write_file_atomically(a->junit, junit(suite_name, cases, res));
@@ -420,7 +600,6 @@ void add_check_command(CLI::App& app) {
       write_file_atomically(fs::path(a->html) / "index.html", h.str());
       std::cout << "wrote " << (fs::path(a->html) / "index.html").string() << " (and a viewer page per trace)\n";
     }
-    if (temp) fs::remove_all(work, ec);
     if (err) g_exit_code = 2;
     else if (fail) g_exit_code = 1;
   });

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "seed_option.hpp"
 #include "compare.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
@@ -81,7 +82,7 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--strategy,-s", o->strategies,
                   "sampler chain, beam:N or speculative:draft=FILE;k=K;chain=CHAIN, optionally labelled LABEL=... (repeatable)");
   cmd->add_option("--samples,-N", o->samples, "samples per prompt and strategy (default 10)");
-  cmd->add_option("--seed", o->seed, "seed of the sweep (default 0): each run's seed is derived from it");
+  cmd->add_option("--seed", o->seed, "seed of the sweep (default 0): each run's seed is derived from it")->check(seed_range());
   cmd->add_option("--max-tokens,-n", o->max_tokens, "tokens to generate at most per run (default 64)");
   cmd->add_flag("--independent-seeds", o->independent_seeds,
                 "mix the strategy into each run's seed (default: sample i has the same seed in every strategy)");

@@ -107,17 +107,23 @@ void set_vocab(Metadata& m, Vocab v) {
   m.set("tokenizer.ggml.model", str("llama"));
 }
 
+// A llama2.c tokenizer's special ids (llama2.c's convention: 0 <unk>, 1 <s>, 2 </s>), as llama.cpp's converter
+// writes them. A llama vocabulary adds BOS by default, so without bos_token_id glassbox (and llama.cpp) refuse it.
+void set_llama2c_specials(Metadata& m) {
+  m.set("tokenizer.ggml.unknown_token_id", u32(0));
+  m.set("tokenizer.ggml.bos_token_id", u32(1));
+  m.set("tokenizer.ggml.eos_token_id", u32(2));
+  m.set("tokenizer.ggml.seperator_token_id", u32(0xFFFFFFFF));  // llama.cpp's spelling; "none"
+  m.set("tokenizer.ggml.padding_token_id", u32(0xFFFFFFFF));
+}
+
 // llama.cpp's converter's key order (tokenizer keys interleaved with general.*), then the llama.* keys.
 Metadata llama2c_keys(const Config& c, Vocab vocab, const std::string& name) {
   Metadata m;
   set_vocab(m, std::move(vocab));
   m.set("general.architecture", str("llama"));
   m.set("general.name", str(name));
-  m.set("tokenizer.ggml.unknown_token_id", u32(0));
-  m.set("tokenizer.ggml.bos_token_id", u32(1));
-  m.set("tokenizer.ggml.eos_token_id", u32(2));
-  m.set("tokenizer.ggml.seperator_token_id", u32(0xFFFFFFFF));  // llama.cpp's spelling; "none"
-  m.set("tokenizer.ggml.padding_token_id", u32(0xFFFFFFFF));
+  set_llama2c_specials(m);
   m.set("llama.context_length", u32(c.seq_len));  // the checkpoint's own (llama.cpp's converter writes 128)
   m.set("llama.embedding_length", u32(c.dim));
   m.set("llama.feed_forward_length", u32(c.hidden_dim));
@@ -270,7 +276,11 @@ void add_convert_command(CLI::App& app) {
         if (key == "general.quantization_version" && target.type == DType::F32) continue;
         meta.set(key, v);
       }
-      if (!o->tokenizer.empty()) set_vocab(meta, read_llama2c_vocab(o->tokenizer, c.vocab_size));
+      if (!o->tokenizer.empty()) {
+        // The GGUF's own tokenizer keys are all replaced (its special ids belong to its vocabulary).
+        set_vocab(meta, read_llama2c_vocab(o->tokenizer, c.vocab_size));
+        set_llama2c_specials(meta);
+      }
       for (const auto& info : g->tensors()) {
         if (o->tie_output && info.name == "output.weight") continue;
         tensors.emplace_back(info.name, g->tensor(info));

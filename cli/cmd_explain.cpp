@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "seed_option.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
@@ -180,7 +181,7 @@ void add_explain_command(CLI::App& app) {
   cmd->add_option("--history", o->history,
                   "tokens already in the sequence (names or indices, comma-separated), for penalties");
   cmd->add_option("--samples,-N", o->samples, "also draw N tokens and show how often each came up");
-  cmd->add_option("--seed", o->seed, "seed of the draws (default: 0)");
+  cmd->add_option("--seed", o->seed, "seed of the draws (default: 0)")->check(seed_range());
   cmd->add_option("--width", o->width, "bar width for probability 1 (default: 20)")->check(CLI::Range(1, 200));
   cmd->add_flag("--json", o->json, "print the same data as JSON");
   cmd->add_option("--plugin-path", o->plugin_path, "extra folder of plugin modules (repeatable)");

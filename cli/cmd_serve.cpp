@@ -1,6 +1,9 @@
 // `glassbox serve`: its command line (serve.cpp is the server).
 #include "commands.hpp"
 #include "serve.hpp"
+#include "session.hpp"
+
+#include <filesystem>
 
 namespace glassbox::cli {
 
@@ -8,7 +11,7 @@ void add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "serve the llama.cpp and OpenAI HTTP APIs, with a trace per request and a class-room page");
   auto o = std::make_shared<ServeOptions>();
   auto paths = std::make_shared<std::vector<std::string>>();
-  cmd->add_option("--model,-m", o->model, "model file (llama2.c checkpoint or GGUF)")->required();
+  cmd->add_option("--model,-m", o->model, "model file (llama2.c checkpoint or GGUF), or toy: the embedded toy model")->required();
   cmd->add_option("--tokenizer,-z", o->tokenizer, "tokenizer file (llama2.c checkpoints; a GGUF carries its own)");
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "port to listen on (0: any free one, printed on stderr)")->capture_default_str();
@@ -27,6 +30,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--plugin-path", *paths, "more folders of plugin modules");
   cmd->callback([o, paths] {
     o->plugin_path.assign(paths->begin(), paths->end());
+    resolve_toy_model(o->model, o->tokenizer, "--model");
     run_server(*o);
   });
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "seed_option.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
 #include "glassbox/rng.hpp"
@@ -141,7 +142,7 @@ void add_synth_command(CLI::App& app) {
   for (const auto& [k, v] : presets()) names += (names.empty() ? "" : ", ") + k;
   cmd->add_option("--preset", o->preset, "a known shape: " + names + " (other options override its fields)");
   cmd->add_option("-o,--out", o->out, "the checkpoint file to write")->required();
-  cmd->add_option("--seed", o->seed, "seed of the weights' PCG32 stream (default 1)");
+  cmd->add_option("--seed", o->seed, "seed of the weights' PCG32 stream (default 1)")->check(seed_range());
   cmd->add_option("--dim", o->shape.dim, "model width (without --preset, every field defaults to stories15M's)");
   cmd->add_option("--hidden-dim", o->shape.hidden_dim, "feed-forward width");
   cmd->add_option("--layers", o->shape.n_layers, "transformer layers");
@@ -151,6 +152,12 @@ void add_synth_command(CLI::App& app) {
   cmd->add_option("--seq-len", o->shape.seq_len, "context length");
   cmd->callback([o, cmd] {
     Shape s = o->shape;
+    if (o->preset.empty() && cmd->get_option("--preset")->count())
+      throw ConfigError("synth: --preset '' names no shape (expected one of " + [] {
+        std::string n;
+        for (const auto& [k, v] : presets()) n += (n.empty() ? "" : ", ") + k;
+        return n;
+      }() + ")");
     if (!o->preset.empty()) {
       auto it = presets().find(o->preset);
       if (it == presets().end()) throw ConfigError("synth: unknown --preset " + o->preset);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -248,12 +249,18 @@ void load_experiment(const std::string& path, Experiment& e) {
     return v;
   };
   std::string current;
+  std::set<std::string> seen;  // yaml-cpp keeps a repeated key: the second would silently win
   try {
     for (const auto& kv : root) {
+      if (!kv.first.IsScalar())
+        throw ConfigError(path + ":" + std::to_string(kv.first.Mark().line + 1) + ": a key that is not a text (expected model, prompts, strategies, ...)");
       std::string key = kv.first.as<std::string>();
       for (auto& c : key)
         if (c == '-') c = '_';
       current = key;
+      if (!seen.insert(key).second)
+        throw ConfigError(path + ":" + std::to_string(kv.first.Mark().line + 1) + ": key '" + kv.first.as<std::string>() +
+                          "' given twice (each key once)");
       const YAML::Node& v = kv.second;
       if (key == "model") e.model = scalar(v, key);
       else if (key == "tokenizer") e.tokenizer = scalar(v, key);
@@ -290,7 +297,15 @@ void load_experiment(const std::string& path, Experiment& e) {
           throw ConfigError(path + ": strategies: expected a list of sampler chains");
         }
       } else if (key == "samples") e.samples = v.as<int>();
-      else if (key == "seed") e.seed = v.as<std::uint64_t>();
+      else if (key == "seed") {
+        // (yaml-cpp's as<uint64_t> reads "-1" as 2^64-1 and wraps 2^64: parsed here, as --seed is)
+        const std::string t = scalar(v, key);
+        std::uint64_t x = 0;
+        auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), x);
+        if (t.empty() || t[0] == '-' || t[0] == '+' || ec != std::errc() || p != t.data() + t.size())
+          throw ConfigError(path + ": seed = '" + t + "' (expected an integer in 0.." + std::to_string(UINT64_MAX) + ")");
+        e.seed = x;
+      }
       else if (key == "max_tokens") e.max_tokens = v.as<int>();
       else if (key == "independent_seeds") e.independent_seeds = v.as<bool>();
       else if (key == "ignore_eos") e.ignore_eos = v.as<bool>();
@@ -739,6 +754,9 @@ std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::st
   for (long long k = 0; k < e.runs(); ++k)
     if (!opt.shard || k % opt.shard->second == opt.shard->first - 1) todo.push_back(k);
   (void)P;
+  if (opt.shard && todo.empty())
+    throw ConfigError("--shard " + std::to_string(opt.shard->first) + "/" + std::to_string(opt.shard->second) + ": the sweep has " +
+                      std::to_string(e.runs()) + " runs, none of them in this shard (use at most " + std::to_string(e.runs()) + " shards)");
   if (!opt.traces_dir.empty()) {
     std::error_code ec;
     fs::create_directories(opt.traces_dir, ec);

@@ -15,6 +15,7 @@
 #include "glassbox/error.hpp"
 #include "glassbox/file_io.hpp"
 #include "glassbox/structured_input.hpp"
+#include "glassbox/traces/mass.hpp"
 
 namespace glassbox::cli {
 
@@ -538,7 +539,9 @@ void read_npy(const std::string& bytes, const std::string& file, int vocab, Pars
     item.erase(0, item.find_first_not_of(' '));
     item.erase(item.find_last_not_of(' ') + 1);
     if (item.empty()) continue;
-    if (item.find_first_not_of("0123456789") != std::string::npos) throw InputError(file + ": .npy shape entry '" + item + "' is not a number");
+    // (digits only, and few enough that the value fits: a 30-digit entry is an error here, not an exception of stoull's)
+    if (item.find_first_not_of("0123456789") != std::string::npos || item.size() > 12)
+      throw InputError(file + ": .npy shape entry " + show(item.substr(0, 40)) + " is not a size (expected a number below 10^12)");
     shape.push_back(std::stoull(item));
   }
   if (shape.size() == 3 && shape[1] == 1) shape = {shape[0], shape[2]};  // [steps, batch 1, vocab]
@@ -690,9 +693,9 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
     if (k.n_vocab != V) throw InputError(path + ": n_vocab " + std::to_string(k.n_vocab) + " but the model's vocabulary has " + std::to_string(V) + " tokens");
     if (k.n_ctx < 4 || k.n_ctx > (1u << 20) || k.n_chunk < 1 || k.n_chunk > (1 << 20))
       throw InputError(path + ": n_ctx " + std::to_string(k.n_ctx) + ", n_chunk " + std::to_string(k.n_chunk) + " are not sizes");
+    // The size the header implies, checked against the file before anything is sized by it (a 20-byte file
+    // must not allocate the 4 GiB of tokens its header claims). n_ctx and n_chunk are below 2^20: no overflow.
     const std::size_t ntok = static_cast<std::size_t>(k.n_ctx) * static_cast<std::size_t>(k.n_chunk);
-    k.tokens.resize(ntok);
-    rd(20, k.tokens.data(), 4 * ntok, "the tokens");
     k.rows_at = 20 + 4 * ntok;
     k.row_u16 = 2 * ((static_cast<std::size_t>(k.n_vocab) + 1) / 2) + 4;
     const std::size_t rows_per_chunk = k.n_ctx - 1 - k.n_ctx / 2;
@@ -700,6 +703,8 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
     if (text.size() != expect)
       throw InputError(path + ": " + std::to_string(text.size()) + " bytes, but n_ctx " + std::to_string(k.n_ctx) + ", n_vocab " +
                        std::to_string(k.n_vocab) + ", n_chunk " + std::to_string(k.n_chunk) + " mean " + std::to_string(expect));
+    k.tokens.resize(ntok);
+    rd(20, k.tokens.data(), 4 * ntok, "the tokens");
     const int chunk = std::max(index, 0);
     if (chunk >= k.n_chunk)
       throw InputError(path + ": --prompt-index " + std::to_string(chunk) + " but the file holds " + std::to_string(k.n_chunk) + " chunks");
@@ -878,6 +883,13 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
       throw InputError(r.top[0].tok.where + ": token " + describe(r.top[0].tok) + " matches no entry of the model's vocabulary (" + std::to_string(V) +
                        " tokens): another model?");
     for (const auto& c : a.top) listed += post ? c.value : std::exp(c.value);
+    // One distribution's entries: their probabilities cannot sum past 1 (beyond the rounding of the engine).
+    if (listed > 1 + traces::kProbabilityMassTolerance) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, ": the %zu listed %s sum to a probability of %.6g, more than 1 (+%g): not one distribution", a.top.size(),
+                    post ? "probabilities" : "logprobs", listed, traces::kProbabilityMassTolerance);
+      throw InputError(r.where + buf);
+    }
     if (r.has_top && !kld_floor.empty()) a.unlisted = std::max(0.0, 1 - listed);
     else if (r.has_top) a.unlisted = std::max(0.0, 1 - listed);
     // The emitted token: by id, else by its bytes/text, else as held-back bytes + a token that ends it.

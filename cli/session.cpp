@@ -139,6 +139,15 @@ std::optional<std::pair<fs::path, fs::path>> default_model() {
   return std::nullopt;
 }
 
+void resolve_toy_model(std::string& model, std::string& tokenizer, const std::string& option) {
+  std::error_code ec;
+  if (model != "toy" || fs::exists(model, ec)) return;
+  const auto def = default_model();
+  if (!def) throw ConfigError(option + " toy: no embedded toy model is installed next to this glassbox");
+  model = def->first.string();
+  if (tokenizer.empty()) tokenizer = def->second.string();
+}
+
 std::vector<std::unique_ptr<Sampler>> check_plugins(const Registry& registry, const PluginSpec& tokenizer, const RunOptions& opt,
                                                     std::vector<std::string>& warnings) {
   if (!tokenizer.name.empty()) registry.resolve(PluginKind::Tokenizer, tokenizer);

@@ -35,6 +35,9 @@ class RunOptionsBinder : public RunOptionTableBinder {
 
 // Where the embedded default model and tokenizer live (next to the binary, or compiled-in path).
 std::optional<std::pair<std::filesystem::path, std::filesystem::path>> default_model();
+// `toy` as a model name (serve --model toy, check's `model: toy`): the embedded default model, and its tokenizer
+// when none is named; a file called `toy` in the current folder wins. ConfigError when none is installed.
+void resolve_toy_model(std::string& model, std::string& tokenizer, const std::string& option);
 
 // Everything one run needs, built and cross-checked (tokenizer vs model vocabulary): core's Pipeline
 // (glassbox/run_spec.hpp), over a model loaded for this run alone.

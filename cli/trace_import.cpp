@@ -1,6 +1,7 @@
 // `glassbox trace import`: another engine's per-position logits (llama2.c / llama.cpp goldens, raw float32 dumps)
 // as a glassbox trace, so that `trace diff` compares glassbox with that engine step by step.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -35,20 +36,39 @@ struct External {
   std::string model_hint;                  // a model file the golden names (llama.cpp's "file")
 };
 
+// A logit from the file: finite in float32 (a NaN or an infinity is the file's fault, named here, not a
+// stage's "NaN logit" later).
+float file_logit(double v, const std::string& where) {
+  const float f = static_cast<float>(v);
+  if (!std::isfinite(f)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    throw InputError(where + ": " + (std::isnan(v) ? std::string("NaN") : std::string(buf)) + " is not a logit (expected a finite float32 number)");
+  }
+  return f;
+}
+
 std::vector<float> read_logits(const json& l, const std::string& where) {
   if (!l.is_array() || l.empty()) throw InputError(where + ".logits: expected an array of numbers");
   std::vector<float> out(l.size());
   for (std::size_t i = 0; i < l.size(); ++i) {
     if (!l[i].is_number()) throw InputError(where + ".logits[" + std::to_string(i) + "]: expected a number, got " + l[i].type_name());
-    out[i] = l[i].get<float>();
+    out[i] = file_logit(l[i].get<double>(), where + ".logits[" + std::to_string(i) + "]");
   }
   return out;
 }
 
+// A token id from the file: an integer in 0..2^31-1 (a larger one would wrap to another token).
+std::int32_t json_id(const json& v, const std::string& where) {
+  if (!v.is_number_integer() || (v.is_number_unsigned() ? v.get<std::uint64_t>() > INT32_MAX : (v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > INT32_MAX)))
+    throw InputError(where + ": expected a token id (an integer 0..2147483647), got " + v.dump());
+  return static_cast<std::int32_t>(v.get<std::int64_t>());
+}
+
 std::int32_t read_id(const json& o, const char* key, const std::string& where) {
   auto it = o.find(key);
-  if (it == o.end() || !it->is_number_integer()) throw InputError(where + "." + key + ": expected a token id");
-  return it->get<std::int32_t>();
+  if (it == o.end()) throw InputError(where + "." + key + ": expected a token id");
+  return json_id(*it, where + "." + key);
 }
 
 // One object of a golden JSONL (llama2.c's {prompt, prompt_ids, steps[{pos, input, next, logits}]} or
@@ -62,10 +82,7 @@ External from_golden(const json& g, const std::string& where) {
   if (g.contains("prompt") && g["prompt"].is_string()) x.prompt = g["prompt"].get<std::string>();
   if (auto p = g.find("prompt_ids"); p != g.end()) {
     if (!p->is_array() || p->empty()) throw InputError(where + ".prompt_ids: expected a non-empty array of token ids");
-    for (const auto& id : *p) {
-      if (!id.is_number_integer()) throw InputError(where + ".prompt_ids: expected token ids");
-      x.prompt_ids.push_back(id.get<std::int32_t>());
-    }
+    for (std::size_t i = 0; i < p->size(); ++i) x.prompt_ids.push_back(json_id((*p)[i], where + ".prompt_ids[" + std::to_string(i) + "]"));
   }
   if (auto f = g.find("file"); f != g.end() && f->is_string()) x.model_hint = f->get<std::string>();
   const auto n = steps->size();
@@ -104,6 +121,8 @@ External from_dump(const std::string& path, int vocab) {
     std::vector<float> l(static_cast<std::size_t>(vocab));
     f.read(reinterpret_cast<char*>(l.data()), static_cast<std::streamsize>(row));
     if (!f) throw InputError(path + ": read failed");
+    for (std::size_t i = 0; i < l.size(); ++i)
+      file_logit(l[i], path + ": row " + std::to_string(r) + " (byte " + std::to_string(r * row + 4 * i) + "), logit " + std::to_string(i));
     x.logits.push_back(std::move(l));
     x.next.push_back(-1);
   }
@@ -179,7 +198,20 @@ void import_engine(const std::string& file, const std::string& from, int index, 
     try {
       validated_steps = traces::read_trace(tmp.string()).steps.size();
     } catch (const Error& e) {
-      throw InputError(out_path + ": the imported trace does not validate, nothing written: " + e.what());
+      // The temporary file's name means nothing to the user: name the input entry the failing line came from.
+      std::string msg = e.what();
+      const std::string t = tmp.string() + ":";
+      if (msg.rfind(t, 0) == 0) {
+        std::size_t end = t.size();
+        long line = 0;
+        while (end < msg.size() && std::isdigit(static_cast<unsigned char>(msg[end]))) line = line * 10 + (msg[end++] - '0');
+        const long k = line - 2;  // line 1 is the header, line k+2 step k
+        if (k >= 0 && k < static_cast<long>(run.steps.size()) && !run.steps[static_cast<std::size_t>(k)].where.empty())
+          msg = run.steps[static_cast<std::size_t>(k)].where + " (step " + std::to_string(k) + ")" + msg.substr(end);
+        else
+          msg = file + msg.substr(end);
+      }
+      throw InputError(file + ": the imported trace does not validate, nothing written to " + out_path + ": " + msg);
     }
   });
   out.write(traces::dump(traces::to_json(h)) + "\n");
@@ -287,7 +319,7 @@ void add_trace_import(CLI::App* trace) {
       "import", "turn another engine's output (llama.cpp server, OpenAI, vLLM, TGI, HF .npy, llama.cpp .kld, golden JSONL, float32 dump) into a glassbox trace");
   cmd->add_option("FILE", a->file, "golden JSONL (one prompt per line) or raw float32 logits dump")->required();
   cmd->add_option("-o,--output", a->out, "the glassbox trace to write")->required();
-  cmd->add_option("--prompt-index", a->index, "which line (prompt) of a golden JSONL, from 0 (default 0)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prompt-index", a->index, "which line (prompt) of a golden JSONL, from 0 (default 0)")->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--sampler,-s", a->sampler, "the chain re-applied to each step's logits (default greedy, as goldens are)")->capture_default_str();
   cmd->add_option("--trace-top", a->top, "candidates listed per step and per stage")->check(CLI::Range(1, 1000))->capture_default_str();
   // --model/--tokenizer fill the header (model file, SHA-256, config) and decode token texts; --prompt

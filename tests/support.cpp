@@ -8,6 +8,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <iostream>
+#include <mutex>
+#include <set>
 #include <random>
 #include <sstream>
 
@@ -97,10 +100,66 @@ std::vector<double> step_logits(const nlohmann::json& step) {
   return out;
 }
 
+namespace {
+
+// The temporary folders temp_dir made, each with the test case that made it; removed when the executable's
+// tests end, except those of a test case that failed, which stay for a look and are listed on stderr
+// (GLASSBOX_KEEP_TEST_DIRS or GLASSBOX_KEEP_TEST_FILES keep them all).
+struct TempDirs : boost::unit_test::test_observer {
+  std::mutex m;
+  std::vector<std::pair<fs::path, boost::unit_test::test_unit_id>> dirs;
+  std::set<boost::unit_test::test_unit_id> failed;
+  void fail() {
+    std::lock_guard lock(m);
+    failed.insert(boost::unit_test::framework::current_test_case_id());
+  }
+  void assertion_result(boost::unit_test::assertion_result r) override {
+    if (r == boost::unit_test::AR_FAILED) fail();
+  }
+  void exception_caught(const boost::execution_exception&) override { fail(); }
+  void test_unit_aborted(const boost::unit_test::test_unit&) override { fail(); }
+  int priority() override { return 1000; }
+};
+TempDirs& temp_dirs() {
+  static TempDirs t;
+  return t;
+}
+
+struct TempDirCleanup {
+  TempDirCleanup() { boost::unit_test::framework::register_observer(temp_dirs()); }
+  ~TempDirCleanup() {
+    TempDirs& t = temp_dirs();
+    boost::unit_test::framework::deregister_observer(t);
+    std::vector<fs::path> kept;
+    std::lock_guard lock(t.m);
+    for (const auto& [dir, test] : t.dirs) {
+      std::error_code ec;
+      if (t.failed.count(test) || std::getenv("GLASSBOX_KEEP_TEST_DIRS") || std::getenv("GLASSBOX_KEEP_TEST_FILES")) kept.push_back(dir);
+      else fs::remove_all(dir, ec);
+    }
+    if (!kept.empty()) {
+      std::cerr << "gbtest: kept " << kept.size() << " temporary folder(s) of failed tests (or GLASSBOX_KEEP_TEST_DIRS):\n";
+      for (const auto& d : kept) std::cerr << "  " << d.string() << "\n";
+    }
+  }
+};
+
+}  // namespace
+
+BOOST_TEST_GLOBAL_FIXTURE(TempDirCleanup);
+
 fs::path temp_dir(const std::string& tag) {
   fs::path d = fs::temp_directory_path() / ("glassbox-test-" + std::to_string(::getpid()) + "-" + tag);
   fs::remove_all(d);
   fs::create_directories(d);
+  TempDirs& t = temp_dirs();
+  std::lock_guard lock(t.m);
+  boost::unit_test::test_unit_id test = boost::unit_test::INV_TEST_UNIT_ID;
+  try {
+    test = boost::unit_test::framework::current_test_case_id();
+  } catch (...) {  // (made outside a test case: removed with the rest)
+  }
+  t.dirs.emplace_back(d, test);
   return d;
 }
 

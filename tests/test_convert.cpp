@@ -424,6 +424,18 @@ BOOST_DATA_TEST_CASE(f32_logits_equal_llama2c_path, bdata::xrange(2), tied) {
 }
 
 // The converted Q8_0 file (ffn_down F16) runs and greedy-decodes llama.cpp's first 10 tokens.
+// A GGUF given a llama2.c tokenizer.bin (-t): its vocabulary is replaced with the tokenizer's special ids
+// (0 <unk>, 1 <s>, 2 </s>, as for a checkpoint), so glassbox runs the file it wrote; it used to refuse it
+// (add_bos_token true, no bos_token_id; issue 46).
+BOOST_AUTO_TEST_CASE(gguf_with_a_llama2c_tokenizer_runs) {
+  const fs::path dir = gbtest::temp_dir("convert-gguf-tok");
+  const auto c = gbtest::run_cli({"convert", "-m", gbtest::shared("gguf/stories260K-f32.gguf").string(), "-t", model("tok512.bin"), "-o", (dir / "c.gguf").string()});
+  BOOST_TEST_REQUIRE(c.rc == 0, c.err);
+  const auto r = gbtest::run_cli({"run", "-m", (dir / "c.gguf").string(), "-p", "Once upon", "-n", "4", "--sampler", "greedy"});
+  BOOST_TEST(r.rc == 0, r.err);
+  BOOST_TEST(!r.out.empty());
+}
+
 BOOST_AUTO_TEST_CASE(q8_0_greedy_matches_llamacpp) {
   const fs::path dir = gbtest::temp_dir("q8run");
   const fs::path out = convert(dir, model("stories260K.bin"), "Q8_0", tok512());

@@ -112,6 +112,69 @@ void write_thin_layers_gguf(const fs::path& path) {
   w.write(path);
 }
 
+// A one-layer GGUF (dim 4, one head, vocabulary of 8) of architecture `arch` ("llama" or "gpt2"), with
+// `more` applied before it is written: the files of round four's architecture cases (issue 46).
+void write_tiny_gguf(const fs::path& path, const std::string& arch, const std::function<void(glassbox::GgufWriter&)>& more) {
+  using glassbox::MetaType;
+  using glassbox::MetaValue;
+  auto uint = [](std::uint64_t v) { return MetaValue{MetaType::U32, MetaType::U8, v}; };
+  auto text = [](std::string v) { return MetaValue{MetaType::String, MetaType::U8, std::move(v)}; };
+  const int dim = 4, vocab = 8;
+  const bool gpt2 = arch == "gpt2";
+  const std::string a = gpt2 ? "gpt2." : "llama.";
+  glassbox::GgufWriter w;
+  w.set("general.architecture", text(arch));
+  w.set(a + "context_length", uint(16));
+  w.set(a + "embedding_length", uint(dim));
+  w.set(a + "block_count", uint(1));
+  w.set(a + "feed_forward_length", uint(dim));
+  w.set(a + "attention.head_count", uint(1));
+  if (!gpt2) w.set(a + "attention.layer_norm_rms_epsilon", MetaValue{MetaType::F32, MetaType::U8, 1e-5});
+  w.set("tokenizer.ggml.model", text("llama"));
+  std::vector<MetaValue> tokens, scores, types;
+  for (int i = 0; i < vocab; ++i) {
+    tokens.push_back(text(i == 0 ? "<unk>" : i == 1 ? "<s>" : i == 2 ? "</s>" : std::string(1, static_cast<char>('a' + i))));
+    scores.push_back(MetaValue{MetaType::F32, MetaType::U8, 0.0});
+    types.push_back(MetaValue{MetaType::I32, MetaType::U8, std::int64_t{i < 3 ? 3 : 1}});
+  }
+  w.set("tokenizer.ggml.tokens", MetaValue{MetaType::Array, MetaType::String, tokens});
+  w.set("tokenizer.ggml.scores", MetaValue{MetaType::Array, MetaType::F32, scores});
+  w.set("tokenizer.ggml.token_type", MetaValue{MetaType::Array, MetaType::I32, types});
+  w.set("tokenizer.ggml.bos_token_id", uint(1));
+  w.set("tokenizer.ggml.eos_token_id", uint(2));
+  auto tensor = [&](const std::string& name, std::vector<std::int64_t> shape) {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    std::vector<std::byte> data(static_cast<std::size_t>(n) * 4);
+    for (std::size_t i = 0; i < data.size(); i += 4) {
+      const float x = 0.01f;
+      std::memcpy(data.data() + i, &x, 4);
+    }
+    w.add_tensor(name, glassbox::DType::F32, std::move(shape), std::move(data));
+  };
+  tensor("token_embd.weight", {vocab, dim});
+  tensor("output_norm.weight", {dim});
+  tensor("output.weight", {vocab, dim});
+  if (gpt2) {
+    tensor("position_embd.weight", {16, dim});
+    tensor("output_norm.bias", {dim});
+    for (const char* n : {"attn_norm", "ffn_norm"}) tensor(std::string("blk.0.") + n + ".weight", {dim}), tensor(std::string("blk.0.") + n + ".bias", {dim});
+    tensor("blk.0.attn_qkv.weight", {3 * dim, dim});
+    tensor("blk.0.attn_qkv.bias", {3 * dim});
+    tensor("blk.0.attn_output.weight", {dim, dim});
+    tensor("blk.0.attn_output.bias", {dim});
+    tensor("blk.0.ffn_up.weight", {dim, dim});
+    tensor("blk.0.ffn_up.bias", {dim});
+    tensor("blk.0.ffn_down.weight", {dim, dim});
+    tensor("blk.0.ffn_down.bias", {dim});
+  } else {
+    for (const char* n : {"attn_norm", "ffn_norm"}) tensor(std::string("blk.0.") + n + ".weight", {dim});
+    for (const char* n : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"}) tensor(std::string("blk.0.") + n + ".weight", {dim, dim});
+  }
+  more(w);
+  w.write(path);
+}
+
 // The folder of bad files, made once.
 const fs::path& bad_dir() {
   static const fs::path dir = [] {
@@ -240,6 +303,43 @@ const fs::path& bad_dir() {
     put("shard_index_3_of_2.json", shard("1", "3", "2"));
     put("shard_deep.json", R"({"schema":"glassbox.compare-shard/1","experiment":)" + deep + "}");
     put("import_deep.jsonl", R"({"prompt":"x","steps":)" + deep + "}\n");
+    // ---- round four (issue 46) ----
+    using glassbox::MetaType;
+    using glassbox::MetaValue;
+    auto text = [](std::string v) { return MetaValue{MetaType::String, MetaType::U8, std::move(v)}; };
+    write_tiny_gguf(d / "arch_escape.gguf", "llama", [&](glassbox::GgufWriter& w) { w.set("general.architecture", text(std::string("ll\x1b[31mama\x07\0x", 13))); });
+    write_tiny_gguf(d / "gpt2_no_eps.gguf", "gpt2", [](glassbox::GgufWriter&) {});
+    write_tiny_gguf(d / "experts.gguf", "llama", [](glassbox::GgufWriter& w) { w.set("llama.expert_count", MetaValue{MetaType::U32, MetaType::U8, std::uint64_t{8}}); });
+    write_tiny_gguf(d / "rope_freqs_zero.gguf", "llama", [](glassbox::GgufWriter& w) {
+      w.add_tensor("rope_freqs.weight", glassbox::DType::F32, {2}, std::vector<std::byte>(8, std::byte{0}));
+    });
+    write_tiny_gguf(d / "tensor_escape.gguf", "llama", [](glassbox::GgufWriter& w) {
+      w.add_tensor(std::string("blk.0.x\x1b]0;pwned\x07"), glassbox::DType::F32, {2}, std::vector<std::byte>(8, std::byte{0}));
+    });
+    {
+      // A step whose top list sums to 5 (every listed probability 0.5): validated before (issue 46).
+      auto lines = gbtest::read_jsonl(fs::path(GLASSBOX_SOURCE_DIR) / "tests" / "golden" / "stories260K-greedy.jsonl");
+      for (auto& t : lines.at(1)["top"]) t["prob"] = 0.5;
+      std::string out;
+      for (const auto& l : lines) out += l.dump() + "\n";
+      put("tr_mass.jsonl", out);
+    }
+    // tokenizer.json fields of the wrong JSON type
+    put("bpe_type_number.json", R"({"model":{"type":7,"vocab":{"a":0}}})");
+    put("bpe_merges_object.json", R"({"model":{"type":"BPE","vocab":{"a":0,"b":1},"merges":{"a":"b"}}})");
+    put("bpe_added_object.json", R"({"model":{"type":"BPE","vocab":{"a":0}},"added_tokens":{"id":0}})");
+    put("bpe_post_id_number.json",
+        R"({"model":{"type":"BPE","vocab":{"a":0,"<s>":1}},"post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":1,"type_id":0}}]}})");
+    // check suites: a complex key, a NUL in a name, invalid UTF-8 in a name; a --junit over the suite's model
+    put("check_complex_key.yaml", "cases:\n  - name: a\n    ? [x, y]\n    : 1\n");
+    put("check_nul_name.yaml", "cases:\n  - name: \"a\\0b\"\n    model: m.bin\n    golden: g.jsonl\n");
+    put("check_utf8_name.yaml", std::string("cases:\n  - name: \"a\xff\xfe\"\n    model: m.bin\n    golden: g.jsonl\n"));
+    put("check_model.bin", "a model the suite names");
+    put("check_golden.jsonl", "a golden the suite names");
+    put("check_suite.yaml", "cases:\n  - name: a\n    model: check_model.bin\n    golden: check_golden.jsonl\n    prompt: x\n");
+    // compare experiments: a key given twice, a negative seed
+    put("exp_twice.yaml", "prompts: [a]\nstrategies: [greedy]\nsamples: 1\nsamples: 2\n");
+    put("exp_seed_neg.yaml", "prompts: [a]\nstrategies: [greedy]\nseed: -1\n");
     ::mkfifo((d / "fifo").c_str(), 0600);
     fs::create_directories(d / "folder");
     return d;
@@ -409,6 +509,36 @@ const Case kCases[] = {
     {"convert_tokenizer_fifo", [] { return std::vector<std::string>{"convert", "--model", model(), "-t", bad("fifo"), "-o", bad("converted.gguf")}; }, file_is("fifo"), none()},
     {"chat_endless_line", [] { return std::vector<std::string>{"chat", "--model", model(), "--tokenizer", tok(), "--input", "/dev/zero", "--max-tokens", "2"}; }, same("longer than 1 MiB"), none()},
     {"synth_70tb_shape", [] { return std::vector<std::string>{"synth", "--dim", "65536", "--hidden-dim", "262144", "--layers", "1024", "--heads", "256", "--kv-heads", "256", "-o", bad("huge.bin")}; }, same("MiB"), none()},
+    // ---- round four (issue 46): architectures, tokenizer.json types, check suites, options accepted silently ----
+    {"gguf_architecture_name_escaped", [] { return run_gguf(bad("arch_escape.gguf")); }, same("architecture 'll\\x1b[31mama\\x07\\x00x' is not supported"), file_is("arch_escape.gguf")},
+    {"gguf_tensor_name_escaped", [] { return run_gguf(bad("tensor_escape.gguf")); }, same("tensor 'blk.0.x\\x1b]0;pwned\\x07' is not used"), file_is("tensor_escape.gguf")},
+    {"gguf_gpt2_without_layer_norm_epsilon", [] { return run_gguf(bad("gpt2_no_eps.gguf")); }, same("metadata has no 'gpt2.attention.layer_norm_epsilon'"), file_is("gpt2_no_eps.gguf")},
+    {"gguf_mixture_of_experts", [] { return run_gguf(bad("experts.gguf")); }, same("'llama.expert_count' = 8: a mixture of experts"), file_is("experts.gguf")},
+    {"gguf_rope_freqs_zero", [] { return run_gguf(bad("rope_freqs_zero.gguf")); }, same("tensor 'rope_freqs.weight' value #0 is 0"), file_is("rope_freqs_zero.gguf")},
+    {"bpe_model_type_a_number", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_type_number.json"), "x"}; }, same("bpe_type_number.json: model.type: expected a string"), file_is("bpe_type_number.json")},
+    {"bpe_merges_an_object", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_merges_object.json"), "x"}; }, same("bpe_merges_object.json: model.merges: expected an array"), file_is("bpe_merges_object.json")},
+    {"bpe_added_tokens_an_object", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_added_object.json"), "x"}; }, same("bpe_added_object.json: added_tokens: expected an array"), file_is("bpe_added_object.json")},
+    {"bpe_post_processor_id_a_number", [] { return std::vector<std::string>{"tokenize", "--tokenizer-plugin", "bpe", "-t", bad("bpe_post_id_number.json"), "x"}; }, same("bpe_post_id_number.json: post_processor.single[0].SpecialToken.id: expected a string"), file_is("bpe_post_id_number.json")},
+    {"trace_probabilities_sum_past_1", [] { return std::vector<std::string>{"trace", "validate", bad("tr_mass.jsonl")}; }, same("tr_mass.jsonl:2: step.top: the listed probabilities sum to 5"), file_is("tr_mass.jsonl")},
+    {"check_complex_key", [] { return std::vector<std::string>{"check", bad("check_complex_key.yaml")}; }, same("check_complex_key.yaml:3: a key that is not a text"), file_is("check_complex_key.yaml")},
+    {"check_nul_in_a_name", [] { return std::vector<std::string>{"check", bad("check_nul_name.yaml")}; }, same("case name 'a\\x00b' holds control characters"), file_is("check_nul_name.yaml")},
+    {"check_invalid_utf8_in_a_name", [] { return std::vector<std::string>{"check", bad("check_utf8_name.yaml")}; }, same("check_utf8_name.yaml"), file_is("check_utf8_name.yaml")},
+    {"check_junit_over_the_model", [] { return std::vector<std::string>{"check", bad("check_suite.yaml"), "--junit", bad("check_model.bin")}; }, same("refusing to overwrite an input"), none()},
+    {"check_junit_over_the_golden", [] { return std::vector<std::string>{"check", bad("check_suite.yaml"), "--junit", bad("check_golden.jsonl")}; }, same("refusing to overwrite an input"), none()},
+    {"check_work_folder_over_the_golden", [] {
+       fs::create_directories(bad_dir() / "w" / "a");
+       std::error_code ec;
+       fs::create_hard_link(bad("check_golden.jsonl"), bad_dir() / "w" / "a" / "new.jsonl", ec);
+       return std::vector<std::string>{"check", bad("check_suite.yaml"), "--work", bad("w")}; }, same("new.jsonl: is the same file as the suite's"), none()},
+    {"experiment_key_twice", [] { return std::vector<std::string>{"compare", "--experiment", bad("exp_twice.yaml"), "--model", model(), "--tokenizer", tok()}; }, same("exp_twice.yaml:4: key 'samples' given twice"), file_is("exp_twice.yaml")},
+    {"experiment_seed_negative", [] { return std::vector<std::string>{"compare", "--experiment", bad("exp_seed_neg.yaml"), "--model", model(), "--tokenizer", tok()}; }, same("seed = '-1'"), file_is("exp_seed_neg.yaml")},
+    {"compare_empty_shard", [] { return std::vector<std::string>{"compare", "--model", model(), "--tokenizer", tok(), "-p", "a", "-s", "greedy", "-N", "1", "-n", "1", "--shard", "3/5", "-o", bad("empty-shard.json")}; }, same("--shard 3/5: the sweep has 1 runs, none of them in this shard"), none()},
+    {"explain_seed_minus_1", [] { return std::vector<std::string>{"explain", "-d", "a=.5,b=.5", "--seed", "-1"}; }, same("--seed: '-1' is not a seed"), none()},
+    {"compare_seed_2e64", [] { return std::vector<std::string>{"compare", "--model", model(), "--tokenizer", tok(), "-p", "a", "-s", "greedy", "--seed", "18446744073709551616"}; }, same("--seed: '18446744073709551616' is not a seed"), none()},
+    {"synth_seed_minus_1", [] { return std::vector<std::string>{"synth", "--seed", "-1", "-o", bad("synth.bin")}; }, same("--seed: '-1' is not a seed"), none()},
+    {"synth_empty_preset", [] { return std::vector<std::string>{"synth", "--preset", "", "-o", bad("synth.bin")}; }, same("--preset ''"), none()},
+    {"bench_json_and_csv", [] { return std::vector<std::string>{"bench", "--model", model(), "--tokenizer", tok(), "--json", "--csv"}; }, same("excludes"), none()},
+    {"import_negative_prompt_index", [] { return std::vector<std::string>{"trace", "import", golden(), "--model", model(), "--tokenizer", tok(), "--prompt-index", "-1", "-o", bad("imported.jsonl")}; }, same("--prompt-index: Value -1 not in range 0 to 1073741824"), none()},
 #if !defined(GBTEST_ASAN)  // (no address-space limit under ASan: the threads would start)
     // (a prompt long enough for the products to go parallel: the pool starts on the first such product)
     {"threads_300_without_address_space", [] {
@@ -779,7 +909,7 @@ namespace {
 // The files the output table's commands read: copies, so that a command that wrongly wrote over its
 // input would not damage ../shared.
 struct Ctx {
-  fs::path dir, m, t, trace, golden, shard, turns;
+  fs::path dir, m, t, trace, golden, shard, turns, suite;
 };
 const Ctx& ctx() {
   static const Ctx c = [] {
@@ -796,6 +926,8 @@ const Ctx& ctx() {
     fs::copy_file(golden(), x.trace);
     fs::copy_file(gbtest::shared("golden/llama2c-stories260K-greedy.jsonl"), x.golden);
     gbtest::write_file(x.turns, "Hello\n");
+    x.suite = x.dir / "suite.yaml";  // check: one case, the trace as its golden
+    gbtest::write_file(x.suite, "cases:\n  - name: g\n    model: m.bin\n    tokenizer: tok.bin\n    golden: t.jsonl\n");
     const auto r = run_cli({"compare", "--shard", "1/1", "-o", x.shard.string(), "--model", x.m.string(), "--tokenizer", x.t.string(),
                             "-p", "Once", "-s", "greedy", "-N", "1", "-n", "2", "--jobs", "1"});
     BOOST_TEST_REQUIRE(r.rc == 0, r.err);
@@ -860,6 +992,8 @@ const OutputRow kOutputs[] = {
      over([](const std::string& o) { return std::vector<std::string>{"compare", "merge", S(ctx().shard), "--html", o}; }, [] { return ctx().shard; })},
     {"convert -o", false, [](const std::string& o) { return cat(cat({"convert"}, mt()), {"-o", o}); },
      over([](const std::string& o) { return cat(cat({"convert"}, mt()), {"-o", o}); }, [] { return ctx().t; })},
+    {"check --junit", false, [](const std::string& o) { return std::vector<std::string>{"check", S(ctx().suite), "--junit", o}; },
+     over([](const std::string& o) { return std::vector<std::string>{"check", S(ctx().suite), "--junit", o}; }, [] { return ctx().m; })},
     {"synth -o", false,
      [](const std::string& o) { return std::vector<std::string>{"synth", "--dim", "8", "--hidden-dim", "8", "--layers", "1", "--heads", "2",
                                                                 "--kv-heads", "2", "--vocab", "8", "--seq-len", "8", "-o", o}; },
@@ -875,7 +1009,7 @@ void expect_no_temporaries(const fs::path& dir) {
 
 // The subcommands (with their parents: "trace html") and their output options, from --help.
 std::vector<std::string> cli_output_options() {
-  const char* const outputs[] = {"-o", "--output", "--out", "--html", "--trace", "--traces"};
+  const char* const outputs[] = {"-o", "--output", "--out", "--html", "--trace", "--traces", "--junit"};
   std::vector<std::string> found;
   std::function<void(const std::string&)> walk = [&](const std::string& path) {
     std::vector<std::string> args;

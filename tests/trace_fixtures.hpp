@@ -17,17 +17,7 @@
 
 namespace gbtest {
 
-// Removes this test program's temp_dir() folders when it ends (set GLASSBOX_KEEP_TEST_FILES to keep them).
-struct RemoveTempDirs {
-  ~RemoveTempDirs() {
-    if (std::getenv("GLASSBOX_KEEP_TEST_FILES")) return;
-    const std::string prefix = "glassbox-test-" + std::to_string(::getpid()) + "-";
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), ec))
-      if (e.path().filename().string().rfind(prefix, 0) == 0) std::filesystem::remove_all(e.path(), ec);
-  }
-};
-BOOST_TEST_GLOBAL_FIXTURE(RemoveTempDirs);
+// (temp_dir() folders are removed when the test program ends, unless their test failed: support.cpp.)
 
 // Runs `glassbox run` on stories260K with `args` and `--trace` into a folder kept for the whole test
 // program; the same key returns the same file without running again. Fails the test if the run fails.

@@ -2,6 +2,7 @@
 // count, the kvs (string key, u32 type, value), the tensor infos (string name, u32 n_dims,
 // u64 ne[n_dims], u32 ggml type, u64 offset), padding to the alignment, then the tensor data.
 #include "glassbox/model/gguf.hpp"
+#include "glassbox/model/printable.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -55,22 +56,7 @@ std::string u128_str(unsigned __int128 v) {
   return s;
 }
 
-std::string printable(std::string_view s, std::size_t max_len = 80) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size() && i < max_len; ++i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  if (s.size() > max_len) out += "...";
-  return out;
-}
+std::string printable(std::string_view s, std::size_t max_len = 80) { return printable_text(s, max_len); }
 
 std::string type_desc(std::uint32_t id) {
   const auto name = ggml_type_name(id);

@@ -1,5 +1,6 @@
 // Model metadata: typed getters that name the file and key when a value has another type.
 #include "glassbox/model/metadata.hpp"
+#include "glassbox/model/printable.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -134,11 +135,28 @@ const MetaValue* Metadata::find(std::string_view key) const {
   return it == index_.end() ? nullptr : &entries_[it->second].second;
 }
 
+std::string printable_text(std::string_view s, std::size_t max_len) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size() && i < max_len; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (s.size() > max_len) out += "...";
+  return out;
+}
+
 namespace {
 [[noreturn]] void mismatch(const Metadata& m, std::string_view key, const MetaValue& v, const char* expected) {
   std::string got(meta_type_name(v.type));
   if (v.type == MetaType::Array) got += " of " + std::string(meta_type_name(v.elem));
-  throw ModelError((m.source.empty() ? std::string("model") : m.source) + ": metadata '" + std::string(key) +
+  throw ModelError((m.source.empty() ? std::string("model") : m.source) + ": metadata '" + printable_text(key) +
                    "' is " + got + ", expected " + expected);
 }
 
@@ -173,7 +191,7 @@ std::optional<double> Metadata::get_float(std::string_view key) const {
         (a != 0 && a < static_cast<double>(std::numeric_limits<float>::min()))) {
       std::ostringstream o;
       o << *d;
-      throw ModelError((source.empty() ? std::string("model") : source) + ": metadata '" + std::string(key) + "' = " + o.str() +
+      throw ModelError((source.empty() ? std::string("model") : source) + ": metadata '" + printable_text(key) + "' = " + o.str() +
                        " is outside float's range (expected 0 or a finite magnitude in 1.2e-38..3.4e38)");
     }
     return d;

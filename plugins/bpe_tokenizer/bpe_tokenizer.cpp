@@ -404,8 +404,23 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
     auto fail = [&](const std::string& why) { return TokenizerError(source_ + ": " + why); };
     const json j = read_json(file);
     if (!j.is_object() || !j.contains("model") || !j["model"].is_object()) throw fail("no 'model' object (expected a tokenizer.json)");
+    // Typed reads that name the file and key: json::value() would throw its own type_error, which reaches
+    // the user as the plugin's failure without the file or the key.
+    auto text_at = [&](const json& o, const char* key, const std::string& fallback, const std::string& where) -> std::string {
+      if (!o.is_object()) return fallback;
+      auto it = o.find(key);
+      if (it == o.end() || it->is_null()) return fallback;
+      if (!it->is_string()) throw fail(where + key + ": expected a string, got " + std::string(it->type_name()) + " " + it->dump().substr(0, 40));
+      return it->get<std::string>();
+    };
+    auto array_at = [&](const json& o, const char* key, const std::string& where) -> json {
+      auto it = o.find(key);
+      if (it == o.end() || it->is_null()) return json::array();
+      if (!it->is_array()) throw fail(where + key + ": expected an array, got " + std::string(it->type_name()));
+      return *it;
+    };
     const json& model = j["model"];
-    const std::string type = model.value("type", "BPE");
+    const std::string type = text_at(model, "type", "BPE", "model.");
     if (type != "BPE") throw fail("model.type is '" + type + "', expected 'BPE'");
     if (!model.contains("vocab") || !model["vocab"].is_object()) throw fail("model.vocab is not an object of piece -> id");
     std::size_t n = 0;
@@ -415,8 +430,11 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
       return v.get<std::size_t>();
     };
     for (const auto& [k, v] : model["vocab"].items()) n = std::max(n, id_of(v, "model.vocab['" + k + "']") + 1);
-    const json added = j.value("added_tokens", json::array());
-    for (const auto& a : added) n = std::max(n, id_of(a.value("id", json()), "an added_tokens id") + 1);
+    const json added = array_at(j, "added_tokens", "");
+    for (std::size_t i = 0; i < added.size(); ++i) {
+      if (!added[i].is_object()) throw fail("added_tokens[" + std::to_string(i) + "]: expected an object {id, content}, got " + std::string(added[i].type_name()));
+      n = std::max(n, id_of(added[i].contains("id") ? added[i]["id"] : json(), "added_tokens[" + std::to_string(i) + "].id") + 1);
+    }
     // Ids are bounded by the number of entries (model.vocab and added_tokens), as for encoder.json.
     const std::size_t entries = model["vocab"].size() + added.size();
     if (n > entries)
@@ -429,19 +447,21 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
       const std::size_t id = a["id"].get<std::size_t>();
       if (!a.contains("content") || !a["content"].is_string()) throw fail("added token " + std::to_string(id) + " has no content string");
       vocab_[id] = a["content"].get<std::string>();
-      types_[id] = a.value("special", false) ? TokenType::Control : TokenType::UserDefined;
+      types_[id] = a.contains("special") && a["special"].is_boolean() && a["special"].get<bool>() ? TokenType::Control : TokenType::UserDefined;
       seen[id] = true;
     }
     for (std::size_t i = 0; i < n; ++i) if (!seen[i]) types_[i] = TokenType::Unused;
     auto ids = all_ids();
-    const json merges = model.value("merges", json::array());
+    const json merges = array_at(model, "merges", "model.");
     for (std::size_t r = 0; r < merges.size(); ++r) {
       const json& mg = merges[r];
       if (mg.is_string()) add_merge_line(mg.get<std::string>(), r, ids);
       else if (mg.is_array() && mg.size() == 2 && mg[0].is_string() && mg[1].is_string()) add_merge(mg[0], mg[1], r, ids);
       else throw fail("model.merges[" + std::to_string(r) + "] is neither \"a b\" nor [\"a\", \"b\"]");
     }
-    ignore_merges_ = model.value("ignore_merges", false);
+    if (model.contains("ignore_merges") && !model["ignore_merges"].is_boolean() && !model["ignore_merges"].is_null())
+      throw fail("model.ignore_merges: expected true or false, got " + std::string(model["ignore_merges"].type_name()));
+    ignore_merges_ = model.contains("ignore_merges") && model["ignore_merges"].is_boolean() && model["ignore_merges"].get<bool>();
     if (model.contains("unk_token") && model["unk_token"].is_string())
       if (auto it = ids.find(model["unk_token"].get<std::string>()); it != ids.end()) unk_ = it->second;
     regexes_ = hf_pre_tokenizer(j.value("pre_tokenizer", json()));
@@ -472,21 +492,23 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
       if (eos_name.empty() && find_id(s) >= 0) eos_name = s;
     bos_ = bos_name.empty() ? -1 : find_id(bos_name);
     eos_ = eos_name.empty() ? -1 : find_id(eos_name);
-    const json post = j.value("post_processor", json());
+    const json post = j.contains("post_processor") ? j["post_processor"] : json();
     bool template_bos = false;
-    auto scan_template = [&](const json& p) {
-      if (!p.is_object() || p.value("type", "") != "TemplateProcessing" || !p.contains("single") || !p["single"].is_array() ||
+    auto scan_template = [&](const json& p, const std::string& where) {
+      if (!p.is_object() || text_at(p, "type", "", where) != "TemplateProcessing" || !p.contains("single") || !p["single"].is_array() ||
           p["single"].empty())
         return;
       const json& first = p["single"][0];
-      if (first.contains("SpecialToken")) {
-        const int id = find_id(first["SpecialToken"].value("id", ""));
+      if (first.is_object() && first.contains("SpecialToken") && first["SpecialToken"].is_object()) {
+        const int id = find_id(text_at(first["SpecialToken"], "id", "", where + "single[0].SpecialToken."));
         if (id >= 0) { template_bos = true; bos_ = id; }
       }
     };
-    scan_template(post);
-    if (post.is_object() && post.value("type", "") == "Sequence")
-      for (const auto& p : post.value("processors", json::array())) scan_template(p);
+    scan_template(post, "post_processor.");
+    if (post.is_object() && text_at(post, "type", "", "post_processor.") == "Sequence") {
+      const json procs = array_at(post, "processors", "post_processor.");
+      for (std::size_t i = 0; i < procs.size(); ++i) scan_template(procs[i], "post_processor.processors[" + std::to_string(i) + "].");
+    }
     add_bos_ = template_bos || cfg_add_bos.value_or(false);
     add_eos_ = cfg_add_eos.value_or(false);
     eot_ = find_id("<|eot_id|>");

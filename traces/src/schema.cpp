@@ -1,11 +1,14 @@
 // glassbox.trace lines (versions 1 and 2) <-> typed structs: the checks of docs/trace.schema.json, by hand, as each field converts.
 #include "glassbox/traces/schema.hpp"
+
+#include "glassbox/traces/mass.hpp"
 #include "glassbox/structured_input.hpp"
 
 
 #include <bit>
 #include <climits>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -584,6 +587,16 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
   if (forced != j.end() && *forced != true) c.fail("step.forced: expected true (or no field), got " + forced->dump());
   s.forced = forced != j.end();
   if (j.contains("unlisted")) s.unlisted = c.prob(j, "unlisted", "step");  // a partial (imported) distribution
+  {
+    double mass = s.unlisted.value_or(0.0);
+    for (const auto& t : s.top) mass += t.prob;
+    if (mass > 1 + kProbabilityMassTolerance) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "step.top: the listed probabilities%s sum to %.6g, more than 1 (+%g): not one distribution",
+                    s.unlisted ? " and step.unlisted" : "", mass, kProbabilityMassTolerance);
+      c.fail(buf);
+    }
+  }
   if (const json* b = c.optional(j, "beams")) s.beams = parse_beams(c, *b, "step.beams", vocab);
   if (!s.forced && s.draw.selected != s.token)
     c.fail("step.draw.selected " + std::to_string(s.draw.selected) + " differs from step.token.id " + std::to_string(s.token) +

@@ -8,6 +8,7 @@
 #include "glassbox/error.hpp"
 #include "glassbox/forward/arch.hpp"
 #include "glassbox/kernels.hpp"
+#include "glassbox/model/printable.hpp"
 #include "glassbox/model/model_source.hpp"
 
 namespace glassbox {
@@ -37,7 +38,7 @@ void ModelSource::open_gguf() {
     throw ModelError(where + "metadata has no 'general.architecture' (expected one of: " + supported_architectures() + ")");
   const ArchTable* arch = find_architecture(*arch_name);
   if (!arch)
-    throw ModelError(where + "architecture '" + *arch_name + "' is not supported (supported: " + supported_architectures() + ")");
+    throw ModelError(where + "architecture '" + printable_text(*arch_name) + "' is not supported (supported: " + supported_architectures() + ")");
   const std::string a = *arch_name + ".";
 
   auto required = [&](const std::string& key, std::int64_t lo, std::int64_t hi) {
@@ -82,10 +83,21 @@ void ModelSource::open_gguf() {
   c.rope_theta = float_key(m, a + "rope.freq_base", 10000.0f, 0, 1e12, where);
   // LayerNorm families write layer_norm_epsilon, RMSNorm ones layer_norm_rms_epsilon.
   const std::string eps_key = c.arch.norm == NormKind::LayerNorm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
+  // llama.cpp requires LayerNorm's epsilon (it has no default for it): a gpt2 file without it is refused, not run with a guess.
+  if (c.arch.norm == NormKind::LayerNorm && !m.has(a + eps_key))
+    throw ModelError(where + "metadata has no '" + a + eps_key + "' (required for architecture " + *arch_name + ", as llama.cpp requires it)");
   c.norm_eps = float_key(m, a + eps_key, 1e-5f, 0, 1, where);
+  // A mixture of experts (expert_count > 0) routes each token through a few of many FFNs: not implemented here,
+  // and never run as if it were a dense model.
+  if (m.has(a + "expert_count")) {
+    const auto experts = m.get_int(a + "expert_count");
+    if (experts && *experts > 0)
+      throw ModelError(where + "metadata '" + a + "expert_count' = " + std::to_string(*experts) +
+                       ": a mixture of experts, which glassbox does not implement (dense models only)");
+  }
   if (auto type = m.get_string(a + "rope.scaling.type"); type && *type != "none") {
     if (*type != "linear")
-      throw ModelError(where + "rope scaling type '" + *type + "' is not supported (supported: none, linear; Llama 3 "
+      throw ModelError(where + "rope scaling type '" + printable_text(*type) + "' is not supported (supported: none, linear; Llama 3 "
                        "scaling comes as the rope_freqs.weight tensor)");
     c.rope_scaling = {"linear", float_key(m, a + "rope.scaling.factor", 0, 0, 1e6, where)};
     if (!(c.rope_scaling.factor > 0)) throw ModelError(where + "linear rope scaling needs a positive '" + a + "rope.scaling.factor'");
@@ -136,6 +148,13 @@ void ModelSource::open_gguf() {
       const auto n = static_cast<std::size_t>(t.numel());
       if (const std::size_t j = kernels::first_nonfinite(t.f32(), n); j < n)
         throw ModelError(where + "tensor '" + name + "' value #" + std::to_string(j) + " is not a finite number");
+      // RoPE frequency factors divide each pair's frequency: a zero or negative one gives an infinite or
+      // reversed angle (NaN logits at the first step). Named here, as the tensor it is.
+      if (name == "rope_freqs.weight")
+        for (std::size_t k = 0; k < n; ++k)
+          if (!(t.f32()[k] > 0))
+            throw ModelError(where + "tensor 'rope_freqs.weight' value #" + std::to_string(k) + " is " + std::to_string(t.f32()[k]) +
+                             " (RoPE frequency factors divide a frequency: expected > 0)");
     }
     return t;
   };
@@ -183,7 +202,7 @@ void ModelSource::open_gguf() {
   // What the table does not name would be ignored, and the run silently wrong: refuse it.
   for (const auto& info : gguf_->tensors())
     if (!used.count(info.name))
-      throw ModelError(where + "tensor '" + info.name + "' is not used by architecture " + *arch_name +
+      throw ModelError(where + "tensor '" + printable_text(info.name) + "' is not used by architecture " + *arch_name +
                        " (a file of another architecture, or a variant glassbox does not implement)");
 }
 
