@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "glassbox/error.hpp"
+#include "glassbox/model/printable.hpp"
 #include "glassbox/rng.hpp"
 #include "glassbox/strategy.hpp"
 
@@ -44,23 +45,6 @@ std::int32_t draw_dense(const std::vector<double>& w, double total, float u) {
 
 std::int32_t argmax_dense(const std::vector<double>& w) {
   return static_cast<std::int32_t>(std::max_element(w.begin(), w.end()) - w.begin());  // first of the highest
-}
-
-// A token's text for a one-line message: control bytes as \xNN, so a newline or an escape sequence in a
-// vocabulary cannot break the line or reach the terminal.
-std::string visible(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if (c < 0x20 || c == 0x7f) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out;
 }
 
 // The draft's and the target's context limits, as Engine::context_limit says them.
@@ -105,7 +89,7 @@ void check_draft_vocabulary(const Tokenizer& target, int target_vocab, const std
     if (sd && st) continue;  // both special: their texts are each file's own spelling
     if (sd != st || draft.piece(id) != target.piece(id))
       throw ConfigError(both + " have different vocabularies (token " + std::to_string(id) + " is '" +
-                        visible(draft.piece(id)) + "' in the draft's, '" + visible(target.piece(id)) +
+                        printable_text(draft.piece(id)) + "' in the draft's, '" + printable_text(target.piece(id)) +
                         "' in the target's): speculative decoding needs the same tokens in both" + hint);
   }
 }
