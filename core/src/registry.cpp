@@ -11,7 +11,9 @@
 #include <map>
 #include <sstream>
 
+#ifndef BOOST_DLL_USE_STD_FS  // core/CMakeLists.txt defines it for the whole library
 #define BOOST_DLL_USE_STD_FS
+#endif
 #include <boost/dll/shared_library.hpp>
 
 #include "glassbox/error.hpp"
