@@ -5,7 +5,15 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <random>
+#include <thread>
 #include <set>
 
 #include "grammar_engine.hpp"
@@ -14,6 +22,8 @@
 #include <glassbox/error.hpp>
 #include <glassbox/interrupt_flag.hpp>
 
+extern char** environ;
+namespace fs = std::filesystem;
 namespace bdata = boost::unit_test::data;
 using DocCase = std::pair<std::string, int>;
 using TextCase = std::pair<std::string, std::string>;
@@ -607,6 +617,58 @@ BOOST_AUTO_TEST_CASE(cli_errors_exit_2_with_one_line) {
     BOOST_TEST(r.err.find(message) != std::string::npos, r.err);
     BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') <= 1, r.err);
   }
+}
+
+// SIGTERM during a run whose every step is a long grammar walk (240,000 alternatives): the walk stops at
+// once (it checks the interrupt flag), and the run ends as any interrupted run does: exit 128+15, the
+// trace closed by an `interrupted` line. (Before, the walk ignored the signal: minutes per step.)
+BOOST_AUTO_TEST_CASE(sigterm_interrupts_a_grammar_walk_in_run) {
+  const auto dir = gbtest::temp_dir("grammar-sigterm");
+  std::string alts = "root ::= \"w0\"";
+  for (int i = 1; i < 240000; ++i) alts += " | \"w" + std::to_string(i) + "\"";
+  gbtest::write_file(dir / "big.gbnf", alts + "\n");
+  std::vector<std::string> args = cat(cat({GLASSBOX_BIN}, run_args()), {"-p", "Hi", "-n", "40", "--grammar", (dir / "big.gbnf").string(),
+                                                                        "--trace", (dir / "t.jsonl").string()});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, (dir / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  BOOST_TEST_REQUIRE(posix_spawn(&pid, GLASSBOX_BIN, &fa, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  // Once the trace is being written (the pipeline is built, generation under way), a moment into a step.
+  auto writing = [&] {
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().filename().string().find("t.jsonl") != std::string::npos && e.is_regular_file() && e.file_size() > 0) return true;  // its header
+    return false;
+  };
+  for (int i = 0; i < 3000 && !writing(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ::kill(pid, SIGTERM);
+  int rc = -1;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) {
+    int st;
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rc == -1) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  BOOST_TEST(rc == 128 + SIGTERM, gbtest::read_file(dir / "err"));
+  BOOST_TEST(waited < 5.0 * gbtest::kTimeScale);
+  const auto lines = gbtest::read_jsonl(dir / "t.jsonl");
+  BOOST_TEST_REQUIRE(!lines.empty());
+  BOOST_TEST(lines.back()["type"] == "interrupted");
+  fs::remove_all(dir);
 }
 
 // A YAML chain file sets the grammar text inline; a compare strategy names the grammar file.
