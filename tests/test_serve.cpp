@@ -1062,6 +1062,18 @@ BOOST_AUTO_TEST_CASE(openai_shapes_cors_and_grammar_limits) {
   const std::string msg = e["error"]["message"];
   BOOST_TEST(msg.find(plugins.string()) == std::string::npos, msg);
   BOOST_TEST(msg.find(fs::canonical(plugins).string()) == std::string::npos, msg);
+  // A module that throws (a std::exception: the registry names the module with its path): only its file's name.
+  {
+    const fs::path dir = fs::path(GLASSBOX_TEST_PLUGIN_DIR) / "throwing";
+    ServerProcess t({"--plugin-path", dir.string()});
+    auto tc = t.client();
+    auto r = tc.Post("/completion", json{{"prompt", "Hi"}, {"n_predict", 2}, {"sampler", "throwing"}}.dump(), "application/json");
+    BOOST_TEST_REQUIRE(static_cast<bool>(r));
+    const std::string m = json::parse(r->body)["error"]["message"];
+    BOOST_TEST(m.find("throwing.so") != std::string::npos, m);
+    BOOST_TEST(m.find(dir.string()) == std::string::npos, m);
+    BOOST_TEST(m.find(fs::canonical(dir).string()) == std::string::npos, m);
+  }
   // Grammars and schemas past their bounds: a 400 naming the limit, quickly; /health stays up.
   std::string big = "root ::=";
   for (int i = 0; i < 4; ++i) big += " \"abcdefghij\"{100000}";
