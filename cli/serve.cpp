@@ -280,7 +280,20 @@ class ConnStream final : public httplib::Stream {
     const std::size_t k = std::min(size, buf_.size() - off_);
     std::memcpy(ptr, buf_.data() + off_, k);
     off_ += k;
+    // The request line and header: at most kMaxHeaderBytes (httplib bounds each line, not their number).
+    for (std::size_t i = 0; i < k && in_header_; ++i) {
+      tail_ = (tail_ << 8) | static_cast<unsigned char>(ptr[i]);
+      if (tail_ == 0x0D0A0D0A || (tail_ & 0xFFFF) == 0x0A0A) in_header_ = false;
+      else if (++header_bytes_ > kMaxHeaderBytes) return -1;
+    }
     return static_cast<ssize_t>(k);
+  }
+  static constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
+  // A new request begins: its header is counted afresh.
+  void begin_request() {
+    in_header_ = true;
+    header_bytes_ = 0;
+    tail_ = 0;
   }
   ssize_t write(const char* ptr, std::size_t size) override {
     pollfd p{c_.fd, POLLOUT, 0};
@@ -319,6 +332,9 @@ class ConnStream final : public httplib::Stream {
   int read_idle_ms_, write_ms_;
   std::string buf_;
   std::size_t off_ = 0;
+  bool in_header_ = true;
+  std::size_t header_bytes_ = 0;
+  std::uint32_t tail_ = 0;  // the last four bytes read, to see the header's end
 };
 
 struct ConnectionLimits {
@@ -379,6 +395,7 @@ class HttpServer final : public httplib::Server {
       conn.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(lim_.request_timeout_s);
       if (!strm.wait_readable(1000 * (count == 0 ? lim_.request_timeout_s : lim_.keep_alive_s), svr_sock_)) break;
       conn.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(lim_.request_timeout_s);
+      strm.begin_request();
       bool closed = false;
       ret = process_request(strm, count + 1 == lim_.max_requests, closed, nullptr);
       conn.request_read();

@@ -882,6 +882,16 @@ BOOST_AUTO_TEST_CASE(bodies_obey_max_body_and_errors_quote_little) {
   BOOST_TEST(r->status == 400);
   BOOST_TEST(r->body.size() < 1000u, r->body.size());
   BOOST_TEST(json::parse(r->body)["error"]["message"].get<std::string>().find("bytes in all)") != std::string::npos, r->body.substr(0, 600));
+  // A header of 10,000 lines (each within httplib's line limit): refused past 64 KiB, not kept in memory.
+  {
+    const int fd = connect_loopback(s.port());
+    std::string head = "GET /health HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < 10000; ++i) head += "X-Pad-" + std::to_string(i) + ": " + std::string(40, 'p') + "\r\n";
+    send_all(fd, head + "\r\n");
+    const std::string reply = read_until_close(fd, 10);
+    ::close(fd);
+    BOOST_TEST(reply.rfind("HTTP/1.1 400", 0) == 0, reply.substr(0, 200));
+  }
   for (const std::string& raw : {std::string("GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
                                  http_post("/nowhere", std::string(1000, 'x')), http_post("/completion", "", "Content-Length: 99999999\r\n")}) {
     const int fd = connect_loopback(s.port());
