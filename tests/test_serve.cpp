@@ -1177,9 +1177,11 @@ BOOST_AUTO_TEST_CASE(load_and_abuse) {
   });
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(12);
   int probes = 0, late = 0;
+  double slowest = 0;  // ms
   while (std::chrono::steady_clock::now() < until) {
     const auto t0 = std::chrono::steady_clock::now();
     if (!health_within(s.port(), 1.0 * gbtest::kTimeScale)) ++late;
+    slowest = std::max(slowest, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     ++probes;
     if (probes == 10) {
       const auto [rc, err] = serve_exits({"--port", std::to_string(s.port())});  // a second server on the port
@@ -1193,6 +1195,8 @@ BOOST_AUTO_TEST_CASE(load_and_abuse) {
   BOOST_TEST(done > 30, done.load());
   const long rss1 = rss_kib(s.pid());
   BOOST_TEST(rss1 - rss0 < 300 * 1024, "RSS " << rss0 << " KiB -> " << rss1 << " KiB");
+  BOOST_TEST_MESSAGE("load_and_abuse: " << probes << " /health probes, " << late << " late, the slowest " << slowest << " ms; " << done.load() << " abusive rounds; RSS "
+                                        << rss0 << " KiB -> " << rss1 << " KiB");
   auto c = s.client();
   const json ok = post(c, "/completion", {{"prompt", "Hi"}, {"n_predict", 2}}, 401);
   BOOST_TEST(ok["error"]["type"] == "authentication_error");
