@@ -243,6 +243,13 @@ void add_run_command(CLI::App& app) {
       g_exit_code = 128 + e.signal;
       return;
     } catch (const std::exception& e) {
+      if (const int sig = interrupt_signal()) {  // a walk inside a module (the grammar's) stopped for the signal
+        cut_short([&] { return writer->interrupted(signal_name(sig)); });
+        std::fflush(stdout);
+        std::cerr << "\n[glassbox] interrupted by " << signal_name(sig) << "\n";
+        g_exit_code = 128 + sig;
+        return;
+      }
       cut_short([&] { return writer->error(e.what()); });
       throw;
     }

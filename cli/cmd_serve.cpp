@@ -25,6 +25,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-predict", o->max_predict, "largest n_predict / max_tokens a request may ask for")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--max-probs", o->max_probs, "largest n_probs / top_logprobs a request may ask for")->capture_default_str()->check(CLI::Range(0, 100000));
   cmd->add_option("--max-body", o->max_body, "largest request body in bytes (413 beyond)")->capture_default_str()->check(CLI::Range(1024, 1 << 30));
+  cmd->add_option("--request-timeout", o->request_timeout, "seconds a client has to send a request's header and body; past it the connection is closed")->capture_default_str()->check(CLI::Range(1, 3600));
+  cmd->add_option("--client-connections", o->client_connections, "connections of one client address still sending a request; beyond, its oldest is closed")->capture_default_str()->check(CLI::Range(1, 128));
+  cmd->add_option("--cors", o->cors, "allow pages from this origin (e.g. http://localhost:3000, or *) to call the API (off by default)");
   cmd->add_option("--pace", o->pace_ms, "pause in ms before each streamed token (class-room demonstrations)")->capture_default_str()->check(CLI::Range(0.0, 60000.0));
   cmd->add_option("--alias", o->alias, "the model's name in responses (default: the file's name)");
   cmd->add_option("--plugin-path", *paths, "more folders of plugin modules");

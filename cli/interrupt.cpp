@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "glassbox/file_io.hpp"
+#include "glassbox/interrupt_flag.hpp"
 #include "glassbox/os.hpp"
 
 namespace glassbox::cli {
@@ -25,6 +26,7 @@ extern "C" void on_signal(int sig) {
     return;
   }
   g_signal = sig;
+  glassbox::raise_interrupt_flag(sig);  // a long computation inside a module (a grammar walk) sees it too
 }
 
 void install(bool polled) {

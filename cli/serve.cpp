@@ -22,8 +22,15 @@
 #include <thread>
 
 #include <cstring>
+#include <fcntl.h>
 #include <httplib.h>
+#include <map>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <set>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -129,6 +136,308 @@ class HttpThreads {
   ThreadGroup threads_;  // last: joined (by its destructor, or shutdown) before the queue goes
 };
 
+
+// ---- connections: glassbox's own keep-alive loop around httplib's request parser ----
+// Debian's httplib (0.11.4) gives each request of a connection a fresh read buffer (a pipelined request
+// read ahead with the one before it was dropped), reads a request header with a timeout per read only
+// (a client that sends a byte now and then holds a worker thread for ever) and knows nothing of who is
+// connected. Its per-connection entry point is a virtual member, so the loop below replaces it:
+// one buffer per connection, a deadline for the whole request (header and body), and a bound on the
+// connections of one client address still sending their request (beyond it the oldest is closed).
+
+// The connections still sending their request (or waiting between requests), oldest first.
+class Incomplete {
+ public:
+  Incomplete(int per_client, int total) : per_client_(per_client), total_(total) {}
+  // Registers a connection; closes (shutdown) the oldest of the same address beyond the per-client
+  // bound, and the oldest of all beyond the total. Returns its ticket for leave().
+  std::uint64_t enter(int fd, const std::string& addr) {
+    std::lock_guard lock(m_);
+    const std::uint64_t t = ++next_;
+    open_.emplace(t, Entry{fd, addr});
+    int& n = per_addr_[addr];
+    ++n;
+    while (n > per_client_) {
+      for (auto it = open_.begin(); it != open_.end(); ++it)
+        if (it->second.addr == addr) {
+          evict(it);
+          break;
+        }
+    }
+    while (static_cast<int>(open_.size()) > total_) evict(open_.begin());
+    return t;
+  }
+  // The connection's request is read (or it is closing): no longer evictable. Its fd may then close.
+  void leave(std::uint64_t ticket) {
+    std::lock_guard lock(m_);
+    auto it = open_.find(ticket);
+    if (it == open_.end()) return;  // evicted meanwhile
+    if (--per_addr_[it->second.addr] == 0) per_addr_.erase(it->second.addr);
+    open_.erase(it);
+  }
+  std::uint64_t evicted() const { return evicted_; }
+
+ private:
+  struct Entry {
+    int fd;
+    std::string addr;
+  };
+  void evict(std::map<std::uint64_t, Entry>::iterator it) {
+    ::shutdown(it->second.fd, SHUT_RDWR);  // its owner's poll/read returns at once; the owner closes the fd
+    if (--per_addr_[it->second.addr] == 0) per_addr_.erase(it->second.addr);
+    open_.erase(it);
+    ++evicted_;
+  }
+  std::mutex m_;
+  std::map<std::uint64_t, Entry> open_;  // by ticket: oldest first
+  std::map<std::string, int> per_addr_;
+  std::uint64_t next_ = 0;
+  std::atomic<std::uint64_t> evicted_{0};
+  int per_client_, total_;
+};
+
+// The connection the current HTTP thread serves (handlers run on it): its socket, whether the reply
+// must close it (a body left unread), and its ticket in Incomplete while its request is being read.
+struct Connection {
+  int fd = -1;
+  Incomplete* incomplete = nullptr;
+  std::uint64_t ticket = 0;
+  bool registered = false;
+  bool must_close = false;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // The request is read: the connection can no longer be evicted, nor its reads cut by the deadline.
+  void request_read() {
+    if (registered) incomplete->leave(ticket);
+    registered = false;
+    deadline = std::chrono::steady_clock::time_point::max();
+  }
+};
+thread_local Connection* t_conn = nullptr;
+
+// True when the peer has closed its end (or the socket failed): a request whose client hung up.
+bool peer_gone(int fd) {
+  if (fd < 0) return false;
+  pollfd p{fd, POLLIN | POLLRDHUP, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if (p.revents & (POLLHUP | POLLERR | POLLNVAL | POLLRDHUP)) return true;
+  char c;
+  return (p.revents & POLLIN) && ::recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+// A socket stream that keeps one read buffer for the whole connection (pipelined requests survive) and
+// cuts reads at the connection's deadline.
+class ConnStream final : public httplib::Stream {
+ public:
+  ConnStream(Connection& c, const std::atomic<socket_t>& svr_sock, int read_idle_s, int write_s)
+      : c_(c), svr_sock_(svr_sock), read_idle_ms_(read_idle_s * 1000), write_ms_(write_s * 1000) {}
+  bool buffered() const { return off_ < buf_.size(); }
+  // Waits up to `ms` for the next request's first byte (or the end); false: nothing came, or `stop`.
+  bool wait_readable(int ms, const std::atomic<int>& svr_sock) {
+    if (buffered()) return true;
+    for (int waited = 0; waited < ms; waited += 200) {
+      if (svr_sock.load() == INVALID_SOCKET) return false;
+      pollfd p{c_.fd, POLLIN, 0};
+      const int r = ::poll(&p, 1, std::min(200, ms - waited));
+      if (r > 0) return true;
+      if (r < 0 && errno != EINTR) return false;
+    }
+    return false;
+  }
+  // Data within the read timeout, and before the request's deadline; in slices, so that a stopping
+  // server does not wait for a slow client.
+  bool is_readable() const override {
+    if (buffered()) return true;
+    const int ms = wait_ms(read_idle_ms_);
+    if (ms < 0) return false;  // past the request's deadline
+    for (int waited = 0;; waited += 200) {
+      if (svr_sock_.load() == INVALID_SOCKET) return false;
+      pollfd p{c_.fd, POLLIN, 0};
+      const int r = ::poll(&p, 1, std::max(0, std::min(200, ms - waited)));
+      if (r > 0) return true;
+      if (r < 0 && errno != EINTR) return false;
+      if (waited + 200 >= ms) return false;
+    }
+  }
+  bool is_writable() const override {
+    pollfd p{c_.fd, POLLOUT, 0};
+    return ::poll(&p, 1, write_ms_) > 0 && !(p.revents & (POLLHUP | POLLERR | POLLNVAL)) && !peer_gone(c_.fd);
+  }
+  ssize_t read(char* ptr, std::size_t size) override {
+    if (!buffered()) {
+      if (!is_readable()) return -1;  // idle past the read timeout, or past the request's deadline
+      buf_.resize(16384);
+      ssize_t n;
+      do n = ::recv(c_.fd, buf_.data(), buf_.size(), 0);
+      while (n < 0 && errno == EINTR);
+      if (n <= 0) {
+        buf_.clear();
+        off_ = 0;
+        return n;
+      }
+      buf_.resize(static_cast<std::size_t>(n));
+      off_ = 0;
+    }
+    const std::size_t k = std::min(size, buf_.size() - off_);
+    std::memcpy(ptr, buf_.data() + off_, k);
+    off_ += k;
+    // The request line and header: at most kMaxHeaderBytes (httplib bounds each line, not their number).
+    for (std::size_t i = 0; i < k && in_header_; ++i) {
+      tail_ = (tail_ << 8) | static_cast<unsigned char>(ptr[i]);
+      if (tail_ == 0x0D0A0D0A || (tail_ & 0xFFFF) == 0x0A0A) in_header_ = false;
+      else if (++header_bytes_ > kMaxHeaderBytes) return -1;
+    }
+    return static_cast<ssize_t>(k);
+  }
+  static constexpr std::size_t kMaxHeaderBytes = 64 * 1024;
+  // A new request begins: its header is counted afresh.
+  void begin_request() {
+    in_header_ = true;
+    header_bytes_ = 0;
+    tail_ = 0;
+  }
+  ssize_t write(const char* ptr, std::size_t size) override {
+    pollfd p{c_.fd, POLLOUT, 0};
+    if (::poll(&p, 1, write_ms_) <= 0) return -1;
+    ssize_t n;
+    do n = ::send(c_.fd, ptr, size, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    return n;
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { address(false, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { address(true, ip, port); }
+  socket_t socket() const override { return c_.fd; }
+
+  void address(bool local, std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t len = sizeof(a);
+    ip.clear();
+    port = -1;
+    if ((local ? ::getsockname : ::getpeername)(c_.fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return;
+    char host[NI_MAXHOST], serv[NI_MAXSERV];
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof(host), serv, sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+      ip = host;
+      port = std::atoi(serv);
+    }
+  }
+
+ private:
+  int wait_ms(int idle) const {
+    const auto now = std::chrono::steady_clock::now();
+    if (c_.deadline == std::chrono::steady_clock::time_point::max()) return idle;
+    if (now >= c_.deadline) return -1;
+    return static_cast<int>(std::min<std::int64_t>(idle, std::chrono::duration_cast<std::chrono::milliseconds>(c_.deadline - now).count() + 1));
+  }
+  Connection& c_;
+  const std::atomic<socket_t>& svr_sock_;
+  int read_idle_ms_, write_ms_;
+  std::string buf_;
+  std::size_t off_ = 0;
+  bool in_header_ = true;
+  std::size_t header_bytes_ = 0;
+  std::uint32_t tail_ = 0;  // the last four bytes read, to see the header's end
+};
+
+struct ConnectionLimits {
+  int request_timeout_s = 15;  // header and body of one request, from its first byte
+  int keep_alive_s = 5;        // between two requests of a connection
+  int read_idle_s = 10;        // one read (after the request is read: a streamed reply's writes use write_s)
+  int write_s = 5;
+  int max_requests = 100;      // per connection, then Connection: close
+};
+
+class HttpServer final : public httplib::Server {
+ public:
+  HttpServer(Incomplete& inc, ConnectionLimits lim) : incomplete_(inc), lim_(lim) {}
+  ~HttpServer() override {
+    if (placeholder_ >= 0) ::close(placeholder_);
+  }
+  // The fuzz target: `bytes` as one connection's data, served on this thread as if accepted (the server
+  // is not listening); what it answered.
+  std::string feed(std::string_view bytes) {
+    if (placeholder_ < 0) {
+      placeholder_ = ::socket(AF_INET, SOCK_STREAM, 0);  // the loop runs while the listening socket is valid
+      svr_sock_ = placeholder_;
+    }
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return {};
+    std::string answer;
+    std::thread client([&] {
+      for (std::size_t at = 0; at < bytes.size();) {
+        const ssize_t n = ::send(sv[1], bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        at += static_cast<std::size_t>(n);
+      }
+      ::shutdown(sv[1], SHUT_WR);
+      char buf[65536];
+      for (ssize_t n; (n = ::recv(sv[1], buf, sizeof(buf), 0)) > 0;) answer.append(buf, static_cast<std::size_t>(n));
+      ::close(sv[1]);
+    });
+    process_and_close_socket(sv[0]);
+    client.join();
+    return answer;
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    Connection conn;
+    conn.fd = sock;
+    conn.incomplete = &incomplete_;
+    t_conn = &conn;
+    ConnStream strm(conn, svr_sock_, lim_.read_idle_s, lim_.write_s);
+    std::string addr;
+    int port = 0;
+    strm.address(false, addr, port);
+    bool ret = false;
+    for (int count = 0; svr_sock_ != INVALID_SOCKET && count < lim_.max_requests; ++count) {
+      conn.ticket = incomplete_.enter(sock, addr);
+      conn.registered = true;
+      conn.must_close = false;
+      conn.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(lim_.request_timeout_s);
+      if (!strm.wait_readable(1000 * (count == 0 ? lim_.request_timeout_s : lim_.keep_alive_s), svr_sock_)) break;
+      conn.deadline = std::chrono::steady_clock::now() + std::chrono::seconds(lim_.request_timeout_s);
+      strm.begin_request();
+      bool closed = false;
+      ret = process_request(strm, count + 1 == lim_.max_requests, closed, nullptr);
+      conn.request_read();
+      if (!ret || closed || conn.must_close) break;
+    }
+    conn.request_read();
+    t_conn = nullptr;
+    if (conn.must_close) linger(sock);
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ret;
+  }
+  // A reply sent before the request's body was read: closing at once with unread bytes would reset the
+  // connection (RST), and a client still sending would never read the reply. So the write side closes
+  // first and what comes is read and dropped, for at most 2 s and 64 MiB.
+  static void linger(int sock) {
+    ::shutdown(sock, SHUT_WR);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    std::size_t dropped = 0;
+    char buf[65536];
+    while (dropped < (64u << 20)) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+      if (left <= 0) break;
+      pollfd p{sock, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left)) <= 0) break;
+      const ssize_t n = ::recv(sock, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      dropped += static_cast<std::size_t>(n);
+    }
+  }
+  Incomplete& incomplete_;
+  ConnectionLimits lim_;
+  int placeholder_ = -1;
+};
+
+// The reply closes the connection: the request's body was not (all) read, so what follows on the
+// socket is not a request.
+void close_after(httplib::Response& res) {
+  if (t_conn) t_conn->must_close = true;
+  res.set_header("Connection", "close");
+}
+
 struct HttpError : std::runtime_error {
   int status;
   std::string type;
@@ -136,8 +445,31 @@ struct HttpError : std::runtime_error {
       : std::runtime_error(msg), status(s), type(std::move(t)) {}
 };
 
+// Folders whose paths an error message must not show (where the plugin modules are installed): set once
+// before the server listens.
+std::vector<std::string> g_private_dirs;
+
+// What a client sees of an error message: the plugin folders' paths removed (a module is named by its
+// file's name), and at most kMaxMessage bytes (a message that quotes the request quotes a short part
+// of it, never the whole: a 1 MB prompt in a parse error is not sent back).
+constexpr std::size_t kMaxMessage = 400;
+std::string client_message(std::string m) {
+  for (const auto& d : g_private_dirs) {
+    if (d.size() < 2) continue;
+    for (std::size_t at; (at = m.find(d)) != std::string::npos;) m.erase(at, d.size());
+  }
+  if (m.size() > kMaxMessage) {
+    const std::size_t total = m.size();
+    std::size_t cut = kMaxMessage;
+    while (cut > 0 && (static_cast<unsigned char>(m[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+    m.resize(cut);
+    m += "... (" + std::to_string(total) + " bytes in all)";
+  }
+  return m;
+}
+
 std::string error_body(int status, const std::string& message, const std::string& type) {
-  return dump(Json{{"error", {{"code", status}, {"message", message}, {"type", type}}}});
+  return dump(Json{{"error", {{"code", status}, {"message", client_message(message)}, {"type", type}}}});
 }
 
 void send_error(httplib::Response& res, int status, const std::string& message, const std::string& type) {
@@ -338,29 +670,49 @@ class TraceStore {
     std::error_code ec;
     if (owned_) fs::remove_all(dir_, ec);
   }
-  // A new trace's id and path.
+  // A new trace's id and path. Only ids made here are ever served (a file of another name in --trace-dir,
+  // or one put there under our name, is not).
   std::pair<std::string, std::string> make() {
     std::lock_guard lock(m_);
     const std::string id = std::to_string(++count_) + "-" + random_id(8);
+    made_.insert(id);
     if (keep_ > 0) {
       ids_.push_back(id);
       while (static_cast<int>(ids_.size()) > keep_) {
         std::error_code ec;
         fs::remove(path(ids_.front()), ec);
+        made_.erase(ids_.front());
         ids_.pop_front();
       }
     }
     return {id, path(id)};
   }
-  // The trace's text; nullopt when the id is not one of ours (or is gone).
+  // The trace's text; nullopt when the id is not one this server made, or its file is gone, is not a
+  // regular file or is a symbolic link (opened with O_NOFOLLOW: a link put in its place is not followed).
   std::optional<std::string> read(const std::string& id) const {
-    if (id.empty() || id.size() > 64 || id.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != std::string::npos)
-      return std::nullopt;
-    std::ifstream in(path(id), std::ios::binary);
-    if (!in) return std::nullopt;
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+    {
+      std::lock_guard lock(m_);
+      if (!made_.count(id)) return std::nullopt;
+    }
+    const int fd = ::open(path(id).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return std::nullopt;
+    struct FdCloser {
+      int fd;
+      ~FdCloser() { ::close(fd); }
+    } closer{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    std::string text;
+    text.reserve(static_cast<std::size_t>(st.st_size));
+    char buf[65536];
+    for (;;) {
+      const ssize_t n = ::read(fd, buf, sizeof(buf));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return std::nullopt;
+      if (n == 0) break;
+      text.append(buf, static_cast<std::size_t>(n));
+    }
+    return text;
   }
   std::string path(const std::string& id) const { return (dir_ / (id + ".jsonl")).string(); }
 
@@ -368,8 +720,9 @@ class TraceStore {
   fs::path dir_;
   bool owned_ = false;
   int keep_;
-  std::mutex m_;
+  mutable std::mutex m_;
   std::deque<std::string> ids_;
+  std::set<std::string> made_;  // every id made (and not yet deleted)
   std::uint64_t count_ = 0;
 };
 
@@ -399,25 +752,37 @@ struct GenRequest {
 
 class Server {
  public:
-  explicit Server(const ServeOptions& o) : opt_(o), slots_(o.parallel, o.queue), traces_(o.trace_dir, o.trace_keep) {
+  explicit Server(const ServeOptions& o)
+      : opt_(o), incomplete_(o.client_connections, kIncompleteTotal),
+        svr_(incomplete_, ConnectionLimits{.request_timeout_s = o.request_timeout}), slots_(o.parallel, o.queue),
+        traces_(o.trace_dir, o.trace_keep) {
     alias_ = o.alias.empty() ? fs::path(o.model).filename().string() : o.alias;
   }
   void run();
+  // The fuzz target's server (RequestFuzzer): routes and model, not listening; a generation request
+  // stops where it would wait for a slot.
+  void prepare_dry();
+  std::string feed(std::string_view bytes) { return svr_.feed(bytes); }
 
  private:
+  void load();
   void routes();
   GenRequest parse(const nlohmann::json& body, GenRequest::Api api);
   std::vector<PluginSpec> chain_from_fields(const nlohmann::json& body, GenRequest::Api api, std::string& text);
   std::optional<PluginSpec> grammar_from_fields(const nlohmann::json& body, GenRequest::Api api);
   void refuse_server_files(const std::vector<PluginSpec>& chain);
-  void generate(const httplib::Request& req, httplib::Response& res, GenRequest::Api api);
-  nlohmann::json read_body(const httplib::Request& req);
+  void generate(const std::string& body, httplib::Response& res, GenRequest::Api api);
+  std::string receive(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader);
+  nlohmann::json read_body(const std::string& body);
   void ready_or_503() {
     if (!loaded_) throw HttpError(503, "Loading model", "unavailable_error");
   }
 
+  // Connections still sending their request, of all clients together: beyond it the oldest is closed.
+  static constexpr int kIncompleteTotal = 128;
   ServeOptions opt_;
-  httplib::Server svr_;
+  Incomplete incomplete_;
+  HttpServer svr_;
   std::unique_ptr<HttpThreads> http_threads_;  // the HTTP workers (started before listening)
   int listen_fd_ = -1;                          // the socket httplib listens on (its backlog raised)
   std::shared_ptr<const LoadedModel> model_;
@@ -430,11 +795,42 @@ class Server {
   std::string alias_;
   std::time_t started_ = std::time(nullptr);
   int context_ = 0;
+  bool dry_ = false;
 };
 
-nlohmann::json Server::read_body(const httplib::Request& req) {
+// A POST body, read through httplib's content reader so that every encoding (Content-Length, chunked,
+// none) obeys --max-body: past it the reading stops, the reply is a 413 and the connection closes.
+std::string Server::receive(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+  if (req.is_multipart_form_data()) {
+    close_after(res);
+    throw HttpError(400, "expected a JSON body (Content-Type: application/json), got a multipart form");
+  }
+  std::string body;
+  bool over = false;
+  const bool ok = reader([&](const char* data, std::size_t n) {
+    if (body.size() + n > opt_.max_body) {
+      over = true;
+      return false;
+    }
+    body.append(data, n);
+    return true;
+  });
+  const std::string over_msg = "the request body is over the server's limit of " + std::to_string(opt_.max_body) + " bytes (--max-body)";
+  if (over || (!ok && res.status == 413)) {
+    close_after(res);
+    throw HttpError(413, over_msg);
+  }
+  if (!ok) {
+    close_after(res);
+    throw HttpError(400, "the request body could not be read (cut short, too slow, or a malformed chunked encoding)");
+  }
+  if (t_conn) t_conn->request_read();
+  return body;
+}
+
+nlohmann::json Server::read_body(const std::string& body) {
   try {
-    return parse_json_input<InputError>(req.body, "request body");
+    return parse_json_input<InputError>(body, "request body");
   } catch (const InputError& e) {
     throw HttpError(400, e.what());
   }
@@ -454,13 +850,55 @@ std::vector<PluginSpec> Server::chain_from_fields(const nlohmann::json& body, Ge
     return chain;
   }
   // llama.cpp's fields and defaults (top_k 40, top_p 0.95, min_p 0.05, temperature 0.8, in the order of
-  // `samplers`); temperature <= 0 is greedy, as llama.cpp's server takes it.
+  // `samplers`: llama.cpp's penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature);
+  // temperature <= 0 is greedy, as llama.cpp's server takes it. A field whose stage is off at its
+  // default adds no stage. OpenAI's presence_penalty and frequency_penalty are the same stages.
   const double temperature = get_number(body, "temperature", 0.8, -1e9, 1e9);
   const long long top_k = get_int(body, "top_k", 40, 0, 1 << 30);
   const double top_p = get_number(body, "top_p", 0.95, 0, 1);
   const double min_p = get_number(body, "min_p", 0.05, 0, 1);
   const double typical_p = get_number(body, "typical_p", 1.0, 0, 1);
-  std::vector<std::string> order = {"top_k", "typ_p", "top_p", "min_p", "temperature"};
+  const double repeat_penalty = get_number(body, "repeat_penalty", 1.0, 0, 1e9);
+  if (!(repeat_penalty > 0)) throw HttpError(400, "'repeat_penalty' = 0 is out of range (expected > 0; 1 is off)");
+  const long long repeat_last_n = get_int(body, "repeat_last_n", 64, -1, 1 << 20);
+  const double presence_penalty = get_number(body, "presence_penalty", 0.0, -1e9, 1e9);
+  const double frequency_penalty = get_number(body, "frequency_penalty", 0.0, -1e9, 1e9);
+  const double dry_multiplier = get_number(body, "dry_multiplier", 0.0, 0, 1e9);
+  const double dry_base = get_number(body, "dry_base", 1.75, 1, 1e9);
+  const long long dry_allowed = get_int(body, "dry_allowed_length", 2, 0, 1 << 20);
+  const long long dry_last_n = get_int(body, "dry_penalty_last_n", -1, -1, 1 << 20);
+  const double xtc_probability = get_number(body, "xtc_probability", 0.0, 0, 1);
+  const double xtc_threshold = get_number(body, "xtc_threshold", 0.1, 0, 1);
+  const double top_n_sigma = get_number(body, "top_n_sigma", -1.0, -1e9, 1e9);
+  const double dynatemp_range = get_number(body, "dynatemp_range", 0.0, 0, 1e9);
+  const double dynatemp_exponent = get_number(body, "dynatemp_exponent", 1.0, 0, 1e9);
+  const long long mirostat = get_int(body, "mirostat", 0, 0, 2);
+  const double mirostat_tau = get_number(body, "mirostat_tau", 5.0, 0, 1e9);
+  const double mirostat_eta = get_number(body, "mirostat_eta", 0.1, 0, 1);
+  if (mirostat == 1) throw HttpError(400, "'mirostat' = 1: Mirostat (version 1) is not implemented here; 'mirostat': 2 (version 2) is");
+  if (get_int(body, "min_keep", 0, 0, 1 << 30) > 1)
+    throw HttpError(400, "'min_keep' above 1 is not supported (every truncation stage here keeps at least the most likely token)");
+  // DRY's sequence breakers: llama.cpp's list of strings, as the stage's '|'-separated parameter.
+  std::string breakers = "\\n|:|\"|*";
+  if (const auto* b = field(body, "dry_sequence_breakers")) {
+    if (!b->is_array()) throw HttpError(400, "'dry_sequence_breakers': expected an array of strings, got " + json_type(*b));
+    if (b->size() > 64) throw HttpError(400, "'dry_sequence_breakers': at most 64 breakers, got " + std::to_string(b->size()));
+    breakers.clear();
+    for (const auto& e : *b) {
+      if (!e.is_string() || e.get_ref<const std::string&>().empty())
+        throw HttpError(400, "'dry_sequence_breakers': expected non-empty strings, got " + (e.is_string() ? std::string("an empty one") : json_type(e)));
+      if (!breakers.empty()) breakers += '|';
+      for (const char c : e.get_ref<const std::string&>()) {
+        if (c == '\n') breakers += "\\n";
+        else if (c == '\t') breakers += "\\t";
+        else if (c == '\r') breakers += "\\r";
+        else if (c == '\\') breakers += "\\\\";
+        else if (c == '|') breakers += "\\|";
+        else breakers += c;
+      }
+    }
+  }
+  std::vector<std::string> order = {"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"};
   if (const auto* s = field(body, "samplers")) {
     if (!s->is_array()) throw HttpError(400, "'samplers': expected an array of sampler names, got " + json_type(*s));
     order.clear();
@@ -472,9 +910,11 @@ std::vector<PluginSpec> Server::chain_from_fields(const nlohmann::json& body, Ge
       if (name == "min-p") name = "min_p";
       if (name == "typical_p" || name == "typ-p" || name == "typical") name = "typ_p";
       if (name == "temp") name = "temperature";
-      if (name != "top_k" && name != "top_p" && name != "min_p" && name != "typ_p" && name != "temperature")
-        throw HttpError(400, "'samplers': unknown sampler '" + name + "' (this server knows top_k, typ_p, top_p, min_p, temperature; "
-                             "any glassbox chain can be given as \"sampler\")");
+      if (name == "top-n-sigma") name = "top_n_sigma";
+      static const std::set<std::string> known = {"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"};
+      if (!known.count(name))
+        throw HttpError(400, "'samplers': unknown sampler '" + name + "' (this server knows penalties, dry, top_n_sigma, top_k, typ_p, top_p, "
+                             "min_p, xtc, temperature; any glassbox chain can be given as \"sampler\")");
       order.push_back(name);
     }
   }
@@ -511,15 +951,40 @@ std::vector<PluginSpec> Server::chain_from_fields(const nlohmann::json& body, Ge
     }
     if (!bias.empty()) chain.push_back({"logit-bias", {{"", bias}}});
   }
+  auto temperature_stage = [&] {
+    if (dynatemp_range > 0)
+      chain.push_back({"dynamic-temperature", {{"temperature", number_text(temperature)}, {"range", number_text(dynatemp_range)},
+                                               {"exponent", number_text(dynatemp_exponent)}}});
+    else chain.push_back({"temperature", {{"", number_text(temperature)}}});
+  };
   if (temperature <= 0) {
     chain.push_back({"greedy", {}});
+  } else if (mirostat == 2) {
+    // llama.cpp's chain under mirostat: temperature, then Mirostat v2 (which selects); the other stages are not used.
+    temperature_stage();
+    chain.push_back({"mirostat-v2", {{"tau", number_text(mirostat_tau)}, {"eta", number_text(mirostat_eta)}}});
   } else {
     for (const auto& n : order) {
+      if (n == "penalties") {
+        const std::string last_n = std::to_string(repeat_last_n);
+        if (repeat_penalty != 1) chain.push_back({"repetition-penalty", {{"penalty", number_text(repeat_penalty)}, {"last_n", last_n}}});
+        if (frequency_penalty != 0) chain.push_back({"frequency-penalty", {{"penalty", number_text(frequency_penalty)}, {"last_n", last_n}}});
+        if (presence_penalty != 0) chain.push_back({"presence-penalty", {{"penalty", number_text(presence_penalty)}, {"last_n", last_n}}});
+      }
+      if (n == "dry" && dry_multiplier > 0)
+        chain.push_back({"dry", {{"multiplier", number_text(dry_multiplier)}, {"base", number_text(dry_base)},
+                                 {"allowed_length", std::to_string(dry_allowed)}, {"last_n", std::to_string(dry_last_n)}, {"breakers", breakers}}});
+      if (n == "top_n_sigma" && top_n_sigma >= 0) chain.push_back({"top-n-sigma", {{"", number_text(top_n_sigma)}}});
       if (n == "top_k" && top_k > 0) chain.push_back({"top-k", {{"", std::to_string(top_k)}}});
       if (n == "typ_p" && typical_p < 1) chain.push_back({"typical-p", {{"", number_text(typical_p)}}});
-      if (n == "top_p" && top_p < 1) chain.push_back({"top-p", {{"", number_text(top_p)}}});
+      // top_p 0: llama.cpp keeps the most likely token alone (the first one reaches a mass >= 0); the
+      // top-p stage takes p in (0, 1], so that is written as what it does, top-k 1.
+      if (n == "top_p" && top_p <= 0) chain.push_back({"top-k", {{"", "1"}}});
+      else if (n == "top_p" && top_p < 1) chain.push_back({"top-p", {{"", number_text(top_p)}}});
       if (n == "min_p" && min_p > 0) chain.push_back({"min-p", {{"", number_text(min_p)}}});
-      if (n == "temperature") chain.push_back({"temperature", {{"", number_text(temperature)}}});
+      if (n == "xtc" && xtc_probability > 0)
+        chain.push_back({"xtc", {{"probability", number_text(xtc_probability)}, {"threshold", number_text(xtc_threshold)}}});
+      if (n == "temperature") temperature_stage();
     }
   }
   (void)api;
@@ -589,10 +1054,43 @@ std::optional<PluginSpec> Server::grammar_from_fields(const nlohmann::json& body
   return g;
 }
 
+// Fields llama.cpp or OpenAI honour that this server does not implement: with a value that would change
+// the answer, a 400 naming the field (never a 200 that silently ignored it).
+void refuse_unsupported(const nlohmann::json& body) {
+  auto refuse = [](const std::string& key, const std::string& why) { throw HttpError(400, "'" + key + "': " + why); };
+  if (const auto* n = field(body, "n"); n && !(n->is_number_integer() && n->get<long long>() == 1))
+    refuse("n", n->dump().substr(0, 40) + ": one choice per request (n other than 1 is not supported; send the request n times, with different seeds)");
+  if (const auto* b = field(body, "best_of"); b && !(b->is_number_integer() && b->get<long long>() == 1))
+    refuse("best_of", "best_of other than 1 is not supported");
+  if (const auto* e = field(body, "echo"); e && !(e->is_boolean() && !e->get<bool>()))
+    refuse("echo", "echoing the prompt is not supported (the prompt is in the trace's header and in the \"prompt\" field of /completion)");
+  if (const auto* s = field(body, "suffix"); s && !(s->is_string() && s->get_ref<const std::string&>().empty()))
+    refuse("suffix", "insertion (a suffix after the completion) is not supported");
+  for (const char* k : {"tools", "functions"})
+    if (const auto* t = field(body, k); t && !(t->is_array() && t->empty())) refuse(k, "tool and function calling is not supported");
+  for (const char* k : {"tool_choice", "function_call"})
+    if (const auto* t = field(body, k); t && !(t->is_string() && t->get_ref<const std::string&>() == "none"))
+      refuse(k, "tool and function calling is not supported (only \"none\")");
+  if (const auto* t = field(body, "logprobs"); t && t->is_number_integer() && t->get<long long>() < 0) refuse("logprobs", "expected 0 or more");
+  if (const auto* t = field(body, "tfs_z"); t && !(t->is_number() && t->get<double>() == 1.0))
+    refuse("tfs_z", "tail-free sampling is not implemented (llama.cpp removed it too)");
+  if (const auto* t = field(body, "penalize_nl"); t && !(t->is_boolean() && !t->get<bool>()))
+    refuse("penalize_nl", "is not supported (llama.cpp removed it)");
+  if (const auto* t = field(body, "grammar_lazy"); t && !(t->is_boolean() && !t->get<bool>()))
+    refuse("grammar_lazy", "lazy grammars (triggered by a word) are not supported");
+  for (const char* k : {"grammar_triggers", "preserved_tokens", "lora"})
+    if (const auto* t = field(body, k); t && !(t->is_array() && t->empty())) refuse(k, "is not supported");
+  if (const auto* t = field(body, "n_indent"); t && !(t->is_number_integer() && t->get<long long>() == 0)) refuse("n_indent", "is not supported");
+  if (const auto* t = field(body, "t_max_predict_ms"); t && !(t->is_number() && t->get<double>() == 0))
+    refuse("t_max_predict_ms", "a time limit on the prediction is not supported (use n_predict)");
+  if (const auto* t = field(body, "n_cmpl"); t && !(t->is_number_integer() && t->get<long long>() == 1)) refuse("n_cmpl", "one completion per request");
+}
+
 GenRequest Server::parse(const nlohmann::json& body, GenRequest::Api api) {
   if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object, got " + json_type(body));
   GenRequest r;
   r.api = api;
+  refuse_unsupported(body);
   const Tokenizer& tok = *model_->tokenizer;
   if (api == GenRequest::Api::OpenAiChat) {
     const auto* m = field(body, "messages");
@@ -616,7 +1114,16 @@ GenRequest Server::parse(const nlohmann::json& body, GenRequest::Api api) {
     if (p->is_string()) {
       r.prompt = p->get<std::string>();
       r.ids = tok.encode(r.prompt, tok.add_bos(), false);
+    } else if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+      r.prompt = (*p)[0].get<std::string>();  // OpenAI's list of one prompt
+      r.ids = tok.encode(r.prompt, tok.add_bos(), false);
     } else if (p->is_array()) {
+      // A list of prompts (strings only, or lists): llama.cpp and OpenAI answer each; one per request here.
+      bool any_string = false, any_number = false, any_list = false;
+      for (const auto& e : *p) any_string |= e.is_string(), any_number |= e.is_number(), any_list |= e.is_array();
+      if (any_list || (any_string && !any_number))
+        throw HttpError(400, "'prompt': a list of " + std::to_string(p->size()) +
+                                 " prompts is not supported (one prompt per request: a string, or one list of token ids and strings)");
       // llama.cpp's token prompts: ids as they are, or ids mixed with strings ([12, " world", 34]); a
       // string encodes with BOS only when it comes first (llama.cpp's tokenize_mixed). One prompt per request.
       const int V = tok.vocab_size();
@@ -651,9 +1158,10 @@ GenRequest Server::parse(const nlohmann::json& body, GenRequest::Api api) {
     throw HttpError(400, "the prompt is " + std::to_string(r.ids.size()) + " tokens, which does not fit the context of " +
                              std::to_string(context_) + " positions (leave room for at least one generated token)");
   // n_predict (llama.cpp) or max_tokens (OpenAI); -1: as many as the context holds, up to --max-predict.
-  const char* nkey = api == GenRequest::Api::Llama ? "n_predict" : "max_tokens";
-  long long n = get_int(body, nkey, -1, -1, opt_.max_predict);
+  // Both names on every endpoint (llama.cpp's server takes both; n_predict first).
+  long long n = get_int(body, "max_tokens", -1, -1, opt_.max_predict);
   if (api == GenRequest::Api::OpenAiChat && field(body, "max_completion_tokens")) n = get_int(body, "max_completion_tokens", -1, -1, opt_.max_predict);
+  if (field(body, "n_predict")) n = get_int(body, "n_predict", -1, -1, opt_.max_predict);
   r.n_predict = static_cast<int>(n < 0 ? std::min<long long>(opt_.max_predict, context_) : n);
   // Stop words: llama.cpp's array, or OpenAI's string or array (at most 16, each 1 .. 256 bytes).
   if (const auto* st = field(body, "stop")) {
@@ -799,14 +1307,19 @@ std::string stop_type(const Summary& s) {
   return "none";
 }
 
-void Server::generate(const httplib::Request& req, httplib::Response& res, GenRequest::Api api) {
+void Server::generate(const std::string& body, httplib::Response& res, GenRequest::Api api) {
   ready_or_503();
-  auto r = std::make_shared<GenRequest>(parse(read_body(req), api));
+  auto r = std::make_shared<GenRequest>(parse(read_body(body), api));
+  const int conn_fd = t_conn ? t_conn->fd : -1;  // to see a client that hangs up (the stream's writes see it too)
   std::vector<std::string> warnings;
   try {
     check_run_spec(*model_->registry, r->spec, warnings);  // names and parameters, before waiting for a slot
   } catch (const Error& e) {
     throw HttpError(400, e.what());
+  }
+  if (dry_) {
+    res.set_content(R"({"parsed":true})", "application/json; charset=utf-8");
+    return;
   }
   const int slot = slots_.acquire(stopping_);
   if (slot < 0) {
@@ -833,7 +1346,7 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
 
   // Runs the generation; `emit(piece, id, entry, step)` is called for each generated piece (stream: sends
   // a chunk and returns false when the client is gone). Returns the finished response object.
-  auto run = [this, r, p, slot, trace_id, trace_url, trace_path, cmpl_id, created, chat, api](
+  auto run = [this, r, p, slot, trace_id, trace_url, trace_path, cmpl_id, created, chat, api, conn_fd](
                  const std::function<bool(const std::string&, std::int32_t, const Json&, const Json&)>& emit) -> Json {
     const Tokenizer& tok = *p->tokenizer;
     ++metrics_.processing;
@@ -851,7 +1364,10 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
     bool client_gone = false;
     StepCollector collect(tok, *r, [&]() -> std::optional<Cancelled> {
       if (int s = stopping_.load()) return Cancelled{s};
-      if (client_gone) return Cancelled{0};
+      if (client_gone || peer_gone(conn_fd)) {
+        client_gone = true;
+        return Cancelled{0};
+      }
       return std::nullopt;
     }, metrics_);
     TeeSink sinks;
@@ -963,13 +1479,19 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
   (void)run;
   res.status = 200;
   if (!r->stream) {
-    Json j = run(nullptr);
+    Json j;
+    try {
+      j = run(nullptr);
+    } catch (const ConfigError& e) {
+      throw HttpError(400, e.what());  // the request's own grammar or sampler: its limits, or no token fits
+    }
     res.set_content(dump(j), "application/json; charset=utf-8");
     return;
   }
   // SSE: one `data: {...}` event per piece, the finished object last (OpenAI's endpoints then `data: [DONE]`).
   res.set_chunked_content_provider("text/event-stream", [this, run, r, guard, api, chat, cmpl_id, created](std::size_t, httplib::DataSink& sink) {
     auto send = [&sink](const std::string& event) { return sink.is_writable() && sink.write(event.data(), event.size()); };
+    bool role_sent = false;  // OpenAI's first chat chunk carries delta.role (its client's stream helpers need it)
     try {
       Json last = run([&](const std::string& piece, std::int32_t id, const Json& entry, const Json& step) {
         Json j;
@@ -978,8 +1500,10 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
           if (!entry.is_null()) j["completion_probabilities"] = Json::array({entry});
         } else {
           Json choice = {{"finish_reason", nullptr}, {"index", 0}};
-          if (chat) choice["delta"] = {{"content", piece}};
+          if (chat && !role_sent) choice["delta"] = {{"role", "assistant"}, {"content", piece}};
+          else if (chat) choice["delta"] = {{"content", piece}};
           else choice["text"] = piece;
+          role_sent = true;
           if (!entry.is_null()) choice["logprobs"] = {{"content", Json::array({entry})}};
           j = {{"choices", Json::array({choice})}, {"created", created}, {"id", cmpl_id}, {"model", alias_},
                {"object", chat ? "chat.completion.chunk" : "text_completion"}};
@@ -987,9 +1511,12 @@ void Server::generate(const httplib::Request& req, httplib::Response& res, GenRe
         if (!step.is_null()) j["glassbox"] = {{"step", step}};
         return send("data: " + dump(j) + "\n\n");
       });
+      if (chat && !role_sent) last["choices"][0]["delta"] = {{"role", "assistant"}};
       send("data: " + dump(last) + "\n\n");
       if (api != GenRequest::Api::Llama) send("data: [DONE]\n\n");
     } catch (const Cancelled&) {
+    } catch (const ConfigError& e) {
+      send("error: " + error_body(400, e.what(), "invalid_request_error") + "\n\n");
     } catch (const std::exception& e) {
       send("error: " + error_body(500, e.what(), "server_error") + "\n\n");
     }
@@ -1015,6 +1542,7 @@ void Server::routes() {
   svr_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     const int s = res.status;
+    if (s == 400 || s == 413 || s == 414 || s == 431) close_after(res);  // what follows on the socket is not a request
     const std::string msg = s == 413 ? "the request body is over the server's limit (--max-body)"
                             : s == 404 ? "no such endpoint"
                                        : "the request could not be read (HTTP status " + std::to_string(s) + ")";
@@ -1022,11 +1550,49 @@ void Server::routes() {
     return httplib::Server::HandlerResponse::Handled;
   }));
   svr_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // Before any body is read (httplib would read one into memory, chunked ones without a bound): a body
+    // only for the POST endpoints, which read it themselves within --max-body.
+    static const std::set<std::string> posts = {"/completion", "/completions", "/v1/completions", "/v1/chat/completions",
+                                                "/tokenize", "/detokenize"};
+    const bool has_body = req.has_header("Transfer-Encoding") || (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+    if (req.method == "POST" && !posts.count(req.path)) {
+      close_after(res);
+      send_error(res, 404, "no such endpoint", "not_found_error");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.method == "POST" && req.has_header("Content-Length")) {
+      // Over --max-body by its own account: refused before a byte of it is read (and the connection closed).
+      const std::string& v = req.get_header_value("Content-Length");
+      if (v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos || std::stoull(v.empty() ? "0" : v) > opt_.max_body) {
+        close_after(res);
+        send_error(res, 413, "the request body is over the server's limit of " + std::to_string(opt_.max_body) + " bytes (--max-body)",
+                   "invalid_request_error");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    if (has_body && req.method != "POST") {
+      close_after(res);
+      send_error(res, 400, "a " + req.method + " request carries no body", "invalid_request_error");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (req.method == "OPTIONS" && !opt_.cors.empty()) return httplib::Server::HandlerResponse::Unhandled;  // CORS preflight: no key
     if (opt_.api_key.empty() || req.path == "/health" || req.path == "/") return httplib::Server::HandlerResponse::Unhandled;
     if (req.get_header_value("Authorization") == "Bearer " + opt_.api_key) return httplib::Server::HandlerResponse::Unhandled;
+    if (req.method == "POST") close_after(res);  // its body is not read
     send_error(res, 401, "Invalid API Key", "authentication_error");
     return httplib::Server::HandlerResponse::Handled;
   });
+  // --cors ORIGIN: every answer allows that origin (a page served elsewhere may call the API), and a
+  // preflight OPTIONS request is answered without the API key (the browser sends none).
+  if (!opt_.cors.empty()) {
+    svr_.set_default_headers({{"Access-Control-Allow-Origin", opt_.cors}, {"Vary", "Origin"}});
+    svr_.Options(".*", [](const httplib::Request&, httplib::Response& res) {
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "600");
+    });
+  }
 
   svr_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     if (!loaded_) return send_error(res, 503, "Loading model", "unavailable_error");
@@ -1041,13 +1607,26 @@ void Server::routes() {
                         {"n_layer", c.n_layers}, {"size", model_->source->file().size()}}}};
     res.set_content(dump(Json{{"object", "list"}, {"data", Json::array({m})}}), "application/json; charset=utf-8");
   });
-  svr_.Post("/completion", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, GenRequest::Api::Llama); });
-  svr_.Post("/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, GenRequest::Api::Llama); });
-  svr_.Post("/v1/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, GenRequest::Api::OpenAiText); });
-  svr_.Post("/v1/chat/completions", [this](const httplib::Request& q, httplib::Response& s) { generate(q, s, GenRequest::Api::OpenAiChat); });
-  svr_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  svr_.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
     ready_or_503();
-    const auto body = read_body(req);
+    const std::string id = req.matches[1].str();
+    if (id != alias_) {
+      res.status = 404;
+      res.set_content(dump(Json{{"error", {{"code", "model_not_found"}, {"message", client_message("The model '" + id + "' does not exist (this server has '" + alias_ + "')")},
+                                           {"type", "invalid_request_error"}, {"param", nullptr}}}}),
+                      "application/json; charset=utf-8");
+      return;
+    }
+    res.set_content(dump(Json{{"id", alias_}, {"object", "model"}, {"created", started_}, {"owned_by", "glassbox"}}), "application/json; charset=utf-8");
+  });
+  // POST bodies through the content reader (receive(): --max-body for every transfer encoding).
+  using Reader = httplib::ContentReader;
+  for (const auto& [path, api] : {std::pair{"/completion", GenRequest::Api::Llama}, {"/completions", GenRequest::Api::Llama},
+                                  {"/v1/completions", GenRequest::Api::OpenAiText}, {"/v1/chat/completions", GenRequest::Api::OpenAiChat}})
+    svr_.Post(path, [this, api = api](const httplib::Request& q, httplib::Response& s, const Reader& rd) { generate(receive(q, s, rd), s, api); });
+  svr_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res, const Reader& rd) {
+    ready_or_503();
+    const auto body = read_body(receive(req, res, rd));
     if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object");
     const std::string content = get_string(body, "content").value_or("");
     const bool special = get_bool(body, "add_special", false), pieces = get_bool(body, "with_pieces", false);
@@ -1064,9 +1643,9 @@ void Server::routes() {
     }
     res.set_content(dump(Json{{"tokens", out}}), "application/json; charset=utf-8");
   });
-  svr_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+  svr_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res, const Reader& rd) {
     ready_or_503();
-    const auto body = read_body(req);
+    const auto body = read_body(receive(req, res, rd));
     if (!body.is_object()) throw HttpError(400, "the request body must be a JSON object");
     const auto* t = field(body, "tokens");
     const Tokenizer& tok = *model_->tokenizer;
@@ -1089,10 +1668,12 @@ void Server::routes() {
   });
   // The request's trace in the step viewer (traces/viewer), for the class-room page's link.
   svr_.Get(R"(/traces/([A-Za-z0-9-]+)/view)", [this](const httplib::Request& req, httplib::Response& res) {
-    if (!traces_.read(req.matches[1].str()))
+    const auto text = traces_.read(req.matches[1].str());
+    if (!text)
       return send_error(res, 404, "no trace " + req.matches[1].str() + " (unknown, not finished, or no longer kept)", "not_found_error");
     try {
-      res.set_content(traces::trace_html(traces::read_trace(traces_.path(req.matches[1].str()))), "text/html; charset=utf-8");
+      std::istringstream in(*text);
+      res.set_content(traces::trace_html(traces::parse_trace(in, req.matches[1].str() + ".jsonl")), "text/html; charset=utf-8");
     } catch (const Error& e) {
       send_error(res, 409, std::string("the trace cannot be shown: ") + e.what(), "invalid_request_error");
     }
@@ -1111,11 +1692,38 @@ void Server::routes() {
     metric("requests_cancelled_total", "counter", "Generations cancelled (client gone, or shutdown).", static_cast<double>(metrics_.cancelled));
     metric("requests_processing", "gauge", "Requests decoding now.", metrics_.processing.load());
     metric("requests_deferred", "gauge", "Requests waiting for a slot.", slots_.waiting());
+    metric("connections_closed_unfinished_total", "counter",
+           "Connections closed while still sending a request, past --client-connections or the total bound.", static_cast<double>(incomplete_.evicted()));
     metric("kv_cache_tokens", "gauge", "KV positions held by the requests decoding now.", static_cast<double>(metrics_.kv_tokens.load()));
     metric("kv_cache_usage_ratio", "gauge", "KV positions held / (slots × context).",
            context_ ? static_cast<double>(metrics_.kv_tokens.load()) / (static_cast<double>(opt_.parallel) * context_) : 0.0);
     res.set_content(m.str(), "text/plain; version=0.0.4");
   });
+}
+
+void Server::load() {
+  std::vector<std::string> warnings;
+  auto registry = load_registry(opt_.plugin_path, warnings);
+  ModelSpec ms;
+  ms.model = opt_.model;
+  if (!opt_.tokenizer.empty()) ms.tokenizer.params.emplace_back("path", opt_.tokenizer);
+  ms.model_hash = true;
+  model_ = load_model(registry, ms);
+  // The context of every request, checked once (a request's pipeline uses the same).
+  RunSpec probe;
+  probe.context = opt_.context;
+  probe.sampler = {{"greedy", {}}};
+  auto p = build_pipeline(model_, probe, warnings);
+  context_ = p->config.seq_len;
+  for (const auto& w : warnings) warn(w);
+  if (!model_->tokenizer) throw ConfigError("--model " + opt_.model + ": serving needs a vocabulary");
+}
+
+void Server::prepare_dry() {
+  routes();
+  load();
+  loaded_ = true;
+  dry_ = true;
 }
 
 void Server::run() {
@@ -1124,25 +1732,43 @@ void Server::run() {
   if (opt_.port < 0 || opt_.port > 65535) throw ConfigError("--port " + std::to_string(opt_.port) + " (expected 0..65535)");
   if (opt_.threads > 0) kernels::set_threads(opt_.threads);
   routes();
-  // Enough HTTP threads for every slot, every queued request and a few more for /health, /metrics and traces.
-  const int http_threads = opt_.parallel + opt_.queue + 4;
+  // Enough HTTP threads for every slot, every queued request, every connection still sending its request
+  // (at most kIncompleteTotal: beyond, the oldest is closed) and a few more for /health, /metrics and traces.
+  const int http_threads = opt_.parallel + opt_.queue + kIncompleteTotal + 8;
   http_threads_ = std::make_unique<HttpThreads>(
       http_threads, "--parallel " + std::to_string(opt_.parallel) + " (" + std::to_string(http_threads) + " HTTP threads)");
   svr_.new_task_queue = [this] { return new HttpThreads::Queue(http_threads_.get()); };
   svr_.set_payload_max_length(opt_.max_body);
-  svr_.set_keep_alive_timeout(2);
+  svr_.set_keep_alive_timeout(5);
   svr_.set_read_timeout(10);
-  svr_.set_write_timeout(5);  // a client that never reads: its request is cancelled after 5 s without progress
+  svr_.set_write_timeout(5);
+  // Plugin folders never appear in an error message (client_message()).
+  for (const auto& d : Registry::search_path(opt_.plugin_path)) {
+    std::error_code ec;
+    g_private_dirs.push_back((d / "").string());
+    const auto c = fs::weakly_canonical(d, ec);
+    if (!ec) g_private_dirs.push_back((c / "").string());
+  }  // a client that never reads: its request is cancelled after 5 s without progress
   // Debian's httplib (0.11.4, a compiled library) listens with a backlog of 5: sixteen clients connecting at
   // once overflowed it (TcpExtListenOverflows) and some saw their connection closed before an answer. The
   // socket it binds is remembered here and its backlog raised to SOMAXCONN (listen() again on a listening
   // socket changes only the backlog).
+  // httplib's default options add SO_REUSEPORT, with which a second server on the same port shares it
+  // (the kernel splits the connections between the two): only SO_REUSEADDR here, so a port in use is refused.
   svr_.set_socket_options([this](int s) {
-    httplib::default_socket_options(s);
+    int yes = 1;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     listen_fd_ = s;
   });
+  errno = 0;
   const int port = opt_.port == 0 ? svr_.bind_to_any_port(opt_.host) : (svr_.bind_to_port(opt_.host, opt_.port) ? opt_.port : -1);
-  if (port < 0) throw ConfigError("--host " + opt_.host + " --port " + std::to_string(opt_.port) + ": cannot listen there (in use, or not an address of this machine)");
+  if (port < 0) {
+    const int err = errno;
+    if (err == EADDRINUSE)
+      throw ConfigError("--port " + std::to_string(opt_.port) + ": the port is already in use on " + opt_.host + " (another server?)");
+    throw ConfigError("--host " + opt_.host + " --port " + std::to_string(opt_.port) + ": cannot listen there (" +
+                      (err ? std::string(std::strerror(err)) : std::string("not an address of this machine")) + ")");
+  }
   if (listen_fd_ >= 0 && ::listen(listen_fd_, SOMAXCONN) != 0)
     throw ConfigError("--port " + std::to_string(port) + ": cannot set the listening socket's backlog: " + std::strerror(errno));
   install_interrupt_handlers();
@@ -1167,21 +1793,7 @@ void Server::run() {
     }
   });
   try {
-    std::vector<std::string> warnings;
-    auto registry = load_registry(opt_.plugin_path, warnings);
-    ModelSpec ms;
-    ms.model = opt_.model;
-    if (!opt_.tokenizer.empty()) ms.tokenizer.params.emplace_back("path", opt_.tokenizer);
-    ms.model_hash = true;
-    model_ = load_model(registry, ms);
-    // The context of every request, checked once (a request's pipeline uses the same).
-    RunSpec probe;
-    probe.context = opt_.context;
-    probe.sampler = {{"greedy", {}}};
-    auto p = build_pipeline(model_, probe, warnings);
-    context_ = p->config.seq_len;
-    for (const auto& w : warnings) warn(w);
-    if (!model_->tokenizer) throw ConfigError("--model " + opt_.model + ": serving needs a vocabulary");
+    load();
   } catch (...) {
     stopping_ = SIGTERM;
     svr_.stop();
@@ -1200,5 +1812,13 @@ void run_server(const ServeOptions& opt) {
   Server s(opt);
   s.run();
 }
+
+struct RequestFuzzer::Impl {
+  Server server;
+  explicit Impl(const ServeOptions& o) : server(o) { server.prepare_dry(); }
+};
+RequestFuzzer::RequestFuzzer(const ServeOptions& opt) : impl_(std::make_unique<Impl>(opt)) {}
+RequestFuzzer::~RequestFuzzer() = default;
+std::string RequestFuzzer::feed(std::string_view bytes) { return impl_->server.feed(bytes); }
 
 }  // namespace glassbox::cli

@@ -3,7 +3,9 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace glassbox::cli {
@@ -23,6 +25,9 @@ struct ServeOptions {
   int max_predict = 4096;         // n_predict / max_tokens above this: 400
   int max_probs = 100;            // n_probs / top_logprobs above this: 400
   std::size_t max_body = 1 << 20; // request bodies above this: 413
+  int request_timeout = 15;        // seconds for a request's header and body, from its first byte
+  int client_connections = 32;    // connections of one client address still sending a request; beyond, the oldest closes
+  std::string cors;               // non-empty: Access-Control-Allow-Origin on every answer, OPTIONS preflights answered
   double pace_ms = 0;             // pause before each streamed token (class-room demonstrations)
   std::string alias;              // the model's name in responses (default: the file's name)
   std::vector<std::filesystem::path> plugin_path;
@@ -32,5 +37,20 @@ struct ServeOptions {
 // requests in flight (their traces end in an interrupted line) and returns. Throws glassbox errors for
 // options and a model that cannot be used.
 void run_server(const ServeOptions& opt);
+
+// For the fuzz target over the server's request reading (tests/fuzz/fuzz_serve_request.cpp): a server
+// over `opt`'s model that does not listen. feed() runs one connection's bytes through the server's
+// connection loop, httplib's request parser, the API key and body checks and the endpoints' field
+// parsing (a generation request stops where it would wait for a slot) and returns what it answered.
+class RequestFuzzer {
+ public:
+  explicit RequestFuzzer(const ServeOptions& opt);
+  ~RequestFuzzer();
+  std::string feed(std::string_view bytes);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace glassbox::cli

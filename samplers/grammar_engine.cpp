@@ -5,9 +5,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <limits>
+#include <unordered_set>
 
 #include <glassbox/error.hpp>
+#include <glassbox/interrupt_flag.hpp>
 
 namespace glassbox::grammar {
 
@@ -26,7 +29,8 @@ std::string show_char(char c) {
 
 class Parser {
  public:
-  Parser(std::string_view src, std::string source) : src_(src), source_(std::move(source)) {}
+  Parser(std::string_view src, std::string source, const Limits& limits)
+      : src_(src), source_(std::move(source)), kMaxElements(limits.max_elements), kMaxRules(limits.max_rules) {}
 
   Grammar run() {
     space(true);
@@ -38,6 +42,11 @@ class Parser {
     if (root == ids_.end())
       throw ConfigError(source_ + ": no rule 'root' (the grammar starts there: root ::= ...)");
     g_.root = root->second;
+    std::size_t total = 0;
+    for (const auto& r : g_.rules) total += r.size();
+    if (total > kMaxElements)
+      throw ConfigError(source_ + ": the grammar has " + std::to_string(total) + " elements once its repetitions are written out (the limit is " +
+                        std::to_string(kMaxElements) + ")");
     check_left_recursion();
     return std::move(g_);
   }
@@ -76,9 +85,14 @@ class Parser {
     }
   }
 
+  void count_rule(std::size_t at) {
+    if (g_.rules.size() >= kMaxRules)
+      fail(at, "the grammar grows past " + std::to_string(kMaxRules) + " rules once its groups and repetitions are written out (the limit on rules)");
+  }
   std::uint32_t symbol(const std::string& name, std::size_t used_at) {
     auto [it, fresh] = ids_.emplace(name, static_cast<std::uint32_t>(g_.rules.size()));
     if (fresh) {
+      count_rule(used_at == npos ? pos_ : used_at);
       g_.rules.emplace_back();
       g_.names.push_back(name);
       first_use_.push_back(npos);
@@ -89,6 +103,7 @@ class Parser {
   }
   // A rule made for a group or a repetition inside rule `base`.
   std::uint32_t generated(const std::string& base) {
+    count_rule(pos_);
     const auto id = static_cast<std::uint32_t>(g_.rules.size());
     g_.rules.emplace_back();
     g_.names.push_back(base + "-" + std::to_string(id));
@@ -121,8 +136,14 @@ class Parser {
       ++pos_;
       switch (e) {
         case 'x': return hex(2);
-        case 'u': return hex(4);
-        case 'U': return hex(8);
+        case 'u':
+        case 'U': {
+          // A code point must be a Unicode scalar value: no surrogate, nothing past U+10FFFF.
+          const std::uint32_t v = hex(e == 'u' ? 4 : 8);
+          if ((v >= 0xD800 && v <= 0xDFFF) || v > 0x10FFFF)
+            fail(at, "escape '" + std::string(src_.substr(at, pos_ - at)) + "' is not a Unicode character (a surrogate, or past U+10FFFF)");
+          return v;
+        }
         case 't': return '\t';
         case 'r': return '\r';
         case 'n': return '\n';
@@ -133,7 +154,7 @@ class Parser {
       }
     }
     const auto [cps, partial] = decode_utf8(src_.substr(pos_, std::min<std::size_t>(4, src_.size() - pos_)), {});
-    if (cps.size() < 2 || cps[0] == 0) fail(at, "invalid UTF-8 in the grammar text");
+    if (cps.size() < 2 || cps[0] == 0) fail(at, "invalid UTF-8 in the grammar text (or a byte sequence that is no Unicode character)");
     const auto b = static_cast<unsigned char>(peek());
     pos_ += b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
     return cps[0];
@@ -362,10 +383,11 @@ class Parser {
     }
   }
 
-  static constexpr std::size_t kMaxElements = 4'000'000;  // ~50 MB of rules
   static constexpr int kMaxDepth = 1000;                   // groups inside groups
   std::string_view src_;
   std::string source_;
+  std::size_t kMaxElements;  // Limits::max_elements
+  std::size_t kMaxRules;     // Limits::max_rules
   std::size_t pos_ = 0;
   std::size_t elements_ = 0;  // elements written by repetitions so far
   int depth_ = 0;
@@ -418,17 +440,67 @@ bool match_partial_char(const Element* pos, PartialUtf8 partial) {
   return !positive;
 }
 
+struct StackHash {
+  std::size_t operator()(const Stack& s) const noexcept {
+    std::size_t h = s.size();
+    for (const Element* p : s) h = (h ^ reinterpret_cast<std::uintptr_t>(p)) * 0x100000001B3ull + (h >> 29);
+    return h;
+  }
+};
+using StackSet = std::unordered_set<Stack, StackHash>;
+
+// One step's walk: the grammar, its bounds, and the clock. Every expansion ticks; every 1024 ticks the
+// wall time and the interrupt flag are checked.
+class Walk {
+ public:
+  Walk(const Grammar& g, const Limits& lim) : g(g), lim(lim), start_(std::chrono::steady_clock::now()) {}
+  void tick() {
+    if ((++work_ & 1023) == 0) check();
+  }
+  void check() const {
+    if (const int sig = interrupt_flag())
+      throw ConfigError("grammar: the walk was interrupted by " + std::string(sig == 2 ? "SIGINT" : sig == 15 ? "SIGTERM" : "a signal"));
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+    if (ms > lim.max_step_ms)
+      throw ConfigError("grammar: one step's walk took more than " + std::to_string(static_cast<long>(lim.max_step_ms)) +
+                        " ms (the limit on time per step): the grammar is too ambiguous to follow");
+  }
+  void count_stacks(std::size_t n) const {
+    if (n > lim.max_stacks)
+      throw ConfigError("grammar: more than " + std::to_string(lim.max_stacks) +
+                        " parse stacks after one character (the limit on stacks per step): the grammar is too ambiguous to follow");
+  }
+  const Grammar& g;
+  const Limits& lim;
+
+ private:
+  std::chrono::steady_clock::time_point start_;
+  std::uint64_t work_ = 0;
+};
+
+// The stacks one expansion reaches: each once (a hash set, so 100,000 alternatives cost 100,000 steps,
+// not their square), and each stack with a rule reference on top expanded once however many paths reach
+// it (nested optional repetitions reach the same stack along exponentially many paths).
+struct Frontier {
+  Stacks out;
+  StackSet seen;      // out's stacks
+  StackSet expanded;  // stacks with a rule reference on top, already expanded
+};
+
 // Expands rule references on top of `stack` until each resulting stack has a character element on
-// top (or is empty: complete), adding those not yet in `out`.
-void advance_stack(const Grammar& g, Stack stack, Stacks& out) {
+// top (or is empty: complete), adding those not yet in `f.out`.
+void advance_stack(Walk& w, Stack stack, Frontier& f) {
   std::vector<Stack> todo;
   todo.push_back(std::move(stack));
   while (!todo.empty()) {
+    w.tick();
     Stack s = std::move(todo.back());
     todo.pop_back();
     if (!s.empty() && s.back()->type == Type::RuleRef) {
+      if (!f.expanded.insert(s).second) continue;
+      w.count_stacks(f.expanded.size());
       const Element* pos = s.back();
-      const Element* sub = g.rules[pos->value].data();
+      const Element* sub = w.g.rules[pos->value].data();
       for (;;) {
         Stack next(s.begin(), s.end() - 1);
         if (!is_end(pos + 1)) next.push_back(pos + 1);
@@ -440,26 +512,30 @@ void advance_stack(const Grammar& g, Stack stack, Stacks& out) {
       }
       continue;
     }
-    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(std::move(s));
+    if (f.seen.insert(s).second) {
+      f.out.push_back(std::move(s));
+      w.count_stacks(f.out.size());
+    }
   }
 }
 
-Stacks accept_char(const Grammar& g, const Stacks& stacks, std::uint32_t chr) {
-  Stacks out;
+Stacks accept_char(Walk& w, const Stacks& stacks, std::uint32_t chr) {
+  Frontier f;
   for (const Stack& s : stacks) {
     if (s.empty()) continue;
     const auto [ok, after] = match_char(s.back(), chr);
     if (!ok) continue;
     Stack next(s.begin(), s.end() - 1);
     if (!is_end(after)) next.push_back(after);
-    advance_stack(g, std::move(next), out);
+    advance_stack(w, std::move(next), f);
   }
-  return out;
+  return std::move(f.out);
 }
 
-std::vector<TokenText> reject_all(const Grammar& g, const Stacks& stacks, const std::vector<TokenText>& cands);
+std::vector<TokenText> reject_all(Walk& w, const Stacks& stacks, const std::vector<TokenText>& cands);
 
-std::vector<TokenText> reject_for_stack(const Grammar& g, const Stack& stack, const std::vector<TokenText>& cands) {
+std::vector<TokenText> reject_for_stack(Walk& w, const Stack& stack, const std::vector<TokenText>& cands) {
+  w.tick();
   std::vector<TokenText> rejects;
   rejects.reserve(cands.size());
   if (stack.empty()) {  // complete on this stack: only a text already at its end fits
@@ -482,16 +558,16 @@ std::vector<TokenText> reject_for_stack(const Grammar& g, const Stack& stack, co
   const Element* after = match_char(pos, 0).second;  // the element after this class
   Stack rest(stack.begin(), stack.end() - 1);
   if (!is_end(after)) rest.push_back(after);
-  Stacks next_stacks;
-  advance_stack(g, std::move(rest), next_stacks);
-  for (const auto& t : reject_all(g, next_stacks, next)) rejects.push_back({t.index, t.code_points - 1, t.partial});
+  Frontier f;
+  advance_stack(w, std::move(rest), f);
+  for (const auto& t : reject_all(w, f.out, next)) rejects.push_back({t.index, t.code_points - 1, t.partial});
   return rejects;
 }
 
-std::vector<TokenText> reject_all(const Grammar& g, const Stacks& stacks, const std::vector<TokenText>& cands) {
+std::vector<TokenText> reject_all(Walk& w, const Stacks& stacks, const std::vector<TokenText>& cands) {
   if (stacks.empty()) return cands;
-  std::vector<TokenText> rejects = reject_for_stack(g, stacks.front(), cands);
-  for (std::size_t i = 1; i < stacks.size() && !rejects.empty(); ++i) rejects = reject_for_stack(g, stacks[i], rejects);
+  std::vector<TokenText> rejects = reject_for_stack(w, stacks.front(), cands);
+  for (std::size_t i = 1; i < stacks.size() && !rejects.empty(); ++i) rejects = reject_for_stack(w, stacks[i], rejects);
   return rejects;
 }
 
@@ -532,7 +608,7 @@ void append_char(std::string& out, std::uint32_t c, bool in_class) {
 
 }  // namespace
 
-Grammar parse(std::string_view text, const std::string& source) { return Parser(text, source).run(); }
+Grammar parse(std::string_view text, const std::string& source, const Limits& limits) { return Parser(text, source, limits).run(); }
 
 std::string to_gbnf(const Grammar& g) {
   std::string out;
@@ -568,6 +644,21 @@ std::string to_gbnf(const Grammar& g) {
   return out;
 }
 
+namespace {
+// Is `b` a valid continuation byte at this point of a character of `length` bytes whose bits so far are
+// `value`, `done` bytes of it read? The second byte rules out what is no Unicode scalar value: overlong
+// forms (E0 80..9F, F0 80..8F), surrogates (ED A0..BF) and values past U+10FFFF (F4 90..BF).
+bool continuation_ok(int length, int done, std::uint32_t value, unsigned char b) {
+  if ((b >> 6) != 2) return false;
+  if (done != 1) return true;
+  if (length == 3 && value == 0x0 && b < 0xA0) return false;
+  if (length == 3 && value == 0xD && b >= 0xA0) return false;
+  if (length == 4 && value == 0x0 && b < 0x90) return false;
+  if (length == 4 && value == 0x4 && b >= 0x90) return false;
+  return true;
+}
+}  // namespace
+
 std::pair<std::vector<std::uint32_t>, PartialUtf8> decode_utf8(std::string_view src, PartialUtf8 start) {
   static const int kLength[] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 2, 2, 3, 4};  // by the first byte's high nibble
   std::vector<std::uint32_t> cps;
@@ -575,9 +666,11 @@ std::pair<std::vector<std::uint32_t>, PartialUtf8> decode_utf8(std::string_view 
   std::size_t i = 0;
   std::uint32_t value = start.value;
   int n_remain = start.n_remain;
+  int length = start.length;
+  if (n_remain > 0 && (length < 2 || length > 4 || n_remain >= length)) return {{0}, {0, -1, 0}};
   while (i < src.size() && n_remain > 0) {  // finish the character the previous text began
     const auto b = static_cast<unsigned char>(src[i]);
-    if ((b >> 6) != 2) return {{0}, {0, -1}};
+    if (!continuation_ok(length, length - n_remain, value, b)) return {{0}, {0, -1, 0}};
     value = (value << 6) + (b & 0x3F);
     ++i;
     --n_remain;
@@ -585,13 +678,16 @@ std::pair<std::vector<std::uint32_t>, PartialUtf8> decode_utf8(std::string_view 
   if (start.n_remain > 0 && n_remain == 0) cps.push_back(value);
   while (i < src.size()) {
     const auto b = static_cast<unsigned char>(src[i]);
-    n_remain = kLength[b >> 4] - 1;
-    if (n_remain < 0) return {{0}, {0, -1}};
+    length = kLength[b >> 4];
+    n_remain = length - 1;
+    if (n_remain < 0) return {{0}, {0, -1, 0}};
     value = b & ((1u << (7 - n_remain)) - 1);
+    // C0 and C1 lead only overlong forms; F5..FF values past U+10FFFF (or no UTF-8 at all).
+    if ((length == 2 && value < 2) || (length == 4 && value > 4)) return {{0}, {0, -1, 0}};
     ++i;
     while (i < src.size() && n_remain > 0) {
       const auto c = static_cast<unsigned char>(src[i]);
-      if ((c >> 6) != 2) return {{0}, {0, -1}};
+      if (!continuation_ok(length, length - n_remain, value, c)) return {{0}, {0, -1, 0}};
       value = (value << 6) + (c & 0x3F);
       ++i;
       --n_remain;
@@ -599,23 +695,26 @@ std::pair<std::vector<std::uint32_t>, PartialUtf8> decode_utf8(std::string_view 
     if (n_remain == 0) cps.push_back(value);
   }
   cps.push_back(0);
-  return {std::move(cps), {value, n_remain}};
+  return {std::move(cps), {n_remain > 0 ? value : 0, n_remain, n_remain > 0 ? length : 0}};
 }
 
-Recognizer::Recognizer(const Grammar& g) : g_(g) { reset(); }
+Recognizer::Recognizer(const Grammar& g, const Limits& limits) : g_(g), limits_(limits) { reset(); }
 
 void Recognizer::reset() {
   stacks_.clear();
   partial_ = {};
+  Walk w(g_, limits_);
+  Frontier f;
   const Element* start = g_.rules[g_.root].data();
   for (;;) {
     Stack s;
     if (!is_end(start)) s.push_back(start);
-    advance_stack(g_, std::move(s), stacks_);
+    advance_stack(w, std::move(s), f);
     while (!is_end(start)) ++start;
     if (start->type != Type::Alt) break;
     ++start;
   }
+  stacks_ = std::move(f.out);
 }
 
 bool Recognizer::complete() const {
@@ -625,9 +724,10 @@ bool Recognizer::complete() const {
 bool Recognizer::accept_text(std::string_view text) {
   const auto [cps, partial] = decode_utf8(text, partial_);
   if (partial.n_remain < 0) return false;
+  Walk w(g_, limits_);
   Stacks stacks = stacks_;
   for (std::size_t i = 0; cps[i] != 0; ++i) {
-    stacks = accept_char(g_, stacks, cps[i]);
+    stacks = accept_char(w, stacks, cps[i]);
     if (stacks.empty()) return false;
   }
   const auto tail = partial;  // (a lambda may not capture a structured binding before C++20's P1091 in clang 14)
@@ -640,7 +740,8 @@ bool Recognizer::accept_text(std::string_view text) {
 }
 
 std::vector<TokenText> Recognizer::reject(const std::vector<TokenText>& candidates) const {
-  return reject_all(g_, stacks_, candidates);
+  Walk w(g_, limits_);
+  return reject_all(w, stacks_, candidates);
 }
 
 }  // namespace glassbox::grammar

@@ -2,6 +2,7 @@
 // recognizer that says which token texts can continue a parse (llama.cpp's llama-grammar algorithm),
 // and the JSON-schema -> GBNF converter. A static library shared by the stage module and its tests.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -20,6 +21,15 @@ struct Element {
 };
 using Rule = std::vector<Element>;
 
+// The bounds on what a grammar may cost (docs/reliability.md); past one, a ConfigError naming it. They
+// hold wherever the grammar stage runs (run, chat, compare, serve).
+struct Limits {
+  std::size_t max_elements = 4'000'000;  // elements of all rules once repetitions are written out (~32 MB)
+  std::size_t max_rules = 1'000'000;     // rules, generated ones included
+  std::size_t max_stacks = 250'000;      // parse stacks after one character (an alternative each, for a 100k-way choice)
+  double max_step_ms = 5000;             // wall time of one step's walk (accepting a token, or filtering the candidates)
+};
+
 struct Grammar {
   std::vector<Rule> rules;          // by rule id
   std::vector<std::string> names;   // by rule id ("root", "list-3" for generated ones)
@@ -29,19 +39,21 @@ struct Grammar {
 // Parses GBNF text. Errors are ConfigErrors "SOURCE:LINE:COLUMN: what was expected"; an undefined rule
 // reference is named with the place of its first use; a missing `root`, or left recursion (which a
 // stack-based recognizer cannot run), is refused too.
-Grammar parse(std::string_view text, const std::string& source);
+Grammar parse(std::string_view text, const std::string& source, const Limits& limits = {});
 
 // The grammar as GBNF text again (generated rules included), for messages and tests.
 std::string to_gbnf(const Grammar& g);
 
 // A UTF-8 decoding that may stop inside a character: `n_remain` bytes are still due and `value` holds
-// the bits so far (n_remain -1: invalid UTF-8).
+// the bits so far (n_remain -1: invalid UTF-8); `length` is that character's length in bytes.
 struct PartialUtf8 {
   std::uint32_t value = 0;
   int n_remain = 0;
+  int length = 0;
 };
 // Decodes `text` continuing `start`: the complete code points, closed by a 0, and what is left over.
-// Invalid UTF-8 gives just {0} and n_remain -1.
+// Invalid UTF-8 gives just {0} and n_remain -1; that includes what encodes no Unicode scalar value:
+// overlong forms, surrogates (U+D800..DFFF), values past U+10FFFF and the bytes C0, C1, F5..FF.
 std::pair<std::vector<std::uint32_t>, PartialUtf8> decode_utf8(std::string_view text, PartialUtf8 start);
 
 // Where a parse can be: each stack holds the element positions still to match, the next one on top
@@ -59,7 +71,10 @@ struct TokenText {
 // Runs a grammar over text: the set of stacks after the text accepted so far.
 class Recognizer {
  public:
-  explicit Recognizer(const Grammar& g);  // `g` must outlive the recognizer
+  // `g` must outlive the recognizer. Each step (reset, accept_text, reject) is bounded by `limits`
+  // (stacks, wall time) and stops with a ConfigError when the process's interrupt flag is raised
+  // (SIGINT/SIGTERM: glassbox/interrupt_flag.hpp).
+  explicit Recognizer(const Grammar& g, const Limits& limits = {});
   void reset();                           // back to the start (the root rule)
   // True when the text so far is a complete sentence (some stack is empty).
   bool complete() const;
@@ -77,6 +92,7 @@ class Recognizer {
 
  private:
   const Grammar& g_;
+  Limits limits_;
   Stacks stacks_;
   PartialUtf8 partial_;
 };

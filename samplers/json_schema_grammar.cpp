@@ -2,6 +2,7 @@
 // whitespace rule and property order: required properties first), for a documented subset; any other
 // keyword is refused with its key path rather than silently ignored.
 #include <functional>
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -81,6 +82,7 @@ class Converter {
   std::string run(const json& schema) {
     const std::string root = visit(schema, "");
     std::string out = "root ::= " + root + "\n";
+    for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     // Primitives in a fixed order, each with what it needs.
     std::set<std::string> need;
     std::vector<std::string> todo(used_.begin(), used_.end());
@@ -100,6 +102,18 @@ class Converter {
  private:
   [[noreturn]] void fail(const std::string& path, const std::string& what) const {
     throw ConfigError(source_ + ": " + what + " at " + (path.empty() ? "/" : path));
+  }
+  // A part used more than once (an array's item, an object's property) goes into a rule of its own and is
+  // referred to by name: written in place, each level of 60 nested arrays would hold the one below twice
+  // (2^60). Equal parts share one rule.
+  std::string ref(const std::string& body, const char* kind) {
+    if (body.find_first_of(" \"()[]|*+?{") == std::string::npos) return body;  // already a rule name
+    auto [it, fresh] = by_body_.emplace(body, std::string());
+    if (fresh) {
+      it->second = std::string(kind) + "-" + std::to_string(rules_.size() + 1);
+      rules_.emplace_back(it->second, body);
+    }
+    return it->second;
   }
   std::string use(const std::string& primitive) {
     used_.insert(primitive);
@@ -198,7 +212,7 @@ class Converter {
     use("space");
     std::vector<std::string> req, opt;
     for (const auto& [k, v] : props.items()) {
-      const std::string kv = literal(json(k).dump()) + " space \":\" space " + visit(v, path + "/properties/" + pointer_key(k));
+      const std::string kv = ref(literal(json(k).dump()) + " space \":\" space " + visit(v, path + "/properties/" + pointer_key(k)), "kv");
       (required.count(k) ? req : opt).push_back(kv);
     }
     std::string body;
@@ -206,13 +220,13 @@ class Converter {
       for (std::size_t i = 0; i < req.size(); ++i) body += (i ? " \",\" space " : "") + req[i];
       for (const auto& o : opt) body += " (\",\" space " + o + ")?";
     } else {
-      // No required property: whichever optional one comes first has no comma before it.
+      // No required property: whichever optional one comes first has no comma before it; the ones after it
+      // are a chain of rules (tail-j: property j or not, then tail-(j+1)), so that the size stays linear.
+      std::vector<std::string> tail(opt.size() + 1);
+      for (std::size_t j = opt.size(); j-- > 1;)
+        tail[j] = ref("(\",\" space " + opt[j] + ")?" + (tail[j + 1].empty() ? "" : " " + tail[j + 1]), "tail");
       std::string alts;
-      for (std::size_t i = 0; i < opt.size(); ++i) {
-        std::string alt = opt[i];
-        for (std::size_t j = i + 1; j < opt.size(); ++j) alt += " (\",\" space " + opt[j] + ")?";
-        alts += (i ? " | " : "") + alt;
-      }
+      for (std::size_t i = 0; i < opt.size(); ++i) alts += (i ? " | " : "") + opt[i] + (tail[i + 1].empty() ? "" : " " + tail[i + 1]);
       body = "(" + alts + ")?";
     }
     return "\"{\" space " + body + " \"}\" space";
@@ -222,7 +236,7 @@ class Converter {
     std::string item = "value";
     if (s.contains("items")) {
       if (s["items"].is_array()) fail(path + "/items", "'items' as a list (tuple) is not supported (expected one schema)");
-      item = visit(s["items"], path + "/items");
+      item = ref(visit(s["items"], path + "/items"), "item");
     } else {
       use("value");
     }
@@ -239,6 +253,8 @@ class Converter {
   }
 
   std::string source_;
+  std::vector<std::pair<std::string, std::string>> rules_;  // generated rules (name, body), in order
+  std::map<std::string, std::string> by_body_;              // body -> name
   std::set<std::string> used_;
   int depth_ = 0;
 };

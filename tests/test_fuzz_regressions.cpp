@@ -5,6 +5,8 @@
 
 #include "fuzz/cli_targets.hpp"
 #include "fuzz/config_target.hpp"
+#include "fuzz/grammar_targets.hpp"
+#include "fuzz/serve_target.hpp"
 #include "fuzz/targets.hpp"
 #include "support.hpp"
 
@@ -39,6 +41,9 @@ BOOST_AUTO_TEST_CASE(config_inputs) { BOOST_TEST(replay("config", gbfuzz::config
 BOOST_AUTO_TEST_CASE(encode_inputs) { BOOST_TEST(replay("encode", gbfuzz::encode) > 0); }
 BOOST_AUTO_TEST_CASE(shard_inputs) { BOOST_TEST(replay("shard", gbfuzz::shard) > 0); }
 BOOST_AUTO_TEST_CASE(import_inputs) { BOOST_TEST(replay("import", gbfuzz::import) > 0); }
+BOOST_AUTO_TEST_CASE(grammar_inputs) { BOOST_TEST(replay("grammar", gbfuzz::grammar) > 0); }
+BOOST_AUTO_TEST_CASE(json_schema_inputs) { BOOST_TEST(replay("json_schema", gbfuzz::json_schema) > 0); }
+BOOST_AUTO_TEST_CASE(serve_request_inputs) { BOOST_TEST(replay("serve_request", gbfuzz::serve_request) > 0); }
 
 // The shard target reaches the merge: its kept valid shard (a 1-of-1 sweep of the toy model) merges.
 BOOST_AUTO_TEST_CASE(shard_target_reaches_the_merge) {

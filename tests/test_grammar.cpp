@@ -5,14 +5,25 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <random>
+#include <thread>
 #include <set>
 
 #include "grammar_engine.hpp"
 #include "support.hpp"
 
 #include <glassbox/error.hpp>
+#include <glassbox/interrupt_flag.hpp>
 
+extern char** environ;
+namespace fs = std::filesystem;
 namespace bdata = boost::unit_test::data;
 using DocCase = std::pair<std::string, int>;
 using TextCase = std::pair<std::string, std::string>;
@@ -330,6 +341,164 @@ BOOST_DATA_TEST_CASE(json_schema_errors_name_the_key_path,
 
 // ---- runs of stories260K ----
 
+// ---- hostile grammars and schemas (issue 46): bounded cost, Unicode only, interruptible ----
+
+namespace {
+// The error a grammar step throws, or "(no error)".
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const glassbox::ConfigError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+std::string nested_arrays(int depth) {
+  std::string s = R"({"type": "integer"})";
+  for (int i = 0; i < depth; ++i) s = R"({"type": "array", "items": )" + s + "}";
+  return s;
+}
+}  // namespace
+
+// Each level's item is a rule referred to by name: 60 nested arrays make a grammar of 60-odd rules
+// (written in place, each level held the one below twice: 2^60).
+BOOST_AUTO_TEST_CASE(nested_schema_arrays_grow_linearly) {
+  const std::string g16 = gr::json_schema_to_gbnf(nested_arrays(16), "n.json");
+  BOOST_TEST(g16.size() < 8000, g16.size());
+  const std::string g60 = gr::json_schema_to_gbnf(nested_arrays(60), "n.json");
+  BOOST_TEST(g60.size() < 30000, g60.size());
+  const gr::Grammar g = gr::parse(g60, "n.json");
+  std::string nested = "5";
+  for (int i = 0; i < 60; ++i) nested = "[" + nested + "]";
+  BOOST_TEST(classify(g, nested, false) == 2);
+  BOOST_TEST(classify(g, "[" + nested + "]", false) == 0);  // 61 levels
+  // Optional properties only: linear too (each property once, not once per earlier one).
+  std::string props;
+  for (int i = 0; i < 300; ++i) props += (i ? ", " : "") + ("\"p" + std::to_string(i) + "\": {\"type\": \"integer\"}");
+  const std::string wide = gr::json_schema_to_gbnf("{\"type\": \"object\", \"properties\": {" + props + "}}", "w.json");
+  BOOST_TEST(wide.size() < 60000, wide.size());
+  const gr::Grammar w = gr::parse(wide, "w.json");
+  BOOST_TEST(classify(w, R"({"p3": 1, "p7": 2, "p299": 3})", false) == 2);
+  BOOST_TEST(classify(w, R"({"p7": 2, "p3": 1})", false) == 0);  // the schema's order
+  BOOST_TEST(classify(w, "{}", false) == 2);
+}
+
+// Nested bounded repetitions reach the same parse stacks along exponentially many paths: each is
+// expanded once, so the answer comes at once (it spun before, at 100% of a core).
+BOOST_AUTO_TEST_CASE(nested_bounded_repetitions_answer) {
+  const gr::Grammar g = gr::parse(R"(root ::= (("a"{0,10}){0,10}){0,10})", "g.gbnf");
+  gr::Recognizer r(g);
+  BOOST_TEST(r.complete());
+  for (int i = 0; i < 1000; ++i) BOOST_TEST_REQUIRE(r.accept_text("a"));
+  BOOST_TEST(r.complete());
+  BOOST_TEST(!r.accept_text("a"));  // 1000 is the most
+  const gr::Grammar deep = gr::parse(R"(root ::= (((("ab"{0,8}){0,8}){0,8}){0,8}) "!")", "g.gbnf");
+  BOOST_TEST(classify(deep, std::string(200, 'x'), false) == 0);
+  BOOST_TEST(classify(deep, "abababab!", false) == 2);
+}
+
+// Past a bound, a one-line ConfigError naming the limit.
+BOOST_AUTO_TEST_CASE(grammar_bounds_are_one_line_errors_naming_the_limit) {
+  std::string big = "root ::=";
+  for (int i = 0; i < 4; ++i) big += " \"abcdefghij\"{100000}";
+  const std::string e1 = parse_error(big);
+  BOOST_TEST(e1.find("4000000 elements") != std::string::npos, e1);
+  gr::Limits few;
+  few.max_rules = 1000;
+  const std::string e2 = error_of([&] { gr::parse("root ::= \"a\"{0,5000}", "g.gbnf", few); });
+  BOOST_TEST(e2.find("the limit on rules") != std::string::npos, e2);
+  std::string alts = "root ::= \"x0\"";
+  for (int i = 1; i < 2000; ++i) alts += " | \"x" + std::to_string(i) + "\"";
+  const gr::Grammar g = gr::parse(alts, "g.gbnf");
+  gr::Limits stacks;
+  stacks.max_stacks = 500;
+  const std::string e3 = error_of([&] { gr::Recognizer r(g, stacks); });
+  BOOST_TEST(e3.find("the limit on stacks per step") != std::string::npos, e3);
+  gr::Limits slow;
+  slow.max_step_ms = 0;
+  const std::string e4 = error_of([&] { gr::Recognizer r(g, slow); });
+  BOOST_TEST(e4.find("the limit on time per step") != std::string::npos, e4);
+  for (const auto& e : {e1, e2, e3, e4}) BOOST_TEST(e.find('\n') == std::string::npos, e);
+}
+
+// 100,000 alternatives (or a 100,000-value enum): each stack is added once through a hash set. The
+// quadratic search it replaced took > 20 s here, past the 5 s limit on time per step.
+BOOST_AUTO_TEST_CASE(a_hundred_thousand_alternatives_start) {
+  std::string alts = "root ::= \"w0\"";
+  for (int i = 1; i < 100000; ++i) alts += " | \"w" + std::to_string(i) + "\"";
+  const gr::Grammar g = gr::parse(alts, "g.gbnf");
+  gr::Recognizer r(g);
+  BOOST_TEST(r.stacks().size() == 100000u);
+  BOOST_TEST(r.accept_text("w9"));
+  BOOST_TEST(r.accept_text("9999"));
+  BOOST_TEST(r.complete());
+  std::string values;
+  for (int i = 0; i < 100000; ++i) values += (i ? "," : "") + ("\"v" + std::to_string(i) + "\"");
+  const gr::Grammar e = gr::parse(gr::json_schema_to_gbnf("{\"enum\": [" + values + "]}", "e.json"), "e.json");
+  BOOST_TEST(classify(e, "\"v77777\"", false) == 2);
+  BOOST_TEST(classify(e, "\"v100000\"", false) == 0);
+}
+
+// The decoder takes only Unicode scalar values: overlong forms, surrogates, values past U+10FFFF and
+// the bytes C0, C1, F5..FF are invalid, whole or split across two texts (two tokens).
+BOOST_DATA_TEST_CASE(utf8_decoder_refuses_what_is_not_unicode,
+                     bdata::make(std::vector<std::string>{"\xFC\x80\x80\x80", "\xF8\x88\x80\x80\x80", "\xC0\xAF", "\xC1\xBF",
+                                                          "\xE0\x80\xAF", "\xE0\x9F\xBF", "\xED\xA0\x80", "\xED\xBF\xBF",
+                                                          "\xF0\x80\x80\xAF", "\xF0\x8F\xBF\xBF", "\xF4\x90\x80\x80", "\xF5\x80\x80\x80",
+                                                          "\xFF"}),
+                     bytes) {
+  BOOST_TEST(gr::decode_utf8(bytes, {}).second.n_remain == -1);
+  for (std::size_t cut = 1; cut < bytes.size(); ++cut) {
+    const auto first = gr::decode_utf8(bytes.substr(0, cut), {});
+    const bool invalid = first.second.n_remain == -1 || gr::decode_utf8(bytes.substr(cut), first.second).second.n_remain == -1;
+    BOOST_TEST(invalid, "split at " << cut);
+  }
+  // A grammar that takes any character never accepts it.
+  const gr::Grammar any = gr::parse("root ::= .*", "g.gbnf");
+  BOOST_TEST(classify(any, bytes, false) == 0);
+  BOOST_TEST(classify(any, bytes, true) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(utf8_decoder_takes_every_kind_of_character) {
+  for (const std::string s : {"A", "\xC2\x80", "\xC3\xA9", "\xDF\xBF", "\xE0\xA0\x80", "\xE2\x82\xAC", "\xED\x9F\xBF", "\xEE\x80\x80",
+                              "\xF0\x90\x80\x80", "\xF0\x9F\x98\x80", "\xF4\x8F\xBF\xBF"}) {
+    const auto [cps, rest] = gr::decode_utf8(s, {});
+    BOOST_TEST(rest.n_remain == 0, s);
+    BOOST_TEST(cps.size() == 2u, s);
+    for (std::size_t cut = 1; cut < s.size(); ++cut) {
+      const auto first = gr::decode_utf8(s.substr(0, cut), {});
+      BOOST_TEST(first.second.n_remain == static_cast<int>(s.size() - cut));
+      const auto second = gr::decode_utf8(s.substr(cut), first.second);
+      BOOST_TEST(second.second.n_remain == 0);
+      BOOST_TEST(second.first[0] == cps[0]);
+    }
+  }
+}
+
+// \u and \U escapes name Unicode characters only.
+BOOST_AUTO_TEST_CASE(escapes_refuse_surrogates_and_values_past_unicode) {
+  for (const char* bad : {R"(root ::= "\uD800")", R"(root ::= [\uDC00-\uDFFF])", R"(root ::= "\U00110000")", R"(root ::= "\UFFFFFFFF")"}) {
+    const std::string e = parse_error(std::string(bad) + "\n");
+    BOOST_TEST(e.find("is not a Unicode character") != std::string::npos, bad << ": " << e);
+  }
+  BOOST_TEST(parse_error("root ::= \"\\U0010FFFF\" \"\\uD7FF\" \"\\uE000\"\n") == "(no error)");
+}
+
+// The process's interrupt flag (raised by the CLI's SIGINT/SIGTERM handler) stops a walk.
+BOOST_AUTO_TEST_CASE(the_interrupt_flag_stops_a_walk) {
+  const gr::Grammar g = gr::parse("root ::= [a-z]+", "g.gbnf");
+  gr::Recognizer r(g);
+  std::string alts = "root ::= \"x0\"";
+  for (int i = 1; i < 5000; ++i) alts += " | \"x" + std::to_string(i) + "\"";
+  const gr::Grammar big = gr::parse(alts, "g.gbnf");
+  glassbox::raise_interrupt_flag(15);
+  const std::string e = error_of([&] { gr::Recognizer rb(big); });
+  glassbox::clear_interrupt_flag();
+  BOOST_TEST(e.find("interrupted by SIGTERM") != std::string::npos, e);
+  BOOST_TEST(r.accept_text("abc"));
+}
+
 BOOST_AUTO_TEST_SUITE(runs, *boost::unit_test::precondition(gbtest::NeedsShared{}))
 
 BOOST_AUTO_TEST_CASE(yes_or_no_for_every_seed) {
@@ -448,6 +617,58 @@ BOOST_AUTO_TEST_CASE(cli_errors_exit_2_with_one_line) {
     BOOST_TEST(r.err.find(message) != std::string::npos, r.err);
     BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') <= 1, r.err);
   }
+}
+
+// SIGTERM during a run whose every step is a long grammar walk (240,000 alternatives): the walk stops at
+// once (it checks the interrupt flag), and the run ends as any interrupted run does: exit 128+15, the
+// trace closed by an `interrupted` line. (Before, the walk ignored the signal: minutes per step.)
+BOOST_AUTO_TEST_CASE(sigterm_interrupts_a_grammar_walk_in_run) {
+  const auto dir = gbtest::temp_dir("grammar-sigterm");
+  std::string alts = "root ::= \"w0\"";
+  for (int i = 1; i < 240000; ++i) alts += " | \"w" + std::to_string(i) + "\"";
+  gbtest::write_file(dir / "big.gbnf", alts + "\n");
+  std::vector<std::string> args = cat(cat({GLASSBOX_BIN}, run_args()), {"-p", "Hi", "-n", "40", "--grammar", (dir / "big.gbnf").string(),
+                                                                        "--trace", (dir / "t.jsonl").string()});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, (dir / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  BOOST_TEST_REQUIRE(posix_spawn(&pid, GLASSBOX_BIN, &fa, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  // Once the trace is being written (the pipeline is built, generation under way), a moment into a step.
+  auto writing = [&] {
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().filename().string().find("t.jsonl") != std::string::npos && e.is_regular_file() && e.file_size() > 0) return true;  // its header
+    return false;
+  };
+  for (int i = 0; i < 3000 && !writing(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ::kill(pid, SIGTERM);
+  int rc = -1;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) {
+    int st;
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rc == -1) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+  BOOST_TEST(rc == 128 + SIGTERM, gbtest::read_file(dir / "err"));
+  BOOST_TEST(waited < 5.0 * gbtest::kTimeScale);
+  const auto lines = gbtest::read_jsonl(dir / "t.jsonl");
+  BOOST_TEST_REQUIRE(!lines.empty());
+  BOOST_TEST(lines.back()["type"] == "interrupted");
+  fs::remove_all(dir);
 }
 
 // A YAML chain file sets the grammar text inline; a compare strategy names the grammar file.

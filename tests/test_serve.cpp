@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <future>
 #include <map>
 #include <thread>
@@ -87,6 +89,7 @@ class ServerProcess {
     return wait_exit();
   }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
 
  private:
   int wait_exit() {
@@ -742,6 +745,463 @@ BOOST_AUTO_TEST_CASE(classroom_page_streams_tokens_with_bars, *boost::unit_test:
 
 BOOST_AUTO_TEST_CASE(classroom_page_sends_the_api_key_from_its_link, *boost::unit_test::precondition(gbtest::NeedsChromium{})) {
   check_classroom_page(true);
+}
+
+// ---- hostile inputs, round four (issue 46) ----
+
+namespace {
+
+int connect_loopback(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+bool send_all(int fd, const std::string& data) {
+  std::size_t at = 0;
+  while (at < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + at, data.size() - at, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    at += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+// What the server sends until it closes the connection (or `seconds` pass).
+std::string read_until_close(int fd, double seconds) {
+  std::string out;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  char buf[65536];
+  while (std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 100};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+std::string http_post(const std::string& path, const std::string& body, const std::string& extra = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + extra +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+// /health within `seconds` on a fresh connection (what a monitoring probe does).
+bool health_within(int port, double seconds) {
+  httplib::Client c("127.0.0.1", port);
+  const auto t = std::chrono::duration<double>(seconds);
+  c.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
+  c.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
+  c.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(t));
+  auto r = c.Get("/health");
+  return r && r->status == 200;
+}
+long rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+// `glassbox serve ARGS` that must exit by itself: its status and stderr (-1: still running after 30 s, killed).
+std::pair<int, std::string> serve_exits(std::vector<std::string> extra) {
+  const fs::path dir = gbtest::temp_dir("serve-exit");
+  std::vector<std::string> args = {GLASSBOX_BIN, "serve"};
+  for (auto& a : gbtest::stories_args()) args.push_back(a);
+  args.insert(args.end(), extra.begin(), extra.end());
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, (dir / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  posix_spawn(&pid, GLASSBOX_BIN, &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  int rc = -1;
+  for (int i = 0; i < 3000; ++i) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (rc == -1) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  std::string err = gbtest::read_file(dir / "err");
+  fs::remove_all(dir);
+  return {rc, err};
+}
+
+}  // namespace
+
+// A second server on a port in use is refused (httplib's default SO_REUSEPORT let it share the port).
+BOOST_AUTO_TEST_CASE(a_busy_port_is_refused) {
+  ServerProcess s({});
+  const auto [rc, err] = serve_exits({"--port", std::to_string(s.port())});
+  BOOST_TEST(rc == 2, err);
+  BOOST_TEST(err.find("--port " + std::to_string(s.port()) + ": the port is already in use") != std::string::npos, err);
+  BOOST_TEST(std::count(err.begin(), err.end(), '\n') == 1, err);
+  auto c = s.client();
+  check_healthy(c);
+}
+
+// A chunked body obeys --max-body (it was read whole, and a 400 echoed it back); an error quotes at most a
+// short part of the request; GET with a body and POST to nowhere are refused before the body is read.
+BOOST_AUTO_TEST_CASE(bodies_obey_max_body_and_errors_quote_little) {
+  ServerProcess s({"--max-body", "65536"});
+  {
+    const int fd = connect_loopback(s.port());
+    BOOST_TEST_REQUIRE(fd >= 0);
+    std::string req = "POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+    send_all(fd, req);
+    const std::string chunk(60000, 'x');
+    char size[32];
+    std::snprintf(size, sizeof size, "%zx\r\n", chunk.size());
+    for (int i = 0; i < 100 && send_all(fd, size + chunk + "\r\n"); ++i) {
+    }
+    const std::string reply = read_until_close(fd, 10);
+    ::close(fd);
+    BOOST_TEST(reply.rfind("HTTP/1.1 413", 0) == 0, reply.substr(0, 200));
+    BOOST_TEST(reply.size() < 2000u, reply.size());
+    BOOST_TEST(reply.find("65536 bytes (--max-body)") != std::string::npos, reply.substr(0, 400));
+  }
+  auto c = s.client();
+  // A 60 kB prompt with a raw newline: the parse error quotes a short part of it.
+  const std::string bad = "{\"prompt\": \"" + std::string(30000, 'a') + "\n" + std::string(30000, 'b') + "\"}";
+  auto r = c.Post("/completion", bad, "application/json");
+  BOOST_TEST_REQUIRE(static_cast<bool>(r));
+  BOOST_TEST(r->status == 400);
+  BOOST_TEST(r->body.size() < 1000u, r->body.size());
+  BOOST_TEST(json::parse(r->body)["error"]["message"].get<std::string>().find("bytes in all)") != std::string::npos, r->body.substr(0, 600));
+  // A header of 10,000 lines (each within httplib's line limit): refused past 64 KiB, not kept in memory.
+  {
+    const int fd = connect_loopback(s.port());
+    std::string head = "GET /health HTTP/1.1\r\nHost: x\r\n";
+    for (int i = 0; i < 10000; ++i) head += "X-Pad-" + std::to_string(i) + ": " + std::string(40, 'p') + "\r\n";
+    send_all(fd, head + "\r\n");
+    const std::string reply = read_until_close(fd, 10);
+    ::close(fd);
+    BOOST_TEST(reply.rfind("HTTP/1.1 400", 0) == 0, reply.substr(0, 200));
+  }
+  for (const std::string& raw : {std::string("GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n"),
+                                 http_post("/nowhere", std::string(1000, 'x')), http_post("/completion", "", "Content-Length: 99999999\r\n")}) {
+    const int fd = connect_loopback(s.port());
+    send_all(fd, raw);
+    const std::string reply = read_until_close(fd, 5);
+    ::close(fd);
+    BOOST_TEST((reply.rfind("HTTP/1.1 400", 0) == 0 || reply.rfind("HTTP/1.1 404", 0) == 0 || reply.rfind("HTTP/1.1 413", 0) == 0), reply.substr(0, 100));
+  }
+  check_healthy(c);
+}
+
+// /traces/NAME serves only what this server wrote, never through a symbolic link.
+BOOST_AUTO_TEST_CASE(traces_are_only_the_servers_own_and_links_are_not_followed) {
+  const fs::path dir = gbtest::temp_dir("serve-trace-links");
+  ServerProcess s({"--trace-dir", dir.string()});
+  auto c = s.client();
+  gbtest::write_file(dir / "planted.jsonl", "{\"secret\": 1}\n");
+  fs::create_symlink("/etc/hostname", dir / "link.jsonl");
+  for (const char* name : {"planted", "link"}) {
+    auto r = c.Get(std::string("/traces/") + name);
+    BOOST_TEST_REQUIRE(static_cast<bool>(r));
+    BOOST_TEST(r->status == 404, name << ": " << r->body);
+  }
+  const json done = post(c, "/completion", {{"prompt", "Hi"}, {"n_predict", 2}});
+  const std::string url = done["glassbox"]["trace_url"];
+  auto ok = c.Get(url);
+  BOOST_TEST_REQUIRE(static_cast<bool>(ok));
+  BOOST_TEST(ok->status == 200);
+  // The server's own trace replaced by a link: not followed.
+  const fs::path file = dir / (url.substr(std::string("/traces/").size()) + ".jsonl");
+  BOOST_TEST_REQUIRE(fs::exists(file));
+  fs::remove(file);
+  fs::create_symlink("/etc/hostname", file);
+  for (const std::string& u : {url, url + "/view"}) {
+    auto r = c.Get(u);
+    BOOST_TEST_REQUIRE(static_cast<bool>(r));
+    BOOST_TEST(r->status == 404, u << ": " << r->body);
+  }
+  fs::remove_all(dir);
+}
+
+// A non-streamed request whose client hangs up is cancelled at its next step (it kept its slot to the end).
+BOOST_AUTO_TEST_CASE(a_non_streamed_request_whose_client_hangs_up_is_cancelled) {
+  ServerProcess s({"--parallel", "1", "--pace", "50"});
+  const int fd = connect_loopback(s.port());
+  BOOST_TEST_REQUIRE(fd >= 0);
+  send_all(fd, http_post("/completion", json{{"prompt", "Once upon a time"}, {"n_predict", 300}, {"ignore_eos", true}}.dump()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::close(fd);
+  auto c = s.client();
+  bool cancelled = false;
+  for (int i = 0; i < 60 && !cancelled; ++i) {  // 300 paced tokens would take 15 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    auto m = c.Get("/metrics");
+    cancelled = m && m->body.find("glassbox:requests_cancelled_total 1") != std::string::npos;
+  }
+  BOOST_TEST(cancelled);
+  const json next = post(c, "/completion", {{"prompt", "One day"}, {"n_predict", 2}});
+  BOOST_TEST(next["tokens_predicted"] == 2);
+}
+
+// 64 connections that send half a header (and stay) do not delay /health (they held every HTTP thread
+// for the 10 s read timeout); a client's oldest unfinished connections are closed past --client-connections.
+BOOST_AUTO_TEST_CASE(slow_clients_do_not_starve_the_listener) {
+  ServerProcess s({"--client-connections", "16"});
+  std::vector<int> slow;
+  for (int i = 0; i < 64; ++i) {
+    const int fd = connect_loopback(s.port());
+    BOOST_TEST_REQUIRE(fd >= 0);
+    send_all(fd, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ");
+    slow.push_back(fd);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  for (int i = 0; i < 5; ++i) BOOST_TEST(health_within(s.port(), 1.0 * gbtest::kTimeScale), "try " << i);
+  // The oldest were closed: at least 64 - 16 of them read their end of file.
+  int closed = 0;
+  for (int fd : slow) {
+    char b;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0 && ::recv(fd, &b, 1, MSG_DONTWAIT) == 0) ++closed;
+  }
+  BOOST_TEST(closed >= 48, closed);
+  for (int fd : slow) ::close(fd);
+}
+
+// Two requests in one write (HTTP/1.1 pipelining) get two replies, in order (the second was dropped).
+BOOST_AUTO_TEST_CASE(pipelined_requests_are_answered) {
+  ServerProcess s({});
+  const int fd = connect_loopback(s.port());
+  BOOST_TEST_REQUIRE(fd >= 0);
+  send_all(fd, http_post("/tokenize", R"({"content": "Hi"})") + "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  const std::string reply = read_until_close(fd, 10);
+  ::close(fd);
+  const auto first = reply.find("HTTP/1.1 200"), second = reply.find("HTTP/1.1 200", first + 1);
+  BOOST_TEST(first == 0u, reply);
+  BOOST_TEST(second != std::string::npos, reply);
+  BOOST_TEST(reply.find("\"tokens\"") < reply.find(R"({"status":"ok"})"), reply);
+}
+
+// Fields llama.cpp and OpenAI honour: mapped to their stages, or a 400 naming them, never a silent 200.
+BOOST_AUTO_TEST_CASE(honoured_fields_map_to_stages_or_are_refused) {
+  ServerProcess s({});
+  auto c = s.client();
+  struct Mapped {
+    std::string path;
+    json fields;
+    std::string in_chain;
+  };
+  const json chat = json::array({{{"role", "user"}, {"content", "Hi"}}});
+  const std::vector<Mapped> mapped = {
+      {"/completion", {{"repeat_penalty", 1.3}, {"repeat_last_n", 32}}, "repetition-penalty:penalty=1.3:last_n=32"},
+      {"/completion", {{"presence_penalty", 0.5}}, "presence-penalty:penalty=0.5:last_n=64"},
+      {"/v1/completions", {{"frequency_penalty", 0.25}}, "frequency-penalty:penalty=0.25:last_n=64"},
+      {"/completion", {{"dry_multiplier", 0.8}, {"dry_sequence_breakers", {"\n", "|"}}}, "dry:multiplier=0.8:base=1.75:allowed_length=2:last_n=-1:breakers=\\n|\\|"},
+      {"/completion", {{"xtc_probability", 0.5}, {"xtc_threshold", 0.2}}, "xtc:probability=0.5:threshold=0.2"},
+      {"/completion", {{"mirostat", 2}, {"mirostat_tau", 4.0}}, "temperature:0.8,mirostat-v2:tau=4.0:eta=0.1"},
+      {"/completion", {{"top_n_sigma", 1.5}}, "top-n-sigma:1.5"},
+      {"/completion", {{"dynatemp_range", 0.5}}, "dynamic-temperature:temperature=0.8:range=0.5:exponent=1.0"},
+      {"/completion", {{"top_p", 0}}, "top-k:40,top-k:1,min-p"},
+      {"/v1/chat/completions", {{"top_p", 0}, {"messages", chat}}, "top-k:1"},
+  };
+  for (const auto& m : mapped) {
+    json body = m.fields;
+    if (!body.contains("messages")) body["prompt"] = "Hi";
+    body["n_predict"] = 2;
+    const json r = post(c, m.path, body);
+    BOOST_TEST(r["glassbox"]["sampler"].get<std::string>().find(m.in_chain) != std::string::npos, m.fields.dump() << ": " << r["glassbox"]["sampler"]);
+  }
+  // max_tokens on /completion, n_predict on /v1/*.
+  BOOST_TEST(post(c, "/completion", {{"prompt", "Hi"}, {"max_tokens", 3}, {"ignore_eos", true}})["tokens_predicted"] == 3);
+  BOOST_TEST(post(c, "/v1/completions", {{"prompt", "Hi"}, {"n_predict", 3}, {"ignore_eos", true}})["usage"]["completion_tokens"] == 3);
+  const std::vector<std::pair<json, std::string>> refused = {
+      {{{"n", 2}}, "'n'"}, {{{"best_of", 3}}, "'best_of'"}, {{{"echo", true}}, "'echo'"},
+      {{{"prompt", {"one", "two"}}}, "a list of 2 prompts"}, {{{"tools", {{{"type", "function"}}}}}, "'tools'"},
+      {{{"tool_choice", "auto"}}, "'tool_choice'"}, {{{"suffix", "end"}}, "'suffix'"}, {{{"mirostat", 1}}, "'mirostat'"},
+      {{{"tfs_z", 0.9}}, "'tfs_z'"}, {{{"min_keep", 5}}, "'min_keep'"}, {{{"repeat_penalty", 0}}, "'repeat_penalty'"},
+  };
+  for (const auto& [fields, name] : refused) {
+    json body = {{"prompt", "Hi"}, {"n_predict", 2}};
+    body.update(fields);
+    for (const char* path : {"/completion", "/v1/completions"}) {
+      const json e = post(c, path, body, 400);
+      BOOST_TEST(e["error"]["message"].get<std::string>().find(name) != std::string::npos, path << " " << fields.dump() << ": " << e.dump());
+    }
+  }
+  // Harmless values of the same fields are accepted.
+  post(c, "/v1/completions", {{"prompt", {"Hi"}}, {"n", 1}, {"best_of", 1}, {"echo", false}, {"n_predict", 1}});
+}
+
+// OpenAI's shapes: delta.role in the first streamed chat chunk, GET /v1/models/{id}; --cors; no install paths
+// in errors; grammars past their bounds are 400s naming the limit.
+BOOST_AUTO_TEST_CASE(openai_shapes_cors_and_grammar_limits) {
+  ServerProcess s({"--cors", "http://example.org", "--alias", "tiny", "--max-body", "8000000"});
+  auto c = s.client();
+  auto r = c.Post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 3}, {"stream", true}}.dump(),
+                  "application/json");
+  BOOST_TEST_REQUIRE(static_cast<bool>(r));
+  const auto ev = sse_events(r->body);
+  BOOST_TEST_REQUIRE(ev.size() >= 2u);
+  BOOST_TEST(ev[0]["choices"][0]["delta"]["role"] == "assistant", ev[0].dump());
+  for (std::size_t i = 1; i + 1 < ev.size(); ++i) BOOST_TEST(!ev[i]["choices"][0]["delta"].contains("role"));
+  BOOST_TEST(r->get_header_value("Access-Control-Allow-Origin") == "http://example.org");
+  auto m = c.Get("/v1/models/tiny");
+  BOOST_TEST_REQUIRE(static_cast<bool>(m));
+  BOOST_TEST(m->status == 200);
+  BOOST_TEST(json::parse(m->body)["id"] == "tiny");
+  auto nm = c.Get("/v1/models/other");
+  BOOST_TEST_REQUIRE(static_cast<bool>(nm));
+  BOOST_TEST(nm->status == 404);
+  BOOST_TEST(json::parse(nm->body)["error"]["code"] == "model_not_found");
+  auto pre = c.Options("/v1/chat/completions");
+  BOOST_TEST_REQUIRE(static_cast<bool>(pre));
+  BOOST_TEST(pre->status == 204);
+  BOOST_TEST(pre->get_header_value("Access-Control-Allow-Headers").find("Authorization") != std::string::npos);
+  // An error raised inside a module names the module's file, not the folder it is installed in.
+  const fs::path plugins = fs::path(GLASSBOX_BIN).parent_path();
+  const json e = post(c, "/completion", {{"prompt", "Hi"}, {"sampler", "top-k:-3"}}, 400);
+  const std::string msg = e["error"]["message"];
+  BOOST_TEST(msg.find(plugins.string()) == std::string::npos, msg);
+  BOOST_TEST(msg.find(fs::canonical(plugins).string()) == std::string::npos, msg);
+  // A module that throws (a std::exception: the registry names the module with its path): only its file's name.
+  {
+    const fs::path dir = fs::path(GLASSBOX_TEST_PLUGIN_DIR) / "throwing";
+    ServerProcess t({"--plugin-path", dir.string()});
+    auto tc = t.client();
+    auto r = tc.Post("/completion", json{{"prompt", "Hi"}, {"n_predict", 2}, {"sampler", "throwing"}}.dump(), "application/json");
+    BOOST_TEST_REQUIRE(static_cast<bool>(r));
+    const std::string m = json::parse(r->body)["error"]["message"];
+    BOOST_TEST(m.find("throwing.so") != std::string::npos, m);
+    BOOST_TEST(m.find(dir.string()) == std::string::npos, m);
+    BOOST_TEST(m.find(fs::canonical(dir).string()) == std::string::npos, m);
+  }
+  // Grammars and schemas past their bounds: a 400 naming the limit, quickly; /health stays up.
+  std::string big = "root ::=";
+  for (int i = 0; i < 4; ++i) big += " \"abcdefghij\"{100000}";
+  const json g1 = post(c, "/completion", {{"prompt", "Hi"}, {"n_predict", 2}, {"grammar", big}}, 400);
+  BOOST_TEST(g1["error"]["message"].get<std::string>().find("4000000 elements") != std::string::npos, g1.dump());
+  std::string alts = "root ::= \"w0\"";
+  for (int i = 1; i < 300000; ++i) alts += " | \"w" + std::to_string(i) + "\"";
+  const json g2 = post(c, "/completion", {{"prompt", "Hi"}, {"n_predict", 2}, {"grammar", alts}}, 400);
+  BOOST_TEST(g2["error"]["message"].get<std::string>().find("limit on stacks per step") != std::string::npos, g2.dump().substr(0, 500));
+  json nested = {{"type", "integer"}};
+  for (int i = 0; i < 60; ++i) nested = {{"type", "array"}, {"items", nested}};
+  auto g3 = c.Post("/completion", json{{"prompt", "Hi"}, {"n_predict", 4}, {"json_schema", nested}}.dump(), "application/json");
+  BOOST_TEST_REQUIRE(static_cast<bool>(g3));
+  BOOST_TEST((g3->status == 200 || g3->status == 400), g3->body);
+  auto g4 = c.Post("/completion", json{{"prompt", "Hi"}, {"n_predict", 4}, {"grammar", R"(root ::= (("a"{0,10}){0,10}){0,10})"}}.dump(), "application/json");
+  BOOST_TEST_REQUIRE(static_cast<bool>(g4));
+  BOOST_TEST((g4->status == 200 || g4->status == 400), g4->body);
+  check_healthy(c);
+}
+
+// Load and abuse on loopback for a bounded time: slow clients, clients that hang up, chunked and oversized
+// bodies, hostile grammars and schemas, links in the trace folder, wrong API keys, a second server on the
+// port; /health answers within a second throughout and memory stays bounded. Stops by itself.
+BOOST_AUTO_TEST_CASE(load_and_abuse) {
+  const fs::path dir = gbtest::temp_dir("serve-abuse");
+  ServerProcess s({"--api-key", "k", "--trace-dir", dir.string(), "--parallel", "2", "--queue", "4", "--max-body", "100000",
+                   "--client-connections", "8", "--request-timeout", "3"});
+  const long rss0 = rss_kib(s.pid());
+  std::atomic<bool> stop{false};
+  std::atomic<int> done{0};
+  const std::string auth = "Authorization: Bearer k\r\n";
+  std::string alts = "root ::= \"w0\"";
+  for (int i = 1; i < 20000; ++i) alts += " | \"w" + std::to_string(i) + "\"";
+  std::vector<std::string> hostile = {
+      http_post("/completion", json{{"prompt", "Hi"}, {"n_predict", 4}, {"grammar", R"(root ::= (("a"{0,10}){0,10}){0,10})"}}.dump(), auth),
+      http_post("/completion", json{{"prompt", "Hi"}, {"n_predict", 4}, {"grammar", alts}}.dump(), auth),
+      http_post("/completion", json{{"prompt", "Hi"}, {"n_predict", 4}, {"json_schema", json::parse(std::string(40, '[') + "1" + std::string(40, ']'))}}.dump(), auth),
+      http_post("/completion", R"({"prompt": "Hi", "n_predict": 2})", "Authorization: Bearer wrong\r\n"),
+      http_post("/completion", json{{"prompt", std::string(200000, 'a')}}.dump(), auth),
+      http_post("/v1/chat/completions", json{{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"n", 3}}.dump(), auth),
+  };
+  std::vector<std::thread> workers;
+  // Slow clients: half a header each, renewed as they are closed.
+  workers.emplace_back([&] {
+    std::vector<int> fds;
+    while (!stop) {
+      for (int i = 0; i < 4; ++i) {
+        const int fd = connect_loopback(s.port());
+        if (fd >= 0) send_all(fd, "POST /completion HTTP/1.1\r\nHost: x\r\nContent-Le"), fds.push_back(fd);
+      }
+      while (fds.size() > 40) ::close(fds.front()), fds.erase(fds.begin());
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ++done;
+    }
+    for (int fd : fds) ::close(fd);
+  });
+  // Clients that hang up mid-request (streamed and not), chunked bodies over --max-body, hostile requests.
+  workers.emplace_back([&] {
+    for (int i = 0; !stop; ++i) {
+      const int fd = connect_loopback(s.port());
+      if (fd < 0) continue;
+      if (i % 3 == 0) {
+        send_all(fd, http_post("/completion", json{{"prompt", "Once"}, {"n_predict", 200}, {"stream", i % 2 == 0}, {"ignore_eos", true}}.dump(), auth));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      } else if (i % 3 == 1) {
+        send_all(fd, "POST /completion HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n");
+        const std::string chunk = "8000\r\n" + std::string(0x8000, 'x') + "\r\n";
+        for (int k = 0; k < 40 && send_all(fd, chunk); ++k) {
+        }
+        read_until_close(fd, 3);
+      } else {
+        send_all(fd, hostile[static_cast<std::size_t>(i / 3) % hostile.size()]);
+        read_until_close(fd, 10);
+      }
+      ::close(fd);
+      ++done;
+    }
+  });
+  // Links planted in the trace folder, asked for.
+  workers.emplace_back([&] {
+    for (int i = 0; !stop; ++i) {
+      std::error_code ec;
+      fs::create_symlink("/etc/hostname", dir / ("1-link" + std::to_string(i) + ".jsonl"), ec);
+      httplib::Client c("127.0.0.1", s.port());
+      c.set_read_timeout(5);
+      auto r = c.Get("/traces/1-link" + std::to_string(i), {{"Authorization", "Bearer k"}});
+      if (r) BOOST_TEST(r->status == 404);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      ++done;
+    }
+  });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(12);
+  int probes = 0, late = 0;
+  double slowest = 0;  // ms
+  while (std::chrono::steady_clock::now() < until) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!health_within(s.port(), 1.0 * gbtest::kTimeScale)) ++late;
+    slowest = std::max(slowest, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ++probes;
+    if (probes == 10) {
+      const auto [rc, err] = serve_exits({"--port", std::to_string(s.port())});  // a second server on the port
+      BOOST_TEST(rc == 2, err);
+    }
+    std::this_thread::sleep_until(t0 + std::chrono::milliseconds(250));
+  }
+  stop = true;
+  for (auto& t : workers) t.join();
+  BOOST_TEST(late == 0, late << " of " << probes << " /health probes took over a second");
+  BOOST_TEST(done > 30, done.load());
+  const long rss1 = rss_kib(s.pid());
+  BOOST_TEST(rss1 - rss0 < 300 * 1024, "RSS " << rss0 << " KiB -> " << rss1 << " KiB");
+  BOOST_TEST_MESSAGE("load_and_abuse: " << probes << " /health probes, " << late << " late, the slowest " << slowest << " ms; " << done.load() << " abusive rounds; RSS "
+                                        << rss0 << " KiB -> " << rss1 << " KiB");
+  auto c = s.client();
+  const json ok = post(c, "/completion", {{"prompt", "Hi"}, {"n_predict", 2}}, 401);
+  BOOST_TEST(ok["error"]["type"] == "authentication_error");
+  BOOST_TEST(s.stop() == 0, s.stderr_text());
+  fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -37,6 +37,9 @@ seed fuzz_trace trace tests/golden/*.jsonl
 seed fuzz_config config
 seed fuzz_encode encode README.md docs/tour.md
 seed fuzz_shard shard
+seed fuzz_grammar grammar docs/grammars/*.gbnf
+seed fuzz_json_schema json_schema docs/grammars/*.json
+seed fuzz_serve_request serve_request
 seed fuzz_import import "$shared"/golden/engines/*/*.json "$shared"/golden/engines/*/*.jsonl "$shared"/golden/engines/*/*.npy \
   "$shared"/golden/engines/*/*.kld "$shared"/golden/engines/*/*.sse
 # fuzz_encode's vocabularies besides its built-in two (targets.hpp): SentencePiece from a GGUF file's metadata
