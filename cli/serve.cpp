@@ -1346,7 +1346,7 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
 
   // Runs the generation; `emit(piece, id, entry, step)` is called for each generated piece (stream: sends
   // a chunk and returns false when the client is gone). Returns the finished response object.
-  auto run = [this, r, p, slot, trace_id, trace_url, trace_path, cmpl_id, created, chat, api, conn_fd](
+  auto run = [this, r, p, slot, trace_id, trace_url, trace_path, cmpl_id, created, chat, api, conn_fd, warnings](
                  const std::function<bool(const std::string&, std::int32_t, const Json&, const Json&)>& emit) -> Json {
     const Tokenizer& tok = *p->tokenizer;
     ++metrics_.processing;
@@ -1446,6 +1446,9 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
                     {"predicted_per_second", predicted_ms > 0 ? 1000.0 * sum.generated / predicted_ms : 0.0}};
     Json gb = {{"trace_url", trace_url}, {"seed", p->seed}, {"sampler", r->chain}, {"stop_reason", sum.stop_reason},
               {"decode_tok_s", sum.decode_tok_s}};
+    // What `glassbox run` would warn about on stderr (a stage that changes nothing, a stage after the
+    // selecting one): the client has no stderr, so the response says it.
+    if (!warnings.empty()) gb["warnings"] = warnings;
     const std::string finish = sum.stop_reason == "stop_token" || sum.stop_reason == "stop_text" ? "stop" : "length";
     Json usage = {{"completion_tokens", sum.generated}, {"prompt_tokens", prompt_n}, {"total_tokens", prompt_n + sum.generated}};
     (void)trace_id;

@@ -1039,6 +1039,11 @@ BOOST_AUTO_TEST_CASE(honoured_fields_map_to_stages_or_are_refused) {
   }
   // Harmless values of the same fields are accepted.
   post(c, "/v1/completions", {{"prompt", {"Hi"}}, {"n", 1}, {"best_of", 1}, {"echo", false}, {"n_predict", 1}});
+  // A stage that changes nothing is said in the response, as run says it on stderr (issue #45).
+  const json noop = post(c, "/completion", {{"prompt", "Hi"}, {"n_predict", 2}, {"sampler", "xtc"}});
+  BOOST_TEST_REQUIRE(noop["glassbox"].contains("warnings"), noop.dump());
+  BOOST_TEST(noop["glassbox"]["warnings"].dump().find("sampler stage 'xtc' changes nothing") != std::string::npos, noop.dump());
+  BOOST_TEST(!post(c, "/completion", {{"prompt", "Hi"}, {"n_predict", 2}})["glassbox"].contains("warnings"));
 }
 
 // OpenAI's shapes: delta.role in the first streamed chat chunk, GET /v1/models/{id}; --cors; no install paths
