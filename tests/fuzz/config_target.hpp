@@ -11,19 +11,23 @@ namespace gbfuzz {
 
 // A config file: the options it sets (cli::read_config), then what open_session builds from them before
 // and besides the model: every plugin resolved (cli::check_plugins), the attention store for a small model
-// shape, the logit-bias ids checked, and the sampler chain run for a few steps. The config's plugin_path is
+// shape, the chain made for a 64-token vocabulary (logit-bias checks its ids) and run for a few steps. The config's plugin_path is
 // not loaded (modules are trusted code, docs/reliability.md) and its files are not opened.
 inline int config(const std::uint8_t* data, std::size_t size) {
   TempFile f(data, size, "config.yaml");
   try {
     const glassbox::cli::RunOptions opt = glassbox::cli::read_config(f.path().string());
     std::vector<std::string> warnings;
-    auto stages = glassbox::cli::check_plugins(registry(), opt.tokenizer, opt, warnings);
+    glassbox::cli::check_plugins(registry(), opt.tokenizer, opt, warnings);
     constexpr int kVocab = 64;
     auto kv = registry().make_attention(opt.attention, glassbox::AttentionShape{1, 2, 1, 4, 32});
     glassbox::KvState state;
     kv->describe(state);
-    glassbox::check_token_ids(stages, kVocab);
+    // The chain as a run over a 64-token model makes it: its stages check themselves against the
+    // vocabulary they are given (logit-bias's ids).
+    glassbox::PluginContext context;
+    context.vocab_size = kVocab;
+    auto stages = glassbox::check_run_spec(registry(), glassbox::cli::run_spec(opt), warnings, context);
     glassbox::SamplerChain chain(std::move(stages), kVocab, opt.seed.value_or(1));
     std::vector<float> logits(kVocab);
     glassbox::StageRecorder recorder(chain, kVocab, 5);
