@@ -260,7 +260,10 @@ BOOST_AUTO_TEST_CASE(a_near_tie_under_argmax_is_not_a_regression) {
   auto g = load(greedy_basic_trace());
   json& s = g[1 + 3];
   s["top"][1]["logit"] = s["top"][0]["logit"].get<double>() - 1e-6;
-  s["top"][1]["prob"] = s["top"][0]["prob"];
+  // equal probabilities too, their sum kept (a step's listed mass stays at most 1: trace_validate's rule)
+  const double tied = (s["top"][0]["prob"].get<double>() + s["top"][1]["prob"].get<double>()) / 2;
+  s["top"][0]["prob"] = tied;
+  s["top"][1]["prob"] = tied;
   auto n = g;
   n.resize(1 + 4);  // the new run stops after its step 3
   n[0]["max_tokens"] = 4;

@@ -125,8 +125,9 @@ struct EventData {
 void make_event(EventData& d, int v) {
   std::mt19937 g(v + 1);
   d.input = v % 2 ? std::vector<std::int32_t>{0, 1, 2} : std::vector<std::int32_t>{3};
-  for (int i = 0; i < 6; ++i) d.top.push_back({(i + v) % 6, nice(g, 5), std::abs(nice(g, 0.3f))});
-  // (a valid step, as a reader checks it: top sorted by logit, log-probabilities <= 0, probabilities <= 1)
+  for (int i = 0; i < 6; ++i) d.top.push_back({(i + v) % 6, nice(g, 5), std::abs(nice(g, 0.04f))});
+  // (a valid step, as a reader checks it: top sorted by logit, log-probabilities <= 0, probabilities that
+  // sum to at most 1: six of |N(0, 0.04)|)
   std::sort(d.top.begin(), d.top.end(), [](const auto& a, const auto& b) { return a.logit > b.logit; });
   if (v % 3 == 0)
     for (int i = 0; i < 50; ++i) d.logits.push_back(nice(g, 8));

@@ -84,10 +84,24 @@ void check_draft_vocabulary(const Tokenizer& target, int target_vocab, const std
     const TokenType k = t.token_type(id);
     return k == TokenType::Control || k == TokenType::Unknown || id == t.bos_id() || id == t.eos_id();
   };
+  // A SentencePiece vocabulary in a GGUF spells a space as U+2581 ("▁t"), llama2.c's tokenizer.bin as a
+  // space (" t"): the same text, in two spellings.
+  auto text = [](std::string_view piece) {
+    std::string out;
+    for (std::size_t i = 0; i < piece.size(); ++i) {
+      if (piece.compare(i, 3, "\xE2\x96\x81") == 0) {
+        out += ' ';
+        i += 2;
+      } else {
+        out += piece[i];
+      }
+    }
+    return out;
+  };
   for (std::int32_t id = 0; id < target.vocab_size(); ++id) {
     const bool sd = special(draft, id), st = special(target, id);
     if (sd && st) continue;  // both special: their texts are each file's own spelling
-    if (sd != st || draft.piece(id) != target.piece(id))
+    if (sd != st || text(draft.piece(id)) != text(target.piece(id)))
       throw ConfigError(both + " have different vocabularies (token " + std::to_string(id) + " is '" +
                         printable_text(draft.piece(id)) + "' in the draft's, '" + printable_text(target.piece(id)) +
                         "' in the target's): speculative decoding needs the same tokens in both" + hint);
