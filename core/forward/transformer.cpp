@@ -8,6 +8,7 @@
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
 #include "glassbox/forward/transformer.hpp"
+#include "thread_pool.hpp"
 
 namespace glassbox {
 
@@ -116,7 +117,7 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     if (a.post_norms) k::rmsnorm_rows(s_.xb.data(), s_.xb.data(), lw.post_att_norm.f32(), N, dim, cfg_.norm_eps);
     // x = x + xb
     k::add(s_.x.data(), s_.xb.data(), N * dim);
-    if (lens && lens->inside) lens_row(lens, per_layer * l, n);  // the lens inside the block: after attention
+    if (lens && lens->inside) lens_row(lens, per_layer * l, n - 1);  // the lens inside the block: after attention
 
     // ---- feed-forward block ----
     // xb = Norm(x)
@@ -127,7 +128,7 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
     if (a.post_norms) k::rmsnorm_rows(s_.xb.data(), s_.xb.data(), lw.post_ffn_norm.f32(), N, dim, cfg_.norm_eps);
     // x = x + xb
     k::add(s_.x.data(), s_.xb.data(), N * dim);
-    if (lens) lens_row(lens, per_layer * l + per_layer - 1, n);  // the lens after block l + 1
+    if (lens) lens_row(lens, per_layer * l + per_layer - 1, n - 1);  // the lens after block l + 1
   }
 
   // logits = Norm(x_last) · Wclsᵀ  (only the last position predicts;  c·tanh(logits/c) for Gemma 2)
@@ -136,37 +137,139 @@ std::span<const float> Transformer::forward(std::span<const std::int32_t> tokens
   return {s_.logits.data(), s_.logits.size()};
 }
 
+std::span<const float> Transformer::forward_batch(std::span<const BatchRow> rows) {
+  const int n = static_cast<int>(rows.size());
+  if (n < 1 || n > max_block_) throw InputError("forward_batch: " + std::to_string(n) + " rows (expected 1.." + std::to_string(max_block_) + ")");
+  const ArchDescription& a = cfg_.arch;
+  const std::size_t dim = cfg_.dim, N = n, vocab = cfg_.vocab_size;
+  for (const BatchRow& r : rows) {
+    if (!r.kv) throw InputError("forward_batch: a row without a K/V store");
+    if (r.pos < 0 || r.pos >= cfg_.seq_len)
+      throw InputError("forward_batch: position " + std::to_string(r.pos) + " outside the context length " + std::to_string(cfg_.seq_len));
+    if (r.lens) {
+      const std::size_t points = static_cast<std::size_t>(cfg_.n_layers) * (r.lens->inside ? 2 : 1);
+      if (r.lens->rows.shape(0) != points || r.lens->rows.shape(1) != dim) r.lens->rows = xt::zeros<float>({points, dim});
+    }
+  }
+  const std::size_t seq = cfg_.seq_len;
+  if (s_.scores.size() < seq * k::threads()) s_.scores.assign(seq * k::threads(), 0.0f);
+  if (s_.heads.shape(0) < N) {  // the first batch this wide: its buffers, once
+    s_.heads = xt::zeros<float>({N, dim});
+    s_.batch_logits = xt::zeros<float>({N, vocab});
+  }
+  if (s_.row_spans.size() < N) s_.row_spans.resize(N);
+  s_.row_dots.assign(N, 0);
+  dots_ = 0;
+  last_block_ = 0;
+  std::byte* xq = s_.xq.data();
+
+  // x_b = E[token_b]  (each at its own position for learned positions)
+  for (std::size_t b = 0; b < N; ++b) embed_row(b, rows[b].token, rows[b].pos);
+
+  for (int l = 0; l < cfg_.n_layers; ++l) {
+    const LayerWeights& lw = w_.layers[l];
+    // ---- attention block: the products over all rows at once, attention per row over its own store ----
+    norm(s_.xb.data(), s_.x.data(), lw.rms_att, lw.att_norm_bias, N);
+    qkv_and_position(lw, l, 0, N, xq, rows);
+    attention_rows(l, rows);
+    k::matmul(s_.xb.data(), s_.att.data(), lw.wo, N, xq);
+    if (a.out_bias) k::add_bias(s_.xb.data(), lw.bo.f32(), N, dim);
+    if (a.post_norms) k::rmsnorm_rows(s_.xb.data(), s_.xb.data(), lw.post_att_norm.f32(), N, dim, cfg_.norm_eps);
+    k::add(s_.x.data(), s_.xb.data(), N * dim);
+    for (std::size_t b = 0; b < N; ++b)
+      if (rows[b].lens && rows[b].lens->inside) lens_row(rows[b].lens, 2 * l, static_cast<int>(b));
+    // ---- feed-forward block, over all rows ----
+    norm(s_.xb.data(), s_.x.data(), lw.rms_ffn, lw.ffn_norm_bias, N);
+    ffn(lw, N, xq);
+    if (a.post_norms) k::rmsnorm_rows(s_.xb.data(), s_.xb.data(), lw.post_ffn_norm.f32(), N, dim, cfg_.norm_eps);
+    k::add(s_.x.data(), s_.xb.data(), N * dim);
+    for (std::size_t b = 0; b < N; ++b)
+      if (rows[b].lens) lens_row(rows[b].lens, rows[b].lens->inside ? 2 * l + 1 : l, static_cast<int>(b));
+  }
+
+  // logits_b = Norm(x_b) · Wclsᵀ for every row: the classifier, the largest matrix, read once too
+  for (std::size_t b = 0; b < N; ++b) {
+    if (a.norm == NormKind::LayerNorm)
+      k::layernorm_scalar(&s_.heads(b, 0), &s_.x(b, 0), w_.rms_final.f32(), w_.final_norm_bias.data ? w_.final_norm_bias.f32() : nullptr,
+                          dim, cfg_.norm_eps);
+    else
+      k::rmsnorm(&s_.heads(b, 0), &s_.x(b, 0), w_.rms_final.f32(), dim, cfg_.norm_eps);
+  }
+  k::matmul(s_.batch_logits.data(), s_.heads.data(), w_.wcls, N, xq);
+  if (cfg_.final_softcap > 0) k::softcap(s_.batch_logits.data(), N * vocab, cfg_.final_softcap);
+  for (const std::int64_t d : s_.row_dots) dots_ += d;
+  return {s_.batch_logits.data(), N * vocab};
+}
+
+// Each row writes its k, v into its own store, then attends over what that store holds (the solo decode
+// path: one query position). Rows go to the threads; a row whose trace observes attention runs on this
+// thread, as solo decode's observed position does (what its observer throws reaches the caller).
+void Transformer::attention_rows(int l, std::span<const BatchRow> rows) {
+  const std::size_t N = rows.size(), seq = cfg_.seq_len;
+  for (std::size_t b = 0; b < N; ++b) {
+    rows[b].kv->write(l, rows[b].pos, 1, &s_.k(b, 0), &s_.v(b, 0));
+    s_.row_spans[b].clear();
+    rows[b].kv->view(l, s_.row_spans[b]);
+  }
+  struct Ctx {
+    Transformer* self;
+    AttentionShape shape;
+    const AttentionRule* rule;
+    std::span<const BatchRow> rows;
+    int layer;
+    std::size_t seq;
+    bool observed_here;  // pass 1: observed rows only (this thread); pass 2: the rest (threads)
+  } ctx{this, cfg_.attention_shape(), &s_.layer_rule[static_cast<std::size_t>(l)], rows, l, seq, true};
+  auto one = [](const void* p, std::size_t b, int slot) {
+    const auto& c = *static_cast<const Ctx*>(p);
+    RunState& s = c.self->s_;
+    const BatchRow& r = c.rows[b];
+    if ((r.observer != nullptr) != c.observed_here) return;
+    s.row_dots[b] += attend(c.shape, *c.rule, s.row_spans[b], c.layer, r.pos, &s.q(b, 0), &s.att(b, 0), s.scores.data() + static_cast<std::size_t>(slot) * c.seq,
+                           r.observer);
+  };
+  for (std::size_t b = 0; b < N; ++b) one(&ctx, b, 0);
+  ctx.observed_here = false;
+  const std::int64_t macs = static_cast<std::int64_t>(N) * cfg_.q_dim() * (rows[0].pos + 1);
+  const int slots = static_cast<int>(s_.scores.size() / seq);
+  if (N >= 2 && k::threads() >= 2 && slots >= k::threads() && macs >= (1 << 14)) k::pool().run(N, one, &ctx);
+  else
+    for (std::size_t b = 0; b < N; ++b) one(&ctx, b, 0);
+}
+
 void Transformer::block_logits(int row, float* out) {
   if (row < 0 || row >= last_block_)
     throw InputError("block_logits: row " + std::to_string(row) + " outside the last block of " + std::to_string(last_block_) + " positions");
   head(&s_.x(row, 0), out);
 }
 
-void Transformer::lens_row(LensCapture* lens, std::size_t row, int n) const {
-  std::copy_n(&s_.x(n - 1, 0), static_cast<std::size_t>(cfg_.dim), &lens->rows(row, 0));
+void Transformer::lens_row(LensCapture* lens, std::size_t point, int row) const {
+  std::copy_n(&s_.x(row, 0), static_cast<std::size_t>(cfg_.dim), &lens->rows(point, 0));
 }
 
 void Transformer::embed(std::span<const std::int32_t> tokens, int pos) {
+  for (std::size_t t = 0; t < tokens.size(); ++t) embed_row(t, tokens[t], pos + static_cast<int>(t));
+}
+
+// Row t of the block: x_t = E[token] (·√dim for Gemma; + P[p] for learned positions), p its position.
+void Transformer::embed_row(std::size_t t, std::int32_t token, int p) {
   const ArchDescription& a = cfg_.arch;
   const std::size_t dim = cfg_.dim;
-  for (std::size_t t = 0; t < tokens.size(); ++t) {
-    if (tokens[t] < 0 || tokens[t] >= cfg_.vocab_size)
-      throw InputError("forward: token id " + std::to_string(tokens[t]) + " outside the vocabulary 0.." + std::to_string(cfg_.vocab_size - 1));
-    float* x = &s_.x(t, 0);
-    // x = E[token]
-    k::embedding_row(x, w_.token_embedding, tokens[t]);
-    // x = x·√dim   (Gemma: the embedding is shared with the classifier, so it is stored small)
-    if (a.embed_scale) k::scale(x, dim, std::sqrt(static_cast<float>(dim)));
-    // x = x + P[pos]   (learned absolute positions: a table as long as the training context)
-    if (a.position == PositionKind::Learned) {
-      const int p = pos + static_cast<int>(t);
-      if (p >= cfg_.train_ctx)
-        throw InputError("forward: position " + std::to_string(p) + " is past the learned position table of " +
-                         std::to_string(cfg_.train_ctx) + " positions");
-      float* row = &s_.xb(t, 0);
-      k::embedding_row(row, w_.position_embedding, p);
-      k::add(x, row, dim);
-    }
+  if (token < 0 || token >= cfg_.vocab_size)
+    throw InputError("forward: token id " + std::to_string(token) + " outside the vocabulary 0.." + std::to_string(cfg_.vocab_size - 1));
+  float* x = &s_.x(t, 0);
+  // x = E[token]
+  k::embedding_row(x, w_.token_embedding, token);
+  // x = x·√dim   (Gemma: the embedding is shared with the classifier, so it is stored small)
+  if (a.embed_scale) k::scale(x, dim, std::sqrt(static_cast<float>(dim)));
+  // x = x + P[pos]   (learned absolute positions: a table as long as the training context)
+  if (a.position == PositionKind::Learned) {
+    if (p >= cfg_.train_ctx)
+      throw InputError("forward: position " + std::to_string(p) + " is past the learned position table of " +
+                       std::to_string(cfg_.train_ctx) + " positions");
+    float* row = &s_.xb(t, 0);
+    k::embedding_row(row, w_.position_embedding, p);
+    k::add(x, row, dim);
   }
 }
 
@@ -177,7 +280,8 @@ void Transformer::norm(float* out, const float* x, const Tensor& gain, const Ten
     k::rmsnorm_rows(out, x, gain.f32(), rows, cfg_.dim, cfg_.norm_eps);
 }
 
-void Transformer::qkv_and_position(const LayerWeights& lw, int layer, int pos, std::size_t N, std::byte* xq) {
+void Transformer::qkv_and_position(const LayerWeights& lw, int layer, int pos, std::size_t N, std::byte* xq,
+                                   std::span<const BatchRow> batch) {
   const ArchDescription& a = cfg_.arch;
   const std::size_t hs = cfg_.head_size(), qd = cfg_.q_dim(), kvd = cfg_.kv_dim();
   if (a.fused_qkv) {
@@ -206,9 +310,13 @@ void Transformer::qkv_and_position(const LayerWeights& lw, int layer, int pos, s
     k::rmsnorm_rows(s_.q.data(), s_.q.data(), lw.q_norm.f32(), N * cfg_.n_heads, hs, cfg_.norm_eps);
     k::rmsnorm_rows(s_.k.data(), s_.k.data(), lw.k_norm.f32(), N * cfg_.n_kv_heads, hs, cfg_.norm_eps);
   }
-  // RoPE: rotate each (q, k) pair by the angle of its position (learned positions entered at the embedding)
-  if (a.position != PositionKind::Learned)
-    rotate(s_.q.data(), s_.k.data(), &s_.rope[static_cast<std::size_t>(s_.layer_rope[layer])](pos, 0), N);
+  // RoPE: rotate each (q, k) pair by the angle of its position (learned positions entered at the embedding);
+  // a batch's rows each at their own sequence's position
+  if (a.position == PositionKind::Learned) return;
+  const auto& table = s_.rope[static_cast<std::size_t>(s_.layer_rope[layer])];
+  if (batch.empty()) rotate(s_.q.data(), s_.k.data(), &table(pos, 0), N);
+  else
+    for (std::size_t b = 0; b < N; ++b) rotate(&s_.q(b, 0), &s_.k(b, 0), &table(batch[b].pos, 0), 1);
 }
 
 void Transformer::rotate(float* q, float* k, const float* cos_sin, std::size_t N) const {

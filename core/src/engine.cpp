@@ -181,6 +181,18 @@ bool SampledStrategy::fit_context(DecodeRun& run, bool& refill) {
 }
 
 bool SampledStrategy::advance(DecodeRun& run) {
+  BatchRow row;
+  switch (begin_step(run, row)) {
+    case Step::Ended: return false;
+    case Step::Done: return true;
+    case Step::Forward: break;
+  }
+  // one token at one position: run_blocks' single block, observed
+  end_step(run, run.run_blocks(row.pos, row.pos + 1, true, &dots_), 0);
+  return true;
+}
+
+SampledStrategy::Step SampledStrategy::begin_step(DecodeRun& run, BatchRow& row) {
   if (step_ == 0) {
     // ---- PREFILL: every prompt position through the model, in blocks; the last distribution picks ----
     const auto t0 = DecodeRun::Clock::now();
@@ -192,27 +204,40 @@ bool SampledStrategy::advance(DecodeRun& run) {
     run.prefill_ms = DecodeRun::ms_since(t0);
     run.sum.ttft_ms = run.prefill_ms;
     ++step_;
-    return true;
+    return Step::Done;
   }
   // ---- DECODE one step: stream the chosen token, feed it back, get the next distribution and choose ----
-  if (!run.emit(last_, next_)) return false;
+  if (!run.emit(last_, next_)) return Step::Ended;
   last_ = next_;
-  const auto t0 = DecodeRun::Clock::now();
+  t0_ = DecodeRun::Clock::now();
   dots_ = 0;
   bool refill = !run.attn.persistent();  // recompute: the whole sequence runs again every step
   if (pos_ + 1 >= run.limit && !fit_context(run, refill)) {
     run.sum.stop_reason = "context_full";
-    return false;
+    return Step::Ended;
   }
   ++pos_;
   run.seq.push_back(last_);
-  if (refill) run.attn.clear();
-  const std::span<const float> logits = run.run_blocks(refill ? 0 : pos_, static_cast<int>(run.seq.size()), true, &dots_);
-  choose_and_report(run, "decode", std::span(&last_, 1), logits, t0);
-  run.decode_ms += DecodeRun::ms_since(t0);
+  if (refill) {
+    run.attn.clear();
+    end_step(run, run.run_blocks(0, static_cast<int>(run.seq.size()), true, &dots_), 0);
+    return Step::Done;
+  }
+  row.token = last_;
+  row.pos = pos_;
+  row.kv = &run.attn;
+  row.observer = run.rec.attention_observer();
+  row.lens = run.rec.lens();
+  return Step::Forward;
+}
+
+// the step's distribution -> the chain -> its record; the decode rate's parts
+void SampledStrategy::end_step(DecodeRun& run, std::span<const float> logits, std::int64_t attention_dots) {
+  dots_ += attention_dots;
+  choose_and_report(run, "decode", std::span(&last_, 1), logits, t0_);
+  run.decode_ms += DecodeRun::ms_since(t0_);
   ++run.decode_units;
   ++step_;
-  return true;
 }
 
 Summary Engine::generate(std::string_view prompt, const GenerateOptions& opt, RunHeader header, TraceSink& sink,
@@ -265,6 +290,17 @@ Summary Engine::generate(std::vector<std::int32_t> ids, std::string_view prompt,
 // ---- THE ONE LOOP: every strategy's run, from the prompt's checks to the summary ----
 Summary run_strategy(const RunParts& parts, Strategy& strategy, std::vector<std::int32_t> ids, std::string_view prompt,
                      const GenerateOptions& opt, RunHeader header, TraceSink& sink, const StreamFn& on_piece) {
+  const std::unique_ptr<DecodeRun> run = open_run(parts, strategy, std::move(ids), prompt, opt, std::move(header), sink, on_piece);
+  if (run->closed) return run->sum;
+
+  // ---- PREFILL, then DECODE: the strategy decides tokens until it says the run has ended ----
+  while (strategy.advance(*run)) {
+  }
+  return close_run(*run, strategy);
+}
+
+std::unique_ptr<DecodeRun> open_run(const RunParts& parts, Strategy& strategy, std::vector<std::int32_t> ids, std::string_view prompt,
+                                    const GenerateOptions& opt, RunHeader header, TraceSink& sink, const StreamFn& on_piece) {
   const Config& cfg = parts.model.config();
   if (opt.max_tokens < 0) throw ConfigError("max_tokens = " + std::to_string(opt.max_tokens) + " (expected >= 0)");
   strategy.check(opt);
@@ -279,7 +315,8 @@ Summary run_strategy(const RunParts& parts, Strategy& strategy, std::vector<std:
     if (id < 0 || id >= cfg.vocab_size)
       throw InputError("tokenizer produced id " + std::to_string(id) + ", outside the model's vocabulary of " +
                        std::to_string(cfg.vocab_size));
-  DecodeRun run(parts, opt, sink, on_piece, limit);  // checks the watch spec against the model
+  auto owned = std::make_unique<DecodeRun>(parts, opt, sink, on_piece, limit);  // checks the watch spec against the model
+  DecodeRun& run = *owned;
   const std::optional<PolicyEvent> prompt_drop = fit_prompt(ids, opt, limit, parts.tok.bos_id(), where_limit, strategy.truncates());
 
   header.prompt = std::string(prompt);
@@ -311,22 +348,23 @@ Summary run_strategy(const RunParts& parts, Strategy& strategy, std::vector<std:
     run.sum.stop_reason = "max_tokens";
     strategy.end(run);
     sink.summary(run.sum);
-    return run.sum;
+    run.closed = true;
   }
+  return owned;
+}
 
-  // ---- PREFILL, then DECODE: the strategy decides tokens until it says the run has ended ----
-  while (strategy.advance(run)) {
-  }
-
+Summary close_run(DecodeRun& run, Strategy& strategy) {
+  if (run.closed) return run.sum;
   // A sink that writes on another thread finishes the steps' records here: their time counts too.
   const auto t_flush = DecodeRun::Clock::now();
-  sink.flush();
+  run.sink.flush();
   (run.decode_units > 0 ? run.decode_ms : run.prefill_ms) += DecodeRun::ms_since(t_flush);
   Summary& sum = run.sum;
   sum.prefill_tok_s = run.prefill_ms > 0 ? run.n_prompt / (run.prefill_ms / 1000.0) : 0;
   sum.decode_tok_s = run.decode_ms > 0 ? run.decode_units / (run.decode_ms / 1000.0) : 0;
   strategy.end(run);
-  sink.summary(sum);
+  run.sink.summary(sum);
+  run.closed = true;
   return sum;
 }
 

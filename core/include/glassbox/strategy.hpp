@@ -5,6 +5,7 @@
 // resample, roll back). docs/architecture.md, "One loop over strategies", says how to add one.
 #pragma once
 #include <chrono>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -51,6 +52,7 @@ class DecodeRun {
   // tokens decided).
   double prefill_ms = 0, decode_ms = 0;
   int decode_units = 0;
+  bool closed = false;        // its summary has gone to the sink
 
   // Runs seq[from, to) at positions from.. through `m` and its store in blocks of m.max_block(); observed:
   // the last block's last position is the one the recorder watches (attention rows, the lens). Returns the
@@ -98,6 +100,14 @@ class Strategy {
   virtual void end(DecodeRun& run) {}
 };
 
+// run_strategy's two ends, for a driver that steps several runs itself (SampledBatch): open_run does
+// everything before the first advance — checks, the context policy on the prompt, the header, the chain's
+// reset, strategy.begin — and returns the run; with max_tokens = 0 that run has already ended (its summary
+// went to the sink, `closed` is set). close_run flushes the sink, fills the rates and ends the summary.
+std::unique_ptr<DecodeRun> open_run(const RunParts& parts, Strategy& strategy, std::vector<std::int32_t> ids, std::string_view prompt,
+                                    const GenerateOptions& opt, RunHeader header, TraceSink& sink, const StreamFn& on_piece);
+Summary close_run(DecodeRun& run, Strategy& strategy);
+
 // The one loop: checks, tokens in the vocabulary, the context policy on the prompt, the header, the chain's
 // reset, then strategy.begin and strategy.advance until it says done, then the flush, the rates and the
 // summary. `ids`: the prompt as encoded; `prompt`: its text, for the header.
@@ -109,7 +119,18 @@ Summary run_strategy(const RunParts& parts, Strategy& strategy, std::vector<std:
 class SampledStrategy final : public Strategy {
  public:
   void begin(DecodeRun& run) override;
+  // begin_step, the forward pass it asks for, end_step.
   bool advance(DecodeRun& run) override;
+
+  // advance in two halves, for batched decode (SampledBatch runs one forward pass for several runs between
+  // them). begin_step streams the last token and feeds it back; it returns Ended when the run has ended
+  // (run.sum.stop_reason set), Done when it ran the whole step itself (the prefill, a refill after the
+  // context policy, a store that keeps nothing), and Forward when the step waits for one token's forward
+  // pass: `row` says which token, position, store, attention observer and lens, and end_step takes the
+  // logits that pass produced and its attention work (dot products) for this row.
+  enum class Step { Ended, Done, Forward };
+  Step begin_step(DecodeRun& run, BatchRow& row);
+  void end_step(DecodeRun& run, std::span<const float> logits, std::int64_t attention_dots);
 
  private:
   void choose_and_report(DecodeRun& run, const char* phase, std::span<const std::int32_t> input,
@@ -120,6 +141,7 @@ class SampledStrategy final : public Strategy {
   std::int32_t last_ = -1;   // the last token fed
   std::int32_t next_ = -1;   // the token the last step chose
   std::int64_t dots_ = 0;    // attention work of the current step
+  DecodeRun::Clock::time_point t0_{};  // when the current step began
 };
 
 }  // namespace glassbox

@@ -35,6 +35,12 @@ struct RunState {
   std::vector<AttentionRule> layer_rule; // (n_layers) scale, soft-cap, window
   std::vector<float> scores;      // (threads, seq_len) one head's attention weights per thread
   std::vector<KvSpan> spans;      // the K/V store's view of one layer
+  // Batched decode only (forward_batch), sized on its first call: each row's final-normed residual and logits,
+  // each row's view of its own store.
+  xt::xtensor<float, 2> heads;    // (rows, dim)
+  xt::xtensor<float, 2> batch_logits;  // (rows, vocab_size)
+  std::vector<std::vector<KvSpan>> row_spans;  // (rows) spans of one layer of each row's store
+  std::vector<std::int64_t> row_dots;          // (rows) attention dot products of the current layer
   // (max_block, widest row in the weights' activation type): a matmul's input rounded the way
   // llama.cpp rounds it before a quantized or F16 dot product (Q8_0 / Q8_K blocks, fp16).
   std::vector<std::byte> xq;
@@ -48,6 +54,16 @@ struct LensCapture {
   // row 2l + 1 after block l (0-based l).
   xt::xtensor<float, 2> rows;
   std::size_t points() const { return rows.shape(0); }
+};
+
+// One row of a batched decode step: a sequence's next token at its position, against that sequence's own
+// K/V store (and, when its trace asks, its own attention observer and logit-lens capture).
+struct BatchRow {
+  std::int32_t token = 0;
+  int pos = 0;
+  KvStore* kv = nullptr;
+  AttentionObserver* observer = nullptr;
+  LensCapture* lens = nullptr;
 };
 
 class Transformer {
@@ -64,6 +80,16 @@ class Transformer {
   // `lens`, when given, receives the residual rows a logit lens reads (sized here on first use).
   std::span<const float> forward(std::span<const std::int32_t> tokens, int pos, KvStore& kv,
                                  AttentionObserver* observer = nullptr, LensCapture* lens = nullptr);
+  // BATCHED DECODE: one step of rows.size() <= max_block sequences at once. Row b runs rows[b].token at
+  // rows[b].pos through every layer against its own store rows[b].kv; the matrix products take all rows
+  // together, so each weight matrix is read once per step for the whole batch (decode is memory-bound: B
+  // sequences cost about one), while RoPE, attention and the stores are each row's own. Each row's logits
+  // are those of forward({token}, pos, *kv) on that sequence alone, bit for bit (the products keep every
+  // row's sum order; attention runs the solo path per row). Returns rows.size() rows of vocab_size logits,
+  // valid until the next forward call. No block_logits afterwards.
+  std::span<const float> forward_batch(std::span<const BatchRow> rows);
+  // Row b's attention dot products in the last forward_batch.
+  std::int64_t row_attention_dots(std::size_t b) const { return b < s_.row_dots.size() ? s_.row_dots[b] : 0; }
   // The output head on one residual row: out = Norm_final(x)·Wclsᵀ (soft-capped for Gemma 2), what
   // forward() applies to the last position; the logit lens applies it to earlier rows. `out` holds
   // vocab_size floats. Uses the run state's scratch: not during a forward().
@@ -87,11 +113,14 @@ class Transformer {
  private:
   // The steps of one forward pass, in the order the paper draws them (transformer.cpp).
   void embed(std::span<const std::int32_t> tokens, int pos);
+  void embed_row(std::size_t t, std::int32_t token, int p);
   void norm(float* out, const float* x, const Tensor& gain, const Tensor& bias, std::size_t rows);
-  void qkv_and_position(const LayerWeights& lw, int layer, int pos, std::size_t n, std::byte* xq);
+  void qkv_and_position(const LayerWeights& lw, int layer, int pos, std::size_t n, std::byte* xq,
+                        std::span<const BatchRow> batch = {});
   void attention(int layer, int pos, int n, KvStore& kv, AttentionObserver* observer);
   void ffn(const LayerWeights& lw, std::size_t n, std::byte* xq);
-  void lens_row(LensCapture* lens, std::size_t row, int n) const;
+  void lens_row(LensCapture* lens, std::size_t point, int row) const;
+  void attention_rows(int layer, std::span<const BatchRow> rows);
   void rotate(float* q, float* k, const float* cos_sin, std::size_t n) const;
 
   const Config& cfg_;

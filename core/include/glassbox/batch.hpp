@@ -1,0 +1,59 @@
+// Batched decode over the one loop: several sampled generations stepped together, their decode steps sharing
+// one forward pass (Transformer::forward_batch), runs joining and leaving between steps (continuous batching).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "glassbox/strategy.hpp"
+
+namespace glassbox {
+
+// Each run keeps its own parts — tokenizer, K/V store, sampler chain (its Transformer, for its prefill and
+// its trace's lens, may be batch_model itself: steps run one after another) — its options, sink and stream; the decode steps of every run waiting for a
+// token go through `batch_model` (over the same weights) as one forward_batch of up to its max_block rows.
+// A run's tokens and trace records are those of run_strategy with SampledStrategy alone, bit for bit: only
+// the timings differ (a batched step's time is the whole batch's pass). The weights are read once per step
+// for the batch, so B sequences decode in about the time of one while decode is memory-bound.
+class SampledBatch {
+ public:
+  explicit SampledBatch(Transformer& batch_model);
+  ~SampledBatch();
+
+  // Opens a run (open_run: checks, header, the chain's reset) and returns its index; it is prefilled at the
+  // next step(). Throws what run_strategy throws before any step. The batch keeps copies of `opt` and
+  // `on_piece`; `parts` and `sink` must outlive the run's last step.
+  std::size_t add(const RunParts& parts, std::vector<std::int32_t> ids, std::string_view prompt, const GenerateOptions& opt,
+                  RunHeader header, TraceSink& sink, const StreamFn& on_piece);
+  // One step of every open run: a new run's prefill, or a decode step (batched with the others').
+  // A run that throws ends alone (error(i) keeps what it threw; its summary is not written); the others go
+  // on. Returns how many runs are still open.
+  std::size_t step();
+  // Steps until no run is open.
+  void run_all() {
+    while (step() > 0) {
+    }
+  }
+
+  std::size_t size() const { return runs_.size(); }
+  bool open(std::size_t i) const;
+  const Summary& summary(std::size_t i) const;        // final once !open(i)
+  std::exception_ptr error(std::size_t i) const;       // what run i threw, if it did
+  // Batched forward passes so far and the rows they carried (rows / passes: the mean batch).
+  std::int64_t passes() const { return passes_; }
+  std::int64_t rows() const { return rows_; }
+
+ private:
+  struct Run;
+  Transformer& model_;
+  std::vector<std::unique_ptr<Run>> runs_;
+  std::vector<BatchRow> batch_;       // (max_block) this step's rows
+  std::vector<std::size_t> waiting_;  // (max_block) which run each row belongs to
+  std::size_t start_ = 0;              // the run the next step looks at first
+  std::int64_t passes_ = 0, rows_ = 0;
+};
+
+}  // namespace glassbox

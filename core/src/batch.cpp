@@ -1,0 +1,108 @@
+// Batched decode: several runs of the one loop stepped together, their decode steps in one forward pass.
+#include "glassbox/batch.hpp"
+
+#include <algorithm>
+
+#include "glassbox/error.hpp"
+
+namespace glassbox {
+
+struct SampledBatch::Run {
+  // A run refers to its options and stream (DecodeRun keeps references): the batch keeps them, for as
+  // long as the run may step.
+  GenerateOptions opt;
+  StreamFn on_piece;
+  SampledStrategy strategy;
+  std::unique_ptr<DecodeRun> run;
+  bool open = true;
+  std::exception_ptr error;
+};
+
+SampledBatch::SampledBatch(Transformer& batch_model) : model_(batch_model) {
+  batch_.reserve(static_cast<std::size_t>(model_.max_block()));
+  waiting_.reserve(static_cast<std::size_t>(model_.max_block()));
+}
+
+SampledBatch::~SampledBatch() = default;
+
+std::size_t SampledBatch::add(const RunParts& parts, std::vector<std::int32_t> ids, std::string_view prompt, const GenerateOptions& opt,
+                              RunHeader header, TraceSink& sink, const StreamFn& on_piece) {
+  if (!parts.chain) throw ConfigError("batched decode runs sampled generations: a run without a sampler chain");
+  const Config &a = parts.model.config(), &b = model_.config();
+  if (a.dim != b.dim || a.n_layers != b.n_layers || a.vocab_size != b.vocab_size || a.seq_len != b.seq_len)
+    throw ConfigError("batched decode: a run's model is not the batch's (its dimensions differ)");
+  auto r = std::make_unique<Run>();
+  r->opt = opt;
+  r->on_piece = on_piece;
+  r->run = open_run(parts, r->strategy, std::move(ids), prompt, r->opt, std::move(header), sink, r->on_piece);
+  r->open = !r->run->closed;
+  runs_.push_back(std::move(r));
+  return runs_.size() - 1;
+}
+
+bool SampledBatch::open(std::size_t i) const { return runs_.at(i)->open; }
+const Summary& SampledBatch::summary(std::size_t i) const { return runs_.at(i)->run->sum; }
+std::exception_ptr SampledBatch::error(std::size_t i) const { return runs_.at(i)->error; }
+
+std::size_t SampledBatch::step() {
+  const std::size_t cap = static_cast<std::size_t>(model_.max_block());
+  // Each open run's first half: its prefill or a refill runs here whole; a decode step waits for the pass.
+  // A full batch leaves the other runs for the next step, which starts with them (round robin).
+  batch_.clear();
+  waiting_.clear();
+  auto fail = [](Run& r) {
+    r.error = std::current_exception();
+    r.open = false;
+  };
+  const std::size_t n = runs_.size(), first = n ? start_ % n : 0;
+  start_ = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = (first + k) % n;
+    Run& r = *runs_[i];
+    if (!r.open) continue;
+    if (batch_.size() == cap) {  // the rest wait a step; the first of them leads the next one
+      start_ = i;
+      break;
+    }
+    try {
+      BatchRow row;
+      switch (r.strategy.begin_step(*r.run, row)) {
+        case SampledStrategy::Step::Ended:
+          close_run(*r.run, r.strategy);
+          r.open = false;
+          break;
+        case SampledStrategy::Step::Done: break;
+        case SampledStrategy::Step::Forward:
+          batch_.push_back(row);
+          waiting_.push_back(i);
+          break;
+      }
+    } catch (...) {
+      fail(r);
+    }
+  }
+  // ---- the batched pass: every waiting run's token through the model at once ----
+  if (!batch_.empty()) {
+    std::span<const float> logits;
+    try {
+      logits = model_.forward_batch(batch_);
+    } catch (...) {
+      for (const std::size_t i : waiting_) fail(*runs_[i]);
+      waiting_.clear();
+    }
+    ++passes_;
+    rows_ += static_cast<std::int64_t>(batch_.size());
+    const std::size_t vocab = static_cast<std::size_t>(model_.config().vocab_size);
+    for (std::size_t b = 0; b < waiting_.size(); ++b) {
+      Run& r = *runs_[waiting_[b]];
+      try {
+        r.strategy.end_step(*r.run, logits.subspan(b * vocab, vocab), model_.row_attention_dots(b));
+      } catch (...) {
+        fail(r);
+      }
+    }
+  }
+  return static_cast<std::size_t>(std::count_if(runs_.begin(), runs_.end(), [](const auto& r) { return r->open; }));
+}
+
+}  // namespace glassbox

@@ -1,0 +1,195 @@
+// Batched decode (SampledBatch over Transformer::forward_batch): several runs stepped together give, run by
+// run, the trace each gives alone — every token, probability, logit (full traces, base64 float32), stage,
+// lens row and attention weight, bit for bit — over architectures, weight types and attention modules, with
+// runs of different lengths leaving the batch, runs joining it mid-way, and more runs than rows.
+#define BOOST_TEST_MODULE batch
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "glassbox/batch.hpp"
+#include "glassbox/error.hpp"
+#include "glassbox/run_spec.hpp"
+#include "glassbox/strategy.hpp"
+#include "glassbox/traces/writer.hpp"
+#include "support.hpp"
+
+namespace bdata = boost::unit_test::data;
+namespace fs = std::filesystem;
+using namespace glassbox;
+using nlohmann::json;
+using glassbox::traces::JsonlWriter;
+using glassbox::traces::WriterThread;
+
+namespace {
+
+struct Model {
+  std::shared_ptr<const LoadedModel> loaded;
+};
+
+std::shared_ptr<const Registry> registry() {
+  static std::shared_ptr<const Registry> reg = [] {
+    std::vector<std::string> warnings;
+    return load_registry({}, warnings);
+  }();
+  return reg;
+}
+
+std::shared_ptr<const LoadedModel> load(const std::string& rel) {
+  ModelSpec spec;
+  spec.model = gbtest::shared(rel);
+  if (rel.ends_with(".bin")) spec.tokenizer = {"llama2c", {{"path", gbtest::shared("models/tok512.bin").string()}}};
+  spec.model_hash = false;
+  return load_model(registry(), spec);
+}
+
+// A trace's lines with the timings taken out (the only fields a batched run may change).
+std::vector<json> lines(const fs::path& p) {
+  std::vector<json> out;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) {
+    json j = json::parse(line);
+    for (const char* k : {"ms", "ttft_ms", "decode_tok_s", "prefill_tok_s"}) j.erase(k);
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
+struct Job {
+  std::string prompt;
+  std::vector<PluginSpec> sampler;
+  std::uint64_t seed;
+  int max_tokens;
+};
+
+const Job kJobs[] = {
+    {"Once upon a time", {{"greedy", {}}}, 1, 24},
+    {"The little dog", {{"top-k", {{"k", "40"}}}, {"temperature", {{"temperature", "0.8"}}}, {"dist", {}}}, 7, 17},
+    {"Lily and Ben went to the park. They", {{"min-p", {{"p", "0.05"}}}, {"dist", {}}}, 3, 30},
+    {"One day", {{"repetition-penalty", {{"penalty", "1.3"}}}, {"top-p", {{"p", "0.9"}}}, {"dist", {}}}, 11, 9},
+};
+
+GenerateOptions options(const Job& j) {
+  GenerateOptions g;
+  g.max_tokens = j.max_tokens;
+  g.seed = j.seed;
+  g.stop_at_eos = false;  // every run goes its full length (different lengths: runs leave the batch one by one)
+  g.stop_at_bos = false;
+  g.watch.level = TraceLevel::Full;
+  g.watch.lens = LensPoints::All;
+  g.watch.attention.on = true;
+  return g;
+}
+
+// Solo: run_strategy with SampledStrategy, one run after another. Batched: the same pipelines through a
+// SampledBatch of `rows` rows, job `late` joining after `late_after` steps. Traces compared line by line.
+void check_batched_equals_solo(const std::string& model_rel, const std::string& attention, int rows, int late_after) {
+  auto loaded = load(model_rel);
+  const fs::path dir = fs::temp_directory_path() / ("gb_batch_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<std::unique_ptr<Pipeline>> pipes;
+  for (const Job& j : kJobs) {
+    RunSpec spec;
+    spec.attention = {attention, {}};
+    if (attention == "sliding-window") spec.attention.params = {{"window", "16"}};  // the runs outgrow it: evictions
+    if (attention == "paged") spec.attention.params = {{"block", "4"}};             // many blocks per run
+    spec.sampler = j.sampler;
+    spec.seed = j.seed;
+    spec.context = 64;
+    std::vector<std::string> warnings;
+    pipes.push_back(build_pipeline(loaded, spec, warnings));
+  }
+  const std::size_t n = pipes.size();
+  auto ids = [&](std::size_t i) { return pipes[i]->tokenizer->encode(kJobs[i].prompt, pipes[i]->tokenizer->add_bos(), false); };
+  for (std::size_t i = 0; i < n; ++i) {
+    JsonlWriter w((dir / ("solo" + std::to_string(i) + ".jsonl")).string(), *pipes[i]->tokenizer, false, WriterThread::None);
+    SampledStrategy s;
+    Pipeline& p = *pipes[i];
+    run_strategy({*p.model, *p.tokenizer, *p.attention, p.sampler.get()}, s, ids(i), kJobs[i].prompt, options(kJobs[i]), p.header, w,
+                 [](std::string_view) {});
+  }
+  Transformer batch_model(pipes[0]->config, loaded->source->weights(), rows);
+  SampledBatch batch(batch_model);
+  std::vector<std::unique_ptr<JsonlWriter>> writers;
+  std::vector<std::string> streamed(n);
+  const std::size_t late = n - 1;
+  auto add = [&](std::size_t i) {
+    writers[i] = std::make_unique<JsonlWriter>((dir / ("batch" + std::to_string(i) + ".jsonl")).string(), *pipes[i]->tokenizer, false,
+                                               WriterThread::None);
+    Pipeline& p = *pipes[i];
+    // the runs' own Transformers for their prefill (the first) or the batch's own (the others)
+    Transformer& m = i == 0 ? *p.model : batch_model;
+    batch.add({m, *p.tokenizer, *p.attention, p.sampler.get()}, ids(i), kJobs[i].prompt, options(kJobs[i]), p.header, *writers[i],
+              [&streamed, i](std::string_view piece) { streamed[i] += piece; });
+  };
+  writers.resize(n);
+  for (std::size_t i = 0; i < late; ++i) add(i);
+  int steps = 0;
+  while (true) {
+    if (steps == late_after) add(late);
+    const std::size_t open = batch.step();
+    ++steps;
+    if (open == 0 && steps > late_after) break;
+    BOOST_REQUIRE(steps < 500);
+  }
+  if (attention == "recompute") {
+    BOOST_TEST(batch.passes() == 0);  // every step re-runs its own sequence: nothing to batch
+  } else {
+    BOOST_TEST(batch.passes() > 0);
+    BOOST_TEST(static_cast<double>(batch.rows()) / batch.passes() > 1.5, "mean batch " << static_cast<double>(batch.rows()) / batch.passes());
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    BOOST_TEST_CONTEXT(model_rel << ", " << attention << ", " << rows << " rows, run " << i) {
+      BOOST_TEST(!batch.error(i));
+      BOOST_TEST(!batch.open(i));
+      BOOST_TEST(batch.summary(i).generated == kJobs[i].max_tokens);
+      const auto a = lines(dir / ("solo" + std::to_string(i) + ".jsonl"));
+      const auto b = lines(dir / ("batch" + std::to_string(i) + ".jsonl"));
+      BOOST_REQUIRE_EQUAL(a.size(), b.size());
+      BOOST_REQUIRE(a.size() >= 3u);
+      for (std::size_t l = 0; l < a.size(); ++l) BOOST_TEST(a[l] == b[l], "line " << l << " differs");
+      BOOST_TEST(!streamed[i].empty());
+    }
+  }
+  if (!std::getenv("GB_KEEP")) fs::remove_all(dir);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(batch, *boost::unit_test::precondition(gbtest::NeedsShared()))
+
+// Architectures and weight types, the plain K/V cache; 4 rows (every run in one pass) and 2 (round robin).
+BOOST_DATA_TEST_CASE(batched_runs_trace_as_solo_runs,
+                     bdata::make({"models/stories260K.bin", "gguf/stories260K-q4_0.gguf", "gguf/synth128-q4_k_m.gguf",
+                                  "gguf/synth256-q6_k.gguf", "gguf/arch/gpt2-synth-q8_0.gguf", "gguf/arch/gemma3-synth-f32.gguf",
+                                  "gguf/arch/qwen2-synth-f16.gguf", "gguf/arch/phi3-synth-f32.gguf"}) *
+                         bdata::make({4, 2}),
+                     model, rows) {
+  check_batched_equals_solo(model, "kv-cache", rows, 3);
+}
+
+// Every attention module: paged blocks, a sliding window that evicts (the runs outgrow it), and recompute
+// (nothing kept: each step re-runs its sequence alone, so those runs never join a pass — still equal).
+BOOST_DATA_TEST_CASE(batched_runs_with_every_attention_module, bdata::make({"paged", "sliding-window", "recompute"}), attention) {
+  check_batched_equals_solo("models/stories260K.bin", attention, 4, 5);
+}
+
+BOOST_AUTO_TEST_CASE(forward_batch_refuses_bad_rows) {
+  auto loaded = load("models/stories260K.bin");
+  Transformer m(loaded->config, loaded->source->weights(), 2);
+  auto kv = registry()->make_attention({"kv-cache", {}}, loaded->config.attention_shape());
+  const BatchRow three[] = {{1, 0, kv.get()}, {1, 0, kv.get()}, {1, 0, kv.get()}};
+  BOOST_CHECK_THROW(m.forward_batch(three), InputError);
+  const BatchRow none[] = {{1, 0, nullptr}};
+  BOOST_CHECK_THROW(m.forward_batch(none), InputError);
+  const BatchRow far[] = {{1, loaded->config.seq_len, kv.get()}};
+  BOOST_CHECK_THROW(m.forward_batch(far), InputError);
+  const BatchRow bad_token[] = {{loaded->config.vocab_size, 0, kv.get()}};
+  BOOST_CHECK_THROW(m.forward_batch(bad_token), InputError);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
