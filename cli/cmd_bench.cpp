@@ -12,6 +12,7 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <memory>
 #include <thread>
@@ -33,6 +34,7 @@ namespace {
 struct BenchRow {
   std::string test;
   int threads = 0, tokens = 0;
+  int batch = 1;  // decode tests: sequences decoded together (tok_s counts all of their tokens)
   double tok_s = 0, tok_s_sd = 0, ms_per_token = 0, cpu_ms_per_token = 0;
   std::optional<double> ttft_ms;            // prefill tests
   std::optional<double> roofline_fraction;  // unless --no-roofline
@@ -45,6 +47,7 @@ nlohmann::json to_json(const BenchRow& e) {
                       {"tokens", e.tokens},      {"tok_s", e.tok_s},
                       {"tok_s_sd", e.tok_s_sd},  {"ms_per_token", e.ms_per_token},
                       {"cpu_ms_per_token", e.cpu_ms_per_token}};
+  if (e.batch > 1) j["batch"] = e.batch;
   if (e.ttft_ms) j["ttft_ms"] = *e.ttft_ms;
   if (e.roofline_fraction) j["roofline_fraction"] = *e.roofline_fraction;
   if (e.read_fraction) j["read_roofline_fraction"] = *e.read_fraction;
@@ -183,17 +186,18 @@ std::vector<int> int_list(const std::string& text, const char* opt) {
 }
 
 struct Result {
-  std::string test;  // "pp128", "tg128", "pp128-1by1"
+  std::string test;  // "pp128", "tg128", "pp128-1by1", "tg128x8"
   int tokens = 0, threads = 0;
   std::vector<double> tok_s, cpu_ms_per_tok, ttft_ms;
   std::optional<int> eog_tokens;
+  int batch = 1;
 };
 
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
   struct Opts {
-    std::string prompts = "128", gens = "128", threads;
+    std::string prompts = "128", gens = "128", threads, batches = "1";
     int repeat = 5;
     bool json = false, csv = false, one_by_one = false, no_roofline = false;
   };
@@ -202,6 +206,9 @@ void add_bench_command(CLI::App& app) {
   auto binder = std::make_shared<RunOptionsBinder>(cmd, kBench);
   cmd->add_option("-p,--prompt-tokens", o->prompts, "prompt lengths to prefill, a list (default 128; shrunk to fit a small model)");
   cmd->add_option("-n,--gen-tokens", o->gens, "generation lengths to decode, a list (default 128)");
+  cmd->add_option("-b,--batch", o->batches,
+                  "sequences decoded together, a list: tgNxB decodes B sequences of N tokens with one batched forward pass per step "
+                  "(tok/s counts all B·N tokens; default 1)");
   cmd->add_option("-r,--repeat", o->repeat, "runs per test; the median is reported (default 5)")->check(CLI::Range(1, 1000));
   cmd->add_option("--threads", o->threads, "thread counts, a list (default: one per physical core)");
   cmd->add_flag("--one-by-one", o->one_by_one, "also prefill each prompt one position per forward (the rate without blocks)");
@@ -212,6 +219,7 @@ void add_bench_command(CLI::App& app) {
     RunOptions opt = binder->finish();
     opt.sampler = {{"greedy", {}}};
     std::vector<int> prompts = int_list(o->prompts, "--prompt-tokens"), gens = int_list(o->gens, "--gen-tokens");
+    const std::vector<int> batches = int_list(o->batches, "--batch");
     std::vector<int> thread_list = o->threads.empty() ? std::vector<int>{kernels::threads()} : int_list(o->threads, "--threads");
     for (int t : thread_list)
       if (t > 1024) throw ConfigError("--threads: " + std::to_string(t) + " (expected 1..1024)");
@@ -240,6 +248,16 @@ void add_bench_command(CLI::App& app) {
     std::vector<std::int32_t> prompt{bos ? (s->tokenizer ? s->tokenizer->bos_id() : 1) : 3 % c.vocab_size};
     for (int i = 1; i < longest; ++i) prompt.push_back(3 + (i * 7919) % (c.vocab_size - 3));
     const int block = s->model->max_block();
+    for (int b : batches)
+      if (b < 1 || b > 256) throw ConfigError("--batch: " + std::to_string(b) + " (expected 1..256)");
+    // Batched decode: a Transformer as wide as the widest batch, and a store per sequence beyond the session's.
+    const int widest = *std::max_element(batches.begin(), batches.end());
+    std::unique_ptr<Transformer> batched;
+    std::vector<std::unique_ptr<KvStore>> stores;
+    if (widest > 1) {
+      batched = std::make_unique<Transformer>(s->config, s->source->weights(), widest);
+      for (int i = 0; i < widest; ++i) stores.push_back(s->registry->make_attention(opt.attention, c.attention_shape()));
+    }
     std::unique_ptr<Transformer> single;
     if (o->one_by_one) single = std::make_unique<Transformer>(s->config, s->source->weights(), 1);
 
@@ -317,6 +335,33 @@ void add_bench_command(CLI::App& app) {
           if (s->tokenizer) r.eog_tokens = eog_seen;  // the same in every repeat: greedy from the same start
         }
         results.push_back(std::move(r));
+        for (int B : batches) {
+          if (B == 1) continue;
+          // B sequences from BOS, each fed a different first token, then g steps of one batched pass each.
+          Result q{"tg" + std::to_string(g) + "x" + std::to_string(B), g, th, {}, {}, {}, std::nullopt, B};
+          std::vector<BatchRow> rows(static_cast<std::size_t>(B));
+          for (int rep = 0; rep < o->repeat; ++rep) {
+            for (int b = 0; b < B; ++b) {
+              stores[b]->clear();
+              rows[b] = {prompt[0], 0, stores[b].get()};
+            }
+            std::span<const float> logits = batched->forward_batch(rows);
+            for (int b = 0; b < B; ++b) rows[b] = {3 + (b * 7919) % (c.vocab_size - 3), 1, stores[b].get()};
+            const double c0 = cpu_seconds();
+            const auto t0 = Clock::now();
+            for (int i = 0; i < g; ++i) {
+              logits = batched->forward_batch(rows);
+              for (int b = 0; b < B; ++b) {
+                rows[b].token = pick(logits.subspan(static_cast<std::size_t>(b) * c.vocab_size, c.vocab_size));
+                rows[b].pos = i + 2;
+              }
+            }
+            const double sec = seconds_since(t0);
+            q.tok_s.push_back(static_cast<double>(B) * g / sec);
+            q.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / (static_cast<double>(B) * g));
+          }
+          results.push_back(std::move(q));
+        }
       }
     }
     const double rss = peak_rss_mib();  // before the roofline's arrays
@@ -348,6 +393,7 @@ void add_bench_command(CLI::App& app) {
       e.test = r.test;
       e.threads = r.threads;
       e.tokens = r.tokens;
+      e.batch = r.batch;
       e.tok_s = median(r.tok_s);
       e.tok_s_sd = stddev(r.tok_s);
       e.ms_per_token = 1000 / e.tok_s;
@@ -356,8 +402,10 @@ void add_bench_command(CLI::App& app) {
       e.eog_tokens = r.eog_tokens;
       if (bandwidth.count(r.threads)) {
         // Decode: bytes actually streamed per second against the triad; prefill: flops against the FMA peak.
-        e.roofline_fraction = decode ? e.tok_s * matrix_bytes / bandwidth[r.threads] : e.tok_s * 2 * layer_params / flops[r.threads];
-        if (decode) e.read_fraction = e.tok_s * matrix_bytes / read_bandwidth[r.threads];
+        // A batch reads the matrices once per step for all of its sequences: steps/s = tok/s ÷ batch.
+        const double steps = e.tok_s / e.batch;
+        e.roofline_fraction = decode ? steps * matrix_bytes / bandwidth[r.threads] : e.tok_s * 2 * layer_params / flops[r.threads];
+        if (decode) e.read_fraction = steps * matrix_bytes / read_bandwidth[r.threads];
       }
       rows.push_back(std::move(e));
     }
