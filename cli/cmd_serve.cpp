@@ -17,6 +17,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--port", o->port, "port to listen on (0: any free one, printed on stderr)")->capture_default_str();
   cmd->add_option("--threads,-t", o->threads, "threads for the matrix products (0: one per physical core)")->capture_default_str();
   cmd->add_option("--parallel,--np", o->parallel, "requests that decode at once, each with its own KV store (1..256)")->capture_default_str();
+  cmd->add_flag("!--no-batch", o->batch,
+                "decode each slot on its own (default with --parallel > 1: the slots' decode steps share one forward pass, "
+                "the weights read once per step for all of them)");
   cmd->add_option("--queue", o->queue, "requests that wait for a slot; beyond them: 503 (0..4096)")->capture_default_str();
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' on every endpoint but / and /health");
   cmd->add_option("--trace-dir", o->trace_dir, "keep every request's trace here (default: a temporary folder, the newest --trace-keep kept)");

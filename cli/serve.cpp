@@ -1,6 +1,7 @@
 // `glassbox serve`: one model loaded once, a pipeline (core's build_pipeline) per request, llama.cpp's
 // /completion and OpenAI's /v1/* shapes over cpp-httplib, a glassbox.trace/2 file per request.
 #include "serve.hpp"
+#include "serve_batch.hpp"
 
 #include <unistd.h>
 
@@ -796,6 +797,8 @@ class Server {
   std::time_t started_ = std::time(nullptr);
   int context_ = 0;
   bool dry_ = false;
+  Config batch_config_;                // the batch's activations are over it (declared before batch_: outlives it)
+  std::unique_ptr<BatchLoop> batch_;   // continuous batching (null: --parallel 1, --no-batch, --pace)
 };
 
 // A POST body, read through httplib's content reader so that every encoding (Content-Length, chunked,
@@ -1361,7 +1364,7 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
     g.seed = p->seed;
     traces::JsonlWriter writer(trace_path, tok, false, trace_writer_thread(r->level), traces::LogitsEncoding::Base64, {},
                                OutputFile::Live::Allowed, &slots_.step_copies(slot));
-    bool client_gone = false;
+    std::atomic<bool> client_gone{false};
     StepCollector collect(tok, *r, [&]() -> std::optional<Cancelled> {
       if (int s = stopping_.load()) return Cancelled{s};
       if (client_gone || peer_gone(conn_fd)) {
@@ -1373,7 +1376,6 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
     TeeSink sinks;
     sinks.add(&writer);
     sinks.add(&collect);
-    Engine engine(*p->model, tok, *p->attention, *p->sampler);
     std::string content;
     std::vector<std::int32_t> ids;
     Json entries = Json::array();
@@ -1383,15 +1385,23 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
     // still become one (llama.cpp does the same), so no client ever sees part of a stop word.
     std::string stopping_word;
     std::size_t sent = 0;  // bytes of `content` streamed
+    // Batched, the pieces are made on the batch's thread and sent from this one (the waiter's errands): the
+    // batch never waits on a client's socket; a client gone is seen at the next piece.
+    BatchLoop::Waiter* waiter = nullptr;
     auto send = [&](std::size_t upto, std::int32_t id, const Json& entry, const Json& step) {
-      if (emit && !emit(content.substr(sent, upto - sent), id, entry, step)) {
+      if (emit && waiter) {
+        if (client_gone) throw Cancelled{0};
+        waiter->post([&emit, &client_gone, piece = content.substr(sent, upto - sent), id, entry, step] {
+          if (!client_gone && !emit(piece, id, entry, step)) client_gone = true;
+        });
+      } else if (emit && !emit(content.substr(sent, upto - sent), id, entry, step)) {
         client_gone = true;
         throw Cancelled{0};
       }
       sent = upto;
     };
     try {
-      sum = engine.generate(r->ids, r->prompt, g, RunHeader(p->header), sinks, [&](std::string_view piece) {
+      const StreamFn on_piece = [&](std::string_view piece) {
         if (pace.count() > 0) {
           const auto until = std::chrono::steady_clock::now() + pace;
           while (std::chrono::steady_clock::now() < until && !stopping_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -1410,7 +1420,18 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
         const std::size_t release = std::max(sent, content.size() - stop_word_prefix_at_end(content, r->stop));
         if (!collect.pending_entry.is_null()) entries.push_back(collect.pending_entry);
         send(release, collect.tokens.back(), collect.pending_entry, collect.pending_step);
-      });
+      };
+      if (batch_ && pace.count() == 0) {
+        // ---- continuous batching: this run joins the slots' batch and decodes in its shared passes ----
+        sum = batch_->generate({*p->model, tok, *p->attention, p->sampler.get()}, r->ids, r->prompt, g, RunHeader(p->header), sinks,
+                               [&](std::string_view piece, BatchLoop::Waiter& w) {
+                                 waiter = &w;
+                                 on_piece(piece);
+                               });
+      } else {
+        Engine engine(*p->model, tok, *p->attention, *p->sampler);
+        sum = engine.generate(r->ids, r->prompt, g, RunHeader(p->header), sinks, on_piece);
+      }
     } catch (const Cancelled& c) {
       ++metrics_.cancelled;
       try {
@@ -1698,6 +1719,10 @@ void Server::routes() {
     metric("connections_closed_unfinished_total", "counter",
            "Connections closed while still sending a request, past --client-connections or the total bound.", static_cast<double>(incomplete_.evicted()));
     metric("kv_cache_tokens", "gauge", "KV positions held by the requests decoding now.", static_cast<double>(metrics_.kv_tokens.load()));
+    metric("batch_passes_total", "counter", "Batched decode passes (one forward over every slot waiting for a token).",
+           batch_ ? static_cast<double>(batch_->passes()) : 0.0);
+    metric("batch_rows_total", "counter", "Tokens decoded in batched passes (÷ batch_passes_total: the mean batch).",
+           batch_ ? static_cast<double>(batch_->rows()) : 0.0);
     metric("kv_cache_usage_ratio", "gauge", "KV positions held / (slots × context).",
            context_ ? static_cast<double>(metrics_.kv_tokens.load()) / (static_cast<double>(opt_.parallel) * context_) : 0.0);
     res.set_content(m.str(), "text/plain; version=0.0.4");
@@ -1720,6 +1745,11 @@ void Server::load() {
   context_ = p->config.seq_len;
   for (const auto& w : warnings) warn(w);
   if (!model_->tokenizer) throw ConfigError("--model " + opt_.model + ": serving needs a vocabulary");
+  // Continuous batching: the slots' decode steps in one pass over the weights (--no-batch, --pace: each alone).
+  if (opt_.parallel > 1 && opt_.batch && opt_.pace_ms == 0 && !dry_) {
+    batch_config_ = p->config;
+    batch_ = std::make_unique<BatchLoop>(batch_config_, model_->source->weights(), opt_.parallel);
+  }
 }
 
 void Server::prepare_dry() {

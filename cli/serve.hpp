@@ -17,6 +17,7 @@ struct ServeOptions {
   int port = 8080;                // 0: any free port (the one bound is printed)
   int threads = 0;                // matrix-product threads (0: one per physical core)
   int parallel = 1;               // requests decoding at once, each with its own KV store
+  bool batch = true;              // with parallel > 1: the slots' decode steps share one forward pass (continuous batching)
   int queue = 16;                 // requests waiting for a slot before 503
   std::string api_key;            // non-empty: every endpoint but /health and / needs Authorization: Bearer KEY
   std::string trace_dir;          // where traces are kept (empty: a private temporary folder, newest trace_keep kept)

@@ -319,6 +319,72 @@ BOOST_AUTO_TEST_CASE(sixteen_concurrent_seeded_requests_equal_glassbox_run) {
   }
   auto c = s.client();
   check_healthy(c);
+  // The four slots decoded in shared passes (continuous batching): more than one token per pass on average.
+  auto m = c.Get("/metrics");
+  BOOST_TEST_REQUIRE(static_cast<bool>(m));
+  auto value = [&](const std::string& name) {
+    const auto at = m->body.find("\nglassbox:" + name + " ");
+    BOOST_TEST_REQUIRE(at != std::string::npos, name);
+    return std::stod(m->body.substr(at + name.size() + 11));
+  };
+  const double passes = value("batch_passes_total"), rows = value("batch_rows_total");
+  BOOST_TEST(passes > 0);
+  BOOST_TEST(rows / passes > 1.5, "mean batch " << rows / passes);
+}
+
+// A batched slot's trace is `glassbox run`'s, line for line (timings aside), with full logits: the batch
+// changes when a step runs, never what it computes. With --no-batch, nothing is batched.
+BOOST_AUTO_TEST_CASE(batched_slots_trace_as_glassbox_run) {
+  for (const bool batched : {true, false}) {
+    ServerProcess s(batched ? std::vector<std::string>{"--parallel", "3"} : std::vector<std::string>{"--parallel", "3", "--no-batch"});
+    const std::vector<std::string> prompts = {"Once upon a time", "The little bird", "Lily wanted to"};
+    std::vector<std::future<json>> got;
+    for (int i = 0; i < 3; ++i)
+      got.push_back(std::async(std::launch::async, [&, i] {
+        auto c = s.client();
+        const json body = {{"prompt", prompts[i]}, {"n_predict", 20 + 7 * i}, {"seed", 50 + i}, {"stream", i == 1},
+                           {"trace", "full"}};
+        auto r = c.Post("/completion", body.dump(), "application/json");
+        if (!r || r->status != 200) return json{{"failed", r ? r->body : httplib::to_string(r.error())}};
+        if (i != 1) return json::parse(r->body);
+        return sse_events(r->body).back();
+      }));
+    for (int i = 0; i < 3; ++i) {
+      const json served = got[i].get();
+      BOOST_TEST_REQUIRE(!served.contains("failed"), served.dump());
+      auto c = s.client();
+      auto t = c.Get(served["glassbox"]["trace_url"].get<std::string>());
+      BOOST_TEST_REQUIRE(static_cast<bool>(t));
+      BOOST_TEST_REQUIRE(t->status == 200);
+      const auto dir = gbtest::temp_dir("serve-batch");
+      const auto cli = run_cli(run_args({"-n", std::to_string(20 + 7 * i), "--seed", std::to_string(50 + i), "--prompt", prompts[i],
+                                         "--trace-level", "full", "--trace", (dir / "t.jsonl").string()}));
+      BOOST_TEST_REQUIRE(cli.rc == 0, cli.err);
+      std::istringstream a(t->body);
+      std::ifstream b(dir / "t.jsonl");
+      std::string la, lb;
+      int n = 0;
+      while (std::getline(a, la)) {
+        BOOST_TEST_REQUIRE(static_cast<bool>(std::getline(b, lb)), "request " << i << ": the run's trace ends at line " << n);
+        json ja = comparable(json::parse(la)), jb = comparable(json::parse(lb));
+        if (ja.value("type", "") == "header") {  // where the model was named (the same file) and the trace's own name
+          for (auto* j : {&ja, &jb}) {
+            j->erase("model");
+            j->erase("tokenizer");
+            j->erase("plugins");
+          }
+        }
+        BOOST_TEST(ja == jb, (batched ? "batched" : "--no-batch") << " request " << i << " line " << n << "\nserved: " << la.substr(0, 400)
+                                                                  << "\nrun:    " << lb.substr(0, 400));
+        ++n;
+      }
+      BOOST_TEST(!std::getline(b, lb), "the run's trace is longer");
+      BOOST_TEST(n >= 10);
+    }
+    auto m = s.client().Get("/metrics");
+    BOOST_TEST_REQUIRE(static_cast<bool>(m));
+    BOOST_TEST((m->body.find("glassbox:batch_passes_total 0\n") == std::string::npos) == batched, m->body);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(queue_bound_disconnect_and_sigterm) {

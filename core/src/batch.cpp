@@ -10,6 +10,7 @@ namespace glassbox {
 struct SampledBatch::Run {
   // A run refers to its options and stream (DecodeRun keeps references): the batch keeps them, for as
   // long as the run may step.
+  std::size_t id = 0;
   GenerateOptions opt;
   StreamFn on_piece;
   SampledStrategy strategy;
@@ -31,18 +32,34 @@ std::size_t SampledBatch::add(const RunParts& parts, std::vector<std::int32_t> i
   const Config &a = parts.model.config(), &b = model_.config();
   if (a.dim != b.dim || a.n_layers != b.n_layers || a.vocab_size != b.vocab_size || a.seq_len != b.seq_len)
     throw ConfigError("batched decode: a run's model is not the batch's (its dimensions differ)");
+  parts.chain->bind(parts.tok);  // stages that read token texts get the vocabulary (as Engine does)
   auto r = std::make_unique<Run>();
+  r->id = next_id_++;
   r->opt = opt;
   r->on_piece = on_piece;
   r->run = open_run(parts, r->strategy, std::move(ids), prompt, r->opt, std::move(header), sink, r->on_piece);
   r->open = !r->run->closed;
   runs_.push_back(std::move(r));
-  return runs_.size() - 1;
+  return runs_.back()->id;
 }
 
-bool SampledBatch::open(std::size_t i) const { return runs_.at(i)->open; }
-const Summary& SampledBatch::summary(std::size_t i) const { return runs_.at(i)->run->sum; }
-std::exception_ptr SampledBatch::error(std::size_t i) const { return runs_.at(i)->error; }
+const SampledBatch::Run& SampledBatch::find(std::size_t id) const {
+  for (const auto& r : runs_)
+    if (r->id == id) return *r;
+  throw InputError("batched decode: no run " + std::to_string(id) + " (never added, or forgotten)");
+}
+
+bool SampledBatch::open(std::size_t id) const { return find(id).open; }
+const Summary& SampledBatch::summary(std::size_t id) const { return find(id).run->sum; }
+std::exception_ptr SampledBatch::error(std::size_t id) const { return find(id).error; }
+
+void SampledBatch::forget(std::size_t id) {
+  std::erase_if(runs_, [&](const auto& r) { return r->id == id && !r->open; });
+}
+
+std::size_t SampledBatch::open_runs() const {
+  return static_cast<std::size_t>(std::count_if(runs_.begin(), runs_.end(), [](const auto& r) { return r->open; }));
+}
 
 std::size_t SampledBatch::step() {
   const std::size_t cap = static_cast<std::size_t>(model_.max_block());
@@ -102,7 +119,7 @@ std::size_t SampledBatch::step() {
       }
     }
   }
-  return static_cast<std::size_t>(std::count_if(runs_.begin(), runs_.end(), [](const auto& r) { return r->open; }));
+  return open_runs();
 }
 
 }  // namespace glassbox

@@ -23,7 +23,8 @@ class SampledBatch {
   explicit SampledBatch(Transformer& batch_model);
   ~SampledBatch();
 
-  // Opens a run (open_run: checks, header, the chain's reset) and returns its index; it is prefilled at the
+  // Opens a run (open_run: checks, header, the chain's reset; the chain is bound to the tokenizer) and
+  // returns its id (0, 1, 2, ... in the order added); it is prefilled at the
   // next step(). Throws what run_strategy throws before any step. The batch keeps copies of `opt` and
   // `on_piece`; `parts` and `sink` must outlive the run's last step.
   std::size_t add(const RunParts& parts, std::vector<std::int32_t> ids, std::string_view prompt, const GenerateOptions& opt,
@@ -38,17 +39,22 @@ class SampledBatch {
     }
   }
 
-  std::size_t size() const { return runs_.size(); }
-  bool open(std::size_t i) const;
-  const Summary& summary(std::size_t i) const;        // final once !open(i)
-  std::exception_ptr error(std::size_t i) const;       // what run i threw, if it did
+  std::size_t open_runs() const;
+  // A run by its id (InputError for an unknown one).
+  bool open(std::size_t id) const;
+  const Summary& summary(std::size_t id) const;        // final once !open(id)
+  std::exception_ptr error(std::size_t id) const;       // what the run threw, if it did
+  // Drops an ended run and what it held (a server's batch lives longer than its requests); no-op while open.
+  void forget(std::size_t id);
   // Batched forward passes so far and the rows they carried (rows / passes: the mean batch).
   std::int64_t passes() const { return passes_; }
   std::int64_t rows() const { return rows_; }
 
  private:
   struct Run;
+  const Run& find(std::size_t id) const;
   Transformer& model_;
+  std::size_t next_id_ = 0;
   std::vector<std::unique_ptr<Run>> runs_;
   std::vector<BatchRow> batch_;       // (max_block) this step's rows
   std::vector<std::size_t> waiting_;  // (max_block) which run each row belongs to
