@@ -178,6 +178,62 @@ BOOST_DATA_TEST_CASE(batched_runs_with_every_attention_module, bdata::make({"pag
   check_batched_equals_solo("models/stories260K.bin", attention, 4, 5);
 }
 
+// A run whose sink throws ends alone, with what it threw; the others run to their end; an ended run can be
+// forgotten (a server's batch outlives its requests), an open one cannot.
+BOOST_AUTO_TEST_CASE(a_failing_run_ends_alone) {
+  struct Counting : TraceSink {
+    int steps = 0, throw_at = -1;
+    Summary sum;
+    bool summarized = false;
+    void header(const RunHeader&) override {}
+    void step(const StepEvent&) override {
+      if (++steps == throw_at) throw OutputError("disk full (test)");
+    }
+    void summary(const Summary& s) override {
+      sum = s;
+      summarized = true;
+    }
+  };
+  auto loaded = load("models/stories260K.bin");
+  std::vector<std::unique_ptr<Pipeline>> pipes;
+  for (int i = 0; i < 3; ++i) {
+    RunSpec spec;
+    spec.sampler = {{"greedy", {}}};
+    spec.context = 64;
+    std::vector<std::string> warnings;
+    pipes.push_back(build_pipeline(loaded, spec, warnings));
+  }
+  Transformer batch_model(pipes[0]->config, loaded->source->weights(), 3);
+  SampledBatch batch(batch_model);
+  Counting sinks[3];
+  sinks[1].throw_at = 4;
+  GenerateOptions g;
+  g.max_tokens = 12;
+  g.stop_at_eos = g.stop_at_bos = false;
+  std::size_t ids[3];
+  for (int i = 0; i < 3; ++i) {
+    Pipeline& p = *pipes[i];
+    ids[i] = batch.add({*p.model, *p.tokenizer, *p.attention, p.sampler.get()}, p.tokenizer->encode("Once upon a time", true, false),
+                       "Once upon a time", g, p.header, sinks[i], [](std::string_view) {});
+  }
+  batch.forget(ids[0]);  // open: kept
+  BOOST_TEST(batch.open(ids[0]));
+  batch.run_all();
+  BOOST_TEST(!batch.error(ids[0]));
+  BOOST_TEST(!batch.error(ids[2]));
+  BOOST_TEST(sinks[0].summarized);
+  BOOST_TEST(sinks[2].summarized);
+  BOOST_TEST(sinks[0].sum.generated == 12);
+  BOOST_TEST(sinks[2].sum.generated == 12);
+  BOOST_REQUIRE(batch.error(ids[1]));
+  BOOST_TEST(!sinks[1].summarized);
+  BOOST_CHECK_THROW(std::rethrow_exception(batch.error(ids[1])), OutputError);
+  BOOST_TEST(sinks[1].steps == 4);
+  batch.forget(ids[1]);
+  BOOST_CHECK_THROW(batch.open(ids[1]), InputError);
+  BOOST_TEST(batch.open_runs() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(forward_batch_refuses_bad_rows) {
   auto loaded = load("models/stories260K.bin");
   Transformer m(loaded->config, loaded->source->weights(), 2);
