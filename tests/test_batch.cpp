@@ -87,7 +87,7 @@ GenerateOptions options(const Job& j) {
 
 // Solo: run_strategy with SampledStrategy, one run after another. Batched: the same pipelines through a
 // SampledBatch of `rows` rows, job `late` joining after `late_after` steps. Traces compared line by line.
-void check_batched_equals_solo(const std::string& model_rel, const std::string& attention, int rows, int late_after) {
+void check_batched_equals_solo(const std::string& model_rel, const std::string& attention, int rows, int late_after, bool own_models) {
   auto loaded = load(model_rel);
   const fs::path dir = fs::temp_directory_path() / ("gb_batch_" + std::to_string(::getpid()));
   fs::create_directories(dir);
@@ -121,8 +121,9 @@ void check_batched_equals_solo(const std::string& model_rel, const std::string& 
     writers[i] = std::make_unique<JsonlWriter>((dir / ("batch" + std::to_string(i) + ".jsonl")).string(), *pipes[i]->tokenizer, false,
                                                WriterThread::None);
     Pipeline& p = *pipes[i];
-    // the runs' own Transformers for their prefill (the first) or the batch's own (the others)
-    Transformer& m = i == 0 ? *p.model : batch_model;
+    // each run's own Transformer (the chains and records then run on the threads), or the batch's for all but
+    // the first (one after another)
+    Transformer& m = own_models || i == 0 ? *p.model : batch_model;
     batch.add({m, *p.tokenizer, *p.attention, p.sampler.get()}, ids(i), kJobs[i].prompt, options(kJobs[i]), p.header, *writers[i],
               [&streamed, i](std::string_view piece) { streamed[i] += piece; });
   };
@@ -162,20 +163,22 @@ void check_batched_equals_solo(const std::string& model_rel, const std::string& 
 
 BOOST_AUTO_TEST_SUITE(batch, *boost::unit_test::precondition(gbtest::NeedsShared()))
 
-// Architectures and weight types, the plain K/V cache; 4 rows (every run in one pass) and 2 (round robin).
+// Architectures and weight types, the plain K/V cache; 4 rows (every run in one pass; each run its own
+// Transformer, so the chains and records run on the threads) and 2 (round robin; the batch's Transformer
+// shared, the chains and records one after another).
 BOOST_DATA_TEST_CASE(batched_runs_trace_as_solo_runs,
                      bdata::make({"models/stories260K.bin", "gguf/stories260K-q4_0.gguf", "gguf/synth128-q4_k_m.gguf",
                                   "gguf/synth256-q6_k.gguf", "gguf/arch/gpt2-synth-q8_0.gguf", "gguf/arch/gemma3-synth-f32.gguf",
                                   "gguf/arch/qwen2-synth-f16.gguf", "gguf/arch/phi3-synth-f32.gguf"}) *
                          bdata::make({4, 2}),
                      model, rows) {
-  check_batched_equals_solo(model, "kv-cache", rows, 3);
+  check_batched_equals_solo(model, "kv-cache", rows, 3, rows == 4);
 }
 
 // Every attention module: paged blocks, a sliding window that evicts (the runs outgrow it), and recompute
 // (nothing kept: each step re-runs its sequence alone, so those runs never join a pass — still equal).
 BOOST_DATA_TEST_CASE(batched_runs_with_every_attention_module, bdata::make({"paged", "sliding-window", "recompute"}), attention) {
-  check_batched_equals_solo("models/stories260K.bin", attention, 4, 5);
+  check_batched_equals_solo("models/stories260K.bin", attention, 4, 5, true);
 }
 
 // A run whose sink throws ends alone, with what it threw; the others run to their end; an ended run can be

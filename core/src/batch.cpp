@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "glassbox/error.hpp"
+#include "thread_pool.hpp"
 
 namespace glassbox {
 
@@ -109,15 +110,34 @@ std::size_t SampledBatch::step() {
     }
     ++passes_;
     rows_ += static_cast<std::int64_t>(batch_.size());
-    const std::size_t vocab = static_cast<std::size_t>(model_.config().vocab_size);
-    for (std::size_t b = 0; b < waiting_.size(); ++b) {
-      Run& r = *runs_[waiting_[b]];
+    // ---- each run's second half: its distribution → its chain → its step's record ----
+    // Runs are independent there (their own chain, recorder, sink), so with a Transformer each (the lens
+    // applies the run's own model's head, on its scratch) they are shared out among the threads: the
+    // sampling and the traces' work would otherwise add up, run after run, on this one.
+    struct Ends {
+      SampledBatch* self;
+      std::span<const float> logits;
+      std::size_t vocab;
+    } ends{this, logits, static_cast<std::size_t>(model_.config().vocab_size)};
+    auto end = [](const void* p, std::size_t b, int) {
+      const auto& e = *static_cast<const Ends*>(p);
+      Run& r = *e.self->runs_[e.self->waiting_[b]];
       try {
-        r.strategy.end_step(*r.run, logits.subspan(b * vocab, vocab), model_.row_attention_dots(b));
+        r.strategy.end_step(*r.run, e.logits.subspan(b * e.vocab, e.vocab), e.self->model_.row_attention_dots(b));
       } catch (...) {
-        fail(r);
+        r.error = std::current_exception();
+        r.open = false;
       }
+    };
+    bool own_models = waiting_.size() >= 2;
+    for (std::size_t b = 0; b < waiting_.size() && own_models; ++b) {
+      const Transformer* m = &runs_[waiting_[b]]->run->model;
+      own_models = m != &model_;
+      for (std::size_t c = 0; c < b && own_models; ++c) own_models = m != &runs_[waiting_[c]]->run->model;
     }
+    if (own_models) kernels::pool().run(waiting_.size(), end, &ends);
+    else
+      for (std::size_t b = 0; b < waiting_.size(); ++b) end(&ends, b, 0);
   }
   return open_runs();
 }

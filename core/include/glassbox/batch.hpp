@@ -13,11 +13,14 @@
 namespace glassbox {
 
 // Each run keeps its own parts — tokenizer, K/V store, sampler chain (its Transformer, for its prefill and
-// its trace's lens, may be batch_model itself: steps run one after another) — its options, sink and stream; the decode steps of every run waiting for a
+// its trace's lens, may be batch_model itself) — its options, sink and stream; the decode steps of every run waiting for a
 // token go through `batch_model` (over the same weights) as one forward_batch of up to its max_block rows.
 // A run's tokens and trace records are those of run_strategy with SampledStrategy alone, bit for bit: only
 // the timings differ (a batched step's time is the whole batch's pass). The weights are read once per step
-// for the batch, so B sequences decode in about the time of one while decode is memory-bound.
+// for the batch, so B sequences decode in about the time of one while decode is memory-bound. After the pass,
+// each run's chain and record run on the matrix products' threads, one run per chunk, when every run has a
+// Transformer of its own (else one after another, here); sinks and streams must then bear being called
+// from those threads (each run's own in order, never two at once).
 class SampledBatch {
  public:
   explicit SampledBatch(Transformer& batch_model);
