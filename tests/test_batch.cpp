@@ -103,6 +103,9 @@ void check_batched_equals_solo(const std::string& model_rel, const std::string& 
     std::vector<std::string> warnings;
     pipes.push_back(build_pipeline(loaded, spec, warnings));
   }
+  // Prefill blocks of 4 positions (solo and batched alike): the longer prompts take several, which the batch
+  // runs one per step (chunked prefill) while the others decode.
+  for (auto& p : pipes) p->model = std::make_unique<Transformer>(p->config, loaded->source->weights(), 4);
   const std::size_t n = pipes.size();
   auto ids = [&](std::size_t i) { return pipes[i]->tokenizer->encode(kJobs[i].prompt, pipes[i]->tokenizer->add_bos(), false); };
   for (std::size_t i = 0; i < n; ++i) {
@@ -159,6 +162,21 @@ void check_batched_equals_solo(const std::string& model_rel, const std::string& 
   if (!std::getenv("GB_KEEP")) fs::remove_all(dir);
 }
 
+// Counts its steps; throws at step `throw_at`.
+struct Counting : TraceSink {
+  int steps = 0, throw_at = -1;
+  Summary sum;
+  bool summarized = false;
+  void header(const RunHeader&) override {}
+  void step(const StepEvent&) override {
+    if (++steps == throw_at) throw OutputError("disk full (test)");
+  }
+  void summary(const Summary& s) override {
+    sum = s;
+    summarized = true;
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(batch, *boost::unit_test::precondition(gbtest::NeedsShared()))
@@ -184,19 +202,6 @@ BOOST_DATA_TEST_CASE(batched_runs_with_every_attention_module, bdata::make({"pag
 // A run whose sink throws ends alone, with what it threw; the others run to their end; an ended run can be
 // forgotten (a server's batch outlives its requests), an open one cannot.
 BOOST_AUTO_TEST_CASE(a_failing_run_ends_alone) {
-  struct Counting : TraceSink {
-    int steps = 0, throw_at = -1;
-    Summary sum;
-    bool summarized = false;
-    void header(const RunHeader&) override {}
-    void step(const StepEvent&) override {
-      if (++steps == throw_at) throw OutputError("disk full (test)");
-    }
-    void summary(const Summary& s) override {
-      sum = s;
-      summarized = true;
-    }
-  };
   auto loaded = load("models/stories260K.bin");
   std::vector<std::unique_ptr<Pipeline>> pipes;
   for (int i = 0; i < 3; ++i) {
@@ -235,6 +240,45 @@ BOOST_AUTO_TEST_CASE(a_failing_run_ends_alone) {
   batch.forget(ids[1]);
   BOOST_CHECK_THROW(batch.open(ids[1]), InputError);
   BOOST_TEST(batch.open_runs() == 0u);
+}
+
+// Chunked prefill: a long prompt goes in one block per step, and a run already decoding gets a token at
+// each of those steps (it would wait for the whole prefill otherwise).
+BOOST_AUTO_TEST_CASE(a_long_prompt_is_prefilled_a_block_per_step) {
+  auto loaded = load("models/stories260K.bin");
+  std::vector<std::unique_ptr<Pipeline>> pipes;
+  for (int i = 0; i < 2; ++i) {
+    RunSpec spec;
+    spec.sampler = {{"greedy", {}}};
+    spec.context = 64;
+    std::vector<std::string> warnings;
+    pipes.push_back(build_pipeline(loaded, spec, warnings));
+    pipes.back()->model = std::make_unique<Transformer>(pipes.back()->config, loaded->source->weights(), 4);
+  }
+  Transformer batch_model(pipes[0]->config, loaded->source->weights(), 2);
+  SampledBatch batch(batch_model);
+  Counting sinks[2];
+  GenerateOptions g;
+  g.max_tokens = 20;
+  g.stop_at_eos = g.stop_at_bos = false;
+  const std::string prompts[] = {"One day", "Lily and Ben went to the park. They saw a big tree and"};
+  const auto long_ids = pipes[1]->tokenizer->encode(prompts[1], true, false);
+  BOOST_TEST_REQUIRE(long_ids.size() > 12u);  // 4 blocks of 4 or more
+  for (int i = 0; i < 2; ++i) {
+    Pipeline& p = *pipes[i];
+    batch.add({*p.model, *p.tokenizer, *p.attention, p.sampler.get()}, p.tokenizer->encode(prompts[i], true, false), prompts[i], g,
+              p.header, sinks[i], [](std::string_view) {});
+  }
+  batch.step();  // run 0: its whole (one-block) prefill; run 1: its first block
+  BOOST_TEST(sinks[0].steps == 1);
+  BOOST_TEST(sinks[1].steps == 0);
+  batch.step();  // run 0 decodes; run 1's second block
+  batch.step();  // run 0 decodes; run 1's third block
+  BOOST_TEST(sinks[0].steps == 3);
+  BOOST_TEST(sinks[1].steps == 0);
+  batch.run_all();
+  BOOST_TEST(sinks[0].sum.generated == 20);
+  BOOST_TEST(sinks[1].sum.generated == 20);
 }
 
 BOOST_AUTO_TEST_CASE(forward_batch_refuses_bad_rows) {

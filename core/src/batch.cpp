@@ -38,6 +38,7 @@ std::size_t SampledBatch::add(const RunParts& parts, std::vector<std::int32_t> i
   r->id = next_id_++;
   r->opt = opt;
   r->on_piece = on_piece;
+  r->strategy.chunk_prefill(true);  // a long prompt goes in a block per step: the others keep decoding
   r->run = open_run(parts, r->strategy, std::move(ids), prompt, r->opt, std::move(header), sink, r->on_piece);
   r->open = !r->run->closed;
   runs_.push_back(std::move(r));

@@ -106,6 +106,7 @@ bool DecodeRun::emit(std::int32_t prev, std::int32_t token) {
 
 void SampledStrategy::begin(DecodeRun&) {
   step_ = 0;
+  prefill_at_ = 0;
   pos_ = -1;
   last_ = next_ = -1;
   dots_ = 0;
@@ -195,9 +196,19 @@ bool SampledStrategy::advance(DecodeRun& run) {
 SampledStrategy::Step SampledStrategy::begin_step(DecodeRun& run, BatchRow& row) {
   if (step_ == 0) {
     // ---- PREFILL: every prompt position through the model, in blocks; the last distribution picks ----
-    const auto t0 = DecodeRun::Clock::now();
-    const std::span<const float> logits = run.run_blocks(0, static_cast<int>(run.seq.size()), true, &dots_);
-    pos_ = static_cast<int>(run.seq.size()) - 1;
+    // (Chunked, one block per call: a batch's other runs decode between the blocks. The blocks are the same
+    // either way, so are the results.)
+    const int n = static_cast<int>(run.seq.size());
+    if (prefill_at_ == 0) {
+      prefill_t0_ = DecodeRun::Clock::now();
+      dots_ = 0;
+    }
+    const int to = chunked_ ? std::min(n, prefill_at_ + run.model.max_block()) : n;
+    const std::span<const float> logits = run.run_blocks(prefill_at_, to, to == n, &dots_);
+    prefill_at_ = to;
+    if (to < n) return Step::Done;  // more of the prompt at the next call
+    const auto t0 = prefill_t0_;
+    pos_ = n - 1;
     last_ = run.seq.back();
     choose_and_report(run, "prefill", run.seq, logits, t0);
     // The rates count whole steps: the model, the sampler and the step's record for the trace.

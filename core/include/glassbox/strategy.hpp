@@ -129,6 +129,10 @@ class SampledStrategy final : public Strategy {
   // pass: `row` says which token, position, store, attention observer and lens, and end_step takes the
   // logits that pass produced and its attention work (dot products) for this row.
   enum class Step { Ended, Done, Forward };
+  // Chunked prefill: each begin_step runs one block (the model's max_block positions) of the prompt and
+  // returns Done, the last one also choosing the first token; the results are the same blocks' (SampledBatch
+  // turns it on, so that a long prompt does not stall the batch's other runs for its whole prefill).
+  void chunk_prefill(bool on) { chunked_ = on; }
   Step begin_step(DecodeRun& run, BatchRow& row);
   void end_step(DecodeRun& run, std::span<const float> logits, std::int64_t attention_dots);
 
@@ -142,6 +146,9 @@ class SampledStrategy final : public Strategy {
   std::int32_t next_ = -1;   // the token the last step chose
   std::int64_t dots_ = 0;    // attention work of the current step
   DecodeRun::Clock::time_point t0_{};  // when the current step began
+  bool chunked_ = false;
+  int prefill_at_ = 0;                 // prompt positions prefilled so far
+  DecodeRun::Clock::time_point prefill_t0_{};
 };
 
 }  // namespace glassbox
