@@ -67,6 +67,7 @@ void add_compare_command(CLI::App& app) {
     int samples = 0, max_tokens = 0;
     std::uint64_t seed = 0;
     int jobs = 0;
+    int batch = 8;
     bool independent_seeds = false, no_progress = false, ignore_eos = false;
     Output out;
     std::vector<std::string> shard_files;
@@ -94,6 +95,11 @@ void add_compare_command(CLI::App& app) {
   add_shared_option(cmd, "plugin_path", o->plugin_path);
   add_shared_flag(cmd, "ignore_eos", o->ignore_eos);
   cmd->add_option("--jobs,-j", o->jobs, "parallel runs (default: the number of cores)")->check(CLI::Range(1, 1024));
+  cmd->add_option("--batch", o->batch,
+                  "samples of one prompt and sampled strategy decoded together, the weights read once per step for all "
+                  "(1: one at a time; beam and speculative strategies always are)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
   cmd->add_option("--traces", o->traces, "write each run's trace and viewer page into this folder");
   cmd->add_option("--trace-lens", o->trace_lens, "with --traces: record the logit lens in each trace (blocks | all)")
       ->expected(0, 1)
@@ -139,6 +145,7 @@ void add_compare_command(CLI::App& app) {
     cmp::validate(e, where);
 
     cmp::SweepOptions so;
+    so.batch = o->batch;
     so.jobs = o->jobs > 0 ? o->jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     so.traces_dir = o->traces;
     if (cmd->count("--trace-lens") > 0) {

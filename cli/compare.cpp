@@ -25,6 +25,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "glassbox/batch.hpp"
 #include "glassbox/beam_search.hpp"
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
@@ -592,6 +593,12 @@ struct Worker {
   std::vector<std::unique_ptr<KvStore>> beam_stores;  // the widest beam strategy's stores beyond the session's
   std::vector<std::unique_ptr<Session>> drafts;       // per strategy: a speculative strategy's draft (else null)
   std::vector<std::unique_ptr<SpeculativeEngine>> speculative;  // per strategy: its engine (else null)
+  // Batched samples (SweepOptions::batch): rows beyond the first (which uses the session's model, store and
+  // chain) each get a Transformer, a store and, per strategy, a chain of their own, made on first use.
+  std::unique_ptr<Transformer> batch_model;
+  std::vector<std::unique_ptr<Transformer>> row_models;
+  std::vector<std::unique_ptr<KvStore>> row_stores;
+  std::vector<std::vector<std::unique_ptr<SamplerChain>>> row_chains;  // (strategy, row - 1)
 };
 
 RunOptions session_options(const Experiment& e) {
@@ -605,6 +612,19 @@ RunOptions session_options(const Experiment& e) {
   o.max_tokens = e.max_tokens;
   o.ignore_eos = e.ignore_eos;
   return o;
+}
+
+// A strategy's sampler chain over the session's vocabulary; `ban_eog`: --ignore-eos's ban first, as in `run`
+// (a beam search bans the ids itself: BeamOptions).
+std::unique_ptr<SamplerChain> make_chain(const Experiment& e, const Session& s, const std::string& chain, bool ban_eog,
+                                         std::vector<std::string>& warnings) {
+  PluginContext stage_context;  // what a stage may check against (logit-bias's ids)
+  stage_context.vocab_size = s.header.config.vocab_size;
+  stage_context.tokenizer = &*s.tokenizer;
+  auto stages = build_sampler_stages(*s.registry, parse_plugin_chain(chain, "sampler"), warnings, stage_context);
+  if (e.ignore_eos && ban_eog)
+    if (auto ban = make_ignore_eos_stage(*s.registry, *s.tokenizer)) stages.insert(stages.begin(), std::move(ban));
+  return std::make_unique<SamplerChain>(std::move(stages), s.header.config.vocab_size, 0);
 }
 
 std::unique_ptr<Worker> make_worker(const Experiment& e) {
@@ -624,14 +644,7 @@ std::unique_ptr<Worker> make_worker(const Experiment& e) {
       widest = std::max(widest, w->beams.back()->width);
     }
     const std::string chain = w->beams.back() ? "greedy" : sp ? sp->chain : st.chain;
-    PluginContext stage_context;  // what a stage may check against (logit-bias's ids)
-    stage_context.vocab_size = s.header.config.vocab_size;
-    stage_context.tokenizer = &*s.tokenizer;
-    auto stages = build_sampler_stages(*s.registry, parse_plugin_chain(chain, "sampler"), warnings, stage_context);
-    // --ignore-eos's ban, first in the chain as in `run` (a beam search bans the ids itself: BeamOptions).
-    if (e.ignore_eos && !w->beams.back())
-      if (auto ban = make_ignore_eos_stage(*s.registry, *s.tokenizer)) stages.insert(stages.begin(), std::move(ban));
-    w->chains.push_back(std::make_unique<SamplerChain>(std::move(stages), s.header.config.vocab_size, 0));
+    w->chains.push_back(make_chain(e, s, chain, !w->beams.back(), warnings));
     w->engines.push_back(std::make_unique<Engine>(*s.model, *s.tokenizer, *s.attention, *w->chains.back()));
     RunHeader h = s.header;
     std::erase_if(h.plugins, [](const PluginRecord& p) { return p.kind == "sampler"; });
@@ -671,31 +684,58 @@ class NullSink final : public TraceSink {
   void summary(const Summary&) override {}
 };
 
-Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::string& traces_dir, LensPoints lens) {
+// One run's options, header and sinks (the report's collector, and its trace when asked), as do_run and
+// do_batch set them up alike.
+struct RunSetup {
   Run r;
-  r.prompt = p;
-  r.strategy = s;
-  r.sample = i;
-  r.seed = run_seed(e, p, s, i);
-  const auto t0 = std::chrono::steady_clock::now();
   GenerateOptions g;
-  g.max_tokens = e.max_tokens;
-  g.seed = r.seed;
-  g.watch.top_k = kExpectedTop;  // stages and distribution recorded: the report reads both
-  RunHeader h = w.headers[s];
-  h.seed = r.seed;
-  Collector collect(r, *w.session->tokenizer);
-  TeeSink sinks;
-  sinks.add(&collect);
+  RunHeader h;
+  std::unique_ptr<Collector> collect;
   std::unique_ptr<traces::JsonlWriter> writer;
-  if (!traces_dir.empty()) {
-    g.watch.lens = lens;
-    r.trace = (fs::path(traces_dir) / ("p" + std::to_string(p) + "-s" + std::to_string(s) + "-n" + std::to_string(i) +
-                                       ".jsonl")).string();
-    writer = std::make_unique<traces::JsonlWriter>(r.trace, *w.session->tokenizer, false, trace_writer_thread(g.watch.level, lens != LensPoints::Off));
-    sinks.add(writer.get());
-  }
+  TeeSink sinks;
   std::string text;
+  RunSetup(Worker& w, const Experiment& e, int p, int s, int i, const std::string& traces_dir, LensPoints lens) {
+    r.prompt = p;
+    r.strategy = s;
+    r.sample = i;
+    r.seed = run_seed(e, p, s, i);
+    g.max_tokens = e.max_tokens;
+    g.seed = r.seed;
+    g.watch.top_k = kExpectedTop;  // stages and distribution recorded: the report reads both
+    h = w.headers[s];
+    h.seed = r.seed;
+    collect = std::make_unique<Collector>(r, *w.session->tokenizer);
+    sinks.add(collect.get());
+    if (!traces_dir.empty()) {
+      g.watch.lens = lens;
+      r.trace = (fs::path(traces_dir) / ("p" + std::to_string(p) + "-s" + std::to_string(s) + "-n" + std::to_string(i) +
+                                         ".jsonl")).string();
+      writer = std::make_unique<traces::JsonlWriter>(r.trace, *w.session->tokenizer, false,
+                                                     trace_writer_thread(g.watch.level, lens != LensPoints::Off));
+      sinks.add(writer.get());
+    }
+  }
+  // The text, and the trace closed, read back (which validates it) and given a viewer page.
+  Run finish(double ms) {
+    r.text = clean_utf8(text);
+    if (writer) {
+      writer.reset();  // flushed and closed
+      const auto trace = traces::read_trace(r.trace);
+      const fs::path page = fs::path(r.trace).replace_extension(".html");
+      write_file_atomically(page, traces::trace_html(trace));
+    }
+    r.ms = ms;
+    return std::move(r);
+  }
+};
+
+Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::string& traces_dir, LensPoints lens) {
+  const auto t0 = std::chrono::steady_clock::now();
+  RunSetup run(w, e, p, s, i, traces_dir, lens);
+  GenerateOptions& g = run.g;
+  RunHeader& h = run.h;
+  TeeSink& sinks = run.sinks;
+  std::string& text = run.text;
   if (const auto& beam = w.beams[s]) {
     // One store per beam: the session's, then the worker's extra ones (a recompute module needs one).
     std::vector<KvStore*> stores{w.session->attention.get()};
@@ -713,16 +753,45 @@ Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::strin
   } else {
     w.engines[s]->generate(e.prompts[p], g, h, sinks, [&](std::string_view piece) { text += piece; });
   }
-  r.text = clean_utf8(text);
-  if (writer) {
-    writer.reset();  // flushed and closed
-    // Read back (which validates it) and give it a viewer page the report can link to.
-    const auto trace = traces::read_trace(r.trace);
-    const fs::path page = fs::path(r.trace).replace_extension(".html");
-    write_file_atomically(page, traces::trace_html(trace));
+  return run.finish(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// Samples i0 .. i0 + n - 1 of a sampled strategy over one prompt, decoded together (batched decode,
+// glassbox/batch.hpp): each its own seed, chain, store and trace, exactly as do_run would make them; the
+// weights read once per step for all. Each run's `ms` is its share of the batch's time.
+std::vector<Run> do_batch(Worker& w, const Experiment& e, int p, int s, const std::vector<int>& samples, const std::string& traces_dir,
+                          LensPoints lens) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Session& ses = *w.session;
+  const int n = static_cast<int>(samples.size());
+  if (!w.batch_model || w.batch_model->max_block() < n) w.batch_model = std::make_unique<Transformer>(ses.config, ses.source->weights(), n);
+  if (w.row_chains.size() < e.strategies.size()) w.row_chains.resize(e.strategies.size());
+  for (int j = static_cast<int>(w.row_models.size()) + 1; j < n; ++j) {
+    w.row_models.push_back(std::make_unique<Transformer>(ses.config, ses.source->weights(), ses.model->max_block()));
+    w.row_stores.push_back(ses.registry->make_attention(session_options(e).attention, ses.config.attention_shape()));
   }
-  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+  for (int j = static_cast<int>(w.row_chains[s].size()) + 1; j < n; ++j) {
+    std::vector<std::string> warnings;  // reported once, by validate()
+    w.row_chains[s].push_back(make_chain(e, ses, e.strategies[s].chain, true, warnings));
+  }
+  std::vector<std::unique_ptr<RunSetup>> runs;
+  SampledBatch batch(*w.batch_model);
+  const Tokenizer& tok = *ses.tokenizer;
+  for (int j = 0; j < n; ++j) {
+    runs.push_back(std::make_unique<RunSetup>(w, e, p, s, samples[j], traces_dir, lens));
+    RunSetup& r = *runs.back();
+    const RunParts parts = j == 0 ? RunParts{*ses.model, tok, *ses.attention, w.chains[s].get()}
+                                  : RunParts{*w.row_models[j - 1], tok, *w.row_stores[j - 1], w.row_chains[s][j - 1].get()};
+    batch.add(parts, tok.encode(e.prompts[p], tok.add_bos(), false), e.prompts[p], r.g, r.h, r.sinks,
+              [&r](std::string_view piece) { r.text += piece; });
+  }
+  batch.run_all();
+  for (int j = 0; j < n; ++j)
+    if (const auto err = batch.error(static_cast<std::size_t>(j))) std::rethrow_exception(err);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / n;
+  std::vector<Run> out;
+  for (auto& r : runs) out.push_back(r->finish(ms));
+  return out;
 }
 
 std::string clock_text(double s) {
@@ -764,10 +833,29 @@ std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::st
       throw ConfigError("--traces " + opt.traces_dir + ": cannot create the folder");
   }
   const int jobs = static_cast<int>(std::clamp<long long>(opt.jobs, 1, std::max<long long>(1, todo.size())));
+  if (opt.batch < 1 || opt.batch > 256) throw ConfigError("--batch " + std::to_string(opt.batch) + " (expected 1..256)");
   // Sessions are opened here, one after the other: plugin loading is not meant to be concurrent.
   std::vector<std::unique_ptr<Worker>> workers;
   for (int j = 0; j < jobs; ++j) workers.push_back(make_worker(e));
   if (model_sha256) *model_sha256 = workers[0]->session->header.model_sha256;
+
+  // Units of work: a run alone, or up to opt.batch samples of one prompt and one sampled strategy decoded
+  // together (beam and speculative strategies run one by one).
+  auto strategy_of = [&](long long k) { return static_cast<int>(k / e.samples % S); };
+  auto prompt_of = [&](long long k) { return static_cast<int>(k / e.samples / S); };
+  auto batched = [&](int s) { return opt.batch > 1 && !workers[0]->beams[s] && !workers[0]->speculative[s]; };
+  std::vector<std::vector<std::size_t>> units;  // indices into todo
+  for (std::size_t at = 0; at < todo.size(); ++at) {
+    const long long k = todo[at];
+    if (!units.empty() && batched(strategy_of(k)) && static_cast<int>(units.back().size()) < opt.batch) {
+      const long long prev = todo[units.back().back()];
+      if (strategy_of(prev) == strategy_of(k) && prompt_of(prev) == prompt_of(k)) {
+        units.back().push_back(at);
+        continue;
+      }
+    }
+    units.push_back({at});
+  }
 
   std::vector<Run> out(todo.size());
   std::atomic<std::size_t> next{0}, done{0};
@@ -776,20 +864,27 @@ std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::st
   std::mutex error_mu;
   auto work = [&](Worker& w) {
     for (;;) {
-      const std::size_t at = next++;
-      if (at >= todo.size() || failed) return;
-      const long long k = todo[at];
-      const int i = static_cast<int>(k % e.samples), s = static_cast<int>(k / e.samples % S),
-                p = static_cast<int>(k / e.samples / S);
+      const std::size_t u = next++;
+      if (u >= units.size() || failed) return;
+      const std::vector<std::size_t>& unit = units[u];
+      const long long k = todo[unit[0]];
+      const int i = static_cast<int>(k % e.samples), s = strategy_of(k), p = prompt_of(k);
       try {
-        out[at] = do_run(w, e, p, s, i, opt.traces_dir, opt.lens);
+        if (unit.size() == 1) {
+          out[unit[0]] = do_run(w, e, p, s, i, opt.traces_dir, opt.lens);
+        } else {
+          std::vector<int> samples;
+          for (const std::size_t at : unit) samples.push_back(static_cast<int>(todo[at] % e.samples));
+          std::vector<Run> runs = do_batch(w, e, p, s, samples, opt.traces_dir, opt.lens);
+          for (std::size_t j = 0; j < unit.size(); ++j) out[unit[j]] = std::move(runs[j]);
+        }
       } catch (...) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (!error) error = std::current_exception();
         failed = true;
         return;
       }
-      ++done;
+      done += unit.size();
     }
   };
   const auto t0 = std::chrono::steady_clock::now();

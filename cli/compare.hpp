@@ -118,6 +118,9 @@ struct SweepOptions {
   std::string traces_dir;                  // per-run traces (+ viewer pages) here when not empty
   LensPoints lens = LensPoints::Off;       // with traces_dir: the logit lens in each trace (--trace-lens)
   bool progress = false;                   // progress bar with ETA on stderr
+  // Samples of one prompt and one sampled strategy decoded together, up to this many per forward pass
+  // (batched decode: the same runs, the weights read once per step for all); 1: one run at a time.
+  int batch = 8;
 };
 
 // "I/N" -> (I, N); throws ConfigError.

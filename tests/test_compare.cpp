@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE compare
 #include <cmath>
 #include <map>
+#include <fstream>
 #include <set>
 
 #include <boost/test/data/test_case.hpp>
@@ -155,6 +156,39 @@ BOOST_AUTO_TEST_CASE(each_run_writes_a_valid_trace_that_matches_its_metrics) {
   }
 }
 
+// A sampled strategy's samples decode together (--batch, default 8): each sample's trace — every logit,
+// stage, lens row — is the one it has decoded alone (--batch 1), timings aside.
+BOOST_AUTO_TEST_CASE(batched_samples_trace_as_samples_alone) {
+  const fs::path dir = temp_dir("compare-batch");
+  std::map<std::string, std::vector<json>> traces[2];
+  for (int b = 0; b < 2; ++b) {
+    const fs::path out = dir / (b ? "one" : "batched");
+    const json j = compare_json(cat(stories_args(), {"--prompt", "Once upon a time", "--strategy", "top-k:40,temperature:0.9",
+                                                     "--strategy", "beam:2", "--samples", "5", "--max-tokens", "20", "--seed", "5",
+                                                     "--jobs", "1", "--batch", b ? "1" : "3", "--traces", out.string(),
+                                                     "--trace-lens", "all"}));
+    BOOST_TEST_REQUIRE(j["runs"].size() == 10u);
+    for (const auto& r : j["runs"]) {
+      std::ifstream in(r["trace"].get<std::string>());
+      std::string line;
+      auto& lines = traces[b][fs::path(r["trace"].get<std::string>()).filename().string()];
+      while (std::getline(in, line)) {
+        json l = json::parse(line);
+        for (const char* k : {"ms", "ttft_ms", "decode_tok_s", "prefill_tok_s"}) l.erase(k);
+        lines.push_back(std::move(l));
+      }
+    }
+  }
+  BOOST_TEST_REQUIRE(traces[0].size() == 10u);
+  for (const auto& [name, lines] : traces[0]) {
+    BOOST_TEST_REQUIRE(traces[1].count(name) == 1u, name);
+    const auto& other = traces[1].at(name);
+    BOOST_TEST_REQUIRE(lines.size() == other.size(), name);
+    BOOST_TEST(lines.size() >= 3u, name);
+    for (std::size_t i = 0; i < lines.size(); ++i) BOOST_TEST(lines[i] == other[i], name << " line " << i);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(the_printed_command_reproduces_a_sample) {
   const json j = compare_json(cat(stories_args(), {"--prompt", "Lily's cat", "--strategy", "top-p:0.9,temperature:1.1",
                                                    "--samples", "3", "--max-tokens", "20", "--seed", "5"}));
@@ -227,12 +261,14 @@ BOOST_AUTO_TEST_CASE(same_seed_same_bytes_and_jobs_do_not_matter) {
   auto a = run_cli(cat({"compare", "--json", "--jobs", "2"}, args));
   auto b = run_cli(cat({"compare", "--json", "--jobs", "2"}, args));
   auto one = run_cli(cat({"compare", "--json", "--jobs", "1"}, args));
-  BOOST_TEST_REQUIRE((a.rc == 0 && b.rc == 0 && one.rc == 0), a.err + b.err + one.err);
+  auto unbatched = run_cli(cat({"compare", "--json", "--jobs", "1", "--batch", "1"}, args));  // each sample alone
+  BOOST_TEST_REQUIRE((a.rc == 0 && b.rc == 0 && one.rc == 0 && unbatched.rc == 0), a.err + b.err + one.err + unbatched.err);
   // Byte for byte, up to the timings (the last key: keys are sorted).
   auto cut = [](const std::string& s) { return s.substr(0, s.find(",\"timings\":")); };
   BOOST_TEST_REQUIRE(has(a.out, ",\"timings\":"));
   BOOST_TEST(cut(a.out) == cut(b.out));
   BOOST_TEST(cut(a.out) == cut(one.out));
+  BOOST_TEST(cut(a.out) == cut(unbatched.out));
   BOOST_TEST(without_timings(json::parse(a.out)) == without_timings(json::parse(one.out)));
   // Another seed, other samples.
   auto c = run_cli(cat(cat({"compare", "--json"}, sweep), {"--seed", "100"}));
