@@ -174,7 +174,7 @@ BOOST_AUTO_TEST_CASE(batched_samples_trace_as_samples_alone) {
       auto& lines = traces[b][fs::path(r["trace"].get<std::string>()).filename().string()];
       while (std::getline(in, line)) {
         json l = json::parse(line);
-        for (const char* k : {"ms", "ttft_ms", "decode_tok_s", "prefill_tok_s"}) l.erase(k);
+        for (const char* k : {"ms", "ttft_ms", "decode_tok_s", "prefill_tok_s", "batch"}) l.erase(k);
         lines.push_back(std::move(l));
       }
     }

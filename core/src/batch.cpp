@@ -124,7 +124,8 @@ std::size_t SampledBatch::step() {
       const auto& e = *static_cast<const Ends*>(p);
       Run& r = *e.self->runs_[e.self->waiting_[b]];
       try {
-        r.strategy.end_step(*r.run, e.logits.subspan(b * e.vocab, e.vocab), e.self->model_.row_attention_dots(b));
+        r.strategy.end_step(*r.run, e.logits.subspan(b * e.vocab, e.vocab), e.self->model_.row_attention_dots(b),
+                            static_cast<int>(e.self->waiting_.size()));
       } catch (...) {
         r.error = std::current_exception();
         r.open = false;

@@ -107,6 +107,7 @@ bool DecodeRun::emit(std::int32_t prev, std::int32_t token) {
 void SampledStrategy::begin(DecodeRun&) {
   step_ = 0;
   prefill_at_ = 0;
+  pass_rows_ = 1;
   pos_ = -1;
   last_ = next_ = -1;
   dots_ = 0;
@@ -135,6 +136,7 @@ void SampledStrategy::choose_and_report(DecodeRun& run, const char* phase, std::
   f.token = next_;
   f.forced = forced;
   f.attention_dots = dots_;
+  f.batch = pass_rows_;
   f.ms = DecodeRun::ms_since(t0);
   run.sink.step(run.rec.record(f, run.attn));
 }
@@ -243,8 +245,9 @@ SampledStrategy::Step SampledStrategy::begin_step(DecodeRun& run, BatchRow& row)
 }
 
 // the step's distribution -> the chain -> its record; the decode rate's parts
-void SampledStrategy::end_step(DecodeRun& run, std::span<const float> logits, std::int64_t attention_dots) {
+void SampledStrategy::end_step(DecodeRun& run, std::span<const float> logits, std::int64_t attention_dots, int pass_rows) {
   dots_ += attention_dots;
+  pass_rows_ = pass_rows;
   choose_and_report(run, "decode", std::span(&last_, 1), logits, t0_);
   run.decode_ms += DecodeRun::ms_since(t0_);
   ++run.decode_units;

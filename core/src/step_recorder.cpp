@@ -159,6 +159,7 @@ const StepEvent& StepRecorder::record(const StepFacts& f, const KvStore& kv) {
   kv.describe(kv_);  // in place: a reused record allocates nothing
   e.kv = &kv_;
   e.attention_dots = f.attention_dots;
+  e.batch = f.batch > 1 ? f.batch : 0;
   if (attention_) {
     e.attention = attention_->taken();
     attention_->clear();  // the rows stay valid (their storage is kept) until the next step fills them

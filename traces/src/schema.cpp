@@ -514,6 +514,7 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
     s.kv.blocks = std::move(b);
   }
   s.attention_dots = c.opt_integer(j, "attention_dots", "step");
+  s.batch = c.opt_integer(j, "batch", "step");
   if (j.contains("attention")) {
     const json& rows = c.array(j, "attention", "step");
     s.attention.emplace();

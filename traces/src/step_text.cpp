@@ -192,6 +192,7 @@ class StepWriter {
       L.raw("]");
     }
     if (s.attention_dots) L.key("attention_dots"), L.integer(*s.attention_dots);
+    if (s.batch) L.key("batch"), L.integer(*s.batch);
     // Beam search's record (rare, small next to a search's forwards): nlohmann-json's own text of it.
     if (s.beams) L.key("beams"), L.raw(dump(to_json(*s.beams)));
     L.key("draw"), L.raw("{");

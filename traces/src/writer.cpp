@@ -201,6 +201,8 @@ void step_into(TraceStep& r, const StepEvent& e, const Tokenizer& tok) {
   if (e.kv) kv_into(r.kv, *e.kv);
   else r.kv = TraceKv{};
   r.attention_dots = e.attention_dots;
+  if (e.batch > 1) r.batch = e.batch;
+  else r.batch.reset();
   list_into(r.attention, e.attention, [](TraceAttentionRow& row, const AttentionRow& a) {
     row.layer = a.layer, row.head = a.head, row.pos = a.pos, row.first_pos = a.first_pos;
     row.weights.assign(a.weights.begin(), a.weights.end());

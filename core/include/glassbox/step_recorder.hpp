@@ -55,6 +55,7 @@ struct StepFacts {
   std::int32_t token = -1;                  // the token appended (pick.id, or a forced one)
   bool forced = false;
   std::int64_t attention_dots = 0;
+  int batch = 0;                            // sequences in the batched pass that gave the logits (0: alone)
   double ms = 0;
 };
 

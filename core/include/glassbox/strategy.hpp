@@ -127,14 +127,15 @@ class SampledStrategy final : public Strategy {
   // (run.sum.stop_reason set), Done when it ran the whole step itself (the prefill, a refill after the
   // context policy, a store that keeps nothing), and Forward when the step waits for one token's forward
   // pass: `row` says which token, position, store, attention observer and lens, and end_step takes the
-  // logits that pass produced and its attention work (dot products) for this row.
+  // logits that pass produced, its attention work (dot products) for this row and how many rows the pass
+  // carried (the step's record says so, as `batch`, when more than one).
   enum class Step { Ended, Done, Forward };
   // Chunked prefill: each begin_step runs one block (the model's max_block positions) of the prompt and
   // returns Done, the last one also choosing the first token; the results are the same blocks' (SampledBatch
   // turns it on, so that a long prompt does not stall the batch's other runs for its whole prefill).
   void chunk_prefill(bool on) { chunked_ = on; }
   Step begin_step(DecodeRun& run, BatchRow& row);
-  void end_step(DecodeRun& run, std::span<const float> logits, std::int64_t attention_dots);
+  void end_step(DecodeRun& run, std::span<const float> logits, std::int64_t attention_dots, int pass_rows = 1);
 
  private:
   void choose_and_report(DecodeRun& run, const char* phase, std::span<const std::int32_t> input,
@@ -147,6 +148,7 @@ class SampledStrategy final : public Strategy {
   std::int64_t dots_ = 0;    // attention work of the current step
   DecodeRun::Clock::time_point t0_{};  // when the current step began
   bool chunked_ = false;
+  int pass_rows_ = 1;                  // rows of the pass that gave the current step's logits
   int prefill_at_ = 0;                 // prompt positions prefilled so far
   DecodeRun::Clock::time_point prefill_t0_{};
 };

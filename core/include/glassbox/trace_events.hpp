@@ -162,6 +162,7 @@ struct StepEvent {
   bool forced = false;                   // token was teacher-forced (replay), not the sampler's choice
   const KvState* kv = nullptr;           // the attention module's state after the step
   std::int64_t attention_dots = 0;       // query·key dot products this step (positions × heads × layers)
+  int batch = 0;                         // > 1: the forward pass that gave this step's logits decoded that many sequences
   std::span<const AttentionRow> attention;  // newest position's weights, only with --trace-attention
   std::span<const LensRecord> lens;      // the logit lens at each point asked for, only with --trace-lens
   const SpeculativeStep* speculative = nullptr;  // only with a draft model (run --draft-model)

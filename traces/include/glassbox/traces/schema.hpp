@@ -251,6 +251,7 @@ struct TraceStep {
   TraceDraw draw;
   TraceKv kv;
   std::optional<std::int64_t> attention_dots;
+  std::optional<std::int64_t> batch;  // sequences in the batched pass that gave this step's logits (absent: alone)
   std::optional<std::vector<TraceAttentionRow>> attention;
   std::optional<std::vector<TraceLens>> lens;  // only with --trace-lens
   std::optional<TraceSpeculative> speculative;  // only with --draft-model
