@@ -242,7 +242,7 @@ template <class F> void find_all(std::uint32_t a, std::uint32_t b, std::vector<R
 }  // namespace
 
 void split(Rule rule, const CodePoints& text, Range piece, std::vector<Range>& out) {
-  const auto [a, b] = piece;
+  const std::uint32_t a = piece.first, b = piece.second;  // not a structured binding: clang 14 cannot capture one
   const Matcher m{text.cp.data(), text.props.data(), b};
   const char32_t* cp = text.cp.data();
   const unsigned char* pr = text.props.data();
