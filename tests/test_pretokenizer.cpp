@@ -246,6 +246,24 @@ BOOST_DATA_TEST_CASE(rules_equal_icu_on_random_strings, bdata::make(lists()), l)
   for (const auto& [s, n] : seen) BOOST_TEST(n >= 20, show(s) << " in only " << n << " strings");
 }
 
+// Every string of up to 4 symbols over an alphabet of what the rules tell apart: spaces of each kind the
+// regexes single out, letters (of contractions and not), a digit, punctuation, an apostrophe, an invalid byte.
+BOOST_DATA_TEST_CASE(rules_equal_icu_on_every_short_string, bdata::make(lists()), l) {
+  static const auto texts = [] {
+    const std::vector<std::string> alphabet = {" ", "\n", "\r", "\t", "\xC2\xA0", "a", "s", "l", "L", "'", "1", "!", "\xFF"};
+    std::vector<std::string> out = {""};
+    for (std::size_t from = 0, len = 1; len <= 4; ++len) {
+      const std::size_t to = out.size();
+      for (std::size_t i = from; i < to; ++i)
+        for (const auto& a : alphabet) out.push_back(out[i] + a);
+      from = to;
+    }
+    return out;
+  }();
+  BOOST_TEST(texts.size() == 1u + 13 + 169 + 2197 + 28561);
+  check_against_icu(l, texts);
+}
+
 // Why the tokenizer reads Llama 3's (?i:...) spelling as the spelled-out one: ICU's case-insensitive
 // match folds ſ to s (and K, the Kelvin sign, to k), so the two spellings split differently, and
 // llama.cpp and the reference tokenizers follow the spelled-out one.
