@@ -9,6 +9,9 @@
 
 #include <glassbox/error.hpp>
 
+#ifndef GLASSBOX_BPE_HAVE_ICU  // set by plugins/bpe_tokenizer/CMakeLists.txt (GLASSBOX_ICU)
+#define GLASSBOX_BPE_HAVE_ICU 0
+#endif
 #if GLASSBOX_BPE_HAVE_ICU
 #include <unicode/regex.h>
 #include <unicode/unistr.h>
