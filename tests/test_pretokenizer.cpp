@@ -269,8 +269,7 @@ BOOST_DATA_TEST_CASE(rules_equal_icu_on_every_short_string, bdata::make(lists())
 }
 
 // Why the tokenizer reads Llama 3's (?i:...) spelling as the spelled-out one: ICU's case-insensitive
-// match folds ſ to s (and K, the Kelvin sign, to k), so the two spellings split differently, and
-// llama.cpp and the reference tokenizers follow the spelled-out one.
+// match folds ſ to s, so the two spellings split differently, and llama.cpp follows the spelled-out one.
 BOOST_AUTO_TEST_CASE(icu_case_folding_is_why_the_original_spelling_is_not_used) {
   const bpe::PreTokenizer original({bpe::kLlama3Original}, "o", bpe::PreTokenizer::Engine::Icu);
   const bpe::PreTokenizer spelled({bpe::kLlama3}, "s", bpe::PreTokenizer::Engine::Icu);
