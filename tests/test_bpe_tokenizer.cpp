@@ -357,7 +357,8 @@ BOOST_DATA_TEST_CASE(bad_tokenizer_json_is_refused,
                                   std::string(R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "pre_tokenizer": {"type": "Whitespace"}})"),
                                   std::string(R"({"model": {"type": "BPE", "vocab": {"a": 0}}, "pre_tokenizer": {"type": "Split", "pattern": {"Regex": "(["}, "behavior": "Isolated"}})")}) ^
                          bdata::make({"not valid JSON", "no 'model' object", "model.type is 'Unigram'", "not an integer",
-                                      "not two pieces", "'Whitespace' is not supported", "does not compile"}),
+                                      "not two pieces", "'Whitespace' is not supported",
+                                      GBTEST_BPE_HAVE_ICU ? "does not compile" : "no regex engine for arbitrary patterns"}),
                      content, expect) {
   const fs::path dir = gbtest::temp_dir("badbpe");
   const fs::path f = dir / "tokenizer.json";
@@ -369,6 +370,33 @@ BOOST_DATA_TEST_CASE(bad_tokenizer_json_is_refused,
     const std::string msg = e.what();
     BOOST_TEST(msg.find(f.string()) != std::string::npos, msg);
     BOOST_TEST(msg.find(expect) != std::string::npos, msg);
+  }
+  fs::remove_all(dir);
+}
+
+// A Split regex that is none of the known ones runs through ICU's regex engine; a build without ICU
+// (GLASSBOX_ICU=OFF, the WebAssembly build) refuses it in one line naming the file and the pattern.
+BOOST_AUTO_TEST_CASE(an_unknown_split_regex_needs_icu) {
+  const fs::path dir = gbtest::temp_dir("bpesplit");
+  const fs::path f = dir / "tokenizer.json";
+  const std::string re = R"(\w+|[^\w\s]+)";
+  const json j = {{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {",", 2}, {"\u0120", 3}, {"ab", 4}, {"\u0120a", 5}}},
+                             {"merges", {"\u0120 a", "a b"}}}},
+                  {"pre_tokenizer", {{"type", "Split"}, {"pattern", {{"Regex", re}}}, {"behavior", "Isolated"}}}};
+  gbtest::write_file(f, j.dump());
+  if (GBTEST_BPE_HAVE_ICU) {
+    // The regex leaves the space a piece of its own: GPT-2's rule would give " ab" = [5, 1].
+    BOOST_TEST(make(f.string())->encode("ab, ab", false, false) == (std::vector<std::int32_t>{4, 2, 3, 4}), boost::test_tools::per_element());
+  } else {
+    try {
+      make(f.string());
+      BOOST_FAIL("a build without ICU accepted an arbitrary regex");
+    } catch (const glassbox::TokenizerError& e) {
+      const std::string msg = e.what();
+      BOOST_TEST(msg.find(f.string() + ": pre-tokenizer regex '" + re + "'") == 0u, msg);
+      BOOST_TEST(msg.find("this build has no regex engine for arbitrary patterns") != std::string::npos, msg);
+      BOOST_TEST(msg.find('\n') == std::string::npos, msg);
+    }
   }
   fs::remove_all(dir);
 }

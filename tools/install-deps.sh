@@ -8,7 +8,8 @@ pkgs=(build-essential cmake pkg-config
       xtensor-dev libxsimd-dev libyaml-cpp-dev
       libboost-test-dev libboost-filesystem-dev libboost-dev
       nlohmann-json3-dev libcli11-dev libgraphviz-dev
-      libicu-dev    # the bpe tokenizer's Unicode regexes (\p{L}, \p{N}), which std::regex lacks
+      libicu-dev    # optional (GLASSBOX_ICU): the bpe tokenizer's regex engine for tokenizer.json Split patterns it has no
+                    # built-in rule for, test_pretokenizer's reference, and tools/gen-unicode-tables.sh's Unicode data
       libcpp-httplib-dev   # glassbox serve's HTTP server and its tests' client (what llama.cpp's server uses)
       librsvg2-bin)        # rsvg-convert: `compare --figures` draws each chart's PNG from its SVG (librsvg, already Graphviz's SVG loader)
 

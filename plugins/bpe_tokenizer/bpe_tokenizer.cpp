@@ -1,4 +1,4 @@
-// Tokenizer "bpe": byte-level BPE (GPT-2, Llama 3, SmolLM, ...): regex pre-tokenization, GPT-2's
+// Tokenizer "bpe": byte-level BPE (GPT-2, Llama 3, SmolLM, ...): regex pre-tokenization (pretokenizer.hpp), GPT-2's
 // byte-to-unicode alphabet, merges by rank. Reads GGUF metadata, GPT-2's files, or a tokenizer.json.
 #include <algorithm>
 #include <array>
@@ -13,13 +13,13 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <unicode/regex.h>
-#include <unicode/unistr.h>
 
 #include <glassbox/error.hpp>
 #include <glassbox/file_io.hpp>
 #include <glassbox/structured_input.hpp>
 #include <glassbox/plugin.hpp>
+
+#include "pretokenizer.hpp"
 
 namespace {
 
@@ -27,22 +27,8 @@ namespace fs = std::filesystem;
 using glassbox::TokenizerError;
 using glassbox::TokenType;
 using nlohmann::json;
+using namespace glassbox::bpe;  // the known regexes (kGpt2, ...) and the pre-tokenizer
 
-
-// ---- Pre-tokenizer regexes (llama.cpp's llama-vocab.cpp lists; applied in turn, each splitting
-// every piece the previous one left into its matches and the text between them) ----
-
-// GPT-2's own pattern (also Hugging Face's ByteLevel pre-tokenizer with use_regex).
-constexpr const char* kGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-// Llama 3's, with (?i:'s|...) spelled out as llama.cpp does: ICU's case folding would also let 'ſ match.
-constexpr const char* kLlama3 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kLlama3Original =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kQwen2Original =
-    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 struct Family {
   std::vector<std::string> regexes;
@@ -58,62 +44,13 @@ std::optional<Family> family(const std::string& pre) {
     return Family{{kLlama3}, pre != "dbrx" && pre != "smaug-bpe", pre != "dbrx" && pre != "smaug-bpe"};
   if (pre == "qwen2" || pre == "deepseek-r1-qwen" || pre == "stablelm2") return Family{{kQwen2}};
   if (pre == "smollm" || pre == "starcoder" || pre == "refact" || pre == "command-r" || pre == "codeshell" || pre == "exaone")
-    return Family{{R"(\p{N})", kGpt2}};
+    return Family{{kEachNumber, kGpt2}};
   // llama.cpp's fallback for a missing or "default" pre-tokenizer.
   if (pre == "default" || pre.empty())
-    return Family{{R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"}};
+    return Family{{kDefaultPunct, kGpt2, kNumberRuns, kDigitTriples}};
   return std::nullopt;
 }
 constexpr const char* kKnownPre = "gpt-2, llama-bpe (llama3), qwen2, smollm (starcoder, ...), default";
-
-// ICU's \s lacks \v and U+0085; Unicode's White_Space (what Python's and Oniguruma's \s follow) has both.
-std::string icu_pattern(const std::string& re) {
-  std::string out;
-  for (std::size_t i = 0; i < re.size(); ++i) {
-    if (re[i] == '\\' && i + 1 < re.size()) {
-      const char c = re[++i];
-      if (c == 's') out += R"(\p{White_Space})";
-      else if (c == 'S') out += R"(\P{White_Space})";
-      else { out += '\\'; out += c; }
-    } else {
-      out += re[i];
-    }
-  }
-  return out;
-}
-
-// ---- UTF-8 <-> the UTF-16 ICU matches on, keeping every byte's position ----
-
-// Decodes text to UTF-16; off[k] is the byte offset of UTF-16 unit k (off.back() == text.size()).
-// An invalid byte becomes U+FFFD and stays one unit, so the split can hand back the original bytes.
-void to_utf16(std::string_view text, icu::UnicodeString& u, std::vector<std::size_t>& off) {
-  u.remove();
-  off.clear();
-  off.reserve(text.size() + 1);
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  const std::size_t n = text.size();
-  for (std::size_t i = 0; i < n;) {
-    const unsigned c = s[i];
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    UChar32 cp = -1;
-    if (len == 1) cp = static_cast<UChar32>(c);
-    else if (len > 1 && i + len <= n) {
-      cp = static_cast<UChar32>(c & (0x7F >> len));
-      for (std::size_t k = 1; k < len; ++k) {
-        if ((s[i + k] & 0xC0) != 0x80) { cp = -1; break; }
-        cp = (cp << 6) | (s[i + k] & 0x3F);
-      }
-      static constexpr UChar32 kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-      if (cp >= 0 && (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))) cp = -1;
-    }
-    if (cp < 0) { cp = 0xFFFD; len = 1; }
-    off.push_back(i);
-    if (cp > 0xFFFF) off.push_back(i);
-    u.append(cp);
-    i += len;
-  }
-  off.push_back(n);
-}
 
 // GPT-2's byte -> code point alphabet: printable Latin-1 bytes stand for themselves, the others
 // (controls, space, ...) take code points from 256 on, so every byte is a visible character.
@@ -197,52 +134,15 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
   std::string_view model_kind() const override { return "gpt2"; }
 
  private:
-  // The regexes' bounds (encode_text): every real pre-tokenizer needs a few dozen steps per character.
-  static constexpr int32_t kRegexStackBytes = 8 << 20;
-  static int32_t regex_time_limit(int32_t units) { return 50 + units / 8; }
-
   // Pre-tokenizes text and BPE-encodes every piece. (User-defined tokens were split off before, by
   // VocabTokenizer::encode, as Hugging Face and llama.cpp do.)
   void encode_text(std::string_view text, std::vector<std::int32_t>& out) const override {
     if (text.empty()) return;
-    icu::UnicodeString u;
-    std::vector<std::size_t> off;
-    to_utf16(text, u, off);
-    // Pieces as UTF-16 ranges; each regex splits every current piece into matches and gaps.
-    std::vector<std::pair<int32_t, int32_t>> pieces{{0, u.length()}}, next;
-    for (std::size_t k = 0; k < patterns_.size(); ++k) {
-      const auto& pat = patterns_[k];
-      UErrorCode st = U_ZERO_ERROR;
-      std::unique_ptr<icu::RegexMatcher> m(pat->matcher(u, st));
-      if (U_FAILURE(st)) throw TokenizerError(source_ + ": regex matcher failed: " + u_errorName(st));
-      // A pattern from a file may backtrack catastrophically: ICU stops it after a number of match
-      // steps (its "time limit", in units of about 10,000 steps) that grows with the piece, and its
-      // backtracking stack is capped, instead of running for ever or exhausting memory.
-      m->setStackLimit(kRegexStackBytes, st);
-      next.clear();
-      for (auto [a, b] : pieces) {
-        m->region(a, b, st);
-        m->setTimeLimit(regex_time_limit(b - a), st);
-        int32_t at = a;
-        while (m->find(st) && U_SUCCESS(st)) {
-          const int32_t s = m->start(st), e = m->end(st);
-          if (e == s) continue;
-          if (s > at) next.emplace_back(at, s);
-          next.emplace_back(s, e);
-          at = e;
-        }
-        if (st == U_REGEX_TIME_OUT || st == U_REGEX_STACK_OVERFLOW)
-          throw TokenizerError(source_ + ": pre-tokenizer regex '" + regexes_[k] + "' " +
-                               (st == U_REGEX_TIME_OUT ? "ran past its step limit" : "ran past its stack limit") + " on a piece of " +
-                               std::to_string(b - a) + " UTF-16 units (catastrophic backtracking?)");
-        if (U_FAILURE(st)) throw TokenizerError(source_ + ": regex match failed: " + u_errorName(st));
-        if (at < b) next.emplace_back(at, b);
-      }
-      pieces.swap(next);
-    }
+    std::vector<std::pair<std::size_t, std::size_t>> pieces;
+    pre_->split(text, pieces);
     std::string word;
     std::vector<std::int32_t> syms;
-    for (auto [a, b] : pieces) bpe(text.substr(off[a], off[b] - off[a]), word, syms, out);
+    for (auto [a, b] : pieces) bpe(text.substr(a, b - a), word, syms, out);
   }
 
   // One pre-token: its bytes as GPT-2 characters, then merges by rank (lowest first, leftmost on
@@ -516,7 +416,8 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
   }
 
   // The regex list a tokenizer.json pre_tokenizer amounts to: known patterns map to their family's
-  // llama.cpp spelling, other Split patterns are used as written.
+  // llama.cpp spelling (and run as code, pretokenizer.hpp), other Split patterns are used as written
+  // (through ICU's regex engine; a build without ICU refuses them).
   std::vector<std::string> hf_pre_tokenizer(const json& pre) {
     std::vector<std::string> out;
     auto one = [&](const json& p, auto& self) -> void {
@@ -543,7 +444,7 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
         else if (re == kQwen2Original) re = kQwen2;
         out.push_back(re);
       } else if (type == "Digits") {
-        out.push_back(p.value("individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
+        out.push_back(p.value("individual_digits", false) ? kEachNumber : kNumberRuns);
       } else {
         throw TokenizerError(source_ + ": pre_tokenizer type '" + type + "' is not supported (expected Sequence, Split, ByteLevel, Digits)");
       }
@@ -553,15 +454,9 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
     return out;
   }
 
-  // Compiled regexes, lookups, printed text and end-of-generation ids.
+  // The pre-tokenizer, lookups, printed text and end-of-generation ids.
   void finish() {
-    for (const auto& re : regexes_) {
-      UErrorCode st = U_ZERO_ERROR;
-      UParseError pe{};
-      std::unique_ptr<icu::RegexPattern> p(icu::RegexPattern::compile(icu::UnicodeString::fromUTF8(icu_pattern(re)), 0, pe, st));
-      if (U_FAILURE(st)) throw TokenizerError(source_ + ": pre-tokenizer regex '" + re + "' does not compile: " + u_errorName(st));
-      patterns_.push_back(std::move(p));
-    }
+    pre_.emplace(regexes_, source_);
     const auto b2u = byte_to_unicode();
     std::unordered_map<char32_t, unsigned char> u2b;
     for (int b = 0; b < 256; ++b) {
@@ -581,12 +476,10 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
       }
       lookup_[s] = i;
       // Pieces are spelled in GPT-2's alphabet: map each character back to its byte.
-      icu::UnicodeString u = icu::UnicodeString::fromUTF8(s);
       std::string d;
-      for (int32_t k = 0; k < u.length(); k = u.moveIndex32(k, 1)) {
-        const UChar32 cp = u.char32At(k);
-        if (auto it = u2b.find(static_cast<char32_t>(cp)); it != u2b.end()) d += static_cast<char>(it->second);
-        else append_utf8(d, static_cast<char32_t>(cp));
+      for (const char32_t cp : utf8_to_u32(s)) {
+        if (auto it = u2b.find(cp); it != u2b.end()) d += static_cast<char>(it->second);
+        else append_utf8(d, cp);
       }
       decoded_[i] = std::move(d);
     }
@@ -602,7 +495,7 @@ class BpeTokenizer final : public glassbox::VocabTokenizer {
   std::unordered_map<std::string, std::int32_t> lookup_;  // normal pieces
   std::unordered_map<std::uint64_t, std::pair<std::int32_t, std::int32_t>> merges_;  // (left, right) -> (rank, merged)
   std::vector<std::string> regexes_;
-  std::vector<std::unique_ptr<icu::RegexPattern>> patterns_;
+  std::optional<PreTokenizer> pre_;  // regexes_ as code rules, or ICU's regexes for unknown ones
   bool ignore_merges_ = false;
   std::array<std::string, 256> byte_char_;
   std::array<std::int32_t, 256> byte_tok_{};
