@@ -84,7 +84,8 @@ function drawTrace(text, topN) {
     const h = document.createElement('h3');
     h.append(`step ${ev.step} (${ev.phase}, position ${ev.pos}): drew `);
     const code = document.createElement('code'); code.textContent = JSON.stringify(ev.token ? ev.token.text : '').slice(1, -1);
-    h.append(code, ev.draw ? ` — p = ${(ev.prob ?? 0).toFixed(3)} before the chain, u = ${ev.draw.u.toFixed(3)}` : '');
+    const u = ev.draw && typeof ev.draw.u === 'number' ? `, drawn with u = ${ev.draw.u.toFixed(3)}` : ' (no draw: the top token)';
+    h.append(code, typeof ev.prob === 'number' ? ` — p = ${ev.prob.toFixed(3)} before the chain${u}` : u);
     box.appendChild(h);
     const row = document.createElement('div'); row.className = 'stages';
     bars(row, 'the model (softmax of the logits)', ev.top, picked, topN);
@@ -114,7 +115,9 @@ async function run() {
   const r = await call(args, files);
   $('run').disabled = false;
   if (r.rc !== 0 || !r.trace) {
-    const why = r.stderr.split('\n').filter((l) => l.trim()).pop() || `exit status ${r.rc}`;
+    // glassbox's own error line (or the worker's), not the notes printed before it
+    const lines = r.stderr.split('\n').filter((l) => l.trim());
+    const why = lines.filter((l) => /error|cannot/.test(l)).pop() || lines.pop() || `exit status ${r.rc}`;
     status(`the run failed: ${why}`, true);
     document.body.setAttribute('data-glassbox', 'error');
     return;
@@ -127,7 +130,8 @@ async function run() {
   if (downloadUrl) URL.revokeObjectURL(downloadUrl);
   downloadUrl = URL.createObjectURL(new Blob([r.trace], { type: 'application/jsonl' }));
   const a = $('download'); a.href = downloadUrl; a.hidden = false;
-  const speed = summary ? `; ${summary.generated} tokens, TTFT ${summary.ttft_ms.toFixed(1)} ms, decode ${summary.decode_tok_s.toFixed(0)} tok/s` : '';
+  const num = (x, d) => (typeof x === 'number' ? x.toFixed(d) : '?');
+  const speed = summary ? `; ${summary.generated} tokens, TTFT ${num(summary.ttft_ms, 1)} ms, decode ${num(summary.decode_tok_s, 0)} tok/s` : '';
   if ($('status').className !== 'error') status(`done in ${r.ms.toFixed(0)} ms${speed}`);
   // Tests and teachers' links read #output and this mark of the end.
   document.body.setAttribute('data-glassbox', 'done');

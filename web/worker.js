@@ -35,7 +35,12 @@ self.onmessage = async (event) => {
     let trace = null;
     const tracePath = args[args.indexOf('--trace') + 1];
     if (args.includes('--trace') && rc === 0) {
-      try { trace = mod.FS.readFile(tracePath, { encoding: 'utf8' }); } catch (e) { trace = null; }
+      // After main the runtime has exited (its streams closed, FS.readFile refuses): the file's bytes are
+      // read from MEMFS's node directly.
+      try {
+        const node = mod.FS.lookupPath(tracePath).node;
+        trace = new TextDecoder().decode(node.contents.subarray(0, node.usedBytes));
+      } catch (e) { err.push(`glassbox (web): cannot read the trace ${tracePath}: ${e.message || e}`); }
     }
     self.postMessage({ id, rc, stdout: out.join('\n'), stderr: err.join('\n'), trace, ms });
   } catch (e) {

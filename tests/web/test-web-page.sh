@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The page (build-web/index.html, issue #43) in Debian's headless Chromium, served from 127.0.0.1: opened with
 # ?prompt=The%20weather%20today%20is&max_tokens=4&sampler=greedy&autorun=1 it runs the embedded toy in its Web
-# Worker, shows " sunny" in #output, draws a step with bars and sets data-glassbox="done" on <body>.
+# Worker, shows " sunny" in #output, draws a step with bars and sets data-glassbox="done" on <body>, with no
+# console errors; a GGUF picked in the file input runs; a file that is not a model gets a message on the page
+# and the page still runs afterwards.
 # Usage: tests/web/test-web-page.sh [BUILD_WEB_DIR [SCREENSHOT.png]]
 # Exits 0 with "SKIP: reason" when the web build, chromium or python3 is absent.
 set -uo pipefail
@@ -27,52 +29,40 @@ EOF
 server=$!
 for _ in $(seq 50); do python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/index.html')" 2>/dev/null && break; sleep 0.1; done
 
-# --virtual-time-budget lets the page run its worker before the DOM is dumped; the worker's compute is real
-# time, so the test polls: each try dumps the DOM again, until the page says it is done or an error.
-chrome() {
-  timeout 120 chromium --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
-    --user-data-dir="$TMP/profile" --virtual-time-budget=30000 "$@" 2>>"$TMP/chrome.err"
-}
+# tests/web/page-driver.mjs drives Chromium over the DevTools protocol (node's WebSocket) and waits in real
+# time for the worker; it prints what the page shows as one JSON object.
+drive() { timeout 300 node --experimental-websocket --no-warnings "$ROOT/tests/web/page-driver.mjs" "$@" 2>>"$TMP/driver.err"; }
 fails=0
-check_page() {  # NAME QUERY EXPECTED_OUTPUT_SUBSTRING
-  local name=$1 query=$2 want=$3 dom=$TMP/dom.html
-  for _ in 1 2 3; do
-    chrome --dump-dom "http://127.0.0.1:$PORT/index.html?$query" >"$dom"
-    grep -q 'data-glassbox="' "$dom" && break
-  done
-  local out
-  out=$(python3 - "$dom" <<'EOF'
-import sys, html.parser
-class P(html.parser.HTMLParser):
-    def __init__(s): super().__init__(); s.on = None; s.out = ""; s.status = ""; s.body = {}; s.bars = 0
-    def handle_starttag(s, t, a):
-        a = dict(a)
-        if t == "body": s.body = a
-        if a.get("id") in ("output", "status"): s.on = a["id"]
-        if a.get("class", "").startswith("row"): s.bars += 1
-    def handle_endtag(s, t): s.on = None
-    def handle_data(s, d):
-        if s.on == "output": s.out += d
-        if s.on == "status": s.status += d
-p = P(); p.feed(open(sys.argv[1]).read())
-print(p.body.get("data-glassbox", "")); print(p.bars); print(p.status); print(repr(p.out))
-EOF
-)
-  local mark bars st text
-  mark=$(sed -n 1p <<<"$out"); bars=$(sed -n 2p <<<"$out"); st=$(sed -n 3p <<<"$out"); text=$(sed -n 4p <<<"$out")
-  if [ "$mark" = done ] && grep -qF "$want" <<<"$text" && [ "$bars" -gt 0 ]; then
-    echo "ok:   $name: #output $text, $bars bars, body data-glassbox=\"done\" ($st)"
+# check NAME CONDITION(python over r) DRIVER_ARGS...
+check() {
+  local name=$1 cond=$2; shift 2
+  local json
+  json=$(drive "$@")
+  if python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if ($cond) and not r.get('consoleErrors') else 1)" "$json" 2>/dev/null; then
+    echo "ok:   $name: $(cut -c1-220 <<<"$json")"
   else
-    echo "FAIL: $name: data-glassbox='$mark', #output $text, $bars bars, status '$st' (want '$want')"
-    tail -5 "$TMP/chrome.err"
+    echo "FAIL: $name: $json (want $cond, no console errors)"
+    tail -3 "$TMP/driver.err"
     fails=$((fails + 1))
   fi
 }
-check_page "toy greedy" "prompt=The%20weather%20today%20is&max_tokens=4&sampler=greedy&autorun=1" " sunny"
-check_page "toy seeded" "prompt=The%20weather%20today%20is&max_tokens=6&sampler=top-k:3,temperature:0.8&seed=5&autorun=1" ""
-if [ -n "$SHOT" ]; then
-  chrome --window-size=1200,1400 --screenshot="$SHOT" "http://127.0.0.1:$PORT/index.html?prompt=The%20weather%20today%20is&max_tokens=4&sampler=top-k:5,temperature:0.8&seed=3&autorun=1" >/dev/null
-  [ -s "$SHOT" ] && echo "screenshot: $SHOT"
+U="http://127.0.0.1:$PORT/index.html"
+check "toy greedy from the URL" "r['mark'] == 'done' and ' sunny' in r['output'] and r['bars'] > 0 and r['download']" \
+  "$U?prompt=The%20weather%20today%20is&max_tokens=4&sampler=greedy&autorun=1" ${SHOT:+--screenshot "$SHOT"}
+check "toy seeded from the URL" "r['mark'] == 'done' and r['steps'] >= 1 and r['bars'] > 0" \
+  "$U?prompt=The%20weather%20today%20is&max_tokens=6&sampler=top-k:3,temperature:0.8&seed=5&autorun=1"
+DATA=${GLASSBOX_TEST_DATA:-$ROOT/../shared}
+if [ -f "$DATA/gguf/synth256-q4_k_m.gguf" ]; then
+  check "a GGUF picked in the file input" "r['mark'] == 'done' and r['steps'] >= 1 and r['bars'] > 0" \
+    "$U?prompt=Once%20upon%20a%20time&max_tokens=8&sampler=greedy" --pick "model-file=$DATA/gguf/synth256-q4_k_m.gguf" --run
+else
+  echo "skip: no $DATA/gguf/synth256-q4_k_m.gguf for the file-input case"
 fi
+printf 'not a model at all\n' >"$TMP/notes.gguf"
+check "a file that is not a model: a message on the page" "r['mark'] == 'error-shown' and 'notes.gguf' in r['status']" \
+  "$U" --pick "model-file=$TMP/notes.gguf" --expect-error
+check "the page keeps working after it" "r['mark'] == 'done' and ' sunny' in r['output'] and r['bars'] > 0" \
+  "$U?prompt=The%20weather%20today%20is&max_tokens=4&sampler=greedy" --pick "model-file=$TMP/notes.gguf" --run
+[ -n "$SHOT" ] && [ -s "$SHOT" ] && echo "screenshot: $SHOT"
 [ $fails -eq 0 ] && echo "page tests passed"
 [ $fails -eq 0 ]
