@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-OUT=$ROOT/build-web
+OUT=${GLASSBOX_WEB_OUT:-$ROOT/build-web}  # (another folder: to time a build from scratch beside it)
 JOBS=2
 TEST=0
 while [ $# -gt 0 ]; do
