@@ -600,6 +600,9 @@ void check_figure_tools() {
 }
 
 std::vector<std::string> write_figures(const Report& report, const std::string& dir) {
+#if defined(__EMSCRIPTEN__)
+  throw ConfigError("--figures " + dir + ": this build cannot start rsvg-convert for the PNG figures (WebAssembly); draw them with a native glassbox");
+#endif
   check_figure_tools();
   std::error_code ec;
   fs::create_directories(dir, ec);

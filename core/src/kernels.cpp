@@ -86,6 +86,9 @@ std::atomic<const KernelSet*>& active_ptr() {
 // second one per core brings nothing to these loops. Counts distinct (package, core) pairs in sysfs,
 // bounded by the CPUs this process may run on.
 int physical_cores() {
+#if defined(__EMSCRIPTEN__)
+  return 1;  // WebAssembly without threads (docs/web.md): one core, whatever the machine has
+#endif
   cpu_set_t mask;
   const int online = sched_getaffinity(0, sizeof mask, &mask) == 0 ? std::max(1, CPU_COUNT(&mask)) : 1;
   std::set<std::pair<int, int>> cores;
@@ -198,7 +201,11 @@ void parallel_rows(std::size_t rows, std::size_t chunk_rows, std::size_t macs, c
 
 std::size_t l2_bytes() {
   static const std::size_t l2 = [] {
+#ifdef _SC_LEVEL2_CACHE_SIZE  // glibc's; musl (WebAssembly) and others have no such name: 1 MiB
     const long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#else
+    const long v = 0;
+#endif
     return v > 0 ? static_cast<std::size_t>(v) : std::size_t{1} << 20;
   }();
   return l2;

@@ -19,6 +19,7 @@
 #include "glassbox/error.hpp"
 #include "glassbox/model/mapped_file.hpp"
 #include "glassbox/model.hpp"
+#include "glassbox/os.hpp"
 
 namespace glassbox {
 
@@ -170,7 +171,8 @@ std::string sha256_mapped_cached(const MappedFile& file, const std::atomic<bool>
 
 DigestThread::DigestThread(std::shared_ptr<const MappedFile> file)
     : stop_(std::make_shared<std::atomic<bool>>(false)), uncaught_(std::uncaught_exceptions()) {
-  digest_ = std::async(std::launch::async, [file = std::move(file), stop = stop_] {
+  // Without threads (the web build) the digest is taken when it is first asked for.
+  digest_ = std::async(os::kThreads ? std::launch::async : std::launch::deferred, [file = std::move(file), stop = stop_] {
               return sha256_mapped_cached(*file, stop.get());
             }).share();
 }

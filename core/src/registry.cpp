@@ -2,7 +2,9 @@
 // and the guards that keep plugin objects from outliving (or throwing across) their module.
 #include "glassbox/registry.hpp"
 
+#ifndef GLASSBOX_NO_MODULE_LOADING
 #include <dlfcn.h>
+#endif
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,10 +13,14 @@
 #include <map>
 #include <sstream>
 
+// GLASSBOX_NO_MODULE_LOADING (GLASSBOX_MODULE_LOADING=OFF, the WebAssembly build): no dlopen and no Boost.DLL;
+// only the modules linked in are registered, and a module file is a rejection that says so.
+#ifndef GLASSBOX_NO_MODULE_LOADING
 #ifndef BOOST_DLL_USE_STD_FS  // core/CMakeLists.txt defines it for the whole library
 #define BOOST_DLL_USE_STD_FS
 #endif
 #include <boost/dll/shared_library.hpp>
+#endif
 
 #include "glassbox/error.hpp"
 #include "glassbox/os.hpp"
@@ -133,7 +139,9 @@ std::vector<PluginSpec> parse_plugin_chain(const std::string& text, const std::s
 
 namespace {
 
+#ifndef GLASSBOX_NO_MODULE_LOADING
 using Library = boost::dll::shared_library;
+#endif
 
 // Deletes a plugin object, then lets go of the library that holds its code (a loaded Library; null for a
 // module linked into glassbox, whose code never goes away).
@@ -355,6 +363,9 @@ bool Registry::load_module(const fs::path& file) {
   for (const auto& m : impl_->modules)
     if (m.path == canon) return true;  // already loaded (same file reached twice)
 
+#ifdef GLASSBOX_NO_MODULE_LOADING
+  return reject("this build cannot load plugin modules (built without dlopen: only the modules linked in)");
+#else
   auto lib = std::make_shared<Library>();
   std::error_code ec;
   lib->load(canon, ec, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local);
@@ -371,6 +382,7 @@ bool Registry::load_module(const fs::path& file) {
   if (!lib->has(GLASSBOX_ENTRY_SYMBOL))
     return reject(std::string("missing entry point '") + GLASSBOX_ENTRY_SYMBOL + "' (not a glassbox module)");
   return add_module(file, canon, false, lib, lib->get<const glassbox_module_info*()>(GLASSBOX_ENTRY_SYMBOL));
+#endif
 }
 
 void Registry::load_linked() {

@@ -33,7 +33,14 @@ std::string tokenizer_for(const Registry& registry, const Metadata& meta, const 
   std::string supported;
   for (const auto& e : registry.list())
     if (e.kind == PluginKind::Tokenizer && e.accepts) supported += (supported.empty() ? "" : ", ") + *e.accepts + " (" + e.info.name + ")";
-  throw ConfigError(model_path + ": " + what + " is not supported (supported: " + (supported.empty() ? "none" : supported) + ")");
+  // A build without the bpe module (-DGLASSBOX_BPE_TOKENIZER=OFF) says so: the vocabulary may be fine, the
+  // build lacks the tokenizer.
+#ifdef GLASSBOX_NO_BPE_TOKENIZER
+  const std::string lacking = "; this build has no bpe tokenizer (GPT-2, Llama 3, Qwen2 vocabularies): run this model with a native glassbox";
+#else
+  const std::string lacking;
+#endif
+  throw ConfigError(model_path + ": " + what + " is not supported (supported: " + (supported.empty() ? "none" : supported) + ")" + lacking);
 }
 
 std::shared_ptr<const LoadedModel> load_model(std::shared_ptr<const Registry> registry, const ModelSpec& spec) {

@@ -432,7 +432,7 @@ JsonlWriter::JsonlWriter(const std::string& path, const Tokenizer& tok, bool kee
                          LogitsEncoding logits, std::function<bool()> spare_core, OutputFile::Live live,
                          StepCopies* reuse)
     : path_(path), out_(path, live), tok_(tok), keep_partial_(keep_partial), logits_(logits), reuse_(reuse) {
-  if (thread == WriterThread::None) {
+  if (thread == WriterThread::None || !os::kThreads) {  // (no threads: the web build, docs/web.md)
     line_ = std::make_unique<StepLine>();
     now_ = std::make_unique<StepCopy>();
     return;

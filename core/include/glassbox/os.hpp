@@ -32,7 +32,8 @@ bool file_stamp(const std::filesystem::path& path, FileStamp& out);
 // "XXXXXX" and are replaced by the name chosen; returns the descriptor, or -1 with errno set.
 int create_temporary(std::string& tmpl);
 
-// The path of the running binary; empty where the system does not say.
+// The path of the running binary; empty where the system does not say. WebAssembly: under node the
+// emscripten script's (its __filename), in a page /glassbox/bin/glassbox (the page's files are laid out under /glassbox).
 std::filesystem::path executable_path();
 
 // --- signals (platform/signals_posix.cpp) ---
@@ -53,6 +54,16 @@ class InterruptsBlocked {
  private:
   alignas(8) unsigned char previous_[128];  // the previous mask (a sigset_t, kept opaque here)
 };
+
+// --- threads ---
+
+// Whether this build can start threads: false in WebAssembly built without -pthread (the web build,
+// docs/web.md), where the trace writer and the model's digest run on the calling thread instead.
+#if defined(__EMSCRIPTEN__) && !defined(__EMSCRIPTEN_PTHREADS__)
+inline constexpr bool kThreads = false;
+#else
+inline constexpr bool kThreads = true;
+#endif
 
 // --- memory (platform/memory_posix.cpp) ---
 

@@ -12,6 +12,12 @@
 #include "glassbox/error.hpp"
 #include "glassbox/os.hpp"
 
+#if defined(__EMSCRIPTEN__)
+#include <emscripten.h>
+
+#include <cstdint>
+#endif
+
 namespace glassbox::os {
 
 namespace {
@@ -87,7 +93,18 @@ int create_temporary(std::string& tmpl) {
 
 std::filesystem::path executable_path() {
   std::error_code ec;
-#if defined(__linux__)
+#if defined(__EMSCRIPTEN__)
+  // Under node the script emscripten wrote (bin/glassbox-node.js); in a page, the page's own layout.
+  // clang-format off
+  char* js = reinterpret_cast<char*>(static_cast<std::intptr_t>(EM_ASM_INT({
+    var p = (typeof __filename === "string") ? __filename : "/glassbox/bin/glassbox";
+    return allocateUTF8(p);
+  })));
+  // clang-format on
+  std::filesystem::path exe = js;
+  std::free(js);
+  return exe;
+#elif defined(__linux__)
   std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) return exe;
 #endif
