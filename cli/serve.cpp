@@ -1723,6 +1723,8 @@ void Server::routes() {
            batch_ ? static_cast<double>(batch_->passes()) : 0.0);
     metric("batch_rows_total", "counter", "Tokens decoded in batched passes (÷ batch_passes_total: the mean batch).",
            batch_ ? static_cast<double>(batch_->rows()) : 0.0);
+    metric("batch_runs", "gauge", "Requests in the running batch now (decoding or prefilling a block per step).",
+           batch_ ? static_cast<double>(batch_->active()) : 0.0);
     metric("kv_cache_usage_ratio", "gauge", "KV positions held / (slots × context).",
            context_ ? static_cast<double>(metrics_.kv_tokens.load()) / (static_cast<double>(opt_.parallel) * context_) : 0.0);
     res.set_content(m.str(), "text/plain; version=0.0.4");
