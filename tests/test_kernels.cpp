@@ -648,7 +648,7 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
     }
     for (int th : {1, 2, 3}) {
       k::set_threads(th);
-      for (std::size_t rows : {std::size_t{5}, n}) {
+      for (std::size_t rows : {std::size_t{2}, std::size_t{3}, std::size_t{5}, std::size_t{8}, n}) {
         k::matmul(out.data(), x.data(), w, rows, xq.data());
         BOOST_TEST(std::equal(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(rows * d), ref.begin()), rows << " rows, " << th << " threads");
       }
