@@ -20,6 +20,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_flag("!--no-batch", o->batch,
                 "decode each slot on its own (default with --parallel > 1: the slots' decode steps share one forward pass, "
                 "the weights read once per step for all of them)");
+  cmd->add_option("--prefix-cache", o->prefix_cache_mib,
+                  "MiB of recent prompts' K/V kept so that a prompt beginning the same way (a class's shared system prompt) "
+                  "copies it instead of prefilling it again; with continuous batching (0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--queue", o->queue, "requests that wait for a slot; beyond them: 503 (0..4096)")->capture_default_str();
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' on every endpoint but / and /health");
   cmd->add_option("--trace-dir", o->trace_dir, "keep every request's trace here (default: a temporary folder, the newest --trace-keep kept)");

@@ -777,12 +777,18 @@ std::vector<Run> do_batch(Worker& w, const Experiment& e, int p, int s, const st
   std::vector<std::unique_ptr<RunSetup>> runs;
   SampledBatch batch(*w.batch_model);
   const Tokenizer& tok = *ses.tokenizer;
+  // The samples share their prompt: the first prefills it, the others copy its K/V (all but the last
+  // position, which each computes for its first distribution). Room for this one prompt.
+  const std::vector<std::int32_t> ids = tok.encode(e.prompts[p], tok.add_bos(), false);
+  PrefixCache cache(2 * static_cast<std::size_t>(ses.config.n_layers) * ids.size() * static_cast<std::size_t>(ses.config.kv_dim()) * sizeof(float),
+                    2);
+  batch.use_prefix_cache(&cache);
   for (int j = 0; j < n; ++j) {
     runs.push_back(std::make_unique<RunSetup>(w, e, p, s, samples[j], traces_dir, lens));
     RunSetup& r = *runs.back();
     const RunParts parts = j == 0 ? RunParts{*ses.model, tok, *ses.attention, w.chains[s].get()}
                                   : RunParts{*w.row_models[j - 1], tok, *w.row_stores[j - 1], w.row_chains[s][j - 1].get()};
-    batch.add(parts, tok.encode(e.prompts[p], tok.add_bos(), false), e.prompts[p], r.g, r.h, r.sinks,
+    batch.add(parts, ids, e.prompts[p], r.g, r.h, r.sinks,
               [&r](std::string_view piece) { r.text += piece; });
   }
   batch.run_all();

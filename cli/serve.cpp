@@ -1725,6 +1725,14 @@ void Server::routes() {
            batch_ ? static_cast<double>(batch_->rows()) : 0.0);
     metric("batch_runs", "gauge", "Requests in the running batch now (decoding or prefilling a block per step).",
            batch_ ? static_cast<double>(batch_->active()) : 0.0);
+    const PrefixCache::Stats pc = batch_ ? batch_->prefix_stats() : PrefixCache::Stats{};
+    metric("prefix_cache_hits_total", "counter", "Prompts that copied a shared prefix's K/V instead of prefilling it (--prefix-cache).",
+           static_cast<double>(pc.hits));
+    metric("prefix_cache_lookups_total", "counter", "Prompts looked up in the prefix cache.", static_cast<double>(pc.lookups));
+    metric("prefix_cache_tokens_reused_total", "counter", "Prompt positions whose K/V were copied, not computed.",
+           static_cast<double>(pc.reused_positions));
+    metric("prefix_cache_entries", "gauge", "Prompts whose K/V the prefix cache holds now.", static_cast<double>(pc.entries));
+    metric("prefix_cache_bytes", "gauge", "Bytes of K/V the prefix cache holds now (at most --prefix-cache MiB).", static_cast<double>(pc.bytes));
     metric("kv_cache_usage_ratio", "gauge", "KV positions held / (slots × context).",
            context_ ? static_cast<double>(metrics_.kv_tokens.load()) / (static_cast<double>(opt_.parallel) * context_) : 0.0);
     res.set_content(m.str(), "text/plain; version=0.0.4");
@@ -1750,7 +1758,8 @@ void Server::load() {
   // Continuous batching: the slots' decode steps in one pass over the weights (--no-batch, --pace: each alone).
   if (opt_.parallel > 1 && opt_.batch && opt_.pace_ms == 0 && !dry_) {
     batch_config_ = p->config;
-    batch_ = std::make_unique<BatchLoop>(batch_config_, model_->source->weights(), opt_.parallel);
+    batch_ = std::make_unique<BatchLoop>(batch_config_, model_->source->weights(), opt_.parallel,
+                                         static_cast<std::size_t>(opt_.prefix_cache_mib) << 20);
   }
 }
 

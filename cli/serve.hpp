@@ -18,6 +18,7 @@ struct ServeOptions {
   int threads = 0;                // matrix-product threads (0: one per physical core)
   int parallel = 1;               // requests decoding at once, each with its own KV store
   bool batch = true;              // with parallel > 1: the slots' decode steps share one forward pass (continuous batching)
+  int prefix_cache_mib = 256;     // batched: K/V of recent prompts kept for prompts that begin the same way (0: none)
   int queue = 16;                 // requests waiting for a slot before 503
   std::string api_key;            // non-empty: every endpoint but /health and / needs Authorization: Bearer KEY
   std::string trace_dir;          // where traces are kept (empty: a private temporary folder, newest trace_keep kept)

@@ -16,8 +16,14 @@ struct BatchLoop::Pending {
   Waiter* waiter;
 };
 
-BatchLoop::BatchLoop(const Config& cfg, const Weights& w, int rows)
-    : model_(std::make_unique<Transformer>(cfg, w, rows)), batch_(*model_), thread_([this] { loop(); }) {}
+BatchLoop::BatchLoop(const Config& cfg, const Weights& w, int rows, std::size_t prefix_cache_bytes)
+    : model_(std::make_unique<Transformer>(cfg, w, rows)),
+      // a shared prefix is worth a copy from 2 positions on (more than a BOS alone)
+      cache_(prefix_cache_bytes ? std::make_unique<PrefixCache>(prefix_cache_bytes, 2) : nullptr),
+      batch_(*model_) {
+  batch_.use_prefix_cache(cache_.get());
+  thread_ = std::thread([this] { loop(); });
+}
 
 BatchLoop::~BatchLoop() {
   {

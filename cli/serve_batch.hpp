@@ -19,7 +19,8 @@ class BatchLoop {
  public:
   // `rows`: the most runs one pass carries (serve: --parallel). The batch's own activations are over
   // `cfg` and `w`, which must outlive it.
-  BatchLoop(const Config& cfg, const Weights& w, int rows);
+  // `prefix_cache_bytes` > 0: prompts that begin as an earlier one did copy its K/V (PrefixCache).
+  BatchLoop(const Config& cfg, const Weights& w, int rows, std::size_t prefix_cache_bytes = 0);
   ~BatchLoop();  // stops the thread; runs still open end with an error
   BatchLoop(const BatchLoop&) = delete;
   BatchLoop& operator=(const BatchLoop&) = delete;
@@ -40,6 +41,8 @@ class BatchLoop {
   std::int64_t passes() const;
   std::int64_t rows() const;
   int active() const;
+  // The prefix cache's figures (all 0 without one).
+  PrefixCache::Stats prefix_stats() const { return cache_ ? cache_->stats() : PrefixCache::Stats{}; }
 
   class Waiter {
    public:
@@ -58,6 +61,7 @@ class BatchLoop {
   struct Pending;
   void loop();
   std::unique_ptr<Transformer> model_;
+  std::unique_ptr<PrefixCache> cache_;
   SampledBatch batch_;
   mutable std::mutex m_;
   std::condition_variable cv_;

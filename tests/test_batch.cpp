@@ -286,6 +286,109 @@ BOOST_AUTO_TEST_CASE(a_long_prompt_is_prefilled_a_block_per_step) {
   BOOST_TEST(sinks[1].sum.generated == 20);
 }
 
+// Prefix reuse: prompts that share their first tokens, through a batch with a PrefixCache, give every run's
+// solo trace (tokens, probabilities, logits, lens rows, attention weights, bit for bit); only the prefill's
+// record differs, by its timings, its attention work (the copied positions' dot products are not done) and
+// `prefix_reused`. Prefill blocks of 4 positions, so the copied prefixes end inside blocks; an identical
+// prompt reuses all but its last position; a run added later reuses what an earlier run left; over every
+// architecture's layout (GQA, learned positions, sliding-window layers) and the paged store.
+BOOST_DATA_TEST_CASE(runs_reusing_a_shared_prefix_trace_as_solo_runs,
+                     bdata::make({"models/stories260K.bin@kv-cache", "models/stories260K.bin@paged", "gguf/arch/gpt2-synth-q8_0.gguf@kv-cache",
+                                  "gguf/arch/gemma3-synth-f32.gguf@kv-cache", "gguf/arch/qwen2-synth-f16.gguf@kv-cache",
+                                  "gguf/synth128-q4_k_m.gguf@kv-cache"}),
+                     model_at_attention) {
+  const std::string what(model_at_attention);
+  const std::string model_rel = what.substr(0, what.find('@')), attention = what.substr(what.find('@') + 1);
+  auto loaded = load(model_rel);
+  const fs::path dir = fs::temp_directory_path() / ("gb_prefix_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string shared = "Lily and Ben went to the park. They saw a big tree";
+  const Job jobs[] = {
+      {shared + " and a bird", {{"greedy", {}}}, 1, 12},
+      {shared + " with red apples", {{"top-k", {{"k", "40"}}}, {"dist", {}}}, 5, 10},
+      {shared + " and a bird", {{"min-p", {{"p", "0.05"}}}, {"dist", {}}}, 9, 11},  // the same prompt as the first
+      {shared, {{"greedy", {}}}, 2, 8},                                                // a prefix of the others
+      {"One day", {{"greedy", {}}}, 3, 6},                                             // nothing shared
+  };
+  const std::size_t n = std::size(jobs);
+  std::vector<std::unique_ptr<Pipeline>> pipes;
+  for (const Job& j : jobs) {
+    RunSpec spec;
+    spec.attention = {attention, {}};
+    if (attention == "paged") spec.attention.params = {{"block", "4"}};
+    spec.sampler = j.sampler;
+    spec.seed = j.seed;
+    spec.context = 64;
+    std::vector<std::string> warnings;
+    pipes.push_back(build_pipeline(loaded, spec, warnings));
+    pipes.back()->model = std::make_unique<Transformer>(pipes.back()->config, loaded->source->weights(), 4);
+  }
+  auto ids = [&](std::size_t i) { return pipes[i]->tokenizer->encode(jobs[i].prompt, pipes[i]->tokenizer->add_bos(), false); };
+  for (std::size_t i = 0; i < n; ++i) {
+    JsonlWriter w((dir / ("solo" + std::to_string(i) + ".jsonl")).string(), *pipes[i]->tokenizer, false, WriterThread::None);
+    SampledStrategy s;
+    Pipeline& p = *pipes[i];
+    run_strategy({*p.model, *p.tokenizer, *p.attention, p.sampler.get()}, s, ids(i), jobs[i].prompt, options(jobs[i]), p.header, w,
+                 [](std::string_view) {});
+  }
+  Transformer batch_model(pipes[0]->config, loaded->source->weights(), 4);
+  SampledBatch batch(batch_model);
+  PrefixCache cache(64 << 20, 2);  // more than the BOS alone
+  batch.use_prefix_cache(&cache);
+  std::vector<std::unique_ptr<JsonlWriter>> writers(n);
+  auto add = [&](std::size_t i) {
+    writers[i] = std::make_unique<JsonlWriter>((dir / ("batch" + std::to_string(i) + ".jsonl")).string(), *pipes[i]->tokenizer, false,
+                                               WriterThread::None);
+    Pipeline& p = *pipes[i];
+    batch.add({*p.model, *p.tokenizer, *p.attention, p.sampler.get()}, ids(i), jobs[i].prompt, options(jobs[i]), p.header, *writers[i],
+              [](std::string_view) {});
+  };
+  for (std::size_t i = 0; i + 1 < n; ++i) add(i);
+  for (int steps = 0; batch.step() > 0 || steps < 6; ++steps) {
+    if (steps == 5) add(n - 1);
+    BOOST_REQUIRE(steps < 500);
+  }
+  // what each prefill copied: run 0 nothing (the cache was empty), runs 1..3 the shared words (run 2 all but its
+  // last position: run 0 left the same prompt; run 3 all but its last), run 4 nothing
+  std::vector<std::int64_t> reused(n, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::ifstream in(dir / ("batch" + std::to_string(i) + ".jsonl"));
+    std::string line;
+    while (std::getline(in, line)) {
+      const json j = json::parse(line);
+      if (j.value("phase", "") == "prefill") reused[i] = j.value("prefix_reused", std::int64_t{0});
+    }
+  }
+  const auto n_shared = static_cast<std::int64_t>(ids(3).size());
+  BOOST_TEST(reused[0] == 0);
+  BOOST_TEST(reused[1] >= n_shared - 1);
+  BOOST_TEST(reused[1] < static_cast<std::int64_t>(ids(1).size()));
+  BOOST_TEST(reused[2] == static_cast<std::int64_t>(ids(2).size()) - 1);
+  BOOST_TEST(reused[3] == n_shared - 1);
+  BOOST_TEST(reused[4] == 0);
+  const PrefixCache::Stats st = cache.stats();
+  BOOST_TEST(st.hits == 3);
+  BOOST_TEST(st.reused_positions == reused[1] + reused[2] + reused[3]);
+  BOOST_TEST(st.bytes <= st.max_bytes);
+  for (std::size_t i = 0; i < n; ++i) {
+    BOOST_TEST_CONTEXT(what << ", run " << i << " (" << reused[i] << " positions reused)") {
+      BOOST_TEST(!batch.error(i));
+      auto a = lines(dir / ("solo" + std::to_string(i) + ".jsonl"));
+      auto b = lines(dir / ("batch" + std::to_string(i) + ".jsonl"));
+      BOOST_REQUIRE_EQUAL(a.size(), b.size());
+      BOOST_REQUIRE(a.size() >= 3u);
+      for (std::size_t l = 0; l < a.size(); ++l) {
+        if (b[l].value("phase", "") == "prefill" && reused[i] > 0) {
+          BOOST_TEST(b[l]["attention_dots"].get<std::int64_t>() < a[l]["attention_dots"].get<std::int64_t>());
+          for (json* j : {&a[l], &b[l]}) j->erase("attention_dots"), j->erase("prefix_reused");
+        }
+        BOOST_TEST(a[l] == b[l], "line " << l << " differs");
+      }
+    }
+  }
+  if (!std::getenv("GB_KEEP")) fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(forward_batch_refuses_bad_rows) {
   auto loaded = load("models/stories260K.bin");
   Transformer m(loaded->config, loaded->source->weights(), 2);

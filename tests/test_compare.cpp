@@ -157,10 +157,13 @@ BOOST_AUTO_TEST_CASE(each_run_writes_a_valid_trace_that_matches_its_metrics) {
 }
 
 // A sampled strategy's samples decode together (--batch, default 8): each sample's trace — every logit,
-// stage, lens row — is the one it has decoded alone (--batch 1), timings aside.
+// stage, lens row — is the one it has decoded alone (--batch 1), timings aside (and the prefill's attention
+// work, where a sample copied the prompt's K/V from the batch's first).
 BOOST_AUTO_TEST_CASE(batched_samples_trace_as_samples_alone) {
   const fs::path dir = temp_dir("compare-batch");
   std::map<std::string, std::vector<json>> traces[2];
+  int reused[2] = {0, 0};
+  std::set<std::string> prefill_dots_erased;
   for (int b = 0; b < 2; ++b) {
     const fs::path out = dir / (b ? "one" : "batched");
     const json j = compare_json(cat(stories_args(), {"--prompt", "Once upon a time", "--strategy", "top-k:40,temperature:0.9",
@@ -175,10 +178,24 @@ BOOST_AUTO_TEST_CASE(batched_samples_trace_as_samples_alone) {
       while (std::getline(in, line)) {
         json l = json::parse(line);
         for (const char* k : {"ms", "ttft_ms", "decode_tok_s", "prefill_tok_s", "batch"}) l.erase(k);
+        // the batch's samples after the first copy the prompt's K/V (all but its last position): their prefill
+        // says how many, and counts only the attention it did
+        if (l.contains("prefix_reused")) {
+          ++reused[b];
+          BOOST_TEST(l["prefix_reused"].get<int>() > 0);
+          l.erase("prefix_reused");
+          l.erase("attention_dots");
+          prefill_dots_erased.insert(fs::path(r["trace"].get<std::string>()).filename().string());
+        }
         lines.push_back(std::move(l));
       }
     }
   }
+  BOOST_TEST(reused[1] == 0);  // --batch 1: every sample alone, nothing reused
+  BOOST_TEST(reused[0] == 3);  // two batches of the sampled strategy's 5 samples (3 + 2): 2 + 1 reuse the first's prompt
+  for (const std::string& name : prefill_dots_erased)
+    for (auto& l : traces[1][name])
+      if (l.value("phase", "") == "prefill") l.erase("attention_dots");
   BOOST_TEST_REQUIRE(traces[0].size() == 10u);
   for (const auto& [name, lines] : traces[0]) {
     BOOST_TEST_REQUIRE(traces[1].count(name) == 1u, name);

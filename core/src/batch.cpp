@@ -17,6 +17,7 @@ struct SampledBatch::Run {
   SampledStrategy strategy;
   std::unique_ptr<DecodeRun> run;
   bool open = true;
+  bool looked_up = false, remembered = false;  // prefix reuse: done before the prefill, after it
   std::exception_ptr error;
 };
 
@@ -63,6 +64,24 @@ std::size_t SampledBatch::open_runs() const {
   return static_cast<std::size_t>(std::count_if(runs_.begin(), runs_.end(), [](const auto& r) { return r->open; }));
 }
 
+// Whether an earlier run, its prefill begun and not finished, shares more of run i's prompt than the cache
+// holds now: run i then waits for it (a step or a few) and copies that prefix rather than computing it too.
+// An earlier run always makes progress, so the wait ends.
+bool SampledBatch::prefix_in_flight(std::size_t i) const {
+  const std::vector<std::int32_t>& seq = runs_[i]->run->seq;
+  const int usable = static_cast<int>(seq.size()) - 1;
+  const int now = cache_->longest(seq, usable);
+  for (std::size_t j = 0; j < i; ++j) {
+    const Run& o = *runs_[j];
+    if (!o.open || !o.looked_up || o.remembered) continue;
+    const std::vector<std::int32_t>& os = o.run->seq;
+    const std::size_t limit = std::min({os.size(), seq.size(), static_cast<std::size_t>(std::max(0, usable))});
+    const int shared = static_cast<int>(std::mismatch(os.begin(), os.begin() + static_cast<std::ptrdiff_t>(limit), seq.begin()).first - os.begin());
+    if (shared >= cache_->min_reuse() && shared > now) return true;
+  }
+  return false;
+}
+
 std::size_t SampledBatch::step() {
   const std::size_t cap = static_cast<std::size_t>(model_.max_block());
   // Each open run's first half: its prefill or a refill runs here whole; a decode step waits for the pass.
@@ -83,14 +102,26 @@ std::size_t SampledBatch::step() {
       start_ = i;
       break;
     }
+    if (cache_ && !r.looked_up && prefix_in_flight(i)) continue;  // an earlier run is prefilling more of this prompt
     try {
+      DecodeRun& run = *r.run;
+      if (cache_ && !r.looked_up) {  // before the prefill's first block: a prefix another run left
+        r.looked_up = true;
+        const int reused = cache_->restore(run.seq, run.attn, static_cast<int>(run.seq.size()) - 1);
+        if (reused > 0) r.strategy.reuse_prefix(run, reused);
+      }
       BatchRow row;
-      switch (r.strategy.begin_step(*r.run, row)) {
+      switch (r.strategy.begin_step(run, row)) {
         case SampledStrategy::Step::Ended:
-          close_run(*r.run, r.strategy);
+          close_run(run, r.strategy);
           r.open = false;
           break;
-        case SampledStrategy::Step::Done: break;
+        case SampledStrategy::Step::Done:
+          if (cache_ && !r.remembered && r.strategy.prefilled()) {  // the prompt's K/V, for the runs after it
+            r.remembered = true;
+            cache_->remember(run.seq, run.attn, run.model.config().n_layers, run.model.config().kv_dim());  // seq: the prompt
+          }
+          break;
         case SampledStrategy::Step::Forward:
           batch_.push_back(row);
           waiting_.push_back(i);

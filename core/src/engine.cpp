@@ -107,6 +107,7 @@ bool DecodeRun::emit(std::int32_t prev, std::int32_t token) {
 void SampledStrategy::begin(DecodeRun&) {
   step_ = 0;
   prefill_at_ = 0;
+  prefix_reused_ = 0;
   pass_rows_ = 1;
   pos_ = -1;
   last_ = next_ = -1;
@@ -137,6 +138,7 @@ void SampledStrategy::choose_and_report(DecodeRun& run, const char* phase, std::
   f.forced = forced;
   f.attention_dots = dots_;
   f.batch = pass_rows_;
+  f.prefix_reused = step_ == 0 ? prefix_reused_ : 0;
   f.ms = DecodeRun::ms_since(t0);
   run.sink.step(run.rec.record(f, run.attn));
 }
@@ -195,13 +197,22 @@ bool SampledStrategy::advance(DecodeRun& run) {
   return true;
 }
 
+void SampledStrategy::reuse_prefix(DecodeRun& run, int positions) {
+  if (step_ != 0 || prefill_at_ != 0)
+    throw InputError("reuse_prefix: the run's prefill has begun (a prefix is reused only before it)");
+  if (positions < 0 || positions >= static_cast<int>(run.seq.size()))
+    throw InputError("reuse_prefix: " + std::to_string(positions) + " positions of a " + std::to_string(run.seq.size()) +
+                     "-token prompt (expected 0.." + std::to_string(run.seq.size() - 1) + ")");
+  prefill_at_ = prefix_reused_ = positions;
+}
+
 SampledStrategy::Step SampledStrategy::begin_step(DecodeRun& run, BatchRow& row) {
   if (step_ == 0) {
     // ---- PREFILL: every prompt position through the model, in blocks; the last distribution picks ----
     // (Chunked, one block per call: a batch's other runs decode between the blocks. The blocks are the same
     // either way, so are the results.)
     const int n = static_cast<int>(run.seq.size());
-    if (prefill_at_ == 0) {
+    if (prefill_at_ == prefix_reused_) {
       prefill_t0_ = DecodeRun::Clock::now();
       dots_ = 0;
     }

@@ -160,6 +160,7 @@ const StepEvent& StepRecorder::record(const StepFacts& f, const KvStore& kv) {
   e.kv = &kv_;
   e.attention_dots = f.attention_dots;
   e.batch = f.batch > 1 ? f.batch : 0;
+  e.prefix_reused = f.prefix_reused > 0 ? f.prefix_reused : 0;
   if (attention_) {
     e.attention = attention_->taken();
     attention_->clear();  // the rows stay valid (their storage is kept) until the next step fills them

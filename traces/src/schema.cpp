@@ -515,6 +515,7 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
   }
   s.attention_dots = c.opt_integer(j, "attention_dots", "step");
   s.batch = c.opt_integer(j, "batch", "step");
+  s.prefix_reused = c.opt_integer(j, "prefix_reused", "step");
   if (j.contains("attention")) {
     const json& rows = c.array(j, "attention", "step");
     s.attention.emplace();

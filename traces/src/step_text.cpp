@@ -193,6 +193,7 @@ class StepWriter {
     }
     if (s.attention_dots) L.key("attention_dots"), L.integer(*s.attention_dots);
     if (s.batch) L.key("batch"), L.integer(*s.batch);
+    if (s.prefix_reused) L.key("prefix_reused"), L.integer(*s.prefix_reused);
     // Beam search's record (rare, small next to a search's forwards): nlohmann-json's own text of it.
     if (s.beams) L.key("beams"), L.raw(dump(to_json(*s.beams)));
     L.key("draw"), L.raw("{");

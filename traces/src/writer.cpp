@@ -203,6 +203,8 @@ void step_into(TraceStep& r, const StepEvent& e, const Tokenizer& tok) {
   r.attention_dots = e.attention_dots;
   if (e.batch > 1) r.batch = e.batch;
   else r.batch.reset();
+  if (e.prefix_reused > 0) r.prefix_reused = e.prefix_reused;
+  else r.prefix_reused.reset();
   list_into(r.attention, e.attention, [](TraceAttentionRow& row, const AttentionRow& a) {
     row.layer = a.layer, row.head = a.head, row.pos = a.pos, row.first_pos = a.first_pos;
     row.weights.assign(a.weights.begin(), a.weights.end());

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "glassbox/prefix_cache.hpp"
 #include "glassbox/strategy.hpp"
 
 namespace glassbox {
@@ -49,6 +50,11 @@ class SampledBatch {
   std::exception_ptr error(std::size_t id) const;       // what the run threw, if it did
   // Drops an ended run and what it held (a server's batch lives longer than its requests); no-op while open.
   void forget(std::size_t id);
+  // Prefix reuse: a run's prefill first copies from `cache` the K/V of the longest prefix of its prompt
+  // another run left there (the last prompt position is always computed), and a run that finished its
+  // prefill leaves its prompt's K/V there. Null (the default): every prompt is prefilled whole. The
+  // cache must outlive the batch's steps; several batches may share it.
+  void use_prefix_cache(PrefixCache* cache) { cache_ = cache; }
   // Batched forward passes so far and the rows they carried (rows / passes: the mean batch).
   std::int64_t passes() const { return passes_; }
   std::int64_t rows() const { return rows_; }
@@ -56,6 +62,7 @@ class SampledBatch {
  private:
   struct Run;
   const Run& find(std::size_t id) const;
+  bool prefix_in_flight(std::size_t i) const;
   Transformer& model_;
   std::size_t next_id_ = 0;
   std::vector<std::unique_ptr<Run>> runs_;
@@ -63,6 +70,7 @@ class SampledBatch {
   std::vector<std::size_t> waiting_;  // (max_block) which run each row belongs to
   std::size_t start_ = 0;              // the run the next step looks at first
   std::int64_t passes_ = 0, rows_ = 0;
+  PrefixCache* cache_ = nullptr;
 };
 
 }  // namespace glassbox

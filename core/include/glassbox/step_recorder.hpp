@@ -56,6 +56,7 @@ struct StepFacts {
   bool forced = false;
   std::int64_t attention_dots = 0;
   int batch = 0;                            // sequences in the batched pass that gave the logits (0: alone)
+  int prefix_reused = 0;                    // prefill: prompt positions whose K/V came from a prefix cache
   double ms = 0;
 };
 

@@ -134,6 +134,13 @@ class SampledStrategy final : public Strategy {
   // returns Done, the last one also choosing the first token; the results are the same blocks' (SampledBatch
   // turns it on, so that a long prompt does not stall the batch's other runs for its whole prefill).
   void chunk_prefill(bool on) { chunked_ = on; }
+  // Prefix reuse (PrefixCache): the run's store already holds the K/V of the prompt's first `positions`
+  // (copied, the same numbers its prefill would compute), so the prefill starts after them; its record
+  // says so (prefix_reused). Only before the first step, and for fewer positions than the prompt has (the
+  // last one must go through the model for the first distribution).
+  void reuse_prefix(DecodeRun& run, int positions);
+  // Whether the prompt's prefill has finished (the first token is chosen).
+  bool prefilled() const { return step_ > 0; }
   Step begin_step(DecodeRun& run, BatchRow& row);
   void end_step(DecodeRun& run, std::span<const float> logits, std::int64_t attention_dots, int pass_rows = 1);
 
@@ -150,6 +157,7 @@ class SampledStrategy final : public Strategy {
   bool chunked_ = false;
   int pass_rows_ = 1;                  // rows of the pass that gave the current step's logits
   int prefill_at_ = 0;                 // prompt positions prefilled so far
+  int prefix_reused_ = 0;              // of them, copied from a prefix cache
   DecodeRun::Clock::time_point prefill_t0_{};
 };
 

@@ -163,6 +163,7 @@ struct StepEvent {
   const KvState* kv = nullptr;           // the attention module's state after the step
   std::int64_t attention_dots = 0;       // query·key dot products this step (positions × heads × layers)
   int batch = 0;                         // > 1: the forward pass that gave this step's logits decoded that many sequences
+  int prefix_reused = 0;                 // > 0 (prefill): the first positions' K/V were copied from a prefix cache, not computed
   std::span<const AttentionRow> attention;  // newest position's weights, only with --trace-attention
   std::span<const LensRecord> lens;      // the logit lens at each point asked for, only with --trace-lens
   const SpeculativeStep* speculative = nullptr;  // only with a draft model (run --draft-model)

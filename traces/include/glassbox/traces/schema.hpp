@@ -252,6 +252,7 @@ struct TraceStep {
   TraceKv kv;
   std::optional<std::int64_t> attention_dots;
   std::optional<std::int64_t> batch;  // sequences in the batched pass that gave this step's logits (absent: alone)
+  std::optional<std::int64_t> prefix_reused;  // prefill: prompt positions whose K/V a prefix cache gave (absent: none)
   std::optional<std::vector<TraceAttentionRow>> attention;
   std::optional<std::vector<TraceLens>> lens;  // only with --trace-lens
   std::optional<TraceSpeculative> speculative;  // only with --draft-model
