@@ -1024,6 +1024,112 @@ BOOST_AUTO_TEST_CASE(a_non_streamed_request_whose_client_hangs_up_is_cancelled) 
   BOOST_TEST(next["tokens_predicted"] == 2);
 }
 
+// Batched (--parallel 2, no --pace): a streamed client that hangs up mid-stream leaves the batch at its
+// next step, while the request beside it in the same passes runs on to exactly its text alone (issue 41).
+BOOST_AUTO_TEST_CASE(a_batched_stream_whose_client_hangs_up_leaves_the_batch) {
+  const fs::path traces = gbtest::temp_dir("serve-hangup");
+  ServerProcess s({"--parallel", "2", "--trace-dir", traces.string()});
+  auto c = s.client();
+  auto value = [&](const std::string& name) {
+    auto m = c.Get("/metrics");
+    BOOST_TEST_REQUIRE(static_cast<bool>(m));
+    const auto at = m->body.find("\nglassbox:" + name + " ");
+    BOOST_TEST_REQUIRE(at != std::string::npos, name);
+    return std::stod(m->body.substr(at + name.size() + 11));
+  };
+  // n_probs: 100 makes each step build a hundred entries, so that B decodes for some hundreds of ms (stories260K
+  // alone would be done in a few tens), while A's client hangs up within a few ms of its first event.
+  const json b_body = {{"prompt", "Once upon a time"}, {"n_predict", 200}, {"seed", 11}, {"ignore_eos", true}, {"n_probs", 100}};
+  const json alone = post(c, "/completion", b_body);  // B alone, the server idle
+  BOOST_TEST_REQUIRE(alone["tokens_predicted"] == 200, alone.dump().substr(0, 300));
+
+  auto b = std::async(std::launch::async, [&] {
+    auto bc = s.client();
+    return bc.Post("/completion", b_body.dump(), "application/json");
+  });
+  bool joined = false;  // B in the batch
+  for (int i = 0; i < 2000 && !joined; ++i) {
+    joined = value("batch_runs") >= 1;
+    if (!joined) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  BOOST_TEST_REQUIRE(joined);
+  // A: streamed, as long as B; its client reads the first event and hangs up.
+  const int fd = connect_loopback(s.port());
+  BOOST_TEST_REQUIRE(fd >= 0);
+  send_all(fd, http_post("/completion", json{{"prompt", "One day"}, {"n_predict", 200}, {"seed", 12}, {"ignore_eos", true}, {"n_probs", 100},
+                                             {"stream", true}}.dump()));
+  std::string got;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  char buf[4096];
+  while (got.find("data: ") == std::string::npos && std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  BOOST_TEST_REQUIRE(got.find("data: ") != std::string::npos, got);
+  // A leaves: the server counts it cancelled and the batch's runs gauge drops (to B alone, or none once B is
+  // done), within a bounded time.
+  bool left = false;
+  for (int i = 0; i < 500 && !left; ++i) {
+    left = value("requests_cancelled_total") == 1 && value("batch_runs") <= 1;
+    if (!left) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  BOOST_TEST(left);
+  // B is unaffected: its tokens and their probabilities are those it has alone.
+  auto rb = b.get();
+  BOOST_TEST_REQUIRE(static_cast<bool>(rb));
+  BOOST_TEST_REQUIRE(rb->status == 200, rb->body);
+  const json beside = json::parse(rb->body);
+  BOOST_TEST(beside["content"] == alone["content"]);
+  BOOST_TEST(beside["completion_probabilities"] == alone["completion_probabilities"]);
+  BOOST_TEST(value("batch_runs") == 0);
+  // The traces say when: A's shared passes with B, then ended in an error line long before its 200 tokens;
+  // B's has steps in passes of two (A beside it), then steps alone after A left, through to its summary.
+  const std::string b_trace = beside["glassbox"]["trace_url"].get<std::string>().substr(8) + ".jsonl";
+  const std::string alone_trace = alone["glassbox"]["trace_url"].get<std::string>().substr(8) + ".jsonl";
+  int a_steps = -1, a_batched = 0;
+  std::string a_end;
+  for (const auto& f : fs::directory_iterator(traces)) {
+    const std::string name = f.path().filename().string();
+    if (name == b_trace || name == alone_trace) continue;
+    const auto lines = gbtest::read_jsonl(f.path());
+    BOOST_TEST_REQUIRE(lines.size() >= 2u);
+    a_steps = 0;
+    for (const auto& l : lines)
+      if (l.value("type", "") == "step") {
+        ++a_steps;
+        if (l.value("batch", 1) == 2) ++a_batched;
+      }
+    a_end = lines.back().dump();
+    BOOST_TEST(lines.back()["type"] == "error", a_end);
+    BOOST_TEST(a_end.find("the client disconnected") != std::string::npos, a_end);
+  }
+  BOOST_TEST(a_steps > 0);
+  BOOST_TEST(a_steps < 200, "A ran all its " << a_steps << " steps: its client hung up after the first");
+  BOOST_TEST(a_batched > 0, "A never shared a pass with B");
+  const auto bl = gbtest::read_jsonl(traces / b_trace);
+  BOOST_TEST_REQUIRE(!bl.empty());
+  BOOST_TEST(bl.back()["type"] == "summary");
+  int last_shared = -1, alone_after = 0, n = 0;
+  for (const auto& l : bl)
+    if (l.value("type", "") == "step") {
+      if (l.value("batch", 1) == 2) last_shared = n, alone_after = 0;
+      else if (last_shared >= 0) ++alone_after;
+      ++n;
+    }
+  BOOST_TEST(last_shared >= 0, "B never shared a pass with A");
+  BOOST_TEST(alone_after > 0, "B's steps after A left: " << alone_after << " (last shared step " << last_shared << " of " << n << ")");
+  BOOST_TEST_MESSAGE("A: " << a_steps << " steps (" << a_batched << " in passes of two), then its client's hang-up ended it; B: " << n
+                           << " steps, " << alone_after << " of them alone after A left");
+  // The slot is free: the next request is served.
+  const json next = post(c, "/completion", {{"prompt", "One day"}, {"n_predict", 2}});
+  BOOST_TEST(next["tokens_predicted"] == 2);
+  fs::remove_all(traces);
+}
+
 // 64 connections that send half a header (and stay) do not delay /health (they held every HTTP thread
 // for the 10 s read timeout); a client's oldest unfinished connections are closed past --client-connections.
 BOOST_AUTO_TEST_CASE(slow_clients_do_not_starve_the_listener) {
