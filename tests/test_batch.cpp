@@ -6,6 +6,8 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <bit>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -387,6 +389,58 @@ BOOST_DATA_TEST_CASE(runs_reusing_a_shared_prefix_trace_as_solo_runs,
     }
   }
   if (!std::getenv("GB_KEEP")) fs::remove_all(dir);
+}
+
+// The batched forward itself, over every file in ../shared/gguf (every architecture and weight type there):
+// B = 1, 2, 3 and 8 sequences, each at its own position (prompts of different lengths, then a step of every
+// earlier B), give each row the logits of that sequence's solo forward, bit for bit.
+std::vector<std::string> shared_ggufs() {
+  std::vector<std::string> out;
+  if (!gbtest::shared_dir()) return {"(no shared data)"};
+  for (const char* sub : {"gguf", "gguf/arch"})
+    for (const auto& e : fs::directory_iterator(gbtest::shared(sub)))
+      if (e.path().extension() == ".gguf") out.push_back(std::string(sub) + "/" + e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+BOOST_DATA_TEST_CASE(forward_batch_rows_are_solo_forwards_bit_for_bit, bdata::make(shared_ggufs()), rel) {
+  auto loaded = load(rel);
+  const Config& cfg = loaded->config;
+  constexpr int kSeqs = 8;
+  Transformer solo(cfg, loaded->source->weights(), 16), batched(cfg, loaded->source->weights(), kSeqs);
+  std::vector<std::unique_ptr<KvStore>> solo_kv, batch_kv;
+  std::vector<int> pos(kSeqs);
+  auto token = [&](int b, int i) { return static_cast<std::int32_t>((7 * b + 13 * i + 1) % cfg.vocab_size); };
+  for (int b = 0; b < kSeqs; ++b) {
+    solo_kv.push_back(registry()->make_attention({"kv-cache", {}}, cfg.attention_shape()));
+    batch_kv.push_back(registry()->make_attention({"kv-cache", {}}, cfg.attention_shape()));
+    std::vector<std::int32_t> prompt;
+    for (int i = 0; i < 1 + (3 * b) % 11; ++i) prompt.push_back(token(b, i));  // 1..11 positions: each sequence elsewhere
+    solo.forward(prompt, 0, *solo_kv[b]);
+    solo.forward(prompt, 0, *batch_kv[b]);
+    pos[b] = static_cast<int>(prompt.size());
+  }
+  const std::size_t vocab = static_cast<std::size_t>(cfg.vocab_size);
+  for (const int B : {1, 2, 3, 8}) {
+    std::vector<BatchRow> rows;
+    for (int b = 0; b < B; ++b) rows.push_back({token(b, pos[b]), pos[b], batch_kv[b].get()});
+    const std::span<const float> all = batched.forward_batch(rows);
+    BOOST_REQUIRE_EQUAL(all.size(), static_cast<std::size_t>(B) * vocab);
+    const std::vector<float> got(all.begin(), all.end());
+    for (int b = 0; b < B; ++b) {
+      const std::int32_t t = token(b, pos[b]);
+      const std::span<const float> one = solo.forward(std::span(&t, 1), pos[b], *solo_kv[b]);
+      std::size_t differ = 0;
+      float worst = 0;
+      for (std::size_t v = 0; v < vocab; ++v)
+        if (std::bit_cast<std::uint32_t>(one[v]) != std::bit_cast<std::uint32_t>(got[b * vocab + v]))
+          ++differ, worst = std::max(worst, std::abs(one[v] - got[b * vocab + v]));
+      BOOST_TEST(differ == 0u, rel << ", B = " << B << ", row " << b << " at position " << pos[b] << ": " << differ
+                                   << " logits differ from the solo forward's (largest by " << worst << ")");
+      ++pos[b];
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(forward_batch_refuses_bad_rows) {
