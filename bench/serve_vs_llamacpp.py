@@ -3,7 +3,8 @@
 
     bench/serve_vs_llamacpp.py --glassbox build/bin/glassbox --llama-server /path/to/llama-server --model M.gguf
                                [--clients 1,4,8,16] [--parallel 16] [--context 512] [--threads 2]
-                               [--tokens 64] [--rounds 3] [--no-nobatch] [--raw out.jsonl]
+                               [--tokens 64] [--rounds 3] [--no-nobatch] [--omp-wait-policy passive]
+                               [--raw out.jsonl]
 
 Servers, each started alone (never two at once) on a free loopback port:
   glassbox  `glassbox serve --model M --parallel P --threads T --context CTX --prefix-cache 0`
@@ -15,7 +16,9 @@ moment with a distinct short story prompt, n_predict N, seed i, ignore_eos, temp
 cache_prompt false (llama.cpp; glassbox runs with --prefix-cache 0 for the same effect). Every answer must carry
 N generated tokens (`tokens_predicted`, both servers). Reported: the median over the rounds of C*N / round wall
 time (aggregate generated tok/s, HTTP and prefill included), the range in brackets, and glassbox / llama-server.
-The load average (`/proc/loadavg`) is recorded before each server's rounds.
+The load average (`/proc/loadavg`) is recorded before each server's rounds. On a busy machine pass
+--omp-wait-policy passive: llama.cpp's OpenMP threads otherwise spin at every barrier and, preempted by the
+neighbours, its rate collapses (7-100 tok/s instead of 100-300 on 2 shared cores, docs/performance.md).
 
 llama.cpp is not part of this repository: build its server elsewhere (docs/performance.md, "Side by side:
 glassbox serve and llama-server"). Not run by the tests.
@@ -70,7 +73,10 @@ def start(a, kind):
     port = free_port()
     cmd = command(a, kind, port)
     log = open(os.devnull, "w") if not a.server_log else open(f"{a.server_log}.{kind}.log", "a")
-    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    env = dict(os.environ)
+    if kind == "llama" and a.omp_wait_policy:
+        env["OMP_WAIT_POLICY"] = a.omp_wait_policy
+    p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -140,6 +146,9 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-nobatch", action="store_true", help="leave out glassbox --no-batch")
+    ap.add_argument("--omp-wait-policy", default="",
+                    help="OMP_WAIT_POLICY for llama-server (its OpenMP build spins at barriers: on a busy machine "
+                         "'passive' keeps it from collapsing; default: the environment's)")
     ap.add_argument("--raw", default="", help="append one JSON line per round to this file")
     ap.add_argument("--server-log", default="", help="keep each server's output in PREFIX.KIND.log")
     a = ap.parse_args()
@@ -174,7 +183,8 @@ def main():
                 stop(p)
 
     for kind in kinds:
-        print(f"# {kind}: {' '.join(cmds[kind])}")
+        env = f"OMP_WAIT_POLICY={a.omp_wait_policy} " if kind == "llama" and a.omp_wait_policy else ""
+        print(f"# {kind}: {env}{' '.join(cmds[kind])}")
     same = sum(texts[("glassbox", c)] == texts[("llama", c)] for c in clients)
     print(f"# greedy texts equal to llama-server's at {same} of {len(clients)} client counts")
     head = "| C | glassbox batched | glassbox `--no-batch` | llama-server | glassbox ÷ llama-server | load (gb / llama) |"
