@@ -138,8 +138,23 @@ async function run() {
 }
 
 $('run').addEventListener('click', run);
-$('model-file').addEventListener('change', async () => { model = await readPicked($('model-file')); await describeModel(); });
-$('tok-file').addEventListener('change', async () => { tokenizer = await readPicked($('tok-file')); });
+// A file the browser cannot read (moved, permissions, a path it refuses) is said on the page, and the
+// model stays what it was said to be (never a silent run of another one).
+async function pick(input, what) {
+  const name = input.files && input.files[0] ? input.files[0].name : 'the file';
+  try { return await readPicked(input); } catch (e) {
+    input.value = '';
+    status(`${name}: the browser could not read this ${what} file (${e.name || 'error'}: ${e.message || e}); pick it again`, true);
+    return undefined;
+  }
+}
+$('model-file').addEventListener('change', async () => {
+  const picked = await pick($('model-file'), 'model');
+  if (picked === undefined) { model = null; $('model-info').textContent = 'the embedded toy model (the picked file could not be read)'; return; }
+  model = picked;
+  await describeModel();
+});
+$('tok-file').addEventListener('change', async () => { const picked = await pick($('tok-file'), 'tokenizer'); tokenizer = picked === undefined ? null : picked; });
 $('use-toy').addEventListener('click', async () => { model = null; tokenizer = null; $('model-file').value = ''; $('tok-file').value = ''; await describeModel(); });
 
 const q = new URLSearchParams(location.search);

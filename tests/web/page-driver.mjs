@@ -87,7 +87,7 @@ if (expectError) {
   for (let i = 0; i < 2000 && !mark; ++i) { await sleep(100); mark = await evaluate('document.body.dataset.glassbox || null'); }
   const r = await evaluate(`({output: document.getElementById('output').textContent, status: document.getElementById('status').textContent,
     bars: document.querySelectorAll('.row .bar').length, steps: document.querySelectorAll('.step').length,
-    download: !document.getElementById('download').hidden})`);
+    download: !document.getElementById('download').hidden, info: document.getElementById('model-info').textContent})`);
   if (shot) {
     await sleep(200);
     const { data } = await send('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true });
