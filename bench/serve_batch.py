@@ -10,7 +10,8 @@ POST /completion at once (seeded, n_predict N, ignore_eos so that every request 
 server: the median over the rounds of C·N ÷ the round's wall time (aggregate tokens/s, HTTP and prefill included),
 and one request alone (C = 1) for reference. The same seeds give the same texts on both (checked).
 """
-import argparse, json, statistics, subprocess, threading, time, urllib.request, re, sys
+import argparse, json, statistics, threading, time, urllib.request, sys
+from serve_common import start_serve
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--glassbox", required=True)
@@ -33,16 +34,7 @@ def start(batch):
         cmd += ["--tokenizer", a.tokenizer]
     if not batch:
         cmd.append("--no-batch")
-    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    port = None
-    for line in p.stderr:
-        m = re.search(r"listening on http://127.0.0.1:(\d+)", line)
-        if m:
-            port = int(m.group(1))
-        if "ready" in line and port:
-            break
-    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-    return p, port
+    return start_serve(cmd)
 
 
 def post(port, i, out):

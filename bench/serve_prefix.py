@@ -12,7 +12,8 @@ Reported per server: the median over rounds of the round's wall time and of the 
 time (`timings.prompt_ms`), and the server's prefix-cache counters. The same seeds give the same texts with
 and without the cache (checked; exit 1 otherwise).
 """
-import argparse, json, re, statistics, subprocess, sys, threading, time, urllib.request
+import argparse, json, re, statistics, sys, threading, time, urllib.request
+from serve_common import start_serve
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--glassbox", required=True)
@@ -40,16 +41,7 @@ def start(cache_mib):
            "--prefix-cache", str(cache_mib)]
     if a.tokenizer:
         cmd += ["--tokenizer", a.tokenizer]
-    p = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
-    port = None
-    for line in p.stderr:
-        m = re.search(r"listening on http://127.0.0.1:(\d+)", line)
-        if m:
-            port = int(m.group(1))
-        if "ready" in line and port:
-            break
-    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-    return p, port
+    return start_serve(cmd)
 
 
 def post(port, i, out):
