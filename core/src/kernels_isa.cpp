@@ -386,13 +386,36 @@ void dots(float* out, const float* q, const float* rows, std::size_t stride, std
       out[s + r] = e * scale;
     }
   }
+#elif defined(__AVX2__)
+  // 8 rows at a time: xsimd's hadd on 256 bits sums a lane vector x as ((x0+x4)+(x1+x5))+((x2+x6)+(x3+x7));
+  // the same sums for 8 rows come from 4 cross-lane adds and 2 rounds of hadd over row pairs, without a
+  // horizontal sum per key (the hot spot of decode attention with one query: a hadd per 64-value key).
+  for (; s + 8 <= count; s += 8) {
+    __m256 v[8];
+    std::size_t i = 0;
+    for (std::size_t r = 0; r < 8; ++r) v[r] = dot_lanes(q, rows + (s + r) * stride, n, i);
+    __m256 u[4];  // u_p = (a0+a4, a1+a5, a2+a6, a3+a7, b0+b4, …) for rows a = 2p, b = 2p+1
+    for (int p = 0; p < 4; ++p)
+      u[p] = _mm256_add_ps(_mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x20), _mm256_permute2f128_ps(v[2 * p], v[2 * p + 1], 0x31));
+    // hadd(u0, u1) = (r0: (0+4)+(1+5), r0: (2+6)+(3+7), r2: …, r2: …, r1, r1, r3, r3); once more: r0 r2 r4 r6 r1 r3 r5 r7
+    const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(u[0], u[1]), _mm256_hadd_ps(u[2], u[3]));
+    alignas(32) float sum[8];
+    _mm256_store_ps(sum, _mm256_permutevar8x32_ps(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    for (std::size_t r = 0; r < 8; ++r) {
+      float e = sum[r];
+      const float* b = rows + (s + r) * stride;
+      for (std::size_t j = i; j < n; ++j) e += q[j] * b[j];
+      out[s + r] = e * scale;
+    }
+  }
 #endif
   for (; s < count; ++s) out[s] = dot(q, rows + s * stride, n) * scale;
 }
 
 // axpy's arithmetic element by element (lane-wise FMAs, then the scalar tail), rows in order.
 void axpys(float* y, const float* a, const float* rows, std::size_t stride, std::size_t count, std::size_t n) {
-  constexpr std::size_t B = 4;  // vectors of y kept in registers (a 64-value attention head with AVX-512)
+  // vectors of y kept in registers: a 64-value attention head in one pass with AVX-512 (4) and AVX2 (8)
+  constexpr std::size_t B = W >= 16 ? 4 : 8;
   std::size_t i = 0;
   for (; i + B * W <= n; i += B * W) {
     batch acc[B];
@@ -937,7 +960,7 @@ void q8_0_rows8_512(float* out, const std::byte* w, std::size_t wrb, const block
   __m512 acc[P][2];
   GB_UNROLL for (int p = 0; p < P; ++p) acc[p][0] = acc[p][1] = _mm512_setzero_ps();
   const __m512i off = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(wrb)));
+  const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), _mm256_set1_epi32(static_cast<int>(wrb)));
   // The scales are converted as 16 halves, the 8 rows' at the even ones (the odd ones are each
   // block's first two quants, converted and never used), so pick takes row r from lane 2r.
   __m512i pick[P];
@@ -1035,7 +1058,7 @@ void q4_rows8_512(float* out, const std::byte* w, std::size_t wrb, const block_q
   __m512 acc[P];
   GB_UNROLL for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
   const __m512i off = _mm512_set1_epi8(offset);
-  const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int>(wrb)));
+  const __m256i rows = _mm256_mullo_epi32(_mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), _mm256_set1_epi32(static_cast<int>(wrb)));
   __m512i pick[P];  // as in q8_0_rows8_512: row r's scale is lane 2r of the converted halves
   GB_UNROLL for (int p = 0; p < P; ++p)
     pick[p] = _mm512_inserti64x4(_mm512_set1_epi32(4 * p), _mm256_set1_epi32(4 * p + 2), 1);
