@@ -95,7 +95,7 @@ void add_compare_command(CLI::App& app) {
   add_shared_option(cmd, "plugin_path", o->plugin_path);
   add_shared_flag(cmd, "ignore_eos", o->ignore_eos);
   cmd->add_option("--jobs,-j", o->jobs, "parallel runs (default: the number of cores)")->check(CLI::Range(1, 1024));
-  cmd->add_option("--batch", o->batch,
+  cmd->add_option("--batch,-b", o->batch,
                   "samples of one prompt and sampled strategy decoded together, the weights read once per step for all "
                   "(1: one at a time; beam and speculative strategies always are)")
       ->capture_default_str()

@@ -12,10 +12,10 @@ void add_serve_command(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   auto paths = std::make_shared<std::vector<std::string>>();
   cmd->add_option("--model,-m", o->model, "model file (llama2.c checkpoint or GGUF), or toy: the embedded toy model")->required();
-  cmd->add_option("--tokenizer,-z", o->tokenizer, "tokenizer file (llama2.c checkpoints; a GGUF carries its own)");
+  cmd->add_option("--tokenizer,-t", o->tokenizer, "tokenizer file (llama2.c checkpoints; a GGUF carries its own)");
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "port to listen on (0: any free one, printed on stderr)")->capture_default_str();
-  cmd->add_option("--threads,-t", o->threads, "threads for the matrix products (0: one per physical core)")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "threads for the matrix products (0: one per physical core)")->capture_default_str();
   cmd->add_option("--parallel,--np", o->parallel, "requests that decode at once, each with its own KV store (1..256)")->capture_default_str();
   cmd->add_flag("!--no-batch", o->batch,
                 "decode each slot on its own (default with --parallel > 1: the slots' decode steps share one forward pass, "

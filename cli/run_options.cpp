@@ -178,7 +178,7 @@ std::vector<RunOption> make_table() {
                        if (auto name = scalar(v, where); !name.empty()) o.tokenizer.name = name;
                      },
                      [](const RunOptions& o) { return o.tokenizer.name; }}));
-  t.push_back(entry({.key = "context", .flags = "--context", .value_name = "N",
+  t.push_back(entry({.key = "context", .flags = "--context,-c", .value_name = "N",
                      .help = "positions the run may use, at most the model's context length",
                      .default_text = "min(model's, 4096)", .example = "64", .commands = kPipeline},
                     integer(&RunOptions::context, 1, 1 << 24)));

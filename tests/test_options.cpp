@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <yaml-cpp/yaml.h>
 
@@ -225,6 +226,47 @@ BOOST_AUTO_TEST_CASE(help_lists_every_entry_of_each_command) {
                          help.find(e.help_line()) != std::string::npos;
       BOOST_TEST(shown == ((e.commands & bit) != 0), args[0] << " --help and " << e.key << " (commands " << e.commands << ")");
     }
+  }
+}
+
+// A long option spelled by several commands has one short flag in all of them (or none in all): `-t` was
+// --threads in serve and --tokenizer everywhere else, serve's tokenizer `-z` (#40). Read from every
+// command's --help, so options outside the table are held to it too.
+BOOST_AUTO_TEST_CASE(a_shared_long_option_has_the_same_short_flag_in_every_command) {
+  const std::vector<std::vector<std::string>> commands = {
+      {"run"},     {"tokenize"}, {"plugins"}, {"bench"},          {"explain"},       {"compare"},      {"convert"},
+      {"inspect"}, {"synth"},    {"chat"},    {"serve"},          {"check"},         {"trace", "validate"}, {"trace", "diff"},
+      {"trace", "render"}, {"trace", "html"}, {"trace", "lens"}, {"trace", "import"}};
+  std::map<std::string, std::map<std::string, std::string>> shorts;  // long → command → short ("" none)
+  for (auto args : commands) {
+    const std::string name = args.size() > 1 ? args[0] + " " + args[1] : args[0];
+    args.push_back("--help");
+    const auto r = gbtest::run_cli(args);
+    BOOST_TEST_REQUIRE(r.rc == 0, name << ": " << r.err);
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      // CLI11's option lines: "  -m,--model FILE   …" or "  --seed N   …"
+      const auto at = line.find_first_not_of(' ');
+      if (at == std::string::npos || at == 0 || line[at] != '-') continue;
+      std::string s, l;
+      if (line.compare(at, 2, "--") == 0) l = line.substr(at, line.find_first_of(" =", at) - at);
+      else if (line.size() > at + 3 && line[at + 2] == ',' && line.compare(at + 3, 2, "--") == 0) {
+        s = line.substr(at, 2);
+        l = line.substr(at + 3, line.find_first_of(" =", at + 3) - at - 3);
+      } else continue;
+      shorts[l][name] = s;
+    }
+  }
+  BOOST_TEST_REQUIRE(shorts.count("--tokenizer") == 1);
+  BOOST_TEST_REQUIRE(shorts["--tokenizer"].size() >= 5, "the parser read too few commands' options");
+  for (const auto& [l, by] : shorts) {
+    std::set<std::string> seen;
+    std::string where;
+    for (const auto& [c, s] : by) {
+      seen.insert(s);
+      where += " " + c + ":" + (s.empty() ? "none" : s);
+    }
+    BOOST_TEST(seen.size() == 1u, l << " has different short flags:" << where);
   }
 }
 
