@@ -856,8 +856,22 @@ __m256i prod_q5_0(const block_q5_0& x, __m256i yv, __m256i yo) { return pmul(unp
 __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 constexpr bool kVnni = false;
 __m256i q8_offset() { return _mm256_setzero_si256(); }
-__m256i q4_offset() { return _mm256_setzero_si256(); }
-__m256i y_offset(__m256i, __m256i) { return _mm256_setzero_si256(); }
+__m256i q4_offset() { return _mm256_set1_epi8(8); }
+// The int32 lanes pmul gives (lane i: bytes 2i, 2i+1, 16+2i, 17+2i of the block) from maddubs' int16 pairs
+// (pair k: bytes 2k, 2k+1): lane i is pair i plus pair 8+i, the two 128-bit halves added.
+__m128i fold_pairs(__m256i pairs) { return _mm_add_epi16(_mm256_castsi256_si128(pairs), _mm256_extracti128_si256(pairs, 1)); }
+// Decode of Q4_0/Q5_0 (#42): the weight's unsigned quants times the activation's signed bytes in one
+// maddubs, minus offset·Σy over the same bytes, computed here once per activation block (in the low half)
+// for every weight row that uses it. Exact in int16: |pair| ≤ 2·31·127, a lane ≤ 2·7874 + 16·4·127 < 2^15.
+__m256i y_offset(__m256i offset, __m256i yv) { return _mm256_castsi128_si256(fold_pairs(_mm256_maddubs_epi16(offset, yv))); }
+// Σ (q − offset)·y as pmul's lanes, from the unsigned quants u (0..15 or 0..31): the same integers.
+__m256i umul(__m256i u, __m256i yv, __m256i yo) {
+  return _mm256_cvtepi16_epi32(_mm_sub_epi16(fold_pairs(_mm256_maddubs_epi16(u, yv)), _mm256_castsi256_si128(yo)));
+}
+__m256i nibbles_q4_0(const block_q4_0& x) {
+  const __m128i q = load16(x.qs);
+  return _mm256_set_m128i(hi_nibbles(q), lo_nibbles(q));  // values 0..15 (unsigned), elements 0..15 then 16..31
+}
 __m256i prod_q8_0(const block_q8_0& x, __m256i yv, __m256i) {
   return _mm256_add_epi32(dot16(load16(x.qs), _mm256_castsi256_si128(yv)), dot16(load16(x.qs + 16), _mm256_extracti128_si256(yv, 1)));
 }
@@ -870,8 +884,8 @@ __m256i unpack_q4_0(const block_q4_0& x) {
   const __m128i q = load16(x.qs);
   return _mm256_set_m128i(_mm_sub_epi8(hi_nibbles(q), eight), _mm_sub_epi8(lo_nibbles(q), eight));  // values 0..15, then 16..31
 }
-__m256i prod_q4_0(const block_q4_0& x, __m256i yv, __m256i yo) { return pmul(unpack_q4_0(x), yv, yo); }
-__m256i q5_offset() { return _mm256_setzero_si256(); }
+__m256i prod_q4_0(const block_q4_0& x, __m256i yv, __m256i yo) { return umul(nibbles_q4_0(x), yv, yo); }
+__m256i q5_offset() { return _mm256_set1_epi8(16); }
 // Q5_0: the fifth bits as 0xFF bytes (ggml's bytes_from_bits_32), the quants minus 16 as signed bytes.
 __m256i unpack_q5_0(const block_q5_0& x) {
   std::uint32_t qh;
@@ -884,7 +898,9 @@ __m256i unpack_q5_0(const block_q5_0& x) {
   return _mm256_sub_epi8(_mm256_or_si256(_mm256_set_m128i(hi_nibbles(q), lo_nibbles(q)), _mm256_and_si256(bits, _mm256_set1_epi8(16))),
                          _mm256_set1_epi8(16));
 }
-__m256i prod_q5_0(const block_q5_0& x, __m256i yv, __m256i yo) { return pmul(unpack_q5_0(x), yv, yo); }
+// The same quants 0..31 unsigned, for umul.
+__m256i quants_q5_0(const block_q5_0& x) { return _mm256_add_epi8(unpack_q5_0(x), _mm256_set1_epi8(16)); }
+__m256i prod_q5_0(const block_q5_0& x, __m256i yv, __m256i yo) { return umul(quants_q5_0(x), yv, yo); }
 #endif
 
 // step(b, slot) for blocks b = 0..nb−1, block b into accumulator slot b mod Acc (1 or 2): the
@@ -912,7 +928,8 @@ void q_rows(float* out, const std::byte* w, std::size_t wrb, const block_q8_0* y
   GB_UNROLL for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
   auto step = [&](std::size_t b, int slot) {
     const __m256i yv = load32(y[b].qs);
-    const __m256i yo = kVnni ? y_offset(offset, yv) : _mm256_setzero_si256();
+    // (Q8_0 without VNNI needs no offset: its product is of signed bytes.)
+    const __m256i yo = kVnni || !std::is_same_v<Blk, block_q8_0> ? y_offset(offset, yv) : _mm256_setzero_si256();
     const float dy = fp16(y[b].d);
     GB_UNROLL for (int r = 0; r < R; ++r) {
       const Blk& x = reinterpret_cast<const Blk*>(w + r * wrb)[b];
