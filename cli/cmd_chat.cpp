@@ -22,6 +22,7 @@
 #include "glassbox/traces/writer.hpp"
 #include "chat_reply.hpp"
 #include "session.hpp"
+#include "strategy_choice.hpp"
 #include "streaming.hpp"
 
 namespace glassbox::cli {
@@ -133,12 +134,13 @@ void add_chat_command(CLI::App& app) {
     RunOptions opt = binder->finish();
     if (opt.max_tokens == 256 && opt.context == 0) opt.max_tokens = 64;  // a reply, not a story
     opt.model_hash = !opt.trace.empty();  // only a turn trace records the model's digest: no start-up spent hashing otherwise
-    auto s = open_session(opt);
+    // Sampled, beam search (--beam-width) or speculative decoding (--draft-model), for every turn.
+    auto s = open_session(StrategyChoice::session_options(opt, [&](const char* key) { return binder->given(key); }));
     const Tokenizer& tok = *s->tokenizer;
     ChatFormat fmt = detect_chat_format(tok.chat_template());
     if (fmt == ChatFormat::None) fmt = ChatFormat::Plain;  // no template: "User: …\nAssistant:"
-    Engine engine(*s->model, tok, *s->attention, *s->sampler);
-    const int limit = engine.context_limit();
+    StrategyChoice strategy(opt, *s);
+    const int limit = strategy.context_limit();
     GenerateOptions g = generate_options(opt, *s);
     const auto pace = pace_delay(opt);
     if (!opt.trace.empty())
@@ -405,7 +407,7 @@ void add_chat_command(CLI::App& app) {
       sinks.add(&paced);
       Summary sum;
       try {
-        sum = engine.generate(std::move(ids), text, turn_opt, s->header, sinks, [&](std::string_view piece) { paced.piece(piece); });
+        sum = strategy.generate(std::move(ids), text, turn_opt, sinks, [&](std::string_view piece) { paced.piece(piece); });
         try {
           paced.finish();
         } catch (const StopGeneration&) {  // the piece held back for the pace completed the marker

@@ -19,6 +19,7 @@
 #include "glassbox/traces/writer.hpp"
 #include "interrupt.hpp"
 #include "session.hpp"
+#include "strategy_choice.hpp"
 #include "streaming.hpp"
 
 namespace glassbox::cli {
@@ -69,32 +70,6 @@ void stream_out(std::string_view piece) {
     throw OutputError(std::string("stdout: write failed: ") + std::strerror(errno));
 }
 
-// The options the session is built from: with --beam-width, the greedy chain (the search does not sample);
-// a chain other than greedy, --replay, or --length-penalty without --beam-width is a ConfigError.
-RunOptions beam_session_options(const RunOptions& opt, bool length_penalty_given) {
-  if (opt.beam_width == 0) {
-    if (length_penalty_given) throw ConfigError("--length-penalty applies to beam search only: add --beam-width N");
-    return opt;
-  }
-  for (const auto& p : opt.sampler)
-    if (p.name != "greedy")
-      throw ConfigError("--beam-width ranks continuations by the model's own log-probabilities; the sampler chain does not "
-                        "apply: drop --sampler " + p.to_string() + " (docs/beam-search.md)");
-  if (!opt.replay.empty()) throw ConfigError("--beam-width cannot replay a golden (--replay): a beam search chooses whole sequences");
-  // A grammar is a sampler stage; the search ranks the raw distribution and would silently ignore it.
-  if (!opt.grammar.empty() || !opt.json_schema.empty())
-    throw ConfigError(std::string(opt.grammar.empty() ? "--json-schema" : "--grammar") +
-                      " constrains the sampler chain, which beam search does not use (it ranks the model's own log-probabilities): "
-                      "drop it, or drop --beam-width");
-  // What BeamSearch itself would refuse, said before a model is read or a trace file opened.
-  if (opt.context_policy.kind != ContextPolicy::Stop && opt.context_policy.kind != ContextPolicy::Refuse)
-    throw ConfigError("--context-policy " + opt.context_policy.to_string() +
-                      " drops tokens from one sequence; beam search keeps several: use stop or refuse with --beam-width");
-  RunOptions o = opt;
-  o.sampler = {PluginSpec{"greedy", {}}};
-  return o;
-}
-
 void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "generate text from a prompt, streaming it to stdout");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, kRun);
@@ -108,18 +83,9 @@ void add_run_command(CLI::App& app) {
     install_interrupt_handlers();
     // Beam search ranks by the model's own log-probabilities: the session's chain is greedy (what width 1
     // equals), named so in the header; any other chain is refused rather than silently ignored.
-    const RunOptions session_opt = beam_session_options(opt, binder->given("length_penalty"));
-    if (opt.draft_model.empty() && (binder->given("draft_tokens") || binder->given("draft_tokenizer")))
-      throw ConfigError(std::string(binder->given("draft_tokens") ? "--draft-tokens" : "--draft-tokenizer") +
-                        " sets up speculative decoding: name the draft with --draft-model");
-    if (!opt.draft_model.empty() && opt.beam_width > 0)
-      throw ConfigError("--draft-model and --beam-width: speculative decoding samples one sequence, beam search keeps several; use one of them");
+    const RunOptions session_opt = StrategyChoice::session_options(opt, [&](const char* key) { return binder->given(key); });
     auto s = open_session(session_opt);
-    std::unique_ptr<Session> draft;
-    if (!opt.draft_model.empty()) {
-      draft = open_draft(opt, *s);
-      s->header.speculative = SpeculativeSetup{draft->header.model_path, draft->header.tokenizer_path, opt.draft_tokens};
-    }
+    StrategyChoice strategy(opt, *s);  // sampled, beam search or speculative; opens the draft
     // A trace written over an input would destroy it (the model is memory-mapped: truncating it is SIGBUS).
     refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path},
                                                     {"--config", opt.config}, {"--replay", opt.replay}});
@@ -169,12 +135,6 @@ void add_run_command(CLI::App& app) {
       sinks.add(json_out.get());
     }
     sinks.add(&interrupt);  // last: a step is recorded before the run stops after it
-    Engine engine(*s->model, *s->tokenizer, *s->attention, *s->sampler);
-    std::unique_ptr<SpeculativeEngine> speculative;
-    if (draft)
-      speculative = std::make_unique<SpeculativeEngine>(*s->model, *s->tokenizer, *s->attention, *s->sampler,
-                                                        DraftModel{*draft->model, *draft->attention, *draft->sampler, draft->header.model_path},
-                                                        opt.draft_tokens);
     // The trace of a run cut short ends in an error or interrupted line, never a summary.
     auto cut_short = [&](auto&& end_trace) {
       if (probs) probs->flush();
@@ -199,30 +159,7 @@ void add_run_command(CLI::App& app) {
       }, /*announce=*/!opt.json, PassCost::of(s->source->weights(), s->config));
       sinks.add(&paced);
       const StreamFn on_piece = [&](std::string_view piece) { paced.piece(piece); };
-      if (opt.beam_width > 0) {
-        // One K/V store per beam (the session's is the first), or the one a module that keeps nothing needs.
-        BeamOptions bo{opt.beam_width, opt.length_penalty, opt.ignore_eos, [] { check_interrupt(); }};
-        check_beam_options(bo, s->config.vocab_size);
-        check_beam_attention(*s->attention, s->attention->name());
-        std::vector<std::int32_t> ids = s->tokenizer->encode(opt.prompt, s->tokenizer->add_bos(), false);
-        // The other beams' stores hold only what a search can reach (it never truncates): the prompt and
-        // max_tokens more, not the whole context; all of them together within the run memory bound.
-        AttentionShape shape = s->config.attention_shape();
-        shape.seq_len = static_cast<int>(std::clamp<long long>(static_cast<long long>(ids.size()) + opt.max_tokens, 1, shape.seq_len));
-        if (s->attention->persistent()) check_beam_memory(s->config, shape.seq_len, opt.beam_width, s->header.model_path);
-        std::vector<std::unique_ptr<KvStore>> extra;
-        std::vector<KvStore*> stores{s->attention.get()};
-        for (int i = 1; i < opt.beam_width && s->attention->persistent(); ++i) {
-          extra.push_back(s->registry->make_attention(opt.attention, shape));
-          stores.push_back(extra.back().get());
-        }
-        BeamSearch search(*s->model, *s->tokenizer, std::move(stores));
-        sum = search.generate(std::move(ids), opt.prompt, g, bo, s->header, sinks, on_piece);
-      } else if (speculative) {
-        sum = speculative->generate(opt.prompt, g, s->header, sinks, on_piece);
-      } else {
-        sum = engine.generate(opt.prompt, g, s->header, sinks, on_piece);
-      }
+      sum = strategy.generate(opt.prompt, g, sinks, on_piece);
       paced.finish();
       if (opt.json) {
         JsonTokenSink::Json j = {{"type", "summary"}, {"text", text}, {"generated", sum.generated},

@@ -274,12 +274,12 @@ std::vector<RunOption> make_table() {
   t.push_back(entry({.key = "beam_width", .flags = "--beam-width", .value_name = "N",
                      .help = "beam search: keep the N most likely continuations by total log-probability, each with its own "
                              "K/V rows, instead of sampling (docs/beam-search.md); the sampler chain does not apply",
-                     .default_text = "off (sample with the chain)", .example = "4", .commands = kRun},
+                     .default_text = "off (sample with the chain)", .example = "4", .commands = kGenerate},
                     integer(&RunOptions::beam_width, 1, 1 << 20)));
   t.push_back(entry({.key = "length_penalty", .flags = "--length-penalty", .value_name = "A",
                      .help = "beam search: a finished hypothesis scores sum_logprob / length^A (Hugging Face's length_penalty; "
                              "A > 0 favours longer ones)",
-                     .default_text = "1", .example = "0.5", .commands = kRun},
+                     .default_text = "1", .example = "0.5", .commands = kGenerate},
                     real(&RunOptions::length_penalty, -10, 10)));
   t.push_back(entry({.key = "seed", .flags = "--seed", .value_name = "N", .help = "random seed",
                      .values = "0.." + std::to_string(UINT64_MAX), .default_text = "chosen at random, recorded in the trace",
@@ -323,15 +323,15 @@ std::vector<RunOption> make_table() {
   t.push_back(entry({.key = "draft_model", .flags = "--draft-model", .value_name = "FILE",
                      .help = "speculative decoding: a small model with the same vocabulary drafts tokens the model verifies "
                              "in one forward; the output is distributed as the model's own",
-                     .example = "synth128.bin", .commands = kRun},
+                     .example = "synth128.bin", .commands = kGenerate},
                     text(&RunOptions::draft_model)));
   t.push_back(entry({.key = "draft_tokenizer", .flags = "--draft-tokenizer", .value_name = "FILE",
                      .help = "the draft model's tokenizer file (its vocabulary must be the model's)",
-                     .default_text = "the one inside a GGUF draft, else --tokenizer's", .example = "tok512.bin", .commands = kRun},
+                     .default_text = "the one inside a GGUF draft, else --tokenizer's", .example = "tok512.bin", .commands = kGenerate},
                     text(&RunOptions::draft_tokenizer)));
   t.push_back(entry({.key = "draft_tokens", .flags = "--draft-tokens", .value_name = "K",
                      .help = "tokens the draft proposes per round (with --draft-model)", .default_text = "4", .example = "8",
-                     .commands = kRun},
+                     .commands = kGenerate},
                     integer(&RunOptions::draft_tokens, 1, kMaxDraftTokens)));
   // chat --context-policy summarize (docs/attention.md): who writes the summary, and how long it may be.
   t.push_back(entry({.key = "summary_model", .flags = "--summary-model", .value_name = "FILE",

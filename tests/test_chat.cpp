@@ -370,6 +370,74 @@ const std::map<std::string, Case>& cases() {
          BOOST_TEST_REQUIRE(r.rc == 0, r.err);
          BOOST_TEST(c.first_step()["lens"].size() == 8u, c.first_step().dump());  // the toy's 4 layers, 2 points each
        }},
+      // Beam search and speculative decoding in chat (#40): each turn is the strategy `run` runs over the same
+      // prompt, and its trace says so.
+      {"beam_width",
+       [](const Chat& c) {
+         const auto r = c({"--beam-width", "3", "--max-tokens", "10", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         for (int t = 1; t <= 2; ++t) {
+           const auto lines = c.turn(t);
+           BOOST_TEST_REQUIRE(lines.back()["type"] == "summary");
+           BOOST_TEST(lines.back()["beam"]["width"] == 3, "turn " << t);
+           BOOST_TEST(lines.back()["beam"]["hypotheses"].size() >= 1u, "turn " << t);
+           // `run --beam-width 3` on the turn's prompt decides the same tokens (chat may stop earlier, at the
+           // next turn's marker): the search is the same search.
+           const fs::path rt = c.dir / ("run-" + std::to_string(t) + ".jsonl");
+           const auto run = gbtest::run_cli({"run", "--beam-width", "3", "--max-tokens", "10", "--prompt", lines.front()["prompt"].get<std::string>(),
+                                            "--trace", rt.string()});
+           BOOST_TEST_REQUIRE(run.rc == 0, run.err);
+           const auto run_lines = gbtest::read_jsonl(rt);
+           BOOST_TEST_REQUIRE(run_lines.front()["prompt_ids"] == lines.front()["prompt_ids"]);
+           std::vector<int> chat_ids, run_ids;
+           for (const auto& l : lines)
+             if (l["type"] == "step") chat_ids.push_back(l["token"]["id"].get<int>());
+           for (const auto& l : run_lines)
+             if (l["type"] == "step") run_ids.push_back(l["token"]["id"].get<int>());
+           BOOST_TEST_REQUIRE(!chat_ids.empty());
+           BOOST_TEST_REQUIRE(chat_ids.size() <= run_ids.size());
+           BOOST_TEST(std::equal(chat_ids.begin(), chat_ids.end(), run_ids.begin()), "turn " << t);
+           BOOST_TEST(lines.back()["beam"]["hypotheses"] == run_lines.back()["beam"]["hypotheses"], "turn " << t);
+         }
+       }},
+      {"length_penalty",
+       [](const Chat& c) {
+         const auto r = c({"--beam-width", "2", "--length-penalty", "0.5", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.turn(1).back()["beam"]["length_penalty"] == 0.5);
+         const auto alone = c({"--length-penalty", "0.5"});  // without beams it would do nothing: refused
+         BOOST_TEST(alone.rc == 2, alone.err);
+         BOOST_TEST(has(alone.err, "--length-penalty applies to beam search only"), alone.err);
+       }},
+      {"draft_model",
+       [](const Chat& c) {
+         // Greedy speculative decoding decides the model's own greedy tokens: the same replies as without a draft.
+         const auto plain = c({"--sampler", "greedy", "--max-tokens", "8"});
+         const auto r = c({"--sampler", "greedy", "--max-tokens", "8", "--draft-model", toy("toy.bin"), "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(plain.rc == 0, plain.err);
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(r.out == plain.out);
+         BOOST_TEST(c.header(2)["speculative"]["draft_model"] == toy("toy.bin"));
+         BOOST_TEST(c.turn(2).back()["speculative"]["proposed"].get<int>() > 0);
+         const auto both = c({"--draft-model", toy("toy.bin"), "--beam-width", "2"});
+         BOOST_TEST(both.rc == 2, both.err);
+         BOOST_TEST(has(both.err, "--draft-model and --beam-width"), both.err);
+       }},
+      {"draft_tokenizer",
+       [](const Chat& c) {
+         const auto r = c({"--draft-model", toy("toy.bin"), "--draft-tokenizer", toy("toy-tok.bin"), "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.header()["speculative"]["draft_tokenizer"] == toy("toy-tok.bin"));
+       }},
+      {"draft_tokens",
+       [](const Chat& c) {
+         const auto r = c({"--draft-model", toy("toy.bin"), "--draft-tokens", "2", "--trace", c.trace()});
+         BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+         BOOST_TEST(c.turn(1).back()["speculative"]["k"] == 2);
+         const auto alone = c({"--draft-tokens", "2"});
+         BOOST_TEST(alone.rc == 2, alone.err);
+         BOOST_TEST(has(alone.err, "name the draft with --draft-model"), alone.err);
+       }},
   };
   return m;
 }
