@@ -1,5 +1,7 @@
 // `glassbox serve`: its command line (serve.cpp is the server).
 #include "commands.hpp"
+#include "glassbox/error.hpp"
+#include "glassbox/speculative.hpp"
 #include "serve.hpp"
 #include "session.hpp"
 
@@ -39,8 +41,19 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--pace", o->pace_ms, "pause in ms before each streamed token (class-room demonstrations)")->capture_default_str()->check(CLI::Range(0.0, 60000.0));
   cmd->add_option("--alias", o->alias, "the model's name in responses (default: the file's name)");
   cmd->add_option("--plugin-path", *paths, "more folders of plugin modules");
-  cmd->callback([o, paths] {
+  // The same long names as run's and chat's (docs/options.md); requests with a draft decode alone, not in the batch.
+  cmd->add_option("--draft-model", o->draft_model,
+                  "speculative decoding for every request: a small model with the same vocabulary drafts tokens the model verifies "
+                  "in one forward (docs/speculative.md)");
+  cmd->add_option("--draft-tokenizer", o->draft_tokenizer, "the draft model's tokenizer file (default: the one inside a GGUF draft, else --tokenizer's)");
+  cmd->add_option("--draft-tokens", o->draft_tokens, "tokens the draft proposes per round (with --draft-model)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxDraftTokens));
+  cmd->callback([o, paths, cmd] {
     o->plugin_path.assign(paths->begin(), paths->end());
+    if (o->draft_model.empty() && (cmd->count("--draft-tokens") || cmd->count("--draft-tokenizer")))
+      throw ConfigError(std::string(cmd->count("--draft-tokens") ? "--draft-tokens" : "--draft-tokenizer") +
+                        " sets up speculative decoding: name the draft with --draft-model");
     resolve_toy_model(o->model, o->tokenizer, "--model");
     run_server(*o);
   });

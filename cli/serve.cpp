@@ -35,11 +35,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "glassbox/beam_search.hpp"
 #include "glassbox/chat_template.hpp"
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
 #include "glassbox/run_spec.hpp"
+#include "glassbox/speculative.hpp"
 #include "glassbox/structured_input.hpp"
 #include "glassbox/thread_group.hpp"
 #include "glassbox/traces/html.hpp"
@@ -748,6 +750,8 @@ struct GenRequest {
   bool stream = false;
   bool return_tokens = false;
   bool steps = false;                  // glassbox extension: stage distributions and KV state per streamed chunk
+  int beam_width = 0;                  // glassbox extension: beam search with this many beams (0: sample with the chain)
+  double length_penalty = 1.0;         //   its length penalty (docs/beam-search.md)
   TraceLevel level = TraceLevel::Basic;
 };
 
@@ -773,6 +777,13 @@ class Server {
   std::optional<PluginSpec> grammar_from_fields(const nlohmann::json& body, GenRequest::Api api);
   void refuse_server_files(const std::vector<PluginSpec>& chain);
   void generate(const std::string& body, httplib::Response& res, GenRequest::Api api);
+  // A request's beam search (glassbox.beam_width): one K/V store per beam, the first the pipeline's.
+  Summary beam_search(const GenRequest& r, Pipeline& p, const GenerateOptions& g, TraceSink& sinks, const StreamFn& on_piece,
+                      std::function<void()> poll);
+  // The draft's pipeline and the speculative engine over both, for a request (--draft-model); null with a
+  // note in `notes` when its chain or attention module cannot be speculated (it then decodes plainly).
+  struct Speculation;
+  std::unique_ptr<Speculation> speculative(const GenRequest& r, Pipeline& p, std::vector<std::string>& notes);
   std::string receive(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader);
   nlohmann::json read_body(const std::string& body);
   void ready_or_503() {
@@ -787,6 +798,7 @@ class Server {
   std::unique_ptr<HttpThreads> http_threads_;  // the HTTP workers (started before listening)
   int listen_fd_ = -1;                          // the socket httplib listens on (its backlog raised)
   std::shared_ptr<const LoadedModel> model_;
+  std::shared_ptr<const LoadedModel> draft_;  // --draft-model (null: none)
   std::atomic<bool> loaded_{false};
   std::atomic<int> stopping_{0};
   std::atomic<bool> finished_{false};  // the listener has returned
@@ -1212,6 +1224,24 @@ GenRequest Server::parse(const nlohmann::json& body, GenRequest::Api api) {
   if (const auto* ex = field(body, "glassbox")) {
     if (!ex->is_object()) throw HttpError(400, "'glassbox': expected an object, got " + json_type(*ex));
     r.steps = get_bool(*ex, "steps", false);
+    // Beam search (docs/beam-search.md): ranks continuations by the model's own log-probabilities, so a field
+    // that sets the sampler chain would be ignored: refused instead, naming it (as run refuses --sampler).
+    r.beam_width = static_cast<int>(get_int(*ex, "beam_width", 0, 0, 64));
+    if (field(*ex, "length_penalty") && r.beam_width == 0) throw HttpError(400, "'glassbox.length_penalty' applies to beam search only: add 'beam_width'");
+    r.length_penalty = get_number(*ex, "length_penalty", 1.0, -10, 10);
+    if (r.beam_width > 0) {
+      for (const char* k : {"sampler", "samplers", "temperature", "top_k", "top_p", "min_p", "typical_p", "min_keep", "repeat_penalty",
+                            "repeat_last_n", "presence_penalty", "frequency_penalty", "dry_multiplier", "dry_base", "dry_allowed_length",
+                            "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold", "top_n_sigma",
+                            "dynatemp_range", "dynatemp_exponent", "mirostat", "mirostat_tau", "mirostat_eta", "logit_bias", "grammar",
+                            "json_schema", "response_format"})
+        if (field(body, k))
+          throw HttpError(400, std::string("'") + k + "' sets the sampler chain, which beam search does not use (it ranks the model's own " +
+                                   "log-probabilities): drop it, or drop 'glassbox.beam_width'");
+      r.spec.sampler = {PluginSpec{"greedy", {}}};
+      r.spec.extra_stages.clear();
+      r.chain = "greedy";
+    }
   }
   if (auto t = get_string(body, "trace")) {
     if (*t == "basic") r.level = TraceLevel::Basic;
@@ -1288,6 +1318,8 @@ class StepCollector final : public TraceSink {
   }
   void summary(const Summary&) override {}
   ~StepCollector() override { metrics_.kv_tokens -= kv_tokens_; }
+  // Whether the request is to stop (the server stopping, the client gone): what each step checks.
+  std::optional<Cancelled> stop() const { return stop_(); }
   double elapsed_ms() const { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_).count(); }
 
   Json pending_entry, pending_step;
@@ -1308,6 +1340,48 @@ std::string stop_type(const Summary& s) {
   if (s.stop_reason == "max_tokens" || s.stop_reason == "context_full") return "limit";
   if (s.stop_reason == "stop_text") return "word";
   return "none";
+}
+
+struct Server::Speculation {
+  std::unique_ptr<Pipeline> draft;
+  SpeculativeEngine engine;
+  Speculation(std::unique_ptr<Pipeline> d, Pipeline& p, const std::string& draft_path, int k)
+      : draft(std::move(d)),
+        engine(*p.model, *p.tokenizer, *p.attention, *p.sampler, DraftModel{*draft->model, *draft->attention, *draft->sampler, draft_path}, k) {}
+};
+
+std::unique_ptr<Server::Speculation> Server::speculative(const GenRequest& r, Pipeline& p, std::vector<std::string>& notes) {
+  // The draft runs the request's chain over its own model, with the target's seed (as run's --draft-model)
+  // and its own context: the rounds stop where the shorter of the two ends.
+  RunSpec ds = r.spec;
+  ds.seed = p.seed;
+  ds.context = 0;
+  std::vector<std::string> ignored;  // the chain's warnings are the request's, already given
+  try {
+    return std::make_unique<Speculation>(build_pipeline(draft_, ds, ignored), p, draft_->path.string(), opt_.draft_tokens);
+  } catch (const ConfigError& e) {
+    notes.push_back(std::string("speculative decoding not used for this request (it decoded without the draft): ") + e.what());
+    return nullptr;
+  }
+}
+
+Summary Server::beam_search(const GenRequest& r, Pipeline& p, const GenerateOptions& g, TraceSink& sinks, const StreamFn& on_piece,
+                            std::function<void()> poll) {
+  BeamOptions bo{r.beam_width, r.length_penalty, r.spec.ignore_eos, std::move(poll)};
+  check_beam_options(bo, p.config.vocab_size);
+  check_beam_attention(*p.attention, p.attention->name());
+  // The other beams' stores hold what the search can reach: the prompt and n_predict more.
+  AttentionShape shape = p.config.attention_shape();
+  shape.seq_len = static_cast<int>(std::clamp<long long>(static_cast<long long>(r.ids.size()) + g.max_tokens, 1, shape.seq_len));
+  if (p.attention->persistent()) check_beam_memory(p.config, shape.seq_len, r.beam_width, model_->path.string());
+  std::vector<std::unique_ptr<KvStore>> extra;
+  std::vector<KvStore*> stores{p.attention.get()};
+  for (int i = 1; i < r.beam_width && p.attention->persistent(); ++i) {
+    extra.push_back(p.registry->make_attention(r.spec.attention, shape));
+    stores.push_back(extra.back().get());
+  }
+  BeamSearch search(*p.model, *p.tokenizer, std::move(stores));
+  return search.generate(r.ids, r.prompt, g, bo, RunHeader(p.header), sinks, on_piece);
 }
 
 void Server::generate(const std::string& body, httplib::Response& res, GenRequest::Api api) {
@@ -1352,6 +1426,7 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
   auto run = [this, r, p, slot, trace_id, trace_url, trace_path, cmpl_id, created, chat, api, conn_fd, warnings](
                  const std::function<bool(const std::string&, std::int32_t, const Json&, const Json&)>& emit) -> Json {
     const Tokenizer& tok = *p->tokenizer;
+    std::vector<std::string> notes = warnings;  // and what this run adds (a draft it could not use)
     ++metrics_.processing;
     struct Done {
       std::atomic<int>& n;
@@ -1421,13 +1496,21 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
         if (!collect.pending_entry.is_null()) entries.push_back(collect.pending_entry);
         send(release, collect.tokens.back(), collect.pending_entry, collect.pending_step);
       };
-      if (batch_ && pace.count() == 0) {
+      if (batch_ && pace.count() == 0 && r->beam_width == 0 && !draft_) {
         // ---- continuous batching: this run joins the slots' batch and decodes in its shared passes ----
         sum = batch_->generate({*p->model, tok, *p->attention, p->sampler.get()}, r->ids, r->prompt, g, RunHeader(p->header), sinks,
                                [&](std::string_view piece, BatchLoop::Waiter& w) {
                                  waiter = &w;
                                  on_piece(piece);
                                });
+      } else if (r->beam_width > 0) {
+        sum = beam_search(*r, *p, g, sinks, on_piece, [&] {
+          if (auto c = collect.stop()) throw *c;  // a search emits its steps at its end: poll between steps
+        });
+      } else if (auto spec = draft_ ? speculative(*r, *p, notes) : nullptr) {
+        RunHeader h(p->header);
+        h.speculative = SpeculativeSetup{draft_->path.string(), draft_->tokenizer_path, opt_.draft_tokens};
+        sum = spec->engine.generate(r->ids, r->prompt, g, std::move(h), sinks, on_piece);
       } else {
         Engine engine(*p->model, tok, *p->attention, *p->sampler);
         sum = engine.generate(r->ids, r->prompt, g, RunHeader(p->header), sinks, on_piece);
@@ -1469,7 +1552,7 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
               {"decode_tok_s", sum.decode_tok_s}};
     // What `glassbox run` would warn about on stderr (a stage that changes nothing, a stage after the
     // selecting one): the client has no stderr, so the response says it.
-    if (!warnings.empty()) gb["warnings"] = warnings;
+    if (!notes.empty()) gb["warnings"] = notes;
     const std::string finish = sum.stop_reason == "stop_token" || sum.stop_reason == "stop_text" ? "stop" : "length";
     Json usage = {{"completion_tokens", sum.generated}, {"prompt_tokens", prompt_n}, {"total_tokens", prompt_n + sum.generated}};
     (void)trace_id;
@@ -1755,6 +1838,17 @@ void Server::load() {
   context_ = p->config.seq_len;
   for (const auto& w : warnings) warn(w);
   if (!model_->tokenizer) throw ConfigError("--model " + opt_.model + ": serving needs a vocabulary");
+  // Speculative decoding's draft, loaded once and checked as run checks it: the same vocabulary.
+  if (!opt_.draft_model.empty()) {
+    ModelSpec ds;
+    ds.model = opt_.draft_model;
+    if (!opt_.draft_tokenizer.empty()) ds.tokenizer.params.emplace_back("path", opt_.draft_tokenizer);
+    else if (!is_gguf(opt_.draft_model) && !model_->tokenizer_path.empty()) ds.tokenizer.params.emplace_back("path", model_->tokenizer_path);
+    draft_ = load_model(registry, ds);
+    if (!draft_->tokenizer) throw ConfigError("--draft-model " + opt_.draft_model + ": the draft needs a vocabulary (--draft-tokenizer)");
+    check_draft_vocabulary(*model_->tokenizer, model_->config.vocab_size, model_->path.string(), *draft_->tokenizer,
+                           draft_->config.vocab_size, draft_->path.string());
+  }
   // Continuous batching: the slots' decode steps in one pass over the weights (--no-batch, --pace: each alone).
   if (opt_.parallel > 1 && opt_.batch && opt_.pace_ms == 0 && !dry_) {
     batch_config_ = p->config;

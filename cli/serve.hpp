@@ -33,6 +33,10 @@ struct ServeOptions {
   double pace_ms = 0;             // pause before each streamed token (class-room demonstrations)
   std::string alias;              // the model's name in responses (default: the file's name)
   std::vector<std::filesystem::path> plugin_path;
+  // Speculative decoding (docs/speculative.md): a draft with the model's vocabulary proposes draft_tokens per
+  // round for every request whose chain has a fixed distribution (others decode plainly, with a warning).
+  std::string draft_model, draft_tokenizer;
+  int draft_tokens = 4;
 };
 
 // Binds, loads the model (GET /health says 503 meanwhile), serves until SIGINT/SIGTERM, then cancels the

@@ -216,8 +216,6 @@ GenerateOptions generate_options(const RunOptions& opt, const Session& s) {
   return g;
 }
 
-namespace {
-// A GGUF file carries its vocabulary; a llama2.c checkpoint reads a tokenizer file.
 bool is_gguf(const std::string& path) {
   char magic[4] = {};
   if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
@@ -226,7 +224,6 @@ bool is_gguf(const std::string& path) {
   }
   return std::string_view(magic, 4) == "GGUF";
 }
-}  // namespace
 
 std::unique_ptr<Session> open_summarizer(const RunOptions& opt, const Session& chat) {
   RunSpec r;

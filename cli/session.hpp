@@ -61,6 +61,10 @@ std::unique_ptr<Session> open_session(const RunOptions& opt);
 // (watch_spec) and the context policy. Warns when --trace-attention or --trace-lens has no trace to go to.
 GenerateOptions generate_options(const RunOptions& opt, const Session& s);
 
+// Whether the file begins as a GGUF does (a GGUF carries its vocabulary; a llama2.c checkpoint reads a
+// tokenizer file). False for a file that cannot be read: opening it says why.
+bool is_gguf(const std::string& path);
+
 // Speculative decoding's draft (opt.draft_model, opt.draft_tokenizer): a second session from the same options
 // but the model and tokenizer files, its vocabulary checked against the target's (ConfigError naming both).
 // `run --draft-model` and compare's speculative strategies.

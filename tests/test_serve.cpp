@@ -401,6 +401,73 @@ BOOST_AUTO_TEST_CASE(batched_slots_trace_as_glassbox_run) {
   }
 }
 
+// Beam search (glassbox.beam_width) and speculative decoding (--draft-model) in serve (#40): each request's
+// trace is `glassbox run --beam-width` / `run --draft-model`'s with the same prompt, chain and seed, beside the
+// batch; a chain a draft cannot serve decodes plainly and says so; sampling fields with beams are refused.
+BOOST_AUTO_TEST_CASE(beams_and_drafts_trace_as_glassbox_run) {
+  const std::string draft = gbtest::shared("models/stories260K.bin").string();  // its own draft: every proposal accepted
+  ServerProcess s({"--parallel", "2", "--draft-model", draft, "--draft-tokens", "3"});
+  struct Case {
+    json body;
+    std::vector<std::string> run;  // run's options for the same computation
+  };
+  const std::vector<Case> cases = {
+      {{{"prompt", "Once upon a time"}, {"n_predict", 16}, {"glassbox", {{"beam_width", 3}, {"length_penalty", 0.5}}}},
+       {"--beam-width", "3", "--length-penalty", "0.5", "-n", "16", "--prompt", "Once upon a time"}},
+      {{{"prompt", "The little bird"}, {"n_predict", 16}, {"seed", 7}, {"temperature", 0.9}, {"top_k", 20}, {"top_p", 1}, {"min_p", 0}},
+       {"--draft-model", draft, "--draft-tokens", "3", "-n", "16", "--seed", "7", "--prompt", "The little bird", "--sampler",
+        "top-k:20,temperature:0.9"}},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    auto c = s.client();
+    const json served = post(c, "/completion", cases[i].body);
+    auto t = c.Get(served["glassbox"]["trace_url"].get<std::string>());
+    BOOST_TEST_REQUIRE(static_cast<bool>(t));
+    BOOST_TEST_REQUIRE(t->status == 200);
+    const auto dir = gbtest::temp_dir("serve-strategy");
+    std::vector<std::string> more = cases[i].run;
+    more.insert(more.end(), {"--trace", (dir / "t.jsonl").string()});
+    const auto cli = run_cli(run_args(more));
+    BOOST_TEST_REQUIRE(cli.rc == 0, cli.err);
+    BOOST_TEST(served["content"].get<std::string>() + "\n" == cli.out, "case " << i);
+    std::istringstream a(t->body);
+    std::ifstream b(dir / "t.jsonl");
+    std::string la, lb;
+    int n = 0, beams = 0, rounds = 0;
+    while (std::getline(a, la)) {
+      BOOST_TEST_REQUIRE(static_cast<bool>(std::getline(b, lb)), "case " << i << ": the run's trace ends at line " << n);
+      json ja = comparable(json::parse(la)), jb = comparable(json::parse(lb));
+      if (ja.value("type", "") == "header") {
+        if (cases[i].body.contains("seed")) BOOST_TEST(ja.value("seed", 0ULL) == jb.value("seed", 0ULL));  // (a search draws nothing)
+        for (auto* j : {&ja, &jb})
+          for (const char* k : {"model", "tokenizer", "plugins", "seed", "threads"}) j->erase(k);
+        if (ja.contains("speculative")) {  // the same draft, named by the server's path and by run's
+          BOOST_TEST(ja["speculative"]["k"] == jb["speculative"]["k"]);
+          ja.erase("speculative");
+          jb.erase("speculative");
+        }
+      }
+      if (ja.contains("beams")) ++beams;
+      if (ja.contains("speculative")) ++rounds;
+      BOOST_TEST(ja == jb, "case " << i << " line " << n << "\nserved: " << la.substr(0, 400) << "\nrun:    " << lb.substr(0, 400));
+      ++n;
+    }
+    BOOST_TEST(!std::getline(b, lb), "case " << i << ": the run's trace is longer");
+    BOOST_TEST(n >= 5);
+    BOOST_TEST((i == 0 ? beams : rounds) > 0, "case " << i << ": its steps record no " << (i == 0 ? "beams" : "rounds"));
+  }
+  auto c = s.client();
+  // mirostat adapts its own state to each draw: no fixed distribution to speculate with; the request decodes alone.
+  const json miro = post(c, "/completion", {{"prompt", "Once"}, {"n_predict", 4}, {"mirostat", 2}});
+  BOOST_TEST_REQUIRE(miro["glassbox"].contains("warnings"), miro.dump());
+  BOOST_TEST(miro["glassbox"]["warnings"].dump().find("speculative decoding not used") != std::string::npos, miro.dump());
+  // With beams the chain does not apply: a sampling field is refused, naming it, not ignored.
+  const json refused = post(c, "/completion", {{"prompt", "Once"}, {"temperature", 0.7}, {"glassbox", {{"beam_width", 2}}}}, 400);
+  BOOST_TEST(refused.dump().find("'temperature' sets the sampler chain") != std::string::npos, refused.dump());
+  const json lp = post(c, "/completion", {{"prompt", "Once"}, {"glassbox", {{"length_penalty", 2}}}}, 400);
+  BOOST_TEST(lp.dump().find("beam search only") != std::string::npos, lp.dump());
+}
+
 BOOST_AUTO_TEST_CASE(queue_bound_disconnect_and_sigterm) {
   // One slot, one place in the queue, 40 ms per streamed token: a long request holds the slot for seconds.
   const fs::path traces = gbtest::temp_dir("serve-traces");
