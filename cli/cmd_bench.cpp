@@ -193,15 +193,259 @@ struct Result {
   int batch = 1;
 };
 
+struct BenchOpts {
+  std::string prompts = "128", gens = "128", threads, batches = "1";
+  int repeat = 5;
+  bool json = false, csv = false, one_by_one = false, no_roofline = false;
+};
+
+// What the tests run on: the session, a fixed prompt, the wider and one-position models, a store per
+// batched sequence, and the decode tests' greedy pick.
+struct Bench {
+  Session& s;
+  const RunOptions& opt;
+  const BenchOpts& o;
+  std::vector<std::int32_t> prompt;  // BOS then ids spread over the vocabulary
+  int block = 0;                     // the session model's prefill block
+  std::unique_ptr<Transformer> batched, single;
+  std::vector<std::unique_ptr<KvStore>> stores;  // (widest batch) one per batched sequence
+  std::vector<std::int32_t> eog;
+
+  // A fixed, reproducible prompt: BOS (where the vocabulary adds one, as llama-bench does) then ids
+  // spread over the vocabulary. Without a vocabulary (a llama2.c checkpoint and no --tokenizer), BOS
+  // is llama2.c's id 1. Batched decode: a Transformer as wide as the widest batch, and a store per sequence.
+  Bench(Session& session, const RunOptions& options, const BenchOpts& bo, int longest, int widest) : s(session), opt(options), o(bo) {
+    const Config& c = s.config;
+    const bool bos = !s.tokenizer || (s.tokenizer->add_bos() && s.tokenizer->bos_id() >= 0);
+    prompt.push_back(bos ? (s.tokenizer ? s.tokenizer->bos_id() : 1) : 3 % c.vocab_size);
+    for (int i = 1; i < longest; ++i) prompt.push_back(3 + (i * 7919) % (c.vocab_size - 3));
+    block = s.model->max_block();
+    if (widest > 1) {
+      batched = std::make_unique<Transformer>(s.config, s.source->weights(), widest);
+      for (int i = 0; i < widest; ++i) stores.push_back(s.registry->make_attention(opt.attention, c.attention_shape()));
+    }
+    if (o.one_by_one) single = std::make_unique<Transformer>(s.config, s.source->weights(), 1);
+    if (s.tokenizer) eog = s.tokenizer->eog_ids();
+  }
+
+  std::span<const float> prefill(Transformer& m, int p, int step) {
+    std::span<const float> logits;
+    for (int at = 0; at < p; at += step) {
+      const int n = std::min(step, p - at);
+      logits = m.forward(std::span(prompt).subspan(at, n), at, *s.attention);
+    }
+    return logits;
+  }
+
+  // The decode test's greedy pick: as llama-bench it never stops, so it runs past an end-of-generation
+  // token where a run would have ended; --ignore-eos keeps those ids out of the pick, as `run --ignore-eos`.
+  bool is_eog(std::int32_t t) const { return std::find(eog.begin(), eog.end(), t) != eog.end(); }
+  std::int32_t pick(std::span<const float> logits) const {
+    auto next = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (opt.ignore_eos && is_eog(next)) {
+      float best = -std::numeric_limits<float>::infinity();
+      for (std::size_t v = 0; v < logits.size(); ++v)
+        if (!is_eog(static_cast<std::int32_t>(v)) && (logits[v] > best || next < 0 || is_eog(next))) best = logits[v], next = static_cast<std::int32_t>(v);
+    }
+    return next;
+  }
+
+  // ppP (and ppP-1by1 with --one-by-one) at `th` threads.
+  void prefill_tests(int th, int p, std::vector<Result>& out) {
+    Result r{"pp" + std::to_string(p), p, th, {}, {}, {}, std::nullopt};
+    for (int rep = 0; rep < o.repeat; ++rep) {
+      s.attention->clear();
+      const double c0 = cpu_seconds();
+      const auto t0 = Clock::now();
+      prefill(*s.model, p, block);
+      const double sec = seconds_since(t0);
+      r.tok_s.push_back(p / sec);
+      r.ttft_ms.push_back(1000 * sec);  // the prompt's forward passes end with the first token's logits
+      r.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / p);
+    }
+    out.push_back(std::move(r));
+    if (!single) return;
+    Result q{"pp" + std::to_string(p) + "-1by1", p, th, {}, {}, {}, std::nullopt};
+    for (int rep = 0; rep < o.repeat; ++rep) {
+      s.attention->clear();
+      const double c0 = cpu_seconds();
+      const auto t0 = Clock::now();
+      prefill(*single, p, 1);
+      q.tok_s.push_back(p / seconds_since(t0));
+      q.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / p);
+    }
+    out.push_back(std::move(q));
+  }
+
+  // tgG at `th` threads: as llama-bench's tg test, from an empty context (BOS), greedy, G single-token steps.
+  void decode_test(int th, int g, std::vector<Result>& out) {
+    Result r{"tg" + std::to_string(g), g, th, {}, {}, {}, std::nullopt};
+    for (int rep = 0; rep < o.repeat; ++rep) {
+      s.attention->clear();
+      std::span<const float> logits = prefill(*s.model, 1, 1);
+      int eog_seen = 0;
+      const double c0 = cpu_seconds();
+      const auto t0 = Clock::now();
+      for (int i = 0; i < g; ++i) {
+        const std::int32_t next = pick(logits);
+        eog_seen += is_eog(next);
+        logits = s.model->forward(std::span(&next, 1), i + 1, *s.attention);
+      }
+      r.tok_s.push_back(g / seconds_since(t0));
+      r.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / g);
+      if (s.tokenizer) r.eog_tokens = eog_seen;  // the same in every repeat: greedy from the same start
+    }
+    out.push_back(std::move(r));
+  }
+
+  // tgGxB: B sequences from BOS, each fed a different first token, then G steps of one batched pass each.
+  void batched_test(int th, int g, int B, std::vector<Result>& out) {
+    const Config& c = s.config;
+    Result q{"tg" + std::to_string(g) + "x" + std::to_string(B), g, th, {}, {}, {}, std::nullopt, B};
+    std::vector<BatchRow> rows(static_cast<std::size_t>(B));
+    for (int rep = 0; rep < o.repeat; ++rep) {
+      for (int b = 0; b < B; ++b) {
+        stores[b]->clear();
+        rows[b] = {prompt[0], 0, stores[b].get()};
+      }
+      std::span<const float> logits = batched->forward_batch(rows);
+      for (int b = 0; b < B; ++b) rows[b] = {3 + (b * 7919) % (c.vocab_size - 3), 1, stores[b].get()};
+      const double c0 = cpu_seconds();
+      const auto t0 = Clock::now();
+      for (int i = 0; i < g; ++i) {
+        logits = batched->forward_batch(rows);
+        for (int b = 0; b < B; ++b) {
+          rows[b].token = pick(logits.subspan(static_cast<std::size_t>(b) * c.vocab_size, c.vocab_size));
+          rows[b].pos = i + 2;
+        }
+      }
+      const double sec = seconds_since(t0);
+      q.tok_s.push_back(static_cast<double>(B) * g / sec);
+      q.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / (static_cast<double>(B) * g));
+    }
+    out.push_back(std::move(q));
+  }
+};
+
+// The roofline. Decode reads every matrix once per token (the embedding only one row), so its bound is
+// bandwidth ÷ those bytes; prefill reuses each weight across the block, so its bound is the FMA peak ÷ 2
+// flops per weight per token.
+struct Roofline {
+  double matrix_bytes = 0, layer_params = 0;
+  std::map<int, double> bandwidth, read_bandwidth, flops;  // by thread count; empty with --no-roofline
+};
+Roofline roofline(const Weights& w, const std::vector<int>& thread_list, bool measure) {
+  Roofline r;
+  r.matrix_bytes = static_cast<double>(w.wcls.bytes);
+  for (const auto& lw : w.layers)
+    for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3}) {
+      r.matrix_bytes += static_cast<double>(t->bytes);
+      r.layer_params += static_cast<double>(t->numel());
+    }
+  if (measure)
+    for (int th : thread_list) {
+      r.bandwidth[th] = triad_bytes_per_s(th);
+      r.read_bandwidth[th] = read_bytes_per_s(th);
+      r.flops[th] = fma_flops_per_s(th);
+    }
+  return r;
+}
+
+// One typed row per test: the table, the CSV and the JSON are three views of the same rows.
+std::vector<BenchRow> bench_rows(const std::vector<Result>& results, const Roofline& roof) {
+  std::vector<BenchRow> rows;
+  for (const auto& r : results) {
+    const bool decode = r.test.rfind("tg", 0) == 0;
+    BenchRow e;
+    e.test = r.test;
+    e.threads = r.threads;
+    e.tokens = r.tokens;
+    e.batch = r.batch;
+    e.tok_s = median(r.tok_s);
+    e.tok_s_sd = stddev(r.tok_s);
+    e.ms_per_token = 1000 / e.tok_s;
+    e.cpu_ms_per_token = median(r.cpu_ms_per_tok);
+    if (!r.ttft_ms.empty()) e.ttft_ms = median(r.ttft_ms);
+    e.eog_tokens = r.eog_tokens;
+    if (roof.bandwidth.count(r.threads)) {
+      // Decode: bytes actually streamed per second against the triad; prefill: flops against the FMA peak.
+      // A batch reads the matrices once per step for all of its sequences: steps/s = tok/s ÷ batch.
+      const double steps = e.tok_s / e.batch;
+      e.roofline_fraction = decode ? steps * roof.matrix_bytes / roof.bandwidth.at(r.threads) : e.tok_s * 2 * roof.layer_params / roof.flops.at(r.threads);
+      if (decode) e.read_fraction = steps * roof.matrix_bytes / roof.read_bandwidth.at(r.threads);
+    }
+    rows.push_back(std::move(e));
+  }
+  return rows;
+}
+
+void print_json(const Session& s, const RunOptions& opt, const BenchOpts& o, int block, double rss, const Roofline& roof,
+                const std::vector<BenchRow>& rows) {
+  nlohmann::json j = {{"model", s.header.model_path},
+                      {"params", static_cast<double>(s.source->weights().parameter_count())},
+                      {"weight_types", s.header.weight_types},
+                      {"kernels", std::string(kernels::kernel_set())},
+                      {"block", block},
+                      {"repeat", o.repeat},
+                      {"peak_rss_mib", rss},
+                      {"decode_bytes_per_token", roof.matrix_bytes},
+                      {"prefill_flops_per_token", 2 * roof.layer_params},
+                      {"results", nlohmann::json::array()}};
+  if (opt.ignore_eos) j["ignore_eos"] = true;
+  for (const auto& [th, bw] : roof.bandwidth)
+    j["machine"][std::to_string(th)] = {{"triad_gb_s", bw / 1e9}, {"read_gb_s", roof.read_bandwidth.at(th) / 1e9}, {"fma_gflop_s", roof.flops.at(th) / 1e9}};
+  for (const auto& e : rows) j["results"].push_back(to_json(e));
+  std::cout << j.dump(2) << "\n";
+}
+
+std::string opt_text(const std::optional<double>& v) { return v ? std::to_string(*v) : std::string(); }
+
+void print_csv(const Session& s, double rss, const std::vector<BenchRow>& rows) {
+  const std::string kset(kernels::kernel_set());
+  // (read_roofline_fraction last: the columns before it are as they were)
+  std::printf("model,kernels,test,threads,tokens,tok_s,tok_s_sd,ms_per_token,cpu_ms_per_token,ttft_ms,roofline_fraction,peak_rss_mib,"
+              "read_roofline_fraction\n");
+  for (const auto& e : rows)
+    std::printf("%s,%s,%s,%d,%d,%.3f,%.3f,%.4f,%.4f,%s,%s,%.1f,%s\n", s.header.model_path.c_str(), kset.c_str(), e.test.c_str(), e.threads,
+                e.tokens, e.tok_s, e.tok_s_sd, e.ms_per_token, e.cpu_ms_per_token, opt_text(e.ttft_ms).c_str(),
+                opt_text(e.roofline_fraction).c_str(), rss, opt_text(e.read_fraction).c_str());
+}
+
+void print_table(const Session& s, const BenchOpts& o, int block, double rss, const Roofline& roof, const std::vector<BenchRow>& rows) {
+  const Config& c = s.config;
+  std::printf("model     %s (dim %d, %d layers, vocab %d; %s)\n", s.header.model_path.c_str(), c.dim, c.n_layers, c.vocab_size,
+              s.header.weight_types.c_str());
+  std::printf("kernels   %s    prefill blocks of %d    peak RSS %.0f MiB    median of %d runs\n", std::string(kernels::kernel_set()).c_str(),
+              block, rss, o.repeat);
+  for (const auto& [th, bw] : roof.bandwidth)
+    std::printf("machine   %d thread%s: triad %.1f GB/s, read %.1f GB/s, FMA peak %.1f GFLOP/s\n", th, th == 1 ? "" : "s", bw / 1e9,
+                roof.read_bandwidth.at(th) / 1e9, roof.flops.at(th) / 1e9);
+  std::printf("\n%-14s %7s %12s %9s %10s %10s %10s %9s %8s\n", "test", "threads", "tok/s", "± sd", "ms/token", "cpu ms/tok", "ttft ms",
+              "roofline", "of read");
+  auto percent = [](const std::optional<double>& f) {
+    return f ? std::to_string(static_cast<int>(std::lround(100 * *f))) + "%" : std::string("-");
+  };
+  for (const auto& e : rows) {
+    const std::string roof_text = percent(e.roofline_fraction), read = percent(e.read_fraction);
+    char ttft[32] = "-";
+    if (e.ttft_ms) std::snprintf(ttft, sizeof ttft, "%.1f", *e.ttft_ms);
+    std::printf("%-14s %7d %12.1f %9.1f %10.3f %10.3f %10s %9s %8s\n", e.test.c_str(), e.threads, e.tok_s, e.tok_s_sd, e.ms_per_token,
+                e.cpu_ms_per_token, ttft, roof_text.c_str(), read.c_str());
+  }
+  for (const auto& e : rows)
+    if (e.eog_tokens && *e.eog_tokens > 0)
+      std::printf("\nnote: %s's greedy decode chose an end-of-generation token %d time%s, where a run would have stopped "
+                  "at the first (--ignore-eos keeps them out)\n", e.test.c_str(), *e.eog_tokens, *e.eog_tokens == 1 ? "" : "s");
+  std::printf("\nroofline: decode = bytes streamed per second (%.1f MB of matrices per token) / triad bandwidth (\"of read\": / the\n"
+              "          read-only bandwidth, what decode's reads can reach); prefill = flops per second (%.1f MFLOP per token)\n"
+              "          / FMA peak. ttft = the prefill's time.\n",
+              roof.matrix_bytes / 1e6, 2 * roof.layer_params / 1e6);
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  struct Opts {
-    std::string prompts = "128", gens = "128", threads, batches = "1";
-    int repeat = 5;
-    bool json = false, csv = false, one_by_one = false, no_roofline = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<BenchOpts>();
   auto* cmd = app.add_subcommand("bench", "measure prefill and decode speed against this machine's roofline (like llama-bench)");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, kBench);
   cmd->add_option("-p,--prompt-tokens", o->prompts, "prompt lengths to prefill, a list (default 128; shrunk to fit a small model)");
@@ -223,250 +467,44 @@ void add_bench_command(CLI::App& app) {
     std::vector<int> thread_list = o->threads.empty() ? std::vector<int>{kernels::threads()} : int_list(o->threads, "--threads");
     for (int t : thread_list)
       if (t > 1024) throw ConfigError("--threads: " + std::to_string(t) + " (expected 1..1024)");
+    for (int b : batches)
+      if (b < 1 || b > 256) throw ConfigError("--batch: " + std::to_string(b) + " (expected 1..256)");
     opt.model_hash = false;  // no trace: start-up is not spent hashing the model
     opt.need_vocabulary = false;  // token ids only: a llama2.c checkpoint needs no tokenizer file here
     auto s = open_session(opt);
-    const Config& c = s->config;
     // Defaults that do not fit a small model's context shrink to it; given lengths must fit.
     const bool given = cmd->get_option("--prompt-tokens")->count() > 0 || cmd->get_option("--gen-tokens")->count() > 0;
-    auto fit = [&](std::vector<int>& v, const char* opt, int extra) {
+    auto fit = [&](std::vector<int>& v, const char* flag, int extra) {
       for (int& x : v) {
-        if (x + extra <= c.seq_len) continue;
-        if (!given) x = std::max(1, c.seq_len / 2);
-        else throw ConfigError(std::string(opt) + " " + std::to_string(x) + (extra ? " + 1" : "") + " exceeds the run's context of " +
-                               std::to_string(c.seq_len));
+        if (x + extra <= s->config.seq_len) continue;
+        if (!given) x = std::max(1, s->config.seq_len / 2);
+        else throw ConfigError(std::string(flag) + " " + std::to_string(x) + (extra ? " + 1" : "") + " exceeds the run's context of " +
+                               std::to_string(s->config.seq_len));
       }
     };
     fit(prompts, "--prompt-tokens", 0);
     fit(gens, "--gen-tokens", 1);  // decode starts after BOS
 
-    // A fixed, reproducible prompt: BOS (where the vocabulary adds one, as llama-bench does) then ids
-    // spread over the vocabulary. Without a vocabulary (a llama2.c checkpoint and no --tokenizer), BOS
-    // is llama2.c's id 1.
     const int longest = *std::max_element(prompts.begin(), prompts.end());
-    const bool bos = !s->tokenizer || (s->tokenizer->add_bos() && s->tokenizer->bos_id() >= 0);
-    std::vector<std::int32_t> prompt{bos ? (s->tokenizer ? s->tokenizer->bos_id() : 1) : 3 % c.vocab_size};
-    for (int i = 1; i < longest; ++i) prompt.push_back(3 + (i * 7919) % (c.vocab_size - 3));
-    const int block = s->model->max_block();
-    for (int b : batches)
-      if (b < 1 || b > 256) throw ConfigError("--batch: " + std::to_string(b) + " (expected 1..256)");
-    // Batched decode: a Transformer as wide as the widest batch, and a store per sequence beyond the session's.
-    const int widest = *std::max_element(batches.begin(), batches.end());
-    std::unique_ptr<Transformer> batched;
-    std::vector<std::unique_ptr<KvStore>> stores;
-    if (widest > 1) {
-      batched = std::make_unique<Transformer>(s->config, s->source->weights(), widest);
-      for (int i = 0; i < widest; ++i) stores.push_back(s->registry->make_attention(opt.attention, c.attention_shape()));
-    }
-    std::unique_ptr<Transformer> single;
-    if (o->one_by_one) single = std::make_unique<Transformer>(s->config, s->source->weights(), 1);
-
-    auto prefill = [&](Transformer& m, int p, int step) {
-      std::span<const float> logits;
-      for (int at = 0; at < p; at += step) {
-        const int n = std::min(step, p - at);
-        logits = m.forward(std::span(prompt).subspan(at, n), at, *s->attention);
-      }
-      return logits;
-    };
-
-    // The decode test's greedy pick: as llama-bench it never stops, so it runs past an end-of-generation
-    // token where a run would have ended; --ignore-eos keeps those ids out of the pick, as `run --ignore-eos`.
-    const std::vector<std::int32_t> eog = s->tokenizer ? s->tokenizer->eog_ids() : std::vector<std::int32_t>{};
-    auto is_eog = [&](std::int32_t t) { return std::find(eog.begin(), eog.end(), t) != eog.end(); };
-    auto pick = [&](std::span<const float> logits) {
-      auto next = static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-      if (opt.ignore_eos && is_eog(next)) {
-        float best = -std::numeric_limits<float>::infinity();
-        for (std::size_t v = 0; v < logits.size(); ++v)
-          if (!is_eog(static_cast<std::int32_t>(v)) && (logits[v] > best || next < 0 || is_eog(next)))
-            best = logits[v], next = static_cast<std::int32_t>(v);
-      }
-      return next;
-    };
-
+    Bench bench(*s, opt, *o, longest, *std::max_element(batches.begin(), batches.end()));
     std::vector<Result> results;
     for (int th : thread_list) {
       kernels::set_threads(th);
       s->attention->clear();  // a sequence starts empty: the store refuses a write over what it holds
-      prefill(*s->model, std::min(longest, block), block);  // warm-up: pages, caches, thread pool
-      for (int p : prompts) {
-        Result r{"pp" + std::to_string(p), p, th, {}, {}, {}, std::nullopt};
-        for (int rep = 0; rep < o->repeat; ++rep) {
-          s->attention->clear();
-          const double c0 = cpu_seconds();
-          const auto t0 = Clock::now();
-          prefill(*s->model, p, block);
-          const double sec = seconds_since(t0);
-          r.tok_s.push_back(p / sec);
-          r.ttft_ms.push_back(1000 * sec);  // the prompt's forward passes end with the first token's logits
-          r.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / p);
-        }
-        results.push_back(std::move(r));
-        if (single) {
-          Result q{"pp" + std::to_string(p) + "-1by1", p, th, {}, {}, {}, std::nullopt};
-          for (int rep = 0; rep < o->repeat; ++rep) {
-            s->attention->clear();
-            const double c0 = cpu_seconds();
-            const auto t0 = Clock::now();
-            prefill(*single, p, 1);
-            q.tok_s.push_back(p / seconds_since(t0));
-            q.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / p);
-          }
-          results.push_back(std::move(q));
-        }
-      }
+      bench.prefill(*s->model, std::min(longest, bench.block), bench.block);  // warm-up: pages, caches, thread pool
+      for (int p : prompts) bench.prefill_tests(th, p, results);
       for (int g : gens) {
-        Result r{"tg" + std::to_string(g), g, th, {}, {}, {}, std::nullopt};
-        for (int rep = 0; rep < o->repeat; ++rep) {
-          // As llama-bench's tg test: from an empty context (BOS), greedy, n single-token steps.
-          s->attention->clear();
-          std::span<const float> logits = prefill(*s->model, 1, 1);
-          int eog_seen = 0;
-          const double c0 = cpu_seconds();
-          const auto t0 = Clock::now();
-          for (int i = 0; i < g; ++i) {
-            const std::int32_t next = pick(logits);
-            eog_seen += is_eog(next);
-            logits = s->model->forward(std::span(&next, 1), i + 1, *s->attention);
-          }
-          r.tok_s.push_back(g / seconds_since(t0));
-          r.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / g);
-          if (s->tokenizer) r.eog_tokens = eog_seen;  // the same in every repeat: greedy from the same start
-        }
-        results.push_back(std::move(r));
-        for (int B : batches) {
-          if (B == 1) continue;
-          // B sequences from BOS, each fed a different first token, then g steps of one batched pass each.
-          Result q{"tg" + std::to_string(g) + "x" + std::to_string(B), g, th, {}, {}, {}, std::nullopt, B};
-          std::vector<BatchRow> rows(static_cast<std::size_t>(B));
-          for (int rep = 0; rep < o->repeat; ++rep) {
-            for (int b = 0; b < B; ++b) {
-              stores[b]->clear();
-              rows[b] = {prompt[0], 0, stores[b].get()};
-            }
-            std::span<const float> logits = batched->forward_batch(rows);
-            for (int b = 0; b < B; ++b) rows[b] = {3 + (b * 7919) % (c.vocab_size - 3), 1, stores[b].get()};
-            const double c0 = cpu_seconds();
-            const auto t0 = Clock::now();
-            for (int i = 0; i < g; ++i) {
-              logits = batched->forward_batch(rows);
-              for (int b = 0; b < B; ++b) {
-                rows[b].token = pick(logits.subspan(static_cast<std::size_t>(b) * c.vocab_size, c.vocab_size));
-                rows[b].pos = i + 2;
-              }
-            }
-            const double sec = seconds_since(t0);
-            q.tok_s.push_back(static_cast<double>(B) * g / sec);
-            q.cpu_ms_per_tok.push_back(1000 * (cpu_seconds() - c0) / (static_cast<double>(B) * g));
-          }
-          results.push_back(std::move(q));
-        }
+        bench.decode_test(th, g, results);
+        for (int B : batches)
+          if (B > 1) bench.batched_test(th, g, B, results);
       }
     }
     const double rss = peak_rss_mib();  // before the roofline's arrays
-
-    // The roofline. Decode reads every matrix once per token (the embedding only one row), so
-    // its bound is bandwidth ÷ those bytes; prefill reuses each weight across the block, so its
-    // bound is the FMA peak ÷ 2 flops per weight per token.
-    const Weights& w = s->source->weights();
-    double matrix_bytes = static_cast<double>(w.wcls.bytes), layer_params = 0;
-    for (const auto& lw : w.layers)
-      for (const Tensor* t : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w1, &lw.w2, &lw.w3}) {
-        matrix_bytes += static_cast<double>(t->bytes);
-        layer_params += static_cast<double>(t->numel());
-      }
-    std::map<int, double> bandwidth, read_bandwidth, flops;
-    if (!o->no_roofline)
-      for (int th : thread_list) {
-        bandwidth[th] = triad_bytes_per_s(th);
-        read_bandwidth[th] = read_bytes_per_s(th);
-        flops[th] = fma_flops_per_s(th);
-      }
-
-    // One typed row per test: the table, the CSV and the JSON are three views of the same rows.
-    const std::string kset(kernels::kernel_set());
-    std::vector<BenchRow> rows;
-    for (const auto& r : results) {
-      const bool decode = r.test.rfind("tg", 0) == 0;
-      BenchRow e;
-      e.test = r.test;
-      e.threads = r.threads;
-      e.tokens = r.tokens;
-      e.batch = r.batch;
-      e.tok_s = median(r.tok_s);
-      e.tok_s_sd = stddev(r.tok_s);
-      e.ms_per_token = 1000 / e.tok_s;
-      e.cpu_ms_per_token = median(r.cpu_ms_per_tok);
-      if (!r.ttft_ms.empty()) e.ttft_ms = median(r.ttft_ms);
-      e.eog_tokens = r.eog_tokens;
-      if (bandwidth.count(r.threads)) {
-        // Decode: bytes actually streamed per second against the triad; prefill: flops against the FMA peak.
-        // A batch reads the matrices once per step for all of its sequences: steps/s = tok/s ÷ batch.
-        const double steps = e.tok_s / e.batch;
-        e.roofline_fraction = decode ? steps * matrix_bytes / bandwidth[r.threads] : e.tok_s * 2 * layer_params / flops[r.threads];
-        if (decode) e.read_fraction = steps * matrix_bytes / read_bandwidth[r.threads];
-      }
-      rows.push_back(std::move(e));
-    }
-
-    if (o->json) {
-      nlohmann::json j = {{"model", s->header.model_path},
-                          {"params", static_cast<double>(w.parameter_count())},
-                          {"weight_types", s->header.weight_types},
-                          {"kernels", kset},
-                          {"block", block},
-                          {"repeat", o->repeat},
-                          {"peak_rss_mib", rss},
-                          {"decode_bytes_per_token", matrix_bytes},
-                          {"prefill_flops_per_token", 2 * layer_params},
-                          {"results", nlohmann::json::array()}};
-      if (opt.ignore_eos) j["ignore_eos"] = true;
-      for (const auto& [th, bw] : bandwidth)
-        j["machine"][std::to_string(th)] = {{"triad_gb_s", bw / 1e9}, {"read_gb_s", read_bandwidth[th] / 1e9},
-                                            {"fma_gflop_s", flops[th] / 1e9}};
-      for (const auto& e : rows) j["results"].push_back(to_json(e));
-      std::cout << j.dump(2) << "\n";
-      return;
-    }
-    auto opt_text = [](const std::optional<double>& v) { return v ? std::to_string(*v) : std::string(); };
-    if (o->csv) {
-      // (read_roofline_fraction last: the columns before it are as they were)
-      std::printf("model,kernels,test,threads,tokens,tok_s,tok_s_sd,ms_per_token,cpu_ms_per_token,ttft_ms,roofline_fraction,peak_rss_mib,"
-                  "read_roofline_fraction\n");
-      for (const auto& e : rows)
-        std::printf("%s,%s,%s,%d,%d,%.3f,%.3f,%.4f,%.4f,%s,%s,%.1f,%s\n", s->header.model_path.c_str(), kset.c_str(), e.test.c_str(),
-                    e.threads, e.tokens, e.tok_s, e.tok_s_sd, e.ms_per_token, e.cpu_ms_per_token, opt_text(e.ttft_ms).c_str(),
-                    opt_text(e.roofline_fraction).c_str(), rss, opt_text(e.read_fraction).c_str());
-      return;
-    }
-    std::printf("model     %s (dim %d, %d layers, vocab %d; %s)\n", s->header.model_path.c_str(), c.dim, c.n_layers, c.vocab_size,
-                s->header.weight_types.c_str());
-    std::printf("kernels   %s    prefill blocks of %d    peak RSS %.0f MiB    median of %d runs\n", kset.c_str(), block, rss,
-                o->repeat);
-    for (const auto& [th, bw] : bandwidth)
-      std::printf("machine   %d thread%s: triad %.1f GB/s, read %.1f GB/s, FMA peak %.1f GFLOP/s\n", th, th == 1 ? "" : "s", bw / 1e9,
-                  read_bandwidth[th] / 1e9, flops[th] / 1e9);
-    std::printf("\n%-14s %7s %12s %9s %10s %10s %10s %9s %8s\n", "test", "threads", "tok/s", "± sd", "ms/token", "cpu ms/tok", "ttft ms",
-                "roofline", "of read");
-    auto percent = [](const std::optional<double>& f) {
-      return f ? std::to_string(static_cast<int>(std::lround(100 * *f))) + "%" : std::string("-");
-    };
-    for (const auto& e : rows) {
-      const std::string roof = percent(e.roofline_fraction), read = percent(e.read_fraction);
-      char ttft[32] = "-";
-      if (e.ttft_ms) std::snprintf(ttft, sizeof ttft, "%.1f", *e.ttft_ms);
-      std::printf("%-14s %7d %12.1f %9.1f %10.3f %10.3f %10s %9s %8s\n", e.test.c_str(), e.threads, e.tok_s, e.tok_s_sd, e.ms_per_token,
-                  e.cpu_ms_per_token, ttft, roof.c_str(), read.c_str());
-    }
-    for (const auto& e : rows)
-      if (e.eog_tokens && *e.eog_tokens > 0)
-        std::printf("\nnote: %s's greedy decode chose an end-of-generation token %d time%s, where a run would have stopped "
-                    "at the first (--ignore-eos keeps them out)\n", e.test.c_str(), *e.eog_tokens, *e.eog_tokens == 1 ? "" : "s");
-    std::printf("\nroofline: decode = bytes streamed per second (%.1f MB of matrices per token) / triad bandwidth (\"of read\": / the\n"
-                "          read-only bandwidth, what decode's reads can reach); prefill = flops per second (%.1f MFLOP per token)\n"
-                "          / FMA peak. ttft = the prefill's time.\n",
-                matrix_bytes / 1e6, 2 * layer_params / 1e6);
+    const Roofline roof = roofline(s->source->weights(), thread_list, !o->no_roofline);
+    const std::vector<BenchRow> rows = bench_rows(results, roof);
+    if (o->json) print_json(*s, opt, *o, bench.block, rss, roof, rows);
+    else if (o->csv) print_csv(*s, rss, rows);
+    else print_table(*s, *o, bench.block, rss, roof, rows);
   });
 }
 
