@@ -161,125 +161,132 @@ std::string fixed(double x, int digits) {
   return os.str();
 }
 
-}  // namespace
+struct ExplainOpts {
+  std::string dist, sampler = "default", history;
+  std::vector<std::string> plugin_path;
+  long long samples = 0;
+  std::uint64_t seed = 0;
+  bool json = false;
+  int width = 20;
+};
 
-void add_explain_command(CLI::App& app) {
-  struct Opts {
-    std::string dist, sampler = "default", history;
-    std::vector<std::string> plugin_path;
-    long long samples = 0;
-    std::uint64_t seed = 0;
-    bool json = false;
-    int width = 20;
+// One step of the chain over the given distribution, recorded in full (every candidate), and the further
+// draws (--samples), unrecorded.
+struct Explained {
+  std::vector<Entry> entries;
+  double given_sum = 0;
+  std::vector<std::int32_t> history;
+  std::vector<std::string> warnings;
+  bool dist_appended = false;  // the chain's last stage did not select: dist was appended
+  std::unique_ptr<EntryVocab> vocab;    // (outlives the chain bound to it)
+  std::unique_ptr<SamplerChain> chain;
+  std::vector<StageRecord> records;
+  std::int32_t selected = -1;
+  float u = -1, chosen_p = 0;
+  std::vector<long long> counts;  // per entry, with --samples
+};
+
+Explained explain(const ExplainOpts& o, const Registry& reg) {
+  Explained x;
+  x.entries = parse_dist(o.dist, x.given_sum);
+  const int n = static_cast<int>(x.entries.size());
+  auto index_of = [&](const std::string& t) -> int {
+    for (int i = 0; i < n; ++i)
+      if (x.entries[i].text == t) return i;
+    int id = -1;
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), id);
+    if (ec == std::errc() && p == t.data() + t.size() && id >= 0 && id < n) return id;
+    throw ConfigError("--history: '" + t + "' is neither a token of --dist nor an index 0.." + std::to_string(n - 1));
   };
-  auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand(
-      "explain", "show how a sampler chain reshapes a distribution you give (no model needed)");
-  cmd->add_option("--dist,-d", o->dist, "the distribution: NAME=PROB,... (e.g. sunny=.45,cloudy=.25,warm=.15,rainy=.10,cold=.05)")
-      ->required();
-  cmd->add_option("--sampler,-s", o->sampler, "sampler chain, e.g. top-k:3,temperature:0.8 (default: default)");
-  cmd->add_option("--history", o->history,
-                  "tokens already in the sequence (names or indices, comma-separated), for penalties");
-  cmd->add_option("--samples,-N", o->samples, "also draw N tokens and show how often each came up");
-  cmd->add_option("--seed", o->seed, "seed of the draws (default: 0)")->check(seed_range());
-  cmd->add_option("--width", o->width, "bar width for probability 1 (default: 20)")->check(CLI::Range(1, 200));
-  cmd->add_flag("--json", o->json, "print the same data as JSON");
-  cmd->add_option("--plugin-path", o->plugin_path, "extra folder of plugin modules (repeatable)");
-  cmd->callback([o] {
-    if (o->samples < 0) throw ConfigError("--samples = " + std::to_string(o->samples) + " (expected N >= 0)");
-    double given_sum = 0;
-    const std::vector<Entry> entries = parse_dist(o->dist, given_sum);
-    const int n = static_cast<int>(entries.size());
-    auto index_of = [&](const std::string& t) -> int {
-      for (int i = 0; i < n; ++i)
-        if (entries[i].text == t) return i;
-      int id = -1;
-      auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), id);
-      if (ec == std::errc() && p == t.data() + t.size() && id >= 0 && id < n) return id;
-      throw ConfigError("--history: '" + t + "' is neither a token of --dist nor an index 0.." + std::to_string(n - 1));
-    };
-    std::vector<std::int32_t> history;
-    if (!trim(o->history).empty()) {
-      std::stringstream ss(o->history);
-      std::string t;
-      while (std::getline(ss, t, ',')) history.push_back(index_of(trim(t)));
-    }
+  if (!trim(o.history).empty()) {
+    std::stringstream ss(o.history);
+    std::string t;
+    while (std::getline(ss, t, ',')) x.history.push_back(index_of(trim(t)));
+  }
+  const auto specs = parse_plugin_chain(o.sampler, "sampler");
+  auto stages = build_sampler_stages(reg, specs, x.warnings);
+  for (const auto& w : x.warnings) warn(w);
+  std::size_t n_named = 0;  // stages the user named, with "default" expanded
+  for (const auto& sp : specs)
+    n_named += sp.name == "default" && sp.params.empty() ? parse_plugin_chain(kDefaultSamplerChain, "sampler").size() : 1;
+  x.dist_appended = stages.size() > n_named;
 
-    Registry reg;
-    reg.load_default(std::vector<std::filesystem::path>(o->plugin_path.begin(), o->plugin_path.end()));
-    for (const auto& r : reg.rejections()) warn("module rejected: " + r.to_string());
-    const auto specs = parse_plugin_chain(o->sampler, "sampler");
-    std::vector<std::string> warnings;
-    auto stages = build_sampler_stages(reg, specs, warnings);
-    for (const auto& w : warnings) warn(w);
-    std::size_t n_named = 0;  // stages the user named, with "default" expanded
-    for (const auto& sp : specs)
-      n_named += sp.name == "default" && sp.params.empty() ? parse_plugin_chain(kDefaultSamplerChain, "sampler").size() : 1;
-    const bool dist_appended = stages.size() > n_named;
+  x.chain = std::make_unique<SamplerChain>(std::move(stages), n, o.seed);
+  x.vocab = std::make_unique<EntryVocab>(x.entries);
+  x.chain->bind(*x.vocab);
+  for (auto id : x.history) x.chain->accept(id);
+  std::vector<float> logits(n);
+  for (int i = 0; i < n; ++i) logits[i] = x.entries[i].logit;
 
-    SamplerChain chain(std::move(stages), n, o->seed);
-    const EntryVocab vocab(entries);
-    chain.bind(vocab);
-    for (auto id : history) chain.accept(id);
-    std::vector<float> logits(n);
-    for (int i = 0; i < n; ++i) logits[i] = entries[i].logit;
+  StageRecorder recorder(*x.chain, n, n);
+  const SampleResult pick = x.chain->sample(logits, &recorder);
+  x.selected = pick.id;
+  x.u = pick.draw_u;
+  x.chosen_p = recorder.chosen_prob();
+  x.records.assign(recorder.records().begin(), recorder.records().end());
+  x.counts.assign(n, 0);
+  if (o.samples > 0) {
+    ++x.counts[x.selected];
+    for (long long i = 1; i < o.samples; ++i) ++x.counts[x.chain->sample(logits).id];
+  }
+  return x;
+}
 
-    // The step, recorded in full (every candidate), then the remaining draws unrecorded.
-    StageRecorder recorder(chain, n, n);
-    const SampleResult pick = chain.sample(logits, &recorder);
-    const std::int32_t selected = pick.id;
-    const float u = pick.draw_u, chosen_p = recorder.chosen_prob();
-    std::vector<StageRecord> records(recorder.records().begin(), recorder.records().end());
-    std::vector<long long> counts(n, 0);
-    if (o->samples > 0) {
-      ++counts[selected];
-      for (long long i = 1; i < o->samples; ++i) ++counts[chain.sample(logits).id];
-    }
-    // prob of each entry after stage s (NaN: removed)
-    auto after = [&](const StageRecord& r) {
-      std::vector<double> p(n, NAN);
-      for (const auto& t : r.top) p[t.id] = t.prob;
-      return p;
-    };
+void print_json(const Explained& x, const ExplainOpts& o) {
+  const int n = static_cast<int>(x.entries.size());
+  const auto& entries = x.entries;
+  const auto& records = x.records;
+  const SamplerChain& chain = *x.chain;
+  const std::int32_t selected = x.selected;
+  json j;
+  json toks = json::array();
+  for (int i = 0; i < n; ++i)
+    toks.push_back({{"id", i}, {"text", entries[i].text}, {"prob", entries[i].prob},
+                    {"logit", std::isinf(entries[i].logit) ? json(nullptr) : json(traces::json_float(entries[i].logit))}});
+  j["tokens"] = toks;
+  j["input_sum"] = x.given_sum;
+  j["history"] = x.history;
+  json chain_j = json::array();
+  for (const auto& st : chain.stages()) chain_j.push_back({{"name", st->name()}, {"params", params_json(st->params())}});
+  j["chain"] = chain_j;
+  j["dist_appended"] = x.dist_appended;
+  json st_j = json::array();
+  for (const auto& r : records) {
+    json probs = json::array();
+    for (const auto& t : r.top)
+      probs.push_back({{"id", t.id}, {"text", entries[t.id].text}, {"prob", traces::json_float(t.prob)}});
+    st_j.push_back({{"name", r.name}, {"params", r.params ? params_json(*r.params) : json::object()},
+                    {"kept", r.kept}, {"mass", traces::json_float(r.mass)},
+                    {"entropy", traces::json_float(r.entropy)}, {"probs", probs}});
+    if (r.u >= 0) st_j.back()["u"] = traces::json_float(r.u);  // a non-selecting stage's draw (xtc)
+  }
+  j["stages"] = st_j;
+  j["draw"] = {{"seed", o.seed}, {"u", x.u < 0 ? json(nullptr) : json(traces::json_float(x.u))},
+               {"selected", selected}, {"text", entries[selected].text}, {"prob", traces::json_float(x.chosen_p)}};
+  if (o.samples > 0) {
+    json c = json::array();
+    for (int i = 0; i < n; ++i)
+      c.push_back({{"id", i}, {"text", entries[i].text}, {"count", x.counts[i]},
+                   {"freq", static_cast<double>(x.counts[i]) / o.samples}});
+    j["samples"] = {{"n", o.samples}, {"seed", o.seed}, {"counts", c}};
+  }
+  j["warnings"] = x.warnings;
+  std::cout << traces::dump(j) << "\n";
+}
 
-    if (o->json) {
-      json j;
-      json toks = json::array();
-      for (int i = 0; i < n; ++i)
-        toks.push_back({{"id", i}, {"text", entries[i].text}, {"prob", entries[i].prob},
-                        {"logit", std::isinf(entries[i].logit) ? json(nullptr) : json(traces::json_float(entries[i].logit))}});
-      j["tokens"] = toks;
-      j["input_sum"] = given_sum;
-      j["history"] = history;
-      json chain_j = json::array();
-      for (const auto& st : chain.stages()) chain_j.push_back({{"name", st->name()}, {"params", params_json(st->params())}});
-      j["chain"] = chain_j;
-      j["dist_appended"] = dist_appended;
-      json st_j = json::array();
-      for (const auto& r : records) {
-        json probs = json::array();
-        for (const auto& t : r.top)
-          probs.push_back({{"id", t.id}, {"text", entries[t.id].text}, {"prob", traces::json_float(t.prob)}});
-        st_j.push_back({{"name", r.name}, {"params", r.params ? params_json(*r.params) : json::object()},
-                        {"kept", r.kept}, {"mass", traces::json_float(r.mass)},
-                        {"entropy", traces::json_float(r.entropy)}, {"probs", probs}});
-        if (r.u >= 0) st_j.back()["u"] = traces::json_float(r.u);  // a non-selecting stage's draw (xtc)
-      }
-      j["stages"] = st_j;
-      j["draw"] = {{"seed", o->seed}, {"u", u < 0 ? json(nullptr) : json(traces::json_float(u))},
-                   {"selected", selected}, {"text", entries[selected].text}, {"prob", traces::json_float(chosen_p)}};
-      if (o->samples > 0) {
-        json c = json::array();
-        for (int i = 0; i < n; ++i)
-          c.push_back({{"id", i}, {"text", entries[i].text}, {"count", counts[i]},
-                       {"freq", static_cast<double>(counts[i]) / o->samples}});
-        j["samples"] = {{"n", o->samples}, {"seed", o->seed}, {"counts", c}};
-      }
-      j["warnings"] = warnings;
-      std::cout << traces::dump(j) << "\n";
-      return;
-    }
 
+void print_table(const Explained& x, const ExplainOpts& o, const Registry& reg) {
+  const int n = static_cast<int>(x.entries.size());
+  const auto& entries = x.entries;
+  const auto& records = x.records;
+  const SamplerChain& chain = *x.chain;
+  const std::int32_t selected = x.selected;
+  // prob of each entry after stage s (NaN: removed)
+  auto after = [&](const StageRecord& r) {
+    std::vector<double> p(n, NAN);
+    for (const auto& t : r.top) p[t.id] = t.prob;
+    return p;
+  };
     // ---- the table: one row per token, one column per stage that reshapes the distribution ----
     struct Column {
       std::string title;
@@ -316,20 +323,20 @@ void add_explain_command(CLI::App& app) {
       for (const auto& e : entries) w = std::max(w, cells(e.text));
       return w;
     }() + 2);
-    const std::size_t col_w = std::max<std::size_t>(8 + o->width, 0);
+    const std::size_t col_w = std::max<std::size_t>(8 + o.width, 0);
     std::vector<std::size_t> widths;
     for (const auto& c : cols) widths.push_back(std::max(col_w, cells(c.title) + 2));
-    const bool show_samples = o->samples > 0;
-    const std::string samples_title = std::to_string(o->samples) + " draws";
+    const bool show_samples = o.samples > 0;
+    const std::string samples_title = std::to_string(o.samples) + " draws";
 
     std::ostringstream out;
     std::string chain_text;
     for (const auto& st : chain.stages()) chain_text += (chain_text.empty() ? "" : " → ") + stage_label(*st);
-    out << "chain: " << chain_text << (dist_appended ? "   (dist appended: the last stage did not select)" : "") << "\n";
-    if (std::fabs(given_sum - 1.0) > 1e-6) out << "note: the probabilities given sum to " << given_sum << "; normalised\n";
-    if (!history.empty()) {
+    out << "chain: " << chain_text << (x.dist_appended ? "   (dist appended: the last stage did not select)" : "") << "\n";
+    if (std::fabs(x.given_sum - 1.0) > 1e-6) out << "note: the probabilities given sum to " << x.given_sum << "; normalised\n";
+    if (!x.history.empty()) {
       out << "history:";
-      for (auto id : history) out << " " << entries[id].text;
+      for (auto id : x.history) out << " " << entries[id].text;
       out << "\n";
     }
     {
@@ -343,11 +350,11 @@ void add_explain_command(CLI::App& app) {
       std::string row = pad(entries[i].text, name_w);
       for (std::size_t c = 0; c < cols.size(); ++c) {
         const double p = cols[c].p[i];
-        row += pad(std::isnan(p) ? "  —" : fixed(p, 4) + " " + bar(p, o->width), widths[c]);
+        row += pad(std::isnan(p) ? "  —" : fixed(p, 4) + " " + bar(p, o.width), widths[c]);
       }
       if (show_samples) {
-        const double f = static_cast<double>(counts[i]) / o->samples;
-        row += fixed(f, 4) + " " + bar(f, o->width);
+        const double f = static_cast<double>(x.counts[i]) / o.samples;
+        row += fixed(f, 4) + " " + bar(f, o.width);
       }
       while (!row.empty() && row.back() == ' ') row.pop_back();
       out << row << (i == selected ? "   ← chosen" : "") << "\n";
@@ -370,16 +377,42 @@ void add_explain_command(CLI::App& app) {
                     : "")
             << "\n";
     if (selector == "greedy") {
-      out << "greedy picks the most likely token: " << entries[selected].text << " (p = " << fixed(chosen_p, 4) << ")\n";
+      out << "greedy picks the most likely token: " << entries[selected].text << " (p = " << fixed(x.chosen_p, 4) << ")\n";
     } else {
-      out << selector << " draws with seed " << o->seed << ": u = " << fixed(u, 6) << " → " << entries[selected].text
-          << " (p = " << fixed(chosen_p, 4) << ": the first token, most likely first, whose cumulative p exceeds u)\n";
+      out << selector << " draws with seed " << o.seed << ": u = " << fixed(x.u, 6) << " → " << entries[selected].text
+          << " (p = " << fixed(x.chosen_p, 4) << ": the first token, most likely first, whose cumulative p exceeds u)\n";
     }
     for (std::size_t s = records.size(); s < chain.stages().size(); ++s)
       out << chain.stages()[s]->name() << ": not run (a stage before it already chose the token)\n";
     if (show_samples)
-      out << samples_title << " with seed " << o->seed << " (the first is the draw above; drawn tokens are not fed back)\n";
-    std::cout << out.str();
+      out << samples_title << " with seed " << o.seed << " (the first is the draw above; drawn tokens are not fed back)\n";
+  std::cout << out.str();
+}
+
+}  // namespace
+
+void add_explain_command(CLI::App& app) {
+  auto o = std::make_shared<ExplainOpts>();
+  auto* cmd = app.add_subcommand(
+      "explain", "show how a sampler chain reshapes a distribution you give (no model needed)");
+  cmd->add_option("--dist,-d", o->dist, "the distribution: NAME=PROB,... (e.g. sunny=.45,cloudy=.25,warm=.15,rainy=.10,cold=.05)")
+      ->required();
+  cmd->add_option("--sampler,-s", o->sampler, "sampler chain, e.g. top-k:3,temperature:0.8 (default: default)");
+  cmd->add_option("--history", o->history,
+                  "tokens already in the sequence (names or indices, comma-separated), for penalties");
+  cmd->add_option("--samples,-N", o->samples, "also draw N tokens and show how often each came up");
+  cmd->add_option("--seed", o->seed, "seed of the draws (default: 0)")->check(seed_range());
+  cmd->add_option("--width", o->width, "bar width for probability 1 (default: 20)")->check(CLI::Range(1, 200));
+  cmd->add_flag("--json", o->json, "print the same data as JSON");
+  cmd->add_option("--plugin-path", o->plugin_path, "extra folder of plugin modules (repeatable)");
+  cmd->callback([o] {
+    if (o->samples < 0) throw ConfigError("--samples = " + std::to_string(o->samples) + " (expected N >= 0)");
+    Registry reg;
+    reg.load_default(std::vector<std::filesystem::path>(o->plugin_path.begin(), o->plugin_path.end()));
+    for (const auto& r : reg.rejections()) warn("module rejected: " + r.to_string());
+    const Explained x = explain(*o, reg);
+    if (o->json) print_json(x, *o);
+    else print_table(x, *o, reg);
   });
 }
 
