@@ -54,6 +54,126 @@ void check_beam_parents(const TraceBeams& b, int n_parents, const std::string& w
                          " live beams of the step before");
 }
 
+// A beam search's step (step.beams): every step of the search records its beams, each entry extends a live beam
+// of the step before, and the step's token is the winner's. `beam_path`: the live beam the winner's latest
+// step went through; `ended`: its token finished the winner.
+void check_step_beams(const Trace& t, const TraceStep& s, const std::string& w, int& beam_path, bool& beam_path_ended) {
+  const int k = s.step;
+  if (s.beams || (k > 0 && t.steps.back().beams)) {
+    if (!s.beams || (k > 0 && !t.steps.back().beams))
+      throw TraceError(w + ": step " + std::to_string(k) + (s.beams ? " has" : " lacks") +
+                       " step.beams but the step before it " + (s.beams ? "does not" : "does") + " (a beam search records every step)");
+    check_beam_parents(*s.beams, k == 0 ? 1 : static_cast<int>(t.steps.back().beams->live.size()), w + ": step.beams");
+    if (beam_path_ended)
+      throw TraceError(w + ": step " + std::to_string(k) + " follows a step whose token finished the winning hypothesis");
+    // The step's token is the winner's: an entry extending the beam the previous step's token kept.
+    int found = -1;
+    for (std::size_t i = 0; i < s.beams->live.size() && found < 0; ++i)
+      if (s.beams->live[i].parent == beam_path && s.beams->live[i].token == s.token) found = static_cast<int>(i);
+    if (found < 0) {
+      bool fin = false;
+      for (const auto& e : s.beams->finished) fin = fin || (e.parent == beam_path && e.token == s.token);
+      if (!fin)
+        throw TraceError(w + ": step.token " + std::to_string(s.token) + " is neither a live beam nor a finished hypothesis "
+                         "extending beam " + std::to_string(beam_path) + " of the step before (step.beams)");
+      beam_path_ended = true;
+    }
+    beam_path = found;
+  }
+}
+
+// Speculative rounds (docs/speculative.md): every step of a run with a draft says where its token
+  // came from; a round's steps are consecutive and numbered, its tokens are its proposals until one
+  // is refused, and its last step lists them all.
+void check_step_speculative(const Trace& t, const TraceStep& s, const std::string& w) {
+  const int k = s.step;
+  if (s.speculative.has_value() != t.header.speculative.has_value())
+    throw TraceError(w + ": step " + std::to_string(k) +
+                     (s.speculative ? " has a speculative record but the header names no draft model"
+                                    : " has no speculative record but the header names a draft model"));
+  if (s.speculative) {
+    const TraceSpeculative& sp = *s.speculative;
+    const TraceSpeculative* prev = k > 0 && t.steps.back().speculative ? &*t.steps.back().speculative : nullptr;
+    const bool opens = sp.index == 0;
+    const int expect_round = !prev ? 0 : opens ? prev->round + 1 : prev->round;
+    if (sp.round != expect_round || (!opens && (!prev || prev->proposals || sp.index != prev->index + 1)))
+      throw TraceError(w + ": step.speculative: round " + std::to_string(sp.round) + " index " + std::to_string(sp.index) +
+                       " does not follow the previous step's" +
+                       (prev ? " (round " + std::to_string(prev->round) + " index " + std::to_string(prev->index) +
+                                   (prev->proposals ? ", which ended its round)" : ")")
+                             : std::string()));
+    if (prev && opens && !prev->proposals)
+      throw TraceError(w + ": step.speculative: round " + std::to_string(sp.round) + " opens before round " +
+                       std::to_string(prev->round) + " listed its proposals on its last step");
+    if (sp.draft && sp.draft->verdict == "accepted" && sp.draft->id != s.token)
+      throw TraceError(w + ": step.speculative.draft.id " + std::to_string(sp.draft->id) + " was accepted but the step's token is " +
+                       std::to_string(s.token));
+    if (sp.proposals) {
+      const auto& ps = *sp.proposals;
+      if (static_cast<int>(ps.size()) > t.header.speculative->k)
+        throw TraceError(w + ": step.speculative.proposals: " + std::to_string(ps.size()) + " in a round of at most k = " +
+                         std::to_string(t.header.speculative->k));
+      if (sp.outcome == "bonus" && static_cast<int>(ps.size()) != sp.index)
+        throw TraceError(w + ": step.speculative: a bonus token at index " + std::to_string(sp.index) + " after " +
+                         std::to_string(ps.size()) + " proposals");
+      if (sp.outcome != "bonus" && sp.index >= static_cast<int>(ps.size()))
+        throw TraceError(w + ": step.speculative: index " + std::to_string(sp.index) + " but the round lists only " +
+                         std::to_string(ps.size()) + " proposals");
+      for (std::size_t i = 0; i < ps.size(); ++i) {
+        const int at = static_cast<int>(i);
+        const std::string want = at < sp.index ? "accepted" : at == sp.index ? sp.draft->verdict : "unchecked";
+        if (ps[i].verdict != want)
+          throw TraceError(w + ": step.speculative.proposals[" + std::to_string(i) + "].verdict: '" + ps[i].verdict +
+                           "', expected '" + want + "' in a round that ends at index " + std::to_string(sp.index));
+      }
+      // The steps of the round: each token was the proposal at its place.
+      for (int back = 1; back <= sp.index; ++back) {
+        const TraceStep& earlier = t.steps[t.steps.size() - static_cast<std::size_t>(back)];
+        const std::size_t place = static_cast<std::size_t>(sp.index - back);
+        if (place < ps.size() && earlier.token != ps[place].id)
+          throw TraceError(w + ": step.speculative.proposals[" + std::to_string(place) + "].id " + std::to_string(ps[place].id) +
+                           " but that place's step chose " + std::to_string(earlier.token));
+      }
+    }
+  }
+}
+
+// The summary against the steps before it: their count, the beam search's winner and steps, the rounds' tokens.
+void check_summary(const Trace& t, const TraceSummary& x, const std::string& w) {
+  const int gen = x.generated;
+  const std::string& reason = x.stop_reason;
+  // stop_token / stop_text: the last step chose the token that ended the run, not counted.
+  const int expect = reason == "stop_token" || reason == "stop_text" ? gen + 1 : gen;
+  if (static_cast<int>(t.steps.size()) != expect)
+    throw TraceError(w + ": summary says " + std::to_string(gen) + " generated (stop: " + reason + "), which means " +
+                     std::to_string(expect) + " steps, but the trace has " + std::to_string(t.steps.size()));
+  if (gen > t.header.max_tokens)
+    throw TraceError(w + ": summary says " + std::to_string(gen) + " generated, more than max_tokens " + std::to_string(t.header.max_tokens));
+  const bool beam_steps = !t.steps.empty() && t.steps.back().beams;
+  if (x.beam.has_value() != beam_steps && !(x.beam && t.steps.empty()))
+    throw TraceError(w + ": " + (x.beam ? "summary.beam present but the steps have no step.beams"
+                                         : "the steps carry step.beams but the summary has no summary.beam"));
+  if (x.beam && !t.steps.empty()) {
+    const TraceBeamSummary& b = *x.beam;
+    if (b.hypotheses.empty() || b.hypotheses[0].tokens != t.tokens())
+      throw TraceError(w + ": summary.beam.hypotheses[0] (the winner) is not the steps' tokens " + ids_text(t.tokens()));
+    if (b.search_steps != static_cast<int>(t.steps.size() + b.after.size()))
+      throw TraceError(w + ": summary.beam.search_steps " + std::to_string(b.search_steps) + ", but the trace records " +
+                       std::to_string(t.steps.size()) + " steps and " + std::to_string(b.after.size()) + " after them");
+    int n_live = static_cast<int>(t.steps.back().beams->live.size());
+    for (std::size_t i = 0; i < b.after.size(); ++i) {
+      check_beam_parents(b.after[i], n_live, w + ": summary.beam.after[" + std::to_string(i) + "]");
+      n_live = static_cast<int>(b.after[i].live.size());
+    }
+  }
+  if (x.speculative.has_value() != t.header.speculative.has_value())
+    throw TraceError(w + ": summary " + (x.speculative ? "has speculative figures but the header names no draft model"
+                                                        : "has no speculative figures but the header names a draft model"));
+  if (x.speculative && x.speculative->tokens != static_cast<int>(t.steps.size()))
+    throw TraceError(w + ": summary.speculative.tokens " + std::to_string(x.speculative->tokens) + " but the trace has " +
+                     std::to_string(t.steps.size()) + " steps");
+}
+
 }  // namespace
 
 Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& opt) {
@@ -144,79 +264,8 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
             throw TraceError(w + ": step.lens[" + std::to_string(i) + "].layer: " + std::to_string((*s.lens)[i].layer) +
                              " (expected 1.." + std::to_string(n_layers) + ", the model's layers)");
       }
-      if (s.beams || (k > 0 && t.steps.back().beams)) {
-        if (!s.beams || (k > 0 && !t.steps.back().beams))
-          throw TraceError(w + ": step " + std::to_string(k) + (s.beams ? " has" : " lacks") +
-                           " step.beams but the step before it " + (s.beams ? "does not" : "does") + " (a beam search records every step)");
-        check_beam_parents(*s.beams, k == 0 ? 1 : static_cast<int>(t.steps.back().beams->live.size()), w + ": step.beams");
-        if (beam_path_ended)
-          throw TraceError(w + ": step " + std::to_string(k) + " follows a step whose token finished the winning hypothesis");
-        // The step's token is the winner's: an entry extending the beam the previous step's token kept.
-        int found = -1;
-        for (std::size_t i = 0; i < s.beams->live.size() && found < 0; ++i)
-          if (s.beams->live[i].parent == beam_path && s.beams->live[i].token == s.token) found = static_cast<int>(i);
-        if (found < 0) {
-          bool fin = false;
-          for (const auto& e : s.beams->finished) fin = fin || (e.parent == beam_path && e.token == s.token);
-          if (!fin)
-            throw TraceError(w + ": step.token " + std::to_string(s.token) + " is neither a live beam nor a finished hypothesis "
-                             "extending beam " + std::to_string(beam_path) + " of the step before (step.beams)");
-          beam_path_ended = true;
-        }
-        beam_path = found;
-      }
-      // Speculative rounds (docs/speculative.md): every step of a run with a draft says where its token
-      // came from; a round's steps are consecutive and numbered, its tokens are its proposals until one
-      // is refused, and its last step lists them all.
-      if (s.speculative.has_value() != t.header.speculative.has_value())
-        throw TraceError(w + ": step " + std::to_string(k) +
-                         (s.speculative ? " has a speculative record but the header names no draft model"
-                                        : " has no speculative record but the header names a draft model"));
-      if (s.speculative) {
-        const TraceSpeculative& sp = *s.speculative;
-        const TraceSpeculative* prev = k > 0 && t.steps.back().speculative ? &*t.steps.back().speculative : nullptr;
-        const bool opens = sp.index == 0;
-        const int expect_round = !prev ? 0 : opens ? prev->round + 1 : prev->round;
-        if (sp.round != expect_round || (!opens && (!prev || prev->proposals || sp.index != prev->index + 1)))
-          throw TraceError(w + ": step.speculative: round " + std::to_string(sp.round) + " index " + std::to_string(sp.index) +
-                           " does not follow the previous step's" +
-                           (prev ? " (round " + std::to_string(prev->round) + " index " + std::to_string(prev->index) +
-                                       (prev->proposals ? ", which ended its round)" : ")")
-                                 : std::string()));
-        if (prev && opens && !prev->proposals)
-          throw TraceError(w + ": step.speculative: round " + std::to_string(sp.round) + " opens before round " +
-                           std::to_string(prev->round) + " listed its proposals on its last step");
-        if (sp.draft && sp.draft->verdict == "accepted" && sp.draft->id != s.token)
-          throw TraceError(w + ": step.speculative.draft.id " + std::to_string(sp.draft->id) + " was accepted but the step's token is " +
-                           std::to_string(s.token));
-        if (sp.proposals) {
-          const auto& ps = *sp.proposals;
-          if (static_cast<int>(ps.size()) > t.header.speculative->k)
-            throw TraceError(w + ": step.speculative.proposals: " + std::to_string(ps.size()) + " in a round of at most k = " +
-                             std::to_string(t.header.speculative->k));
-          if (sp.outcome == "bonus" && static_cast<int>(ps.size()) != sp.index)
-            throw TraceError(w + ": step.speculative: a bonus token at index " + std::to_string(sp.index) + " after " +
-                             std::to_string(ps.size()) + " proposals");
-          if (sp.outcome != "bonus" && sp.index >= static_cast<int>(ps.size()))
-            throw TraceError(w + ": step.speculative: index " + std::to_string(sp.index) + " but the round lists only " +
-                             std::to_string(ps.size()) + " proposals");
-          for (std::size_t i = 0; i < ps.size(); ++i) {
-            const int at = static_cast<int>(i);
-            const std::string want = at < sp.index ? "accepted" : at == sp.index ? sp.draft->verdict : "unchecked";
-            if (ps[i].verdict != want)
-              throw TraceError(w + ": step.speculative.proposals[" + std::to_string(i) + "].verdict: '" + ps[i].verdict +
-                               "', expected '" + want + "' in a round that ends at index " + std::to_string(sp.index));
-          }
-          // The steps of the round: each token was the proposal at its place.
-          for (int back = 1; back <= sp.index; ++back) {
-            const TraceStep& earlier = t.steps[t.steps.size() - static_cast<std::size_t>(back)];
-            const std::size_t place = static_cast<std::size_t>(sp.index - back);
-            if (place < ps.size() && earlier.token != ps[place].id)
-              throw TraceError(w + ": step.speculative.proposals[" + std::to_string(place) + "].id " + std::to_string(ps[place].id) +
-                               " but that place's step chose " + std::to_string(earlier.token));
-          }
-        }
-      }
+      check_step_beams(t, s, w, beam_path, beam_path_ended);
+      check_step_speculative(t, s, w);
       t.steps.push_back(std::move(s));
       t.step_lines.push_back(line);
       last_step_line = line;
@@ -240,38 +289,7 @@ Trace parse_trace(std::istream& in, const std::string& name, const ReadOptions& 
     }
     if (type == "summary") {
       TraceSummary x = parse_summary(j, w);
-      const int gen = x.generated;
-      const std::string& reason = x.stop_reason;
-      // stop_token / stop_text: the last step chose the token that ended the run, not counted.
-      const int expect = reason == "stop_token" || reason == "stop_text" ? gen + 1 : gen;
-      if (static_cast<int>(t.steps.size()) != expect)
-        throw TraceError(w + ": summary says " + std::to_string(gen) + " generated (stop: " + reason + "), which means " +
-                         std::to_string(expect) + " steps, but the trace has " + std::to_string(t.steps.size()));
-      if (gen > t.header.max_tokens)
-        throw TraceError(w + ": summary says " + std::to_string(gen) + " generated, more than max_tokens " + std::to_string(t.header.max_tokens));
-      const bool beam_steps = !t.steps.empty() && t.steps.back().beams;
-      if (x.beam.has_value() != beam_steps && !(x.beam && t.steps.empty()))
-        throw TraceError(w + ": " + (x.beam ? "summary.beam present but the steps have no step.beams"
-                                             : "the steps carry step.beams but the summary has no summary.beam"));
-      if (x.beam && !t.steps.empty()) {
-        const TraceBeamSummary& b = *x.beam;
-        if (b.hypotheses.empty() || b.hypotheses[0].tokens != t.tokens())
-          throw TraceError(w + ": summary.beam.hypotheses[0] (the winner) is not the steps' tokens " + ids_text(t.tokens()));
-        if (b.search_steps != static_cast<int>(t.steps.size() + b.after.size()))
-          throw TraceError(w + ": summary.beam.search_steps " + std::to_string(b.search_steps) + ", but the trace records " +
-                           std::to_string(t.steps.size()) + " steps and " + std::to_string(b.after.size()) + " after them");
-        int n_live = static_cast<int>(t.steps.back().beams->live.size());
-        for (std::size_t i = 0; i < b.after.size(); ++i) {
-          check_beam_parents(b.after[i], n_live, w + ": summary.beam.after[" + std::to_string(i) + "]");
-          n_live = static_cast<int>(b.after[i].live.size());
-        }
-      }
-      if (x.speculative.has_value() != t.header.speculative.has_value())
-        throw TraceError(w + ": summary " + (x.speculative ? "has speculative figures but the header names no draft model"
-                                                            : "has no speculative figures but the header names a draft model"));
-      if (x.speculative && x.speculative->tokens != static_cast<int>(t.steps.size()))
-        throw TraceError(w + ": summary.speculative.tokens " + std::to_string(x.speculative->tokens) + " but the trace has " +
-                         std::to_string(t.steps.size()) + " steps");
+      check_summary(t, x, w);
       t.summary = std::move(x);
       t.summary_line = line;
       ended = true;
