@@ -555,25 +555,11 @@ void compare_imported(const TraceStep& g, const TraceStep& x, std::int32_t gp, s
 
 }  // namespace
 
-DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions& opt) {
-  if (opt.atol < 0 || opt.rtol < 0 || opt.kl < 0) throw ConfigError("diff tolerances must be >= 0");
-  if (opt.top_k < 0) throw ConfigError("--top must be >= 0");
+// The headers: what makes the two runs differ (notes), a sampler chain or prompt that makes them not
+// comparable (regressions). Sets r.imported and r.compared; true when the prompts encode the same.
+bool compare_headers(const Trace& golden, const Trace& next, DiffResult& r) {
   const TraceHeader& gh = golden.header;
   const TraceHeader& nh = next.header;
-  if (golden.vocab_size() != next.vocab_size())
-    throw TraceError(next.path + ": vocabulary of " + std::to_string(next.vocab_size()) + " tokens, but " + golden.path +
-                     " has " + std::to_string(golden.vocab_size()) + ": the traces are not comparable");
-  DiffResult r;
-  r.golden_steps = static_cast<int>(golden.steps.size());
-  r.new_steps = static_cast<int>(next.steps.size());
-  const int listed = std::min(max_top(golden), max_top(next));
-  r.top_k = opt.top_k > 0 ? std::min(opt.top_k, listed) : listed;
-  if (opt.top_k > listed)
-    r.notes.push_back("--top " + std::to_string(opt.top_k) + " but the traces list " + std::to_string(listed) +
-                      " candidates per step: comparing " + std::to_string(listed));
-  r.full_logits = golden.full() && next.full();
-
-  // ---- header: what makes the runs differ ----
   const TraceModel& gm = gh.model;
   const TraceModel& nm = nh.model;
   if (gm.sha256 != nm.sha256)
@@ -619,6 +605,156 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
     r.notes.push_back("prompt texts differ but encode the same");
   }
 
+  return same_prompt;
+}
+
+// A step's own distributions, both traces glassbox's: Δlogprob, Δlogit, KL both ways and NMSE of the raw
+// distribution, then each sampler stage's cuts, kept counts and Δlogprob (stopping at the first stage that
+// differs: later stages start from its output).
+void compare_raw(const TraceStep& g, const TraceStep& x, const Dist& gd, const Dist& xd, std::int32_t g_pick, std::int32_t x_pick,
+                 const DiffResult& r, const DiffOptions& opt, StepDiff& d) {
+  const Delta lp = delta_logprob(gd, xd, opt);
+  d.dlogprob = lp.max, d.dlogprob_id = lp.id, d.dlogprob_bound = lp.bound;
+  if (lp.worst_ratio > 1)
+    d.failures.push_back("|Δlogprob| " + num(lp.worst_d) + " > " + num(lp.worst_tol) + " for " + token_desc(g, lp.worst_id, &x));
+  const Delta lg = delta_logit(gd, xd, opt);
+  d.dlogit = lg.max, d.dlogit_id = lg.id;
+  if (lg.worst_ratio > 1)
+    d.failures.push_back("|Δlogit| " + num(lg.worst_d) + " > " + num(lg.worst_tol) + " for " + token_desc(g, lg.worst_id, &x));
+  d.kl = kl_divergence(gd, xd, d.kl_exact);
+  if (d.kl > opt.kl) d.failures.push_back("KL " + num(d.kl) + " > " + num(opt.kl));
+  {
+    bool exact_r = false;
+    d.kl_reverse = kl_divergence(xd, gd, exact_r);
+    if (d.kl <= opt.kl && d.kl_reverse > opt.kl) d.failures.push_back("KL(new‖golden) " + num(d.kl_reverse) + " > " + num(opt.kl));
+  }
+  if (r.full_logits) {
+    d.nmse = nmse_of(g.logits, x.logits);
+    if (d.nmse > opt.nmse && opt.profile.size()) d.failures.push_back("NMSE of the logits " + num(d.nmse) + " > " + num(opt.nmse));
+  }
+  d.golden_in_new = g_pick == x_pick || xd.rank(g_pick) > 0;
+  d.new_in_golden = g_pick == x_pick || gd.rank(x_pick) > 0;
+  d.shared = static_cast<int>(gd.order.size());
+
+  d.raw_within = d.failures.empty();
+  const std::vector<TraceStage>& gs = g.stages;
+  const std::vector<TraceStage>& xs = x.stages;
+  if (gs.size() != xs.size()) {
+    d.failures.push_back("sampler stages ran: golden " + std::to_string(gs.size()) + ", new " + std::to_string(xs.size()));
+  } else {
+    for (std::size_t i = 0; i < gs.size(); ++i) {
+      if (gs[i].name != xs[i].name) {
+        d.failures.push_back("stage " + std::to_string(i + 1) + " is " + xs[i].name + ", golden " + gs[i].name);
+        continue;
+      }
+      const std::string& name = gs[i].name;
+      const Dist ga = stage_dist(gs[i], r.top_k), xa = stage_dist(xs[i], r.top_k);
+      const auto cuts = find_cuts(ga, xa);
+      std::vector<std::int32_t> cut_ids;
+      const std::size_t before = d.failures.size();
+      for (const auto& c : cuts) {
+        cut_ids.push_back(c.id);
+        d.failures.push_back("stage " + name + " cut " + token_desc(g, c.id, &x) + " in " + (c.in_golden ? "new" : "golden") +
+                             " but kept it in " + (c.in_golden ? "golden" : "new") + " (p " + num(c.p) + " there)");
+      }
+      if (gs[i].kept != xs[i].kept)
+        d.failures.push_back("stage " + name + " kept " + std::to_string(xs[i].kept) + " candidates in new, " +
+                             std::to_string(gs[i].kept) + " in golden");
+      const Delta sd = delta_logprob(ga, xa, opt, cut_ids);
+      if (sd.max > d.dstage) d.dstage = sd.max, d.dstage_name = name;
+      if (sd.worst_ratio > 1)
+        d.failures.push_back("after stage " + name + ": |Δlogprob| " + num(sd.worst_d) + " > " + num(sd.worst_tol) + " for " +
+                             token_desc(g, sd.worst_id, &x));
+      if (d.failures.size() > before) {
+        // Later stages start from this one's output: their differences follow from it, not reported again.
+        d.stage_index = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+}
+
+// The logit lens of both steps, layer by layer.
+void compare_lens(const TraceStep& g, const TraceStep& x, int top_k, const DiffOptions& opt, StepDiff& d) {
+  if (g.lens && x.lens) {
+    auto lens_dist = [&](const TraceLens& l) {
+      Dist ld;
+      const int n = std::min<int>(top_k, static_cast<int>(l.top.size()));
+      for (int i = 0; i < n; ++i) {
+        const double lp = std::log(std::max(l.top[i].prob, 1e-45));
+        ld.lp[l.top[i].id] = lp;
+        ld.order.push_back(l.top[i].id);
+        ld.floor = lp;
+      }
+      return ld;
+    };
+    for (const auto& gl : *g.lens) {
+      const auto xl = std::find_if(x.lens->begin(), x.lens->end(),
+                                   [&](const TraceLens& t) { return t.layer == gl.layer && t.attn == gl.attn; });
+      if (xl == x.lens->end()) continue;
+      const Delta ld = delta_logprob(lens_dist(gl), lens_dist(*xl), opt);
+      d.lens.push_back({gl.layer, gl.attn, ld.max});
+      if (ld.worst_ratio > 1)
+        d.failures.push_back("lens " + std::string(gl.attn ? "inside layer " : "after layer ") + std::to_string(gl.layer) +
+                             ": |Δlogprob| " + num(ld.worst_d) + " > " + num(ld.worst_tol) + " for " + token_desc(g, ld.worst_id, &x));
+    }
+  }
+}
+
+// Tokens that differ: a near-tie of an argmax, a choice the profile allows (each in the other's list), or a failure.
+void judge_tokens(const TraceStep& g, const TraceStep& x, std::int32_t g_tok, std::int32_t x_tok, std::int32_t g_pick, std::int32_t x_pick,
+                  const Dist& xd, const DiffOptions& opt, DiffResult& r, StepDiff& d) {
+  const int k = d.step;
+  // An argmax between candidates whose logprobs are equal within tolerance may fall either way after a
+  // rebuild: with the distributions within tolerance, that is a near-tie, not a regression.
+  const auto lg_pick = xd.logprob(g_pick), lx_pick = xd.logprob(x_pick);
+  const bool argmax = !g.draw.u && !x.draw.u;
+  const bool tie = argmax && d.failures.empty() && g_tok == g_pick && x_tok == x_pick && lg_pick && lx_pick &&
+                   std::abs(*lg_pick - *lx_pick) <= opt.atol + opt.rtol * std::abs(*lx_pick);
+  const bool members = d.golden_in_new && d.new_in_golden;
+  if (!tie && !opt.tokens_exact && members) {
+    r.notes.push_back("step " + std::to_string(k) + ": new chose " + token_desc(x, x_pick, &g) + " where the golden chose " +
+                      token_desc(g, g_pick, &x) + "; each is in the other's top-N list (profile " + opt.profile + " allows that)");
+  } else if (!tie && !members) {
+    if (!d.golden_in_new) d.failures.insert(d.failures.begin(), "golden's token " + token_desc(g, g_pick, &x) + " is not in new's top-N list");
+    if (!d.new_in_golden) d.failures.insert(d.failures.begin(), "new's token " + token_desc(x, x_pick, &g) + " is not in golden's top-N list");
+  }
+  if (!tie && !opt.tokens_exact) {
+    // judged by membership above
+  } else if (tie) {
+    r.notes.push_back("step " + std::to_string(k) + ": near-tie: the argmax chose " + token_desc(x, x_pick) +
+                      " where the golden chose " + token_desc(g, g_pick) + ", their logprobs differ by " +
+                      num(std::abs(*lg_pick - *lx_pick)) + " (within tolerance)");
+  } else {
+    if (g_pick != x_pick)
+      d.failures.insert(d.failures.begin(), "the sampler chose " + token_desc(x, x_pick, &g) + " where the golden chose " +
+                                                token_desc(g, g_pick, &x));
+    if (g_tok != x_tok && (g_tok != g_pick || x_tok != x_pick))
+      d.failures.insert(d.failures.begin(), "appended " + token_desc(x, x_tok) + " where the golden appended " +
+                                                token_desc(g, g_tok));
+  }
+}
+
+DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions& opt) {
+  if (opt.atol < 0 || opt.rtol < 0 || opt.kl < 0) throw ConfigError("diff tolerances must be >= 0");
+  if (opt.top_k < 0) throw ConfigError("--top must be >= 0");
+  const TraceHeader& gh = golden.header;
+  const TraceHeader& nh = next.header;
+  if (golden.vocab_size() != next.vocab_size())
+    throw TraceError(next.path + ": vocabulary of " + std::to_string(next.vocab_size()) + " tokens, but " + golden.path +
+                     " has " + std::to_string(golden.vocab_size()) + ": the traces are not comparable");
+  DiffResult r;
+  r.golden_steps = static_cast<int>(golden.steps.size());
+  r.new_steps = static_cast<int>(next.steps.size());
+  const int listed = std::min(max_top(golden), max_top(next));
+  r.top_k = opt.top_k > 0 ? std::min(opt.top_k, listed) : listed;
+  if (opt.top_k > listed)
+    r.notes.push_back("--top " + std::to_string(opt.top_k) + " but the traces list " + std::to_string(listed) +
+                      " candidates per step: comparing " + std::to_string(listed));
+  r.full_logits = golden.full() && next.full();
+
+  const bool same_prompt = compare_headers(golden, next, r);
+  const bool post = r.compared == "post";
   // ---- steps, while both sides saw the same context ----
   const int n = same_prompt ? std::min(r.golden_steps, r.new_steps) : 0;
   for (int k = 0; k < n; ++k) {
@@ -641,122 +777,12 @@ DiffResult diff_traces(const Trace& golden, const Trace& next, const DiffOptions
     if (r.imported) {
       compare_imported(g, x, g_pick, x_pick, post, gh.imported.has_value(), nh.imported.has_value(), opt, d);
     } else {
-    const Delta lp = delta_logprob(gd, xd, opt);
-    d.dlogprob = lp.max, d.dlogprob_id = lp.id, d.dlogprob_bound = lp.bound;
-    if (lp.worst_ratio > 1)
-      d.failures.push_back("|Δlogprob| " + num(lp.worst_d) + " > " + num(lp.worst_tol) + " for " + token_desc(g, lp.worst_id, &x));
-    const Delta lg = delta_logit(gd, xd, opt);
-    d.dlogit = lg.max, d.dlogit_id = lg.id;
-    if (lg.worst_ratio > 1)
-      d.failures.push_back("|Δlogit| " + num(lg.worst_d) + " > " + num(lg.worst_tol) + " for " + token_desc(g, lg.worst_id, &x));
-    d.kl = kl_divergence(gd, xd, d.kl_exact);
-    if (d.kl > opt.kl) d.failures.push_back("KL " + num(d.kl) + " > " + num(opt.kl));
-    {
-      bool exact_r = false;
-      d.kl_reverse = kl_divergence(xd, gd, exact_r);
-      if (d.kl <= opt.kl && d.kl_reverse > opt.kl) d.failures.push_back("KL(new‖golden) " + num(d.kl_reverse) + " > " + num(opt.kl));
+        compare_raw(g, x, gd, xd, g_pick, x_pick, r, opt, d);
     }
-    if (r.full_logits) {
-      d.nmse = nmse_of(g.logits, x.logits);
-      if (d.nmse > opt.nmse && opt.profile.size()) d.failures.push_back("NMSE of the logits " + num(d.nmse) + " > " + num(opt.nmse));
-    }
-    d.golden_in_new = g_pick == x_pick || xd.rank(g_pick) > 0;
-    d.new_in_golden = g_pick == x_pick || gd.rank(x_pick) > 0;
-    d.shared = static_cast<int>(gd.order.size());
-
-    d.raw_within = d.failures.empty();
-    const std::vector<TraceStage>& gs = g.stages;
-    const std::vector<TraceStage>& xs = x.stages;
-    if (gs.size() != xs.size()) {
-      d.failures.push_back("sampler stages ran: golden " + std::to_string(gs.size()) + ", new " + std::to_string(xs.size()));
-    } else {
-      for (std::size_t i = 0; i < gs.size(); ++i) {
-        if (gs[i].name != xs[i].name) {
-          d.failures.push_back("stage " + std::to_string(i + 1) + " is " + xs[i].name + ", golden " + gs[i].name);
-          continue;
-        }
-        const std::string& name = gs[i].name;
-        const Dist ga = stage_dist(gs[i], r.top_k), xa = stage_dist(xs[i], r.top_k);
-        const auto cuts = find_cuts(ga, xa);
-        std::vector<std::int32_t> cut_ids;
-        const std::size_t before = d.failures.size();
-        for (const auto& c : cuts) {
-          cut_ids.push_back(c.id);
-          d.failures.push_back("stage " + name + " cut " + token_desc(g, c.id, &x) + " in " + (c.in_golden ? "new" : "golden") +
-                               " but kept it in " + (c.in_golden ? "golden" : "new") + " (p " + num(c.p) + " there)");
-        }
-        if (gs[i].kept != xs[i].kept)
-          d.failures.push_back("stage " + name + " kept " + std::to_string(xs[i].kept) + " candidates in new, " +
-                               std::to_string(gs[i].kept) + " in golden");
-        const Delta sd = delta_logprob(ga, xa, opt, cut_ids);
-        if (sd.max > d.dstage) d.dstage = sd.max, d.dstage_name = name;
-        if (sd.worst_ratio > 1)
-          d.failures.push_back("after stage " + name + ": |Δlogprob| " + num(sd.worst_d) + " > " + num(sd.worst_tol) + " for " +
-                               token_desc(g, sd.worst_id, &x));
-        if (d.failures.size() > before) {
-          // Later stages start from this one's output: their differences follow from it, not reported again.
-          d.stage_index = static_cast<int>(i);
-          break;
-        }
-      }
-    }
-    }  // not imported
-    // ---- the logit lens: which layer a difference starts at ----
-    if (g.lens && x.lens) {
-      auto lens_dist = [&](const TraceLens& l) {
-        Dist ld;
-        const int n = std::min<int>(r.top_k, static_cast<int>(l.top.size()));
-        for (int i = 0; i < n; ++i) {
-          const double lp = std::log(std::max(l.top[i].prob, 1e-45));
-          ld.lp[l.top[i].id] = lp;
-          ld.order.push_back(l.top[i].id);
-          ld.floor = lp;
-        }
-        return ld;
-      };
-      for (const auto& gl : *g.lens) {
-        const auto xl = std::find_if(x.lens->begin(), x.lens->end(),
-                                     [&](const TraceLens& t) { return t.layer == gl.layer && t.attn == gl.attn; });
-        if (xl == x.lens->end()) continue;
-        const Delta ld = delta_logprob(lens_dist(gl), lens_dist(*xl), opt);
-        d.lens.push_back({gl.layer, gl.attn, ld.max});
-        if (ld.worst_ratio > 1)
-          d.failures.push_back("lens " + std::string(gl.attn ? "inside layer " : "after layer ") + std::to_string(gl.layer) +
-                               ": |Δlogprob| " + num(ld.worst_d) + " > " + num(ld.worst_tol) + " for " + token_desc(g, ld.worst_id, &x));
-      }
-    }
+    compare_lens(g, x, r.top_k, opt, d);  // the logit lens: which layer a difference starts at
     if (!d.failures.empty() && r.first_out_of_tolerance < 0) r.first_out_of_tolerance = k;
 
-    if (!d.tokens_agree) {
-      // An argmax between candidates whose logprobs are equal within tolerance may fall either way after a
-      // rebuild: with the distributions within tolerance, that is a near-tie, not a regression.
-      const auto lg_pick = xd.logprob(g_pick), lx_pick = xd.logprob(x_pick);
-      const bool argmax = !g.draw.u && !x.draw.u;
-      const bool tie = argmax && d.failures.empty() && g_tok == g_pick && x_tok == x_pick && lg_pick && lx_pick &&
-                       std::abs(*lg_pick - *lx_pick) <= opt.atol + opt.rtol * std::abs(*lx_pick);
-      const bool members = d.golden_in_new && d.new_in_golden;
-      if (!tie && !opt.tokens_exact && members) {
-        r.notes.push_back("step " + std::to_string(k) + ": new chose " + token_desc(x, x_pick, &g) + " where the golden chose " +
-                          token_desc(g, g_pick, &x) + "; each is in the other's top-N list (profile " + opt.profile + " allows that)");
-      } else if (!tie && !members) {
-        if (!d.golden_in_new) d.failures.insert(d.failures.begin(), "golden's token " + token_desc(g, g_pick, &x) + " is not in new's top-N list");
-        if (!d.new_in_golden) d.failures.insert(d.failures.begin(), "new's token " + token_desc(x, x_pick, &g) + " is not in golden's top-N list");
-      }
-      if (!tie && !opt.tokens_exact) {
-        // judged by membership above
-      } else if (tie) {
-        r.notes.push_back("step " + std::to_string(k) + ": near-tie: the argmax chose " + token_desc(x, x_pick) +
-                          " where the golden chose " + token_desc(g, g_pick) + ", their logprobs differ by " +
-                          num(std::abs(*lg_pick - *lx_pick)) + " (within tolerance)");
-      } else {
-        if (g_pick != x_pick)
-          d.failures.insert(d.failures.begin(), "the sampler chose " + token_desc(x, x_pick, &g) + " where the golden chose " +
-                                                    token_desc(g, g_pick, &x));
-        if (g_tok != x_tok && (g_tok != g_pick || x_tok != x_pick))
-          d.failures.insert(d.failures.begin(), "appended " + token_desc(x, x_tok) + " where the golden appended " +
-                                                    token_desc(g, g_tok));
-      }
-    }
+    if (!d.tokens_agree) judge_tokens(g, x, g_tok, x_tok, g_pick, x_pick, xd, opt, r, d);
     if (!d.failures.empty() && r.first_out_of_tolerance < 0) r.first_out_of_tolerance = k;
     r.steps.push_back(std::move(d));
     if (g_tok != x_tok) {  // from here on the two runs continue different texts
