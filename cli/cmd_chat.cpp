@@ -21,6 +21,7 @@
 #include "glassbox/traces/terminal.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "chat_reply.hpp"
+#include "interrupt.hpp"
 #include "session.hpp"
 #include "streaming.hpp"
 
@@ -181,6 +182,11 @@ void add_chat_command(CLI::App& app) {
       void step(const StepEvent&) override {}
       void summary(const Summary&) override {}
     } null;
+    struct InterruptSink final : TraceSink {  // stops a turn after a step once SIGINT/SIGTERM came (interrupt.hpp)
+      void header(const RunHeader&) override { check_interrupt(); }
+      void step(const StepEvent&) override { check_interrupt(); }
+      void summary(const Summary&) override {}
+    } interrupt;
     const bool tty = o->input.empty() && isatty(0);
     int turn_no = 0;
     // The summary of the `fold` oldest turns (whole exchanges) and of the summary they follow, if any:
@@ -211,6 +217,7 @@ void add_chat_command(CLI::App& app) {
         ssinks.add(swriter.get());
       }
       ssinks.add(&null);
+      ssinks.add(&interrupt);
       const std::string_view marker = summ_fmt == ChatFormat::Plain ? kNextTurn : std::string_view();
       std::string written;
       try {
@@ -223,7 +230,10 @@ void add_chat_command(CLI::App& app) {
           }
         });
       } catch (const std::exception& e) {
-        if (swriter) swriter->error(e.what());
+        if (swriter) {
+          if (const int sig = interrupt_signal()) swriter->interrupted(signal_name(sig));
+          else swriter->error(e.what());
+        }
         throw;
       }
       written = finished_reply(written, marker);
@@ -231,10 +241,21 @@ void add_chat_command(CLI::App& app) {
         if (c == '\n' || c == '\r') c = ' ';  // one line, as a turn is
       return written;
     };
+    // SIGINT/SIGTERM while a turn is worked on (a reply, a summary, a grammar walk) stop it between steps,
+    // as in `run`: its trace ends in an interrupted line and chat exits 128 + the signal. While chat waits
+    // for the next line, a signal ends it at once, as it ends any other command (interrupt.hpp).
+    auto interrupted = [&](int sig) {
+      std::fflush(stdout);
+      std::cerr << "\n[glassbox] interrupted by " << signal_name(sig) << "\n";
+      g_exit_code = 128 + sig;
+    };
     while (true) {
+      install_cleanup_handlers();
+      if (const int sig = interrupt_signal()) return interrupted(sig);  // it came after the last turn's last check
       if (tty) std::fputs("> ", stderr);
       if (!read_bounded_line(in, line, o->input.empty() ? "stdin" : o->input, turn_no + 1)) break;
       if (line.empty()) continue;
+      install_interrupt_handlers();
       turns.push_back({true, line});
       ++turn_no;
       if (const std::string name = toy ? given_name(line) : std::string();
@@ -279,7 +300,12 @@ void add_chat_command(CLI::App& app) {
         std::vector<std::int32_t> with_summary;
         while (true) {
           fold += 2;  // a user turn and its reply
-          written = write_summary(earlier, fold);
+          try {
+            written = write_summary(earlier, fold);
+          } catch (const std::exception&) {
+            if (const int sig = interrupt_signal()) return interrupted(sig);
+            throw;
+          }
           with_summary = encode_chat(tok, fmt, messages(o->system, written, turns, fold));
           if (static_cast<long long>(with_summary.size()) + g.max_tokens <= limit) break;
           if (turns.size() - fold < 3)
@@ -377,6 +403,7 @@ void add_chat_command(CLI::App& app) {
         sinks.add(json_out.get());
       }
       sinks.add(&null);
+      sinks.add(&interrupt);  // last: a step is recorded before the turn stops after it
       std::string reply;
       const std::string text = render_chat(fmt, messages(o->system, summary, turns));
       std::size_t shown = 0;  // bytes of reply already on stdout
@@ -412,6 +439,10 @@ void add_chat_command(CLI::App& app) {
         }
       } catch (const std::exception& e) {
         if (probs) probs->flush();
+        if (const int sig = interrupt_signal()) {  // between steps, or a grammar walk stopped for it
+          if (writer) writer->interrupted(signal_name(sig));
+          return interrupted(sig);
+        }
         if (writer) writer->error(e.what());
         throw;
       }
