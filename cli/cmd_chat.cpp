@@ -122,16 +122,36 @@ constexpr std::string_view kNextTurn = "\nUser:";
 
 void add_chat_command(CLI::App& app) {
   struct Opts {
-    std::string system, input;
+    std::string system, system_file, input;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("chat", "a conversation: one line per user turn, from the terminal, a pipe or --input; "
                                          "--trace FILE writes one trace per turn, FILE-turnN");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, kChat);
   cmd->add_option("--system", o->system, "a first message pinned at the top: pruning never drops it");
+  cmd->add_option("--system-file", o->system_file,
+                  "read the system message from this file (at most 1 MiB; one command-line argument is at most 128 KiB on Linux)");
   cmd->add_option("--input", o->input, "read the user's turns from this file, one per line (default: stdin)");
   cmd->callback([o, binder] {
     RunOptions opt = binder->finish();
+    // The system message: --system's text, or a file's (an argument longer than 128 KiB never reaches us:
+    // the kernel refuses to start the process, "Argument list too long").
+    std::string system_flag = "--system";
+    if (!o->system_file.empty()) {
+      if (!o->system.empty()) throw ConfigError("--system and --system-file both given (one system message)");
+      system_flag = "--system-file " + o->system_file;
+      if (auto why = not_a_regular_file(o->system_file)) throw ConfigError(system_flag + ": " + *why);
+      note_input(o->system_file);
+      std::ifstream f(o->system_file, std::ios::binary);
+      std::string text(kMaxTurnBytes + 1, '\0');
+      f.read(text.data(), static_cast<std::streamsize>(text.size()));
+      if (f.bad() || (!f && !f.eof())) throw ConfigError(system_flag + ": cannot read");
+      text.resize(static_cast<std::size_t>(f.gcount()));
+      if (text.size() > kMaxTurnBytes)
+        throw ConfigError(system_flag + ": longer than " + std::to_string(kMaxTurnBytes >> 20) + " MiB (the bound of a message)");
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();  // the file's last line end
+      o->system = std::move(text);
+    }
     if (opt.max_tokens == 256 && opt.context == 0) opt.max_tokens = 64;  // a reply, not a story
     opt.model_hash = !opt.trace.empty();  // only a turn trace records the model's digest: no start-up spent hashing otherwise
     auto s = open_session(opt);
@@ -144,6 +164,15 @@ void add_chat_command(CLI::App& app) {
     const auto pace = pace_delay(opt);
     if (!opt.trace.empty())
       refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path}});
+    // The system message is pinned (never pruned, never summarized): one that leaves no room for a reply
+    // is refused here, naming it, rather than cut by the engine's truncation on the first turn.
+    if (!o->system.empty()) {
+      const std::size_t n = encode_chat(tok, fmt, messages(o->system, std::nullopt, {})).size();
+      if (static_cast<long long>(n) + g.max_tokens > limit)
+        throw InputError(system_flag + ": the system message is " + std::to_string(n) + " tokens (" + std::to_string(o->system.size()) +
+                         " bytes); with a reply of up to " + std::to_string(g.max_tokens) + " (--max-tokens) it does not fit the " +
+                         std::to_string(limit) + " positions of the context, and a pinned message is never dropped");
+    }
 
     // The toy model (the embedded one, wherever it is named from) recalls only the names it was trained on.
     bool toy = false;
