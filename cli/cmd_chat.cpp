@@ -21,6 +21,7 @@
 #include "glassbox/traces/terminal.hpp"
 #include "glassbox/traces/writer.hpp"
 #include "chat_reply.hpp"
+#include "interrupt.hpp"
 #include "session.hpp"
 #include "strategy_choice.hpp"
 #include "streaming.hpp"
@@ -122,16 +123,36 @@ constexpr std::string_view kNextTurn = "\nUser:";
 
 void add_chat_command(CLI::App& app) {
   struct Opts {
-    std::string system, input;
+    std::string system, system_file, input;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("chat", "a conversation: one line per user turn, from the terminal, a pipe or --input; "
                                          "--trace FILE writes one trace per turn, FILE-turnN");
   auto binder = std::make_shared<RunOptionsBinder>(cmd, kChat);
   cmd->add_option("--system", o->system, "a first message pinned at the top: pruning never drops it");
+  cmd->add_option("--system-file", o->system_file,
+                  "read the system message from this file (at most 1 MiB; one command-line argument is at most 128 KiB on Linux)");
   cmd->add_option("--input", o->input, "read the user's turns from this file, one per line (default: stdin)");
   cmd->callback([o, binder] {
     RunOptions opt = binder->finish();
+    // The system message: --system's text, or a file's (an argument longer than 128 KiB never reaches us:
+    // the kernel refuses to start the process, "Argument list too long").
+    std::string system_flag = "--system";
+    if (!o->system_file.empty()) {
+      if (!o->system.empty()) throw ConfigError("--system and --system-file both given (one system message)");
+      system_flag = "--system-file " + o->system_file;
+      if (auto why = not_a_regular_file(o->system_file)) throw ConfigError(system_flag + ": " + *why);
+      note_input(o->system_file);
+      std::ifstream f(o->system_file, std::ios::binary);
+      std::string text(kMaxTurnBytes + 1, '\0');
+      f.read(text.data(), static_cast<std::streamsize>(text.size()));
+      if (f.bad() || (!f && !f.eof())) throw ConfigError(system_flag + ": cannot read");
+      text.resize(static_cast<std::size_t>(f.gcount()));
+      if (text.size() > kMaxTurnBytes)
+        throw ConfigError(system_flag + ": longer than " + std::to_string(kMaxTurnBytes >> 20) + " MiB (the bound of a message)");
+      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();  // the file's last line end
+      o->system = std::move(text);
+    }
     if (opt.max_tokens == 256 && opt.context == 0) opt.max_tokens = 64;  // a reply, not a story
     opt.model_hash = !opt.trace.empty();  // only a turn trace records the model's digest: no start-up spent hashing otherwise
     // Sampled, beam search (--beam-width) or speculative decoding (--draft-model), for every turn.
@@ -145,6 +166,15 @@ void add_chat_command(CLI::App& app) {
     const auto pace = pace_delay(opt);
     if (!opt.trace.empty())
       refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path}});
+    // The system message is pinned (never pruned, never summarized): one that leaves no room for a reply
+    // is refused here, naming it, rather than cut by the engine's truncation on the first turn.
+    if (!o->system.empty()) {
+      const std::size_t n = encode_chat(tok, fmt, messages(o->system, std::nullopt, {})).size();
+      if (static_cast<long long>(n) + g.max_tokens > limit)
+        throw InputError(system_flag + ": the system message is " + std::to_string(n) + " tokens (" + std::to_string(o->system.size()) +
+                         " bytes); with a reply of up to " + std::to_string(g.max_tokens) + " (--max-tokens) it does not fit the " +
+                         std::to_string(limit) + " positions of the context, and a pinned message is never dropped");
+    }
 
     // The toy model (the embedded one, wherever it is named from) recalls only the names it was trained on.
     bool toy = false;
@@ -183,6 +213,11 @@ void add_chat_command(CLI::App& app) {
       void step(const StepEvent&) override {}
       void summary(const Summary&) override {}
     } null;
+    struct InterruptSink final : TraceSink {  // stops a turn after a step once SIGINT/SIGTERM came (interrupt.hpp)
+      void header(const RunHeader&) override { check_interrupt(); }
+      void step(const StepEvent&) override { check_interrupt(); }
+      void summary(const Summary&) override {}
+    } interrupt;
     const bool tty = o->input.empty() && isatty(0);
     int turn_no = 0;
     // The summary of the `fold` oldest turns (whole exchanges) and of the summary they follow, if any:
@@ -213,6 +248,7 @@ void add_chat_command(CLI::App& app) {
         ssinks.add(swriter.get());
       }
       ssinks.add(&null);
+      ssinks.add(&interrupt);
       const std::string_view marker = summ_fmt == ChatFormat::Plain ? kNextTurn : std::string_view();
       std::string written;
       try {
@@ -225,7 +261,10 @@ void add_chat_command(CLI::App& app) {
           }
         });
       } catch (const std::exception& e) {
-        if (swriter) swriter->error(e.what());
+        if (swriter) {
+          if (const int sig = interrupt_signal()) swriter->interrupted(signal_name(sig));
+          else swriter->error(e.what());
+        }
         throw;
       }
       written = finished_reply(written, marker);
@@ -233,10 +272,21 @@ void add_chat_command(CLI::App& app) {
         if (c == '\n' || c == '\r') c = ' ';  // one line, as a turn is
       return written;
     };
+    // SIGINT/SIGTERM while a turn is worked on (a reply, a summary, a grammar walk) stop it between steps,
+    // as in `run`: its trace ends in an interrupted line and chat exits 128 + the signal. While chat waits
+    // for the next line, a signal ends it at once, as it ends any other command (interrupt.hpp).
+    auto interrupted = [&](int sig) {
+      std::fflush(stdout);
+      std::cerr << "\n[glassbox] interrupted by " << signal_name(sig) << "\n";
+      g_exit_code = 128 + sig;
+    };
     while (true) {
+      install_cleanup_handlers();
+      if (const int sig = interrupt_signal()) return interrupted(sig);  // it came after the last turn's last check
       if (tty) std::fputs("> ", stderr);
       if (!read_bounded_line(in, line, o->input.empty() ? "stdin" : o->input, turn_no + 1)) break;
       if (line.empty()) continue;
+      install_interrupt_handlers();
       turns.push_back({true, line});
       ++turn_no;
       if (const std::string name = toy ? given_name(line) : std::string();
@@ -281,7 +331,12 @@ void add_chat_command(CLI::App& app) {
         std::vector<std::int32_t> with_summary;
         while (true) {
           fold += 2;  // a user turn and its reply
-          written = write_summary(earlier, fold);
+          try {
+            written = write_summary(earlier, fold);
+          } catch (const std::exception&) {
+            if (const int sig = interrupt_signal()) return interrupted(sig);
+            throw;
+          }
           with_summary = encode_chat(tok, fmt, messages(o->system, written, turns, fold));
           if (static_cast<long long>(with_summary.size()) + g.max_tokens <= limit) break;
           if (turns.size() - fold < 3)
@@ -379,6 +434,7 @@ void add_chat_command(CLI::App& app) {
         sinks.add(json_out.get());
       }
       sinks.add(&null);
+      sinks.add(&interrupt);  // last: a step is recorded before the turn stops after it
       std::string reply;
       const std::string text = render_chat(fmt, messages(o->system, summary, turns));
       std::size_t shown = 0;  // bytes of reply already on stdout
@@ -414,6 +470,10 @@ void add_chat_command(CLI::App& app) {
         }
       } catch (const std::exception& e) {
         if (probs) probs->flush();
+        if (const int sig = interrupt_signal()) {  // between steps, or a grammar walk stopped for it
+          if (writer) writer->interrupted(signal_name(sig));
+          return interrupted(sig);
+        }
         if (writer) writer->error(e.what());
         throw;
       }

@@ -16,6 +16,7 @@
 #include "glassbox/file_io.hpp"
 #include "glassbox/structured_input.hpp"
 #include "glassbox/traces/writer.hpp"
+#include "interrupt.hpp"
 #include "run_options.hpp"
 
 namespace glassbox::cli {
@@ -161,7 +162,24 @@ void add_compare_command(CLI::App& app) {
     if (!o->out.figures.empty()) cmp::check_figure_tools();  // before the sweep, not after it
     std::string sha;
     const auto t0 = std::chrono::steady_clock::now();
-    auto runs = cmp::run_sweep(e, so, &sha);
+    // SIGINT/SIGTERM during the sweep stop each run after its step (or its grammar walk) and end compare
+    // as `run` ends: exit 128 + the signal, no report. Once the runs are done, a signal ends it at once,
+    // removing the report's temporary file (interrupt.hpp).
+    install_interrupt_handlers();
+    auto interrupted = [&](int sig) {
+      std::fflush(stdout);
+      std::cerr << "\n[glassbox] compare interrupted by " << signal_name(sig) << ": no report\n";
+      g_exit_code = 128 + sig;
+    };
+    std::vector<cmp::Run> runs;
+    try {
+      runs = cmp::run_sweep(e, so, &sha);
+    } catch (const std::exception&) {
+      if (const int sig = interrupt_signal()) return interrupted(sig);
+      throw;
+    }
+    install_cleanup_handlers();
+    if (const int sig = interrupt_signal()) return interrupted(sig);
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (so.shard) {
       json runs_j = json::array();

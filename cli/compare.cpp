@@ -33,6 +33,7 @@
 #include "glassbox/structured_input.hpp"
 #include "glassbox/thread_group.hpp"
 #include "glassbox/pipeline.hpp"
+#include "interrupt.hpp"
 #include "glassbox/registry.hpp"
 #include "glassbox/rng.hpp"
 #include "glassbox/speculative.hpp"
@@ -677,6 +678,14 @@ std::unique_ptr<Worker> make_worker(const Experiment& e) {
   return w;
 }
 
+// Stops a run after a step once SIGINT/SIGTERM came (the command installs polled handlers: interrupt.hpp).
+class InterruptSink final : public TraceSink {
+ public:
+  void header(const RunHeader&) override { check_interrupt(); }
+  void step(const StepEvent&) override { check_interrupt(); }
+  void summary(const Summary&) override {}
+} g_interrupt_sink;
+
 class NullSink final : public TraceSink {
  public:
   void header(const RunHeader&) override {}
@@ -714,6 +723,7 @@ struct RunSetup {
                                                      trace_writer_thread(g.watch.level, lens != LensPoints::Off));
       sinks.add(writer.get());
     }
+    sinks.add(&g_interrupt_sink);  // last: a step is recorded before the run stops after it
   }
   // The text, and the trace closed, read back (which validates it) and given a viewer page.
   Run finish(double ms) {
@@ -871,7 +881,7 @@ std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::st
   auto work = [&](Worker& w) {
     for (;;) {
       const std::size_t u = next++;
-      if (u >= units.size() || failed) return;
+      if (u >= units.size() || failed || interrupt_signal()) return;
       const std::vector<std::size_t>& unit = units[u];
       const long long k = todo[unit[0]];
       const int i = static_cast<int>(k % e.samples), s = strategy_of(k), p = prompt_of(k);

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <unordered_map>
@@ -118,8 +119,14 @@ struct RawToken {
   std::string where;
 };
 struct RawCandidate {
-  RawToken tok;
+  RawToken tok;  // (its `where` is left empty, and its text and bytes once it has an id: see RawEntry::top_at)
   double value = 0;  // logprob, or probability in post mode; -inf for p = 0
+};
+// An entry's candidates aligned to the vocabulary: as listed (duplicates of an id dropped), and the mass
+// left outside them.
+struct AlignedTop {
+  std::vector<ImportedCandidate> top;
+  std::optional<double> unlisted;
 };
 struct RawEntry {
   RawToken tok;
@@ -128,7 +135,23 @@ struct RawEntry {
   bool has_top = false;
   std::string where;
   std::optional<long> predicted;  // llama.cpp's running tokens_predicted on a stream event (counts held-back tokens)
+  // Where candidate k is, made only for a message (a string per candidate was most of an import's memory):
+  // top_at + "[k]" + top_then, or with top_by_key, top_at + "[\"its text\"]" (OpenAI's legacy dicts).
+  std::string top_at, top_then;
+  bool top_by_key = false;
+  std::optional<AlignedTop> aligned;  // `top` aligned as the entry was read (Parsed::on_entry), `top` then emptied
+  std::string candidate_where(std::size_t k) const {
+    if (top_by_key) return top_at + "[" + show(top[k].tok.text.value_or("")) + "]";
+    return top_at + "[" + std::to_string(k) + "]" + top_then;
+  }
 };
+
+// A candidate kept: its place is RawEntry::candidate_where; the text and bytes of one that has an id are
+// not read again (the id wins).
+void slim(RawCandidate& c) {
+  c.tok.where = std::string();
+  if (c.tok.id) c.tok.text.reset(), c.tok.bytes.reset();
+}
 
 struct Parsed {
   std::string dialect, distribution;
@@ -137,42 +160,190 @@ struct Parsed {
   std::optional<std::vector<std::int32_t>> prompt_ids;
   std::optional<std::string> prompt;
   std::vector<std::string> notes;
+  // Called on each entry as it is read (the capture's entries are aligned then, not all held as read).
+  std::function<void(RawEntry&)> on_entry;
 };
+void add(Parsed& out, RawEntry&& r) {
+  out.entries.push_back(std::move(r));
+  if (out.on_entry) out.on_entry(out.entries.back());
+}
 
 std::string path_join(const std::string& a, const std::string& key) { return a.empty() ? key : a + "." + key; }
+
+// ---------------------------------------------------------------- a capture, parsed compactly
+//
+// A parsed nlohmann::json tree costs about 27x its text (a 20 MB capture: 550 MiB). So every object or
+// array that is an element of an array is kept as its compact text (nlohmann's binary value, which JSON
+// text never produces) as soon as the parser has finished it, and parsed again, the same way, only when
+// read (`item`): the tree of a capture is its skeleton and its entries' texts, and one entry's tree at a
+// time.
+
+// The text of `j`, as dump() writes it, with each compacted element's text in its place.
+template <class J>
+void compact_text(const J& j, std::string& out) {
+  if (j.is_binary()) {
+    out.append(j.get_binary().begin(), j.get_binary().end());
+  } else if (j.is_object()) {
+    out += '{';
+    bool first = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!first) out += ',';
+      first = false;
+      out += J(it.key()).dump();
+      out += ':';
+      compact_text(it.value(), out);
+    }
+    out += '}';
+  } else if (j.is_array()) {
+    out += '[';
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      if (i) out += ',';
+      compact_text(j[i], out);
+    }
+    out += ']';
+  } else {
+    out += j.dump();
+  }
+}
+// For messages: what dump() would show.
+template <class J>
+std::string dump(const J& j) {
+  std::string out;
+  compact_text(j, out);
+  return out;
+}
+
+// nlohmann's SAX interface building that tree (its parser callback cannot: after each object or array
+// it scans the parent's elements for a discarded one, quadratic in an array's length).
+template <class J>
+class CompactBuilder {
+ public:
+  using string_t = typename J::string_t;
+  bool null() { return put(J(nullptr)); }
+  bool boolean(bool v) { return put(J(v)); }
+  bool number_integer(typename J::number_integer_t v) { return put(J(v)); }
+  bool number_unsigned(typename J::number_unsigned_t v) { return put(J(v)); }
+  bool number_float(typename J::number_float_t v, const string_t&) { return put(J(v)); }
+  bool string(string_t& v) { return put(J(std::move(v))); }
+  bool binary(typename J::binary_t& v) { return put(J::binary(std::move(v))); }
+  bool key(string_t& k) {
+    key_ = std::move(k);
+    return true;
+  }
+  bool start_object(std::size_t) { return open(J::object()); }
+  bool start_array(std::size_t) { return open(J::array()); }
+  bool end_object() { return close(); }
+  bool end_array() { return close(); }
+  template <class Exception>
+  bool parse_error(std::size_t, const std::string&, const Exception& ex) {
+    throw ex;
+  }
+  J root;
+
+ private:
+  bool put(J&& v) {
+    place(std::move(v));
+    return true;
+  }
+  J* place(J&& v) {
+    if (stack_.empty()) return &(root = std::move(v));
+    J& top = *stack_.back();
+    if (top.is_array()) {
+      top.push_back(std::move(v));
+      return &top.back();
+    }
+    return &(top[key_] = std::move(v));  // a key given twice: the last one, as nlohmann's parser does
+  }
+  bool open(J&& v) {
+    stack_.push_back(place(std::move(v)));
+    return true;
+  }
+  bool close() {
+    J* done = stack_.back();
+    stack_.pop_back();
+    if (!stack_.empty() && stack_.back()->is_array()) {
+      std::string t;
+      compact_text(*done, t);
+      *done = J::binary(std::vector<std::uint8_t>(t.begin(), t.end()));
+    }
+    return true;
+  }
+  std::vector<J*> stack_;
+  string_t key_;
+};
+
+template <class J>
+J parse_compact_text(std::string_view text) {
+  CompactBuilder<J> b;
+  J::sax_parse(text, &b);
+  return std::move(b.root);
+}
+
+// parse_json_input (structured_input.hpp): the same checks and messages, parsed compactly.
+template <class J = json>
+J parse_capture(std::string_view text, const std::string& what) {
+  if (auto why = structured_text_problem(text, Syntax::Json)) throw InputError(what + ": " + *why);
+  try {
+    return parse_compact_text<J>(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(what + ": not valid JSON (" + detail::json_error_tail(e) + ")");
+  }
+}
+
+// Element i of an array of a compact tree: a compacted object or array comes back parsed into `kept`
+// (compactly again when it is large, so that a response's one choice holding every entry is read entry by
+// entry; a small one, an entry, as a plain tree); any other element is returned as it is.
+constexpr std::size_t kCompactAbove = 64 << 10;
+template <class J>
+const J& item(const J& a, std::size_t i, J& kept) {
+  const J& e = a[i];
+  if (!e.is_binary()) return e;
+  const auto& b = e.get_binary();
+  const std::string_view t(reinterpret_cast<const char*>(b.data()), b.size());
+  kept = t.size() > kCompactAbove ? parse_compact_text<J>(t) : J::parse(t);
+  return kept;
+}
+template <class J>
+J item(const J& a, std::size_t i) {
+  J kept;
+  const J& e = item(a, i, kept);
+  return &e == &kept ? std::move(kept) : e;
+}
 
 // A logprob as the dialects write it: a number <= 0; null, <= -1e30 (llama.cpp's -FLT_MAX) and OpenAI's
 // -9999 mean p = 0, which only an alternative can have (the engine cannot have picked such a token).
 double read_logprob(const json& v, const std::string& where, bool chosen) {
   if (v.is_null() || (v.is_number() && v.get<double>() <= -9999.0)) {
     if (chosen)
-      throw InputError(where + ": " + v.dump() + " (probability 0) for the token the engine chose: it cannot have chosen it");
+      throw InputError(where + ": " + dump(v) + " (probability 0) for the token the engine chose: it cannot have chosen it");
     return -HUGE_VAL;
   }
-  if (!v.is_number()) throw InputError(where + ": expected a logprob (a number <= 0), got " + v.dump());
+  if (!v.is_number()) throw InputError(where + ": expected a logprob (a number <= 0), got " + dump(v));
   const double x = v.get<double>();
-  if (!std::isfinite(x) || x > 1e-6) throw InputError(where + ": " + v.dump() + " is not a logprob (a number <= 0)");
+  if (!std::isfinite(x) || x > 1e-6) throw InputError(where + ": " + dump(v) + " is not a logprob (a number <= 0)");
   return std::min(x, 0.0);
 }
 double read_prob(const json& v, const std::string& where) {
-  if (!v.is_number()) throw InputError(where + ": expected a probability in [0, 1], got " + v.dump());
+  if (!v.is_number()) throw InputError(where + ": expected a probability in [0, 1], got " + dump(v));
   const double x = v.get<double>();
-  if (!std::isfinite(x) || x < 0 || x > 1 + 1e-6) throw InputError(where + ": " + v.dump() + " is not a probability in [0, 1]");
+  if (!std::isfinite(x) || x < 0 || x > 1 + 1e-6) throw InputError(where + ": " + dump(v) + " is not a probability in [0, 1]");
   return std::min(x, 1.0);
 }
 std::string read_bytes(const json& v, const std::string& where) {
   if (!v.is_array()) throw InputError(where + ": expected an array of byte values, got " + std::string(v.type_name()));
   std::string out;
   for (std::size_t i = 0; i < v.size(); ++i) {
-    if (!v[i].is_number_integer() || v[i].get<std::int64_t>() < 0 || v[i].get<std::int64_t>() > 255)
-      throw InputError(where + "[" + std::to_string(i) + "]: expected a byte value 0..255, got " + v[i].dump());
-    out += static_cast<char>(v[i].get<int>());
+    json b_kept;
+    const json& b = item(v, i, b_kept);
+    if (!b.is_number_integer() || b.get<std::int64_t>() < 0 || b.get<std::int64_t>() > 255)
+      throw InputError(where + "[" + std::to_string(i) + "]: expected a byte value 0..255, got " + dump(b));
+    out += static_cast<char>(b.get<int>());
   }
   return out;
 }
 std::int32_t read_id(const json& v, const std::string& where) {
   if (!v.is_number_integer() || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > INT32_MAX)
-    throw InputError(where + ": expected a token id, got " + v.dump());
+    throw InputError(where + ": expected a token id, got " + dump(v));
   return v.get<std::int32_t>();
 }
 const json& need(const json& o, const char* key, const std::string& where) {
@@ -194,7 +365,7 @@ RawToken token_of(const json& e, const std::string& w) {
   if (auto it = e.find("id"); it != e.end()) t.id = read_id(*it, w + ".id");
   if (auto it = e.find("bytes"); it != e.end() && !it->is_null()) t.bytes = read_bytes(*it, w + ".bytes");
   if (auto it = e.find("token"); it != e.end()) {
-    if (!it->is_string()) throw InputError(w + ".token: expected a string, got " + it->dump());
+    if (!it->is_string()) throw InputError(w + ".token: expected a string, got " + dump(*it));
     t.text = it->get<std::string>();
   }
   if (!t.id && !t.bytes && !t.text) throw InputError(w + ": no id, bytes or token");
@@ -213,12 +384,16 @@ RawEntry chat_entry(const json& e, const std::string& w, bool post) {
   if (e.contains(key) && !e[key].is_null()) {
     const json& top = need_array(e, key, w);
     r.has_top = true;
+    r.top_at = w + "." + key;
     for (std::size_t i = 0; i < top.size(); ++i) {
       const std::string q = w + "." + key + "[" + std::to_string(i) + "]";
-      if (!top[i].is_object()) throw InputError(q + ": expected an object, got " + std::string(top[i].type_name()));
+      json t_kept;
+      const json& t = item(top, i, t_kept);
+      if (!t.is_object()) throw InputError(q + ": expected an object, got " + std::string(t.type_name()));
       RawCandidate c;
-      c.tok = token_of(top[i], q);
-      c.value = post ? read_prob(need(top[i], "prob", q), q + ".prob") : read_logprob(need(top[i], "logprob", q), q + ".logprob", false);
+      c.tok = token_of(t, q);
+      c.value = post ? read_prob(need(t, "prob", q), q + ".prob") : read_logprob(need(t, "logprob", q), q + ".logprob", false);
+      slim(c);
       r.top.push_back(std::move(c));
     }
   }
@@ -232,7 +407,8 @@ std::string dialect_of(const json& j) {
   if (auto cp = j.find("completion_probabilities"); cp != j.end()) {
     if (!cp->is_array()) return "?";
     if (cp->empty()) return "";
-    const json& e = (*cp)[0];
+    json e_kept;
+    const json& e = item(*cp, 0, e_kept);
     if (e.contains("probs")) return "llamacpp-old";
     if (e.contains("top_probs") || e.contains("prob")) return "llamacpp-post";
     return "llamacpp-completion";
@@ -243,7 +419,8 @@ std::string dialect_of(const json& j) {
   if (j.contains("stop") && j.contains("content")) return "";  // llama.cpp /completion's last stream event
   if (auto ch = j.find("choices"); ch != j.end() && ch->is_array()) {
     if (ch->empty()) return "";
-    const json& c = (*ch)[0];
+    json c_kept;
+    const json& c = item(*ch, 0, c_kept);
     if (!c.is_object()) return "?";
     if (c.contains("prompt_logprobs") && !c["prompt_logprobs"].is_null()) return "vllm";
     auto lp = c.find("logprobs");
@@ -252,7 +429,8 @@ std::string dialect_of(const json& j) {
     if (lp->contains("tokens")) return "openai-legacy";
     if (auto content = lp->find("content"); content != lp->end() && content->is_array()) {
       if (content->empty()) return "";
-      const json& e = (*content)[0];
+      json e_kept;
+      const json& e = item(*content, 0, e_kept);
       return e.is_object() && (e.contains("prob") || e.contains("top_probs")) ? "openai-chat-post" : "openai-chat";
     }
     return "?";
@@ -271,7 +449,7 @@ void entries_of(const json& j, const std::string& dialect, const std::string& w,
   if (dialect == "llamacpp-completion" || dialect == "llamacpp-post") {
     const json& cp = need_array(j, "completion_probabilities", w);
     for (std::size_t i = 0; i < cp.size(); ++i)
-      out.entries.push_back(chat_entry(cp[i], w + ": completion_probabilities[" + std::to_string(i) + "]", dialect == "llamacpp-post"));
+      add(out, chat_entry(item(cp, i), w + ": completion_probabilities[" + std::to_string(i) + "]", dialect == "llamacpp-post"));
     return;
   }
   if (dialect == "llamacpp-old") {
@@ -280,35 +458,43 @@ void entries_of(const json& j, const std::string& dialect, const std::string& w,
       const std::string q = w + ": completion_probabilities[" + std::to_string(i) + "]";
       RawEntry r;
       r.where = q;
-      const json& content = need(cp[i], "content", q);
-      if (!content.is_string()) throw InputError(q + ".content: expected a string, got " + content.dump());
+      json e_kept;
+      const json& e = item(cp, i, e_kept);
+      const json& content = need(e, "content", q);
+      if (!content.is_string()) throw InputError(q + ".content: expected a string, got " + dump(content));
       r.tok.text = content.get<std::string>();
       r.tok.where = q + ".content";
-      const json& probs = need_array(cp[i], "probs", q);
+      const json& probs = need_array(e, "probs", q);
       r.has_top = true;
+      r.top_at = q + ".probs", r.top_then = ".tok_str";
       for (std::size_t k = 0; k < probs.size(); ++k) {
         const std::string p = q + ".probs[" + std::to_string(k) + "]";
         RawCandidate c;
-        const json& ts = need(probs[k], "tok_str", p);
-        if (!ts.is_string()) throw InputError(p + ".tok_str: expected a string, got " + ts.dump());
+        json pk_kept;
+        const json& pk = item(probs, k, pk_kept);
+        const json& ts = need(pk, "tok_str", p);
+        if (!ts.is_string()) throw InputError(p + ".tok_str: expected a string, got " + dump(ts));
         c.tok.text = ts.get<std::string>();
         c.tok.where = p + ".tok_str";
-        c.value = read_prob(need(probs[k], "prob", p), p + ".prob");
+        c.value = read_prob(need(pk, "prob", p), p + ".prob");
+        slim(c);
         r.top.push_back(std::move(c));
       }
-      out.entries.push_back(std::move(r));
+      add(out, std::move(r));
     }
     return;
   }
   if (dialect == "openai-chat" || dialect == "openai-chat-post") {
-    const json& c = need_array(j, "choices", w)[0];
+    json c_kept;
+    const json& c = item(need_array(j, "choices", w), 0, c_kept);
     const json& content = need_array(need(c, "logprobs", w + ": choices[0]"), "content", w + ": choices[0].logprobs");
     for (std::size_t i = 0; i < content.size(); ++i)
-      out.entries.push_back(chat_entry(content[i], w + ": choices[0].logprobs.content[" + std::to_string(i) + "]", dialect == "openai-chat-post"));
+      add(out, chat_entry(item(content, i), w + ": choices[0].logprobs.content[" + std::to_string(i) + "]", dialect == "openai-chat-post"));
     return;
   }
   if (dialect == "openai-legacy" || dialect == "vllm") {
-    const json& c = need_array(j, "choices", w)[0];
+    json c_kept;
+    const json& c = item(need_array(j, "choices", w), 0, c_kept);
     const std::string cw = w + ": choices[0]";
     if (dialect == "vllm") {
       // prompt_logprobs: [null, {"id": {logprob, rank, decoded_token}}, ...]: the actual prompt token comes
@@ -318,8 +504,10 @@ void entries_of(const json& j, const std::string& dialect, const std::string& w,
       std::vector<std::int32_t> ids;
       for (std::size_t i = 1; i < pl.size(); ++i) {
         const std::string q = cw + ".prompt_logprobs[" + std::to_string(i) + "]";
-        if (!pl[i].is_object() || pl[i].empty()) throw InputError(q + ": expected an object of {token id: {logprob, rank, decoded_token}}");
-        for (const auto& [key, v] : pl[i].items()) {
+        json pi_kept;
+        const json& pi = item(pl, i, pi_kept);
+        if (!pi.is_object() || pi.empty()) throw InputError(q + ": expected an object of {token id: {logprob, rank, decoded_token}}");
+        for (const auto& [key, v] : pi.items()) {
           char* end = nullptr;
           const long id = std::strtol(key.c_str(), &end, 10);
           if (key.empty() || *end || id < 0) throw InputError(q + ": key '" + key + "' is not a token id");
@@ -342,24 +530,29 @@ void entries_of(const json& j, const std::string& dialect, const std::string& w,
       const std::string q = lw + ".tokens[" + std::to_string(i) + "]";
       RawEntry r;
       r.where = lw + ": token " + std::to_string(i);
-      if (!tokens[i].is_string()) throw InputError(q + ": expected a string, got " + tokens[i].dump());
-      r.tok.text = tokens[i].get<std::string>();
+      json ti_kept;
+      const json& ti = item(tokens, i, ti_kept);
+      if (!ti.is_string()) throw InputError(q + ": expected a string, got " + dump(ti));
+      r.tok.text = ti.get<std::string>();
       r.tok.where = q;
-      r.value = read_logprob(tlp[i], lw + ".token_logprobs[" + std::to_string(i) + "]", true);
+      r.value = read_logprob(item(tlp, i), lw + ".token_logprobs[" + std::to_string(i) + "]", true);
       if (top) {
-        const json& d = (*top)[i];
+        json d_kept;
+        const json& d = item(*top, i, d_kept);
         const std::string p = lw + ".top_logprobs[" + std::to_string(i) + "]";
         if (!d.is_object()) throw InputError(p + ": expected an object {token: logprob}, got " + std::string(d.type_name()));
         r.has_top = true;
+        r.top_at = p, r.top_by_key = true;
         for (const auto& [key, v] : d.items()) {
           RawCandidate cand;
           cand.tok.text = key;
           cand.tok.where = p + "[" + show(key) + "]";
           cand.value = read_logprob(v, cand.tok.where, false);
+          slim(cand);
           r.top.push_back(std::move(cand));
         }
       }
-      out.entries.push_back(std::move(r));
+      add(out, std::move(r));
     }
     return;
   }
@@ -377,28 +570,32 @@ void entries_of(const json& j, const std::string& dialect, const std::string& w,
     auto tgi_top = [&](RawEntry& r, const json& list, const std::string& q) {
       if (!list.is_array()) throw InputError(q + ": expected an array, got " + std::string(list.type_name()));
       r.has_top = true;
+      r.top_at = q;
       for (std::size_t k = 0; k < list.size(); ++k) {
         const std::string p = q + "[" + std::to_string(k) + "]";
         RawCandidate c;
-        c.tok.id = read_id(need(list[k], "id", p), p + ".id");
+        json lk_kept;
+        const json& lk = item(list, k, lk_kept);
+        c.tok.id = read_id(need(lk, "id", p), p + ".id");
         c.tok.where = p;
-        c.value = read_logprob(need(list[k], "logprob", p), p + ".logprob", false);
+        c.value = read_logprob(need(lk, "logprob", p), p + ".logprob", false);
+        slim(c);
         r.top.push_back(std::move(c));
       }
     };
     if (j.contains("token")) {
       RawEntry r = tgi_token(j["token"], w + ": token");
       if (j.contains("top_tokens") && !j["top_tokens"].is_null()) tgi_top(r, j["top_tokens"], w + ": top_tokens");
-      out.entries.push_back(std::move(r));
+      add(out, std::move(r));
       return;
     }
     const json& d = need(j, "details", w);  // (const operator[] on a missing key is undefined)
     const json& toks = need_array(d, "tokens", w + ": details");
     const json* tops = d.contains("top_tokens") && !d["top_tokens"].is_null() ? &need_array(d, "top_tokens", w + ": details") : nullptr;
     for (std::size_t i = 0; i < toks.size(); ++i) {
-      RawEntry r = tgi_token(toks[i], w + ": details.tokens[" + std::to_string(i) + "]");
-      if (tops && i < tops->size()) tgi_top(r, (*tops)[i], w + ": details.top_tokens[" + std::to_string(i) + "]");
-      out.entries.push_back(std::move(r));
+      RawEntry r = tgi_token(item(toks, i), w + ": details.tokens[" + std::to_string(i) + "]");
+      if (tops && i < tops->size()) tgi_top(r, item(*tops, i), w + ": details.top_tokens[" + std::to_string(i) + "]");
+      add(out, std::move(r));
     }
     return;
   }
@@ -409,7 +606,7 @@ void entries_of(const json& j, const std::string& dialect, const std::string& w,
 void extras_of(const json& j, Parsed& out, bool stream) {
   if (!stream && j.contains("tokens") && j["tokens"].is_array() && !j["tokens"].empty()) {
     std::vector<std::int32_t> ids;
-    for (std::size_t i = 0; i < j["tokens"].size(); ++i) ids.push_back(read_id(j["tokens"][i], "tokens[" + std::to_string(i) + "]"));
+    for (std::size_t i = 0; i < j["tokens"].size(); ++i) ids.push_back(read_id(item(j["tokens"], i), "tokens[" + std::to_string(i) + "]"));
     out.tokens = std::move(ids);
   }
 }
@@ -418,7 +615,7 @@ void extras_of(const json& j, Parsed& out, bool stream) {
 
 struct Line {
   int number;
-  std::string text;
+  std::string_view text;  // (a view of the file's text: no copy of a 20 MB capture per line list)
 };
 std::vector<Line> split_lines(const std::string& text) {
   std::vector<Line> out;
@@ -426,10 +623,10 @@ std::vector<Line> split_lines(const std::string& text) {
   int n = 0;
   while (start <= text.size()) {
     const std::size_t nl = text.find('\n', start);
-    std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    std::string_view line = std::string_view(text).substr(start, nl == std::string::npos ? std::string::npos : nl - start);
     ++n;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    out.push_back({n, std::move(line)});
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    out.push_back({n, line});
     if (nl == std::string::npos) break;
     start = nl + 1;
   }
@@ -457,15 +654,15 @@ void read_sse(const std::string& text, const std::string& file, const std::strin
         l.text.rfind("retry:", 0) == 0)
       continue;
     const std::string w = file + ":" + std::to_string(l.number);
-    if (l.text.rfind("data:", 0) != 0) throw InputError(w + ": expected an SSE field (data: ...), got " + show(l.text.substr(0, 40)));
-    std::string data = l.text.substr(5);
-    if (!data.empty() && data[0] == ' ') data.erase(0, 1);
+    if (l.text.rfind("data:", 0) != 0) throw InputError(w + ": expected an SSE field (data: ...), got " + show(std::string(l.text.substr(0, 40))));
+    std::string_view data = l.text.substr(5);
+    if (!data.empty() && data[0] == ' ') data.remove_prefix(1);
     if (done) throw InputError(w + ": an event after data: [DONE]");
     if (data == "[DONE]") {
       done = true;
       continue;
     }
-    const json j = parse_json_input<InputError>(data, w);
+    const json j = parse_capture(data, w);
     std::string d = from.empty() ? dialect_of(j) : (dialect_of(j).empty() ? "" : from);
     if (d == "?") throw InputError(w + ": an event in no known logprob dialect (keys: " + [&] {
       std::string k;
@@ -475,9 +672,11 @@ void read_sse(const std::string& text, const std::string& file, const std::strin
     if (j.is_object()) {
       if (j.value("stop", false) == true) finished = true;  // llama.cpp /completion's last event
       if (j.contains("generated_text") && !j["generated_text"].is_null()) finished = true;  // TGI's last event
-      if (auto ch = j.find("choices"); ch != j.end() && ch->is_array() && !ch->empty() && (*ch)[0].is_object() &&
-                                       (*ch)[0].contains("finish_reason") && !(*ch)[0]["finish_reason"].is_null())
-        finished = true;
+      if (auto ch = j.find("choices"); ch != j.end() && ch->is_array() && !ch->empty()) {
+        json c_kept;
+        const json& c = item(*ch, 0, c_kept);
+        if (c.is_object() && c.contains("finish_reason") && !c["finish_reason"].is_null()) finished = true;
+      }
     }
     if (d.empty()) continue;
     if (out.dialect.empty()) out.dialect = d;
@@ -637,6 +836,70 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
   std::vector<std::vector<float>> full_rows;  // npy / kld: every value of each reported row
   std::vector<double> kld_floor;              // kld: log p of every unlisted token is at most this
 
+  // ---- every token to an id ----
+  auto resolve = [&](const RawToken& t) -> std::optional<std::int32_t> {
+    if (t.id) {
+      if (*t.id >= V) throw InputError(t.where + ": token id " + std::to_string(*t.id) + " is outside the model's vocabulary of " + std::to_string(V));
+      return *t.id;
+    }
+    if (t.bytes) {
+      if (auto id = vocab.by_bytes(*t.bytes)) return id;
+      if (t.bytes->empty()) return std::nullopt;
+    }
+    if (t.text) return vocab.by_text(*t.text);
+    return std::nullopt;
+  };
+  auto describe = [&](const RawToken& t) {
+    std::string s = t.text ? show(*t.text) : std::string("a token");
+    if (t.bytes) {
+      s += " (bytes";
+      for (unsigned char c : *t.bytes) s += " " + std::to_string(c);
+      s += ")";
+    }
+    return s;
+  };
+
+  // An entry's candidates onto ids, their mass checked (post: probabilities, else logprobs).
+  auto align_top = [&](const RawEntry& r, bool post) {
+    AlignedTop out;
+    if (r.top.size() > static_cast<std::size_t>(V))
+      throw InputError(r.where + ": a top list of " + std::to_string(r.top.size()) + " candidates, more than the model's vocabulary of " + std::to_string(V));
+    int dropped = 0;
+    std::vector<bool> seen(static_cast<std::size_t>(V));
+    double listed = 0;
+    for (std::size_t k = 0; k < r.top.size(); ++k) {
+      const RawCandidate& c = r.top[k];
+      if (c.tok.id && *c.tok.id >= V && !r.top_at.empty())
+        throw InputError(r.candidate_where(k) + ": token id " + std::to_string(*c.tok.id) + " is outside the model's vocabulary of " + std::to_string(V));
+      auto id = resolve(c.tok);
+      if (!id) {
+        ++dropped;  // an alternative this vocabulary cannot name (an empty string: a control token or held-back byte)
+        continue;
+      }
+      if (seen[static_cast<std::size_t>(*id)]) continue;  // two strings for one id (e.g. "<s>" and ""): keep the first
+      seen[static_cast<std::size_t>(*id)] = true;
+      out.top.push_back({*id, c.value});
+    }
+    if (dropped > 0 && dropped == static_cast<int>(r.top.size()) && !r.top.empty())
+      throw InputError((r.top_at.empty() ? r.top[0].tok.where : r.candidate_where(0)) + ": token " + describe(r.top[0].tok) + " matches no entry of the model's vocabulary (" + std::to_string(V) +
+                       " tokens): another model?");
+    for (const auto& c : out.top) listed += post ? c.value : std::exp(c.value);
+    // One distribution's entries: their probabilities cannot sum past 1 (beyond the rounding of the engine).
+    if (listed > 1 + traces::kProbabilityMassTolerance) {
+      char buf[200];
+      std::snprintf(buf, sizeof buf, ": the %zu listed %s sum to a probability of %.6g, more than 1 (+%g): not one distribution", out.top.size(),
+                    post ? "probabilities" : "logprobs", listed, traces::kProbabilityMassTolerance);
+      throw InputError(r.where + buf);
+    }
+    if (r.has_top) out.unlisted = std::max(0.0, 1 - listed);
+    return out;
+  };
+  // The entries of a response or a stream are aligned as they are read: its candidates are not all held.
+  p.on_entry = [&](RawEntry& r) {
+    r.aligned = align_top(r, distribution_of(p.dialect) == "post");
+    std::vector<RawCandidate>().swap(r.top);
+  };
+
   const bool npy = text.compare(0, 6, "\x93NUMPY") == 0;
   const bool kld = text.compare(0, 8, "_logits_") == 0;
   if ((npy && !from.empty() && from != "hf-npy") || (kld && !from.empty() && from != "llamacpp-kld"))
@@ -758,23 +1021,21 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
       if (!l.text.empty()) objects.push_back(l);
     bool jsonl = false;
     if (objects.size() > 1) {
-      try {
-        jsonl = json::accept(objects[0].text) && json::parse(objects[0].text).is_object();
-      } catch (...) {
-        jsonl = false;
-      }
+      // (a whole object on the first line; accept() builds no tree)
+      const auto first = objects[0].text.find_first_not_of(" \t\r");
+      jsonl = first != std::string_view::npos && objects[0].text[first] == '{' && json::accept(objects[0].text);
     }
     std::vector<std::pair<json, std::string>> docs;
-    std::vector<const std::string*> sources;  // each document's text (vLLM's key order needs a second, ordered parse)
+    std::vector<std::string_view> sources;  // each document's text (vLLM's key order needs a second, ordered parse)
     if (jsonl) {
       for (const auto& l : objects) {
-        docs.emplace_back(parse_json_input<InputError>(l.text, path + ":" + std::to_string(l.number)), path + ":" + std::to_string(l.number));
-        sources.push_back(&l.text);
+        docs.emplace_back(parse_capture(l.text, path + ":" + std::to_string(l.number)), path + ":" + std::to_string(l.number));
+        sources.push_back(l.text);
       }
     } else {
-      docs.emplace_back(parse_json_input<InputError>(text, path), path);
-      sources.push_back(&text);
-      if (docs[0].first.is_array() && docs[0].first.size() == 1) docs[0].first = json(docs[0].first[0]);  // TGI's [{...}]
+      docs.emplace_back(parse_capture(text, path), path);
+      sources.push_back(text);
+      if (docs[0].first.is_array() && docs[0].first.size() == 1) docs[0].first = item(docs[0].first, 0);  // TGI's [{...}]
     }
     std::string first;
     for (const auto& [j, w] : docs) {
@@ -799,17 +1060,21 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
     if (first == "vllm") {
       // The prompt's ids: each prompt_logprobs dict lists the actual prompt token first (then the top-N), and
       // nlohmann::json sorts keys, so read the order again with ordered_json (the limits were checked above).
-      const auto oj = nlohmann::ordered_json::parse(*sources[static_cast<std::size_t>(std::max(index, 0))]);
+      auto oj = parse_capture<nlohmann::ordered_json>(sources[static_cast<std::size_t>(std::max(index, 0))], w);
+      if (oj.is_array() && oj.size() == 1) oj = item(oj, 0);
       // (checked again here: a const operator[] on a missing key is undefined, and stol throws its own type)
-      const auto& ch = oj.contains("choices") ? oj.at("choices") : oj;
-      if (!ch.is_array() || ch.empty() || !ch[0].is_object() || !ch[0].contains("prompt_logprobs") || !ch[0].at("prompt_logprobs").is_array())
+      const auto& ch = oj.is_object() && oj.contains("choices") ? oj.at("choices") : oj;
+      const auto c0 = ch.is_array() && !ch.empty() ? item(ch, 0) : nlohmann::ordered_json();
+      if (!c0.is_object() || !c0.contains("prompt_logprobs") || !c0.at("prompt_logprobs").is_array())
         throw InputError(w + ": choices[0].prompt_logprobs: expected an array");
-      const auto& pl = ch[0].at("prompt_logprobs");
+      const auto& pl = c0.at("prompt_logprobs");
       std::vector<std::int32_t> ids = {tok.bos_id() >= 0 ? tok.bos_id() : 0};
       for (std::size_t i = 1; i < pl.size(); ++i) {
         const std::string q = w + ": choices[0].prompt_logprobs[" + std::to_string(i) + "]";
-        if (!pl[i].is_object() || pl[i].empty()) throw InputError(q + ": expected an object of candidates");
-        const std::string& key = pl[i].begin().key();
+        nlohmann::ordered_json pi_kept;
+        const auto& pi = item(pl, i, pi_kept);
+        if (!pi.is_object() || pi.empty()) throw InputError(q + ": expected an object of candidates");
+        const std::string& key = pi.begin().key();
         if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
           throw InputError(q + ": key '" + key + "' is not a token id");
         ids.push_back(static_cast<std::int32_t>(std::stol(key)));
@@ -826,29 +1091,6 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
   if (p.entries.empty()) throw InputError(path + ": the " + p.dialect + " response reports no token");
   const bool post = run.distribution == "post";
 
-  // ---- every token to an id ----
-  auto resolve = [&](const RawToken& t) -> std::optional<std::int32_t> {
-    if (t.id) {
-      if (*t.id >= V) throw InputError(t.where + ": token id " + std::to_string(*t.id) + " is outside the model's vocabulary of " + std::to_string(V));
-      return *t.id;
-    }
-    if (t.bytes) {
-      if (auto id = vocab.by_bytes(*t.bytes)) return id;
-      if (t.bytes->empty()) return std::nullopt;
-    }
-    if (t.text) return vocab.by_text(*t.text);
-    return std::nullopt;
-  };
-  auto describe = [&](const RawToken& t) {
-    std::string s = t.text ? show(*t.text) : std::string("a token");
-    if (t.bytes) {
-      s += " (bytes";
-      for (unsigned char c : *t.bytes) s += " " + std::to_string(c);
-      s += ")";
-    }
-    return s;
-  };
-
   // Each entry's distribution, aligned.
   struct Aligned {
     std::optional<std::int32_t> id;     // the emitted token, when known by itself
@@ -860,38 +1102,13 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
   };
   std::vector<Aligned> al;
   for (std::size_t e = 0; e < p.entries.size(); ++e) {
-    const RawEntry& r = p.entries[e];
+    RawEntry& r = p.entries[e];
     Aligned a;
     a.where = r.where;
     a.value = r.value;
-    if (r.top.size() > static_cast<std::size_t>(V))
-      throw InputError(r.where + ": a top list of " + std::to_string(r.top.size()) + " candidates, more than the model's vocabulary of " + std::to_string(V));
-    int dropped = 0;
-    std::vector<bool> seen(static_cast<std::size_t>(V));
-    double listed = 0;
-    for (const auto& c : r.top) {
-      auto id = resolve(c.tok);
-      if (!id) {
-        ++dropped;  // an alternative this vocabulary cannot name (an empty string: a control token or held-back byte)
-        continue;
-      }
-      if (seen[static_cast<std::size_t>(*id)]) continue;  // two strings for one id (e.g. "<s>" and ""): keep the first
-      seen[static_cast<std::size_t>(*id)] = true;
-      a.top.push_back({*id, c.value});
-    }
-    if (dropped > 0 && dropped == static_cast<int>(r.top.size()) && !r.top.empty())
-      throw InputError(r.top[0].tok.where + ": token " + describe(r.top[0].tok) + " matches no entry of the model's vocabulary (" + std::to_string(V) +
-                       " tokens): another model?");
-    for (const auto& c : a.top) listed += post ? c.value : std::exp(c.value);
-    // One distribution's entries: their probabilities cannot sum past 1 (beyond the rounding of the engine).
-    if (listed > 1 + traces::kProbabilityMassTolerance) {
-      char buf[200];
-      std::snprintf(buf, sizeof buf, ": the %zu listed %s sum to a probability of %.6g, more than 1 (+%g): not one distribution", a.top.size(),
-                    post ? "probabilities" : "logprobs", listed, traces::kProbabilityMassTolerance);
-      throw InputError(r.where + buf);
-    }
-    if (r.has_top && !kld_floor.empty()) a.unlisted = std::max(0.0, 1 - listed);
-    else if (r.has_top) a.unlisted = std::max(0.0, 1 - listed);
+    AlignedTop t = r.aligned ? std::move(*r.aligned) : align_top(r, post);
+    a.top = std::move(t.top);
+    a.unlisted = t.unlisted;
     // The emitted token: by id, else by its bytes/text, else as held-back bytes + a token that ends it.
     if (r.tok.id || run.distribution == "logits") {
       a.id = resolve(r.tok);

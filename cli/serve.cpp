@@ -1524,6 +1524,16 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
       }
       throw;
     } catch (const std::exception& e) {
+      if (const int s = interrupt_signal()) {
+        // A grammar walk that stopped for SIGINT/SIGTERM: the request is cancelled by the shutdown, as
+        // between steps, not refused for its grammar.
+        ++metrics_.cancelled;
+        try {
+          writer.interrupted(signal_name(s));
+        } catch (const std::exception&) {
+        }
+        throw Cancelled{s};
+      }
       try {
         writer.error(e.what());
       } catch (const std::exception&) {
@@ -1591,6 +1601,9 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
       j = run(nullptr);
     } catch (const ConfigError& e) {
       throw HttpError(400, e.what());  // the request's own grammar or sampler: its limits, or no token fits
+    } catch (const Cancelled& c) {
+      if (c.signal) throw HttpError(503, "the server is stopping (" + signal_name(c.signal) + ")", "unavailable_error");
+      throw;  // the client is gone: no one reads an answer
     }
     res.set_content(dump(j), "application/json; charset=utf-8");
     return;

@@ -461,6 +461,42 @@ BOOST_DATA_TEST_CASE(every_option_chat_lists_acts_in_chat, bdata::make(chat_keys
   fs::remove_all(c.dir);
 }
 
+// A system message that cannot fit with a reply (the toy model's 128 positions) is refused up front, one
+// line naming --system (or --system-file), its size and the context; before, it was accepted and the
+// engine's truncation silently kept its first token and the newest ones. One longer than a command-line
+// argument may be (128 KiB on Linux: the kernel refused to start glassbox, "Argument list too long",
+// naming nothing) comes from --system-file.
+BOOST_AUTO_TEST_CASE(a_system_message_that_cannot_fit_is_refused_naming_it) {
+  const fs::path dir = gbtest::temp_dir("chat-system");
+  gbtest::write_file(dir / "turns.txt", "hi\n");
+  const std::vector<std::string> base = {"chat", "--input", (dir / "turns.txt").string(), "-n", "4", "--seed", "1"};
+  auto with = [&](std::vector<std::string> more) {
+    more.insert(more.begin(), base.begin(), base.end());
+    return gbtest::run_cli(more);
+  };
+  std::string big;
+  for (int i = 0; i < 25000; ++i) big += "a b ";  // 100 KB
+  auto r = with({"--system", big});
+  BOOST_TEST(r.rc == 2, r.err);
+  BOOST_TEST(has(r.err, "--system: the system message is 50016 tokens (100000 bytes); with a reply of up to 4 (--max-tokens) it does not fit the 128 positions"), r.err);
+  BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+  std::string wide;
+  for (int i = 0; i < 100000; ++i) wide += "\xc3\xa9";  // 200 KB of "é"
+  gbtest::write_file(dir / "system.txt", wide + "\n");
+  r = with({"--system-file", (dir / "system.txt").string()});
+  BOOST_TEST(r.rc == 2, r.err);
+  BOOST_TEST(has(r.err, "--system-file " + (dir / "system.txt").string() + ": the system message is "), r.err);
+  BOOST_TEST(std::count(r.err.begin(), r.err.end(), '\n') == 1, r.err);
+  gbtest::write_file(dir / "kind.txt", "Be kind.\n");
+  r = with({"--system-file", (dir / "kind.txt").string(), "--trace", (dir / "c.jsonl").string()});
+  BOOST_TEST_REQUIRE(r.rc == 0, r.err);
+  BOOST_TEST(gbtest::read_jsonl(dir / "c-turn1.jsonl").front()["prompt"] == "System: Be kind.\nUser: hi\nAssistant:");
+  r = with({"--system-file", (dir / "kind.txt").string(), "--system", "x"});
+  BOOST_TEST(r.rc == 2);
+  BOOST_TEST(has(r.err, "--system and --system-file both given"), r.err);
+  fs::remove_all(dir);
+}
+
 // Options chat does not take are refused, not ignored.
 BOOST_DATA_TEST_CASE(options_chat_does_not_list_are_refused, bdata::make({"--prompt", "--replay"}), flag) {
   const auto r = gbtest::run_cli({"chat", flag, "x"});

@@ -671,6 +671,91 @@ BOOST_AUTO_TEST_CASE(sigterm_interrupts_a_grammar_walk_in_run) {
   fs::remove_all(dir);
 }
 
+// `glassbox ARGS` started, signalled with `sig` once a file whose name holds `stem` in `dir` has content (the run is
+// under way) and 700 ms more (inside a step's walk); returns its exit status, or -N when signal N ended it,
+// and the seconds from the signal to its end (-1: still running after 10 s, then killed).
+std::pair<int, double> signal_during(const std::vector<std::string>& cli_args, const fs::path& dir, const std::string& stem, int sig) {
+  std::vector<std::string> args = cat({GLASSBOX_BIN}, cli_args);
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, (dir / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid;
+  BOOST_TEST_REQUIRE(posix_spawn(&pid, GLASSBOX_BIN, &fa, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  auto writing = [&] {
+    std::error_code ec;
+    for (const auto& e : fs::recursive_directory_iterator(dir, ec))
+      if (e.path().filename().string().find(stem) != std::string::npos && e.is_regular_file() && e.file_size() > 0) return true;
+    return false;
+  };
+  for (int i = 0; i < 3000 && !writing(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ::kill(pid, sig);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) {
+    int st;
+    if (::waitpid(pid, &st, WNOHANG) == pid)
+      return {WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  return {-SIGKILL, -1};
+}
+
+// A grammar whose every step is a walk over 240,000 alternatives (a word, then a space and another).
+void write_long_grammar(const fs::path& file) {
+  std::string alts = "root ::= w (\" \" w)*\nw ::= \"w0\"";
+  for (int i = 1; i < 240000; ++i) alts += " | \"w" + std::to_string(i) + "\"";
+  gbtest::write_file(file, alts + "\n");
+}
+
+// SIGTERM while chat's turn is inside such walks: chat ends as `run` does (exit 128+15, "[glassbox]
+// interrupted by SIGTERM", the turn's trace closed by an interrupted line). Before, the signal's default
+// action killed it: no exit status of its own, and the turn's trace was lost.
+BOOST_AUTO_TEST_CASE(sigterm_interrupts_a_grammar_walk_in_chat) {
+  const auto dir = gbtest::temp_dir("grammar-chat-sigterm");
+  write_long_grammar(dir / "long.gbnf");
+  gbtest::write_file(dir / "turns.txt", "hello\n");
+  const auto [rc, waited] = signal_during(cat(cat({"chat"}, gbtest::stories_args()), {"--input", (dir / "turns.txt").string(), "-n", "60", "--ignore-eos",
+                                                                                     "--grammar", (dir / "long.gbnf").string(), "--trace",
+                                                                                     (dir / "t.jsonl").string()}),
+                                          dir, "t-turn1", SIGTERM);
+  const std::string err = gbtest::read_file(dir / "err");
+  BOOST_TEST(rc == 128 + SIGTERM, err);
+  BOOST_TEST((waited >= 0 && waited < 5.0 * gbtest::kTimeScale), waited);
+  BOOST_TEST(err.find("[glassbox] interrupted by SIGTERM") != std::string::npos, err);
+  BOOST_TEST_REQUIRE(fs::exists(dir / "t-turn1.jsonl"));
+  const auto lines = gbtest::read_jsonl(dir / "t-turn1.jsonl");
+  BOOST_TEST_REQUIRE(!lines.empty());
+  BOOST_TEST(lines.back()["type"] == "interrupted");
+  BOOST_TEST(lines.back()["signal"] == "SIGTERM");
+  fs::remove_all(dir);
+}
+
+// SIGINT while a compare sweep's run is inside such walks: exit 128+2 with "compare interrupted by SIGINT:
+// no report" (before: the default action of the signal, no status or message of its own).
+BOOST_AUTO_TEST_CASE(sigint_interrupts_a_grammar_walk_in_compare) {
+  const auto dir = gbtest::temp_dir("grammar-compare-sigint");
+  write_long_grammar(dir / "long.gbnf");
+  const auto [rc, waited] = signal_during(cat(cat({"compare"}, gbtest::stories_args()),
+                                              {"-s", "long=grammar:file=" + (dir / "long.gbnf").string() + ",greedy", "--prompt", "Hi", "--samples",
+                                               "1", "-n", "60", "--ignore-eos", "--traces", (dir / "traces").string(), "--json", "-o",
+                                               (dir / "report.json").string()}),
+                                          dir, "p0-s0-n0", SIGINT);
+  const std::string err = gbtest::read_file(dir / "err");
+  BOOST_TEST(rc == 128 + SIGINT, err);
+  BOOST_TEST((waited >= 0 && waited < 5.0 * gbtest::kTimeScale), waited);
+  BOOST_TEST(err.find("[glassbox] compare interrupted by SIGINT: no report") != std::string::npos, err);
+  BOOST_TEST(!fs::exists(dir / "report.json"));
+  fs::remove_all(dir);
+}
+
 // A YAML chain file sets the grammar text inline; a compare strategy names the grammar file.
 BOOST_AUTO_TEST_CASE(yaml_chain_and_compare_strategy) {
   const auto dir = gbtest::temp_dir("grammar-yaml");

@@ -533,6 +533,45 @@ BOOST_AUTO_TEST_CASE(queue_bound_disconnect_and_sigterm) {
   fs::remove_all(traces);
 }
 
+// SIGTERM while a request is inside long grammar walks (every step over 240,000 alternatives): the server
+// stops within seconds, and the request is cancelled by the shutdown as one between steps is: a 503 "the
+// server is stopping", its trace closed by an interrupted line (before: a 400 blaming the request's grammar,
+// "grammar: the walk was interrupted by SIGTERM", and an error line).
+BOOST_AUTO_TEST_CASE(sigterm_during_a_grammar_walk_stops_the_server_and_cancels_the_request) {
+  const fs::path traces = gbtest::temp_dir("serve-grammar-sigterm");
+  ServerProcess s({"--trace-dir", traces.string(), "--max-body", "8000000"});
+  std::string g = "root ::= w (\" \" w)*\nw ::= \"w0\"";
+  for (int i = 1; i < 240000; ++i) g += " | \"w" + std::to_string(i) + "\"";
+  auto r = std::async(std::launch::async, [&] {
+    auto c = s.client();
+    return c.Post("/completion", json{{"prompt", "Hi"}, {"n_predict", 60}, {"ignore_eos", true}, {"grammar", g}}.dump(), "application/json");
+  });
+  auto writing = [&] {
+    for (const auto& e : fs::directory_iterator(traces))
+      if (e.is_regular_file() && e.file_size() > 0) return true;
+    return false;
+  };
+  for (int i = 0; i < 3000 && !writing(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // a moment into a step's walk
+  const auto t0 = std::chrono::steady_clock::now();
+  BOOST_TEST(s.stop() == 0, s.stderr_text());
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_TEST(waited < 5.0 * gbtest::kTimeScale);
+  const auto res = r.get();
+  BOOST_TEST_REQUIRE(static_cast<bool>(res));
+  BOOST_TEST(res->status == 503, res->body);
+  BOOST_TEST(res->body.find("the server is stopping (SIGTERM)") != std::string::npos, res->body);
+  int files = 0;
+  for (const auto& f : fs::directory_iterator(traces)) {
+    const auto lines = gbtest::read_jsonl(f.path());
+    BOOST_TEST_REQUIRE(!lines.empty());
+    BOOST_TEST(lines.back()["type"] == "interrupted", f.path());
+    ++files;
+  }
+  BOOST_TEST(files == 1);
+  fs::remove_all(traces);
+}
+
 BOOST_AUTO_TEST_CASE(hostile_requests_get_their_status_and_a_json_error) {
   ServerProcess s({"--api-key", "sesame", "--context", "64"});
   httplib::Client c("127.0.0.1", s.port());

@@ -92,6 +92,9 @@ const Breakage kBreakages[] = {
     {"unsorted_top", 2, "top is sorted by logit",
      [](auto& l) { auto s = at(l, 2); std::swap(s["top"][0], s["top"][1]); put(l, 2, s); }},
     {"empty_file", 1, "empty file", [](auto& l) { l.clear(); }},
+    // Listed probabilities summing past 1 (4.76 was accepted before; issue 46).
+    {"top_mass_past_one", 2, "step.top: the listed probabilities",
+     [](auto& l) { auto s = at(l, 2); for (auto& t : s["top"]) t["prob"] = 0.95; put(l, 2, s); }},
 };
 
 BOOST_DATA_TEST_CASE(broken_trace_is_exit_2_naming_the_line, bdata::make(kBreakages), b) {
