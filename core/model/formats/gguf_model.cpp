@@ -25,25 +25,18 @@ float float_key(const Metadata& m, const std::string& key, float fallback, doubl
   return static_cast<float>(*v);
 }
 
-}  // namespace
-
-void ModelSource::open_gguf() {
-  const std::string where = path_.string() + ": ";
-  gguf_ = std::make_unique<GgufFile>(path_.string(), file_->data(), file_->size());
-  metadata_ = gguf_->metadata();
-  const Metadata& m = metadata_;
-
-  const auto arch_name = m.get_string("general.architecture");
-  if (!arch_name)
-    throw ModelError(where + "metadata has no 'general.architecture' (expected one of: " + supported_architectures() + ")");
-  const ArchTable* arch = find_architecture(*arch_name);
-  if (!arch)
-    throw ModelError(where + "architecture '" + printable_text(*arch_name) + "' is not supported (supported: " + supported_architectures() + ")");
-  const std::string a = *arch_name + ".";
-
+// The run-independent config from the GGUF keys of `arch_name` (with llama.cpp's defaults where it has
+// them): sizes, heads, RoPE, norms, and the family facts that are keys. The vocabulary size comes from the tensors.
+Config read_config(const Metadata& m, const ArchTable& arch, const std::string& arch_name, int version, const std::string& where) {
+  const std::string a = arch_name + ".";
+  Config c;
+  c.architecture = arch_name;
+  c.arch = arch.desc;
+  c.format = "gguf";
+  c.format_version = version;
   auto required = [&](const std::string& key, std::int64_t lo, std::int64_t hi) {
     const auto v = m.get_int(a + key);
-    if (!v) throw ModelError(where + "metadata has no '" + a + key + "' (required for architecture " + *arch_name + ")");
+    if (!v) throw ModelError(where + "metadata has no '" + a + key + "' (required for architecture " + arch_name + ")");
     if (*v < lo || *v > hi)
       throw ModelError(where + "metadata '" + a + key + "' = " + std::to_string(*v) + " (expected " +
                        std::to_string(lo) + ".." + std::to_string(hi) + ")");
@@ -52,11 +45,6 @@ void ModelSource::open_gguf() {
   auto optional = [&](const std::string& key, std::int64_t lo, std::int64_t hi, int fallback) {
     return m.has(a + key) ? required(key, lo, hi) : fallback;
   };
-  Config& c = config_;
-  c.architecture = *arch_name;
-  c.arch = arch->desc;
-  c.format = "gguf";
-  c.format_version = static_cast<int>(gguf_->version());
   c.dim = required("embedding_length", 1, 1 << 16);
   c.hidden_dim = required("feed_forward_length", 1, 1 << 18);
   c.n_layers = required("block_count", 1, 1024);
@@ -85,7 +73,7 @@ void ModelSource::open_gguf() {
   const std::string eps_key = c.arch.norm == NormKind::LayerNorm ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon";
   // llama.cpp requires LayerNorm's epsilon (it has no default for it): a gpt2 file without it is refused, not run with a guess.
   if (c.arch.norm == NormKind::LayerNorm && !m.has(a + eps_key))
-    throw ModelError(where + "metadata has no '" + a + eps_key + "' (required for architecture " + *arch_name + ", as llama.cpp requires it)");
+    throw ModelError(where + "metadata has no '" + a + eps_key + "' (required for architecture " + arch_name + ", as llama.cpp requires it)");
   c.norm_eps = float_key(m, a + eps_key, 1e-5f, 0, 1, where);
   // A mixture of experts (expert_count > 0) routes each token through a few of many FFNs: not implemented here,
   // and never run as if it were a dense model.
@@ -108,7 +96,7 @@ void ModelSource::open_gguf() {
     // Gemma 2's default window is 4096 (llama.cpp); Phi-3 and Gemma 3 must say theirs. 0 turns it off (Phi-4).
     const bool must = c.architecture != "gemma2";
     if (must && !m.has(a + "attention.sliding_window"))
-      throw ModelError(where + "metadata has no '" + a + "attention.sliding_window' (required for architecture " + *arch_name + ")");
+      throw ModelError(where + "metadata has no '" + a + "attention.sliding_window' (required for architecture " + arch_name + ")");
     c.sliding_window = optional("attention.sliding_window", 0, 1 << 24, 4096);
     if (c.sliding_window == 0) c.arch.window = WindowPattern::None;
   }
@@ -127,36 +115,65 @@ void ModelSource::open_gguf() {
     c.attn_scale = 1.0f / std::sqrt(static_cast<float>(is27b ? c.dim / c.n_heads : c.head_dim));
   }
 
+  return c;
+}
+
+// A tensor by name, its shape checked against the config (rows × cols; cols 0: a vector) and, for F32 ones,
+// every value finite (RoPE factors also > 0).
+Tensor checked_tensor(const GgufFile& gguf, const std::string& name, std::int64_t rows, std::int64_t cols, bool f32_only,
+                      const std::string& arch_name, const std::string& where) {
+  const GgufTensorInfo* info = gguf.find(name);
+  Tensor t = gguf.tensor(*info);
+  const bool matrix = cols > 0;
+  bool ok = matrix ? (t.n_dims == 2 && t.shape[0] == rows && t.shape[1] == cols) : (t.n_dims == 1 && t.shape[0] == rows);
+  if (!ok) {
+    std::string got;
+    for (int j = 0; j < t.n_dims; ++j) got += (got.empty() ? "" : "×") + std::to_string(t.shape[j]);
+    const std::string want = matrix ? std::to_string(rows) + "×" + std::to_string(cols) : std::to_string(rows);
+    throw ModelError(where + "tensor '" + name + "' has shape " + got + " (expected " + want + ", rows × cols, for architecture " +
+                     arch_name + ")");
+  }
+  if (f32_only && t.dtype != DType::F32)
+    throw ModelError(where + "tensor '" + name + "' is " + std::string(dtype_name(t.dtype)) + " (expected F32 for a norm weight, bias or factor)");
+  if (t.dtype == DType::F32) {
+    const auto n = static_cast<std::size_t>(t.numel());
+    if (const std::size_t j = kernels::first_nonfinite(t.f32(), n); j < n)
+      throw ModelError(where + "tensor '" + name + "' value #" + std::to_string(j) + " is not a finite number");
+    // RoPE frequency factors divide each pair's frequency: a zero or negative one gives an infinite or
+    // reversed angle (NaN logits at the first step). Named here, as the tensor it is.
+    if (name == "rope_freqs.weight")
+      for (std::size_t k = 0; k < n; ++k)
+        if (!(t.f32()[k] > 0))
+          throw ModelError(where + "tensor 'rope_freqs.weight' value #" + std::to_string(k) + " is " + std::to_string(t.f32()[k]) +
+                           " (RoPE frequency factors divide a frequency: expected > 0)");
+  }
+  return t;
+}
+
+}  // namespace
+
+void ModelSource::open_gguf() {
+  const std::string where = path_.string() + ": ";
+  gguf_ = std::make_unique<GgufFile>(path_.string(), file_->data(), file_->size());
+  metadata_ = gguf_->metadata();
+  const Metadata& m = metadata_;
+
+  const auto arch_name = m.get_string("general.architecture");
+  if (!arch_name)
+    throw ModelError(where + "metadata has no 'general.architecture' (expected one of: " + supported_architectures() + ")");
+  const ArchTable* arch = find_architecture(*arch_name);
+  if (!arch)
+    throw ModelError(where + "architecture '" + printable_text(*arch_name) + "' is not supported (supported: " + supported_architectures() + ")");
+  const std::string a = *arch_name + ".";
+
+  Config& c = config_;
+  c = read_config(m, *arch, *arch_name, static_cast<int>(gguf_->version()), where);
+
   // Tensors: looked up by name (llama-quantize reorders them), shapes checked against the config.
   std::set<std::string> used;
   auto tensor = [&](const std::string& name, std::int64_t rows, std::int64_t cols, bool f32_only) {
-    const GgufTensorInfo* info = gguf_->find(name);
-    Tensor t = gguf_->tensor(*info);
     used.insert(name);
-    const bool matrix = cols > 0;
-    bool ok = matrix ? (t.n_dims == 2 && t.shape[0] == rows && t.shape[1] == cols) : (t.n_dims == 1 && t.shape[0] == rows);
-    if (!ok) {
-      std::string got;
-      for (int j = 0; j < t.n_dims; ++j) got += (got.empty() ? "" : "×") + std::to_string(t.shape[j]);
-      const std::string want = matrix ? std::to_string(rows) + "×" + std::to_string(cols) : std::to_string(rows);
-      throw ModelError(where + "tensor '" + name + "' has shape " + got + " (expected " + want + ", rows × cols, for architecture " +
-                       *arch_name + ")");
-    }
-    if (f32_only && t.dtype != DType::F32)
-      throw ModelError(where + "tensor '" + name + "' is " + std::string(dtype_name(t.dtype)) + " (expected F32 for a norm weight, bias or factor)");
-    if (t.dtype == DType::F32) {
-      const auto n = static_cast<std::size_t>(t.numel());
-      if (const std::size_t j = kernels::first_nonfinite(t.f32(), n); j < n)
-        throw ModelError(where + "tensor '" + name + "' value #" + std::to_string(j) + " is not a finite number");
-      // RoPE frequency factors divide each pair's frequency: a zero or negative one gives an infinite or
-      // reversed angle (NaN logits at the first step). Named here, as the tensor it is.
-      if (name == "rope_freqs.weight")
-        for (std::size_t k = 0; k < n; ++k)
-          if (!(t.f32()[k] > 0))
-            throw ModelError(where + "tensor 'rope_freqs.weight' value #" + std::to_string(k) + " is " + std::to_string(t.f32()[k]) +
-                             " (RoPE frequency factors divide a frequency: expected > 0)");
-    }
-    return t;
+    return checked_tensor(*gguf_, name, rows, cols, f32_only, *arch_name, where);
   };
   const GgufTensorInfo* emb = gguf_->find("token_embd.weight");
   if (!emb) throw ModelError(where + "tensor 'token_embd.weight' is missing (required for architecture " + *arch_name + ")");
