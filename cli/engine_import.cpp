@@ -813,284 +813,16 @@ bool is_engine_file(const std::string& path) {
   return false;
 }
 
-ImportedRun read_engine_file(const std::string& path, const std::string& from, int index, const Tokenizer& tok) {
-  if (!from.empty() && std::find(import_dialects().begin(), import_dialects().end(), from) == import_dialects().end()) {
-    std::string all;
-    for (const auto& d : import_dialects()) all += (all.empty() ? "" : ", ") + d;
-    throw ConfigError("--from '" + from + "': unknown dialect (expected one of " + all + ")");
-  }
-  if (auto why = not_a_regular_file(path)) throw InputError(path + ": " + *why);
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw InputError(path + ": cannot read: " + std::strerror(errno));
-  const auto size = static_cast<std::uint64_t>(in.tellg());
-  if (size > kMaxStructuredInputBytes) throw InputError(path + ": " + std::to_string(size) + " bytes, more than an engine capture may hold");
-  in.seekg(0);
-  std::string text(size, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  if (!in) throw InputError(path + ": read failed");
+// One engine file read into an ImportedRun: the dialect's reader (a NumPy array, a llama.cpp KL-divergence
+// base file, an SSE stream, or JSON/JSONL responses), each entry's candidates aligned to the vocabulary, then
+// the entries placed on the generated tokens' steps.
+class EngineFileReader {
+ public:
+  EngineFileReader(const std::string& path, const std::string& from, int index, const Tokenizer& tok)
+      : path(path), from(from), index(index), tok(tok), vocab(tok), V(vocab.size()) {}
+  ImportedRun read();
 
-  const Vocab vocab(tok);
-  const int V = vocab.size();
-  Parsed p;
-  ImportedRun run;
-  std::vector<std::vector<float>> full_rows;  // npy / kld: every value of each reported row
-  std::vector<double> kld_floor;              // kld: log p of every unlisted token is at most this
-
-  // ---- every token to an id ----
-  auto resolve = [&](const RawToken& t) -> std::optional<std::int32_t> {
-    if (t.id) {
-      if (*t.id >= V) throw InputError(t.where + ": token id " + std::to_string(*t.id) + " is outside the model's vocabulary of " + std::to_string(V));
-      return *t.id;
-    }
-    if (t.bytes) {
-      if (auto id = vocab.by_bytes(*t.bytes)) return id;
-      if (t.bytes->empty()) return std::nullopt;
-    }
-    if (t.text) return vocab.by_text(*t.text);
-    return std::nullopt;
-  };
-  auto describe = [&](const RawToken& t) {
-    std::string s = t.text ? show(*t.text) : std::string("a token");
-    if (t.bytes) {
-      s += " (bytes";
-      for (unsigned char c : *t.bytes) s += " " + std::to_string(c);
-      s += ")";
-    }
-    return s;
-  };
-
-  // An entry's candidates onto ids, their mass checked (post: probabilities, else logprobs).
-  auto align_top = [&](const RawEntry& r, bool post) {
-    AlignedTop out;
-    if (r.top.size() > static_cast<std::size_t>(V))
-      throw InputError(r.where + ": a top list of " + std::to_string(r.top.size()) + " candidates, more than the model's vocabulary of " + std::to_string(V));
-    int dropped = 0;
-    std::vector<bool> seen(static_cast<std::size_t>(V));
-    double listed = 0;
-    for (std::size_t k = 0; k < r.top.size(); ++k) {
-      const RawCandidate& c = r.top[k];
-      if (c.tok.id && *c.tok.id >= V && !r.top_at.empty())
-        throw InputError(r.candidate_where(k) + ": token id " + std::to_string(*c.tok.id) + " is outside the model's vocabulary of " + std::to_string(V));
-      auto id = resolve(c.tok);
-      if (!id) {
-        ++dropped;  // an alternative this vocabulary cannot name (an empty string: a control token or held-back byte)
-        continue;
-      }
-      if (seen[static_cast<std::size_t>(*id)]) continue;  // two strings for one id (e.g. "<s>" and ""): keep the first
-      seen[static_cast<std::size_t>(*id)] = true;
-      out.top.push_back({*id, c.value});
-    }
-    if (dropped > 0 && dropped == static_cast<int>(r.top.size()) && !r.top.empty())
-      throw InputError((r.top_at.empty() ? r.top[0].tok.where : r.candidate_where(0)) + ": token " + describe(r.top[0].tok) + " matches no entry of the model's vocabulary (" + std::to_string(V) +
-                       " tokens): another model?");
-    for (const auto& c : out.top) listed += post ? c.value : std::exp(c.value);
-    // One distribution's entries: their probabilities cannot sum past 1 (beyond the rounding of the engine).
-    if (listed > 1 + traces::kProbabilityMassTolerance) {
-      char buf[200];
-      std::snprintf(buf, sizeof buf, ": the %zu listed %s sum to a probability of %.6g, more than 1 (+%g): not one distribution", out.top.size(),
-                    post ? "probabilities" : "logprobs", listed, traces::kProbabilityMassTolerance);
-      throw InputError(r.where + buf);
-    }
-    if (r.has_top) out.unlisted = std::max(0.0, 1 - listed);
-    return out;
-  };
-  // The entries of a response or a stream are aligned as they are read: its candidates are not all held.
-  p.on_entry = [&](RawEntry& r) {
-    r.aligned = align_top(r, distribution_of(p.dialect) == "post");
-    std::vector<RawCandidate>().swap(r.top);
-  };
-
-  const bool npy = text.compare(0, 6, "\x93NUMPY") == 0;
-  const bool kld = text.compare(0, 8, "_logits_") == 0;
-  if ((npy && !from.empty() && from != "hf-npy") || (kld && !from.empty() && from != "llamacpp-kld"))
-    throw InputError(path + ": --from " + from + " but the file is a " + (npy ? "NumPy .npy array" : "llama.cpp KL-divergence base file"));
-  if (npy || from == "hf-npy") {
-    p.dialect = "hf-npy";
-    read_npy(text, path, V, p);
-    for (auto& e : p.entries) {
-      std::vector<float> row(static_cast<std::size_t>(V));
-      for (std::size_t i = 0; i < e.top.size(); ++i) row[i] = static_cast<float>(e.top[i].value);
-      full_rows.push_back(std::move(row));
-      e.top.clear();
-      e.has_top = false;
-    }
-    // The sidecar (NAME.json beside NAME.npy) has what the array does not: the prompt's and the generated ids.
-    std::string side = path.substr(0, path.size() - (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0 ? 4 : 0)) + ".json";
-    std::string why;
-    if (auto t = read_structured_file(side, why)) {
-      const json j = parse_json_input<InputError>(*t, side);
-      auto ids_of = [&](const char* key) -> std::optional<std::vector<std::int32_t>> {
-        if (!j.is_object() || !j.contains(key)) return std::nullopt;
-        const json& a = need_array(j, key, side);
-        std::vector<std::int32_t> ids;
-        for (std::size_t i = 0; i < a.size(); ++i) ids.push_back(read_id(a[i], side + ": " + key + "[" + std::to_string(i) + "]"));
-        return ids;
-      };
-      p.prompt_ids = ids_of("prompt_ids");
-      p.tokens = ids_of("generated_ids");
-      if (j.is_object() && j.contains("prompt") && j["prompt"].is_string()) p.prompt = j["prompt"].get<std::string>();
-      run.notes.push_back("read the prompt and the generated ids from " + side);
-    } else {
-      run.notes.push_back(side + " not found: the generated ids are each row's argmax (a greedy run)");
-    }
-    if (!p.tokens) {
-      std::vector<std::int32_t> ids;
-      for (const auto& row : full_rows) ids.push_back(static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
-      p.tokens = ids;
-    }
-    if (p.tokens->size() != full_rows.size())
-      throw InputError(side + ": generated_ids has " + std::to_string(p.tokens->size()) + " ids but " + path + " has " +
-                       std::to_string(full_rows.size()) + " rows (row k is the distribution that chose generated token k)");
-    for (std::size_t i = 0; i < p.entries.size(); ++i) p.entries[i].tok.id = (*p.tokens)[i];
-  } else if (kld || from == "llamacpp-kld") {
-    p.dialect = "llamacpp-kld";
-    auto rd = [&](std::size_t off, void* dst, std::size_t n, const char* what) {
-      if (off + n > text.size()) throw InputError(path + ": truncated KL-divergence base file: " + what + " at byte " + std::to_string(off) + " runs past the end");
-      std::memcpy(dst, text.data() + off, n);
-    };
-    KldFile k;
-    if (!kld) throw InputError(path + ": not a llama.cpp KL-divergence base file (no _logits_ magic)");
-    rd(8, &k.n_ctx, 4, "n_ctx");
-    rd(12, &k.n_vocab, 4, "n_vocab");
-    rd(16, &k.n_chunk, 4, "n_chunk");
-    if (k.n_vocab != V) throw InputError(path + ": n_vocab " + std::to_string(k.n_vocab) + " but the model's vocabulary has " + std::to_string(V) + " tokens");
-    if (k.n_ctx < 4 || k.n_ctx > (1u << 20) || k.n_chunk < 1 || k.n_chunk > (1 << 20))
-      throw InputError(path + ": n_ctx " + std::to_string(k.n_ctx) + ", n_chunk " + std::to_string(k.n_chunk) + " are not sizes");
-    // The size the header implies, checked against the file before anything is sized by it (a 20-byte file
-    // must not allocate the 4 GiB of tokens its header claims). n_ctx and n_chunk are below 2^20: no overflow.
-    const std::size_t ntok = static_cast<std::size_t>(k.n_ctx) * static_cast<std::size_t>(k.n_chunk);
-    k.rows_at = 20 + 4 * ntok;
-    k.row_u16 = 2 * ((static_cast<std::size_t>(k.n_vocab) + 1) / 2) + 4;
-    const std::size_t rows_per_chunk = k.n_ctx - 1 - k.n_ctx / 2;
-    const std::size_t expect = k.rows_at + static_cast<std::size_t>(k.n_chunk) * rows_per_chunk * k.row_u16 * 2;
-    if (text.size() != expect)
-      throw InputError(path + ": " + std::to_string(text.size()) + " bytes, but n_ctx " + std::to_string(k.n_ctx) + ", n_vocab " +
-                       std::to_string(k.n_vocab) + ", n_chunk " + std::to_string(k.n_chunk) + " mean " + std::to_string(expect));
-    k.tokens.resize(ntok);
-    rd(20, k.tokens.data(), 4 * ntok, "the tokens");
-    const int chunk = std::max(index, 0);
-    if (chunk >= k.n_chunk)
-      throw InputError(path + ": --prompt-index " + std::to_string(chunk) + " but the file holds " + std::to_string(k.n_chunk) + " chunks");
-    if (index < 0 && k.n_chunk > 1)
-      run.notes.push_back(path + " holds " + std::to_string(k.n_chunk) + " chunks of " + std::to_string(k.n_ctx) + " tokens; importing chunk 0 (--prompt-index picks another)");
-    const std::size_t base = static_cast<std::size_t>(chunk) * k.n_ctx;
-    for (std::size_t i = 0; i < k.n_ctx; ++i)
-      if (k.tokens[base + i] < 0 || k.tokens[base + i] >= V) throw InputError(path + ": token " + std::to_string(base + i) + " is " + std::to_string(k.tokens[base + i]) + ", outside the vocabulary");
-    // The tool evaluates each chunk with BOS in place of its first token; rows follow positions n_ctx/2 .. n_ctx-2.
-    std::vector<std::int32_t> prompt(k.tokens.begin() + static_cast<std::ptrdiff_t>(base), k.tokens.begin() + static_cast<std::ptrdiff_t>(base + k.n_ctx / 2 + 1));
-    if (tok.bos_id() >= 0) prompt[0] = tok.bos_id();
-    p.prompt_ids = prompt;
-    std::vector<std::int32_t> gen;
-    for (std::size_t r = 0; r < rows_per_chunk; ++r) {
-      const std::size_t off = k.rows_at + (static_cast<std::size_t>(chunk) * rows_per_chunk + r) * k.row_u16 * 2;
-      float scale, minlp;
-      rd(off, &scale, 4, "a row's scale");
-      rd(off + 4, &minlp, 4, "a row's min_log_prob");
-      const std::string w = path + ": chunk " + std::to_string(chunk) + ", row " + std::to_string(r);
-      if (!std::isfinite(scale) || scale <= 0 || !std::isfinite(minlp) || minlp > 0)
-        throw InputError(w + ": scale " + std::to_string(scale) + ", min_log_prob " + std::to_string(minlp) + " (expected scale > 0, min_log_prob <= 0)");
-      std::vector<float> row(static_cast<std::size_t>(V));
-      for (int i = 0; i < V; ++i) {
-        std::uint16_t q;
-        rd(off + 8 + 2 * static_cast<std::size_t>(i), &q, 2, "a row's values");
-        row[static_cast<std::size_t>(i)] = q > 0 ? scale * q + minlp : -HUGE_VALF;  // q = 0: below the row's floor
-      }
-      const std::int32_t next = k.tokens[base + k.n_ctx / 2 + 1 + r];
-      gen.push_back(next);
-      RawEntry e;
-      e.where = w;
-      e.tok.id = next;
-      e.has_top = true;
-      for (int i = 0; i < V; ++i)
-        if (std::isfinite(row[static_cast<std::size_t>(i)])) e.top.push_back({RawToken{i, {}, {}, {}}, row[static_cast<std::size_t>(i)]});
-      std::sort(e.top.begin(), e.top.end(), [](const RawCandidate& a, const RawCandidate& b) { return a.value > b.value || (a.value == b.value && *a.tok.id < *b.tok.id); });
-      if (std::isfinite(row[static_cast<std::size_t>(next)])) e.value = row[static_cast<std::size_t>(next)];
-      kld_floor.push_back(minlp);
-      p.entries.push_back(std::move(e));
-    }
-    p.tokens = gen;
-    run.notes.push_back("chunk " + std::to_string(chunk) + ": " + std::to_string(rows_per_chunk) + " rows (positions " + std::to_string(k.n_ctx / 2) + ".." +
-                        std::to_string(k.n_ctx - 2) + "), each listing the tokens within 16 of the best logit (u16-quantized, ±1.3e-4)");
-  } else if (looks_sse(text)) {
-    read_sse(text, path, from, p);
-  } else {
-    // One JSON response, or a JSONL of responses (one per line; --prompt-index picks one).
-    const auto lines = split_lines(text);
-    std::vector<Line> objects;
-    for (const auto& l : lines)
-      if (!l.text.empty()) objects.push_back(l);
-    bool jsonl = false;
-    if (objects.size() > 1) {
-      // (a whole object on the first line; accept() builds no tree)
-      const auto first = objects[0].text.find_first_not_of(" \t\r");
-      jsonl = first != std::string_view::npos && objects[0].text[first] == '{' && json::accept(objects[0].text);
-    }
-    std::vector<std::pair<json, std::string>> docs;
-    std::vector<std::string_view> sources;  // each document's text (vLLM's key order needs a second, ordered parse)
-    if (jsonl) {
-      for (const auto& l : objects) {
-        docs.emplace_back(parse_capture(l.text, path + ":" + std::to_string(l.number)), path + ":" + std::to_string(l.number));
-        sources.push_back(l.text);
-      }
-    } else {
-      docs.emplace_back(parse_capture(text, path), path);
-      sources.push_back(text);
-      if (docs[0].first.is_array() && docs[0].first.size() == 1) docs[0].first = item(docs[0].first, 0);  // TGI's [{...}]
-    }
-    std::string first;
-    for (const auto& [j, w] : docs) {
-      const std::string d = from.empty() ? dialect_of(j) : from;
-      if (d == "?" || d.empty()) {
-        std::string keys;
-        if (j.is_object()) for (const auto& [key, v] : j.items()) keys += (keys.empty() ? "" : ", ") + key;
-        throw InputError(w + ": a response in no known logprob dialect (keys: " + keys + "); --from names one of: llamacpp-completion, " +
-                         "llamacpp-post, llamacpp-old, openai-chat, openai-legacy, vllm, tgi, hf-npy, llamacpp-kld");
-      }
-      if (first.empty()) first = d;
-      else if (d != first) throw InputError(w + ": a " + d + " response in a JSONL whose first response is " + first + " (mixed dialects)");
-    }
-    if (index >= static_cast<int>(docs.size()))
-      throw InputError(path + ": --prompt-index " + std::to_string(index) + " but the file holds " + std::to_string(docs.size()) + " responses");
-    if (docs.size() > 1 && index < 0)
-      run.notes.push_back(path + " holds " + std::to_string(docs.size()) + " responses; importing the first (--prompt-index picks another)");
-    const auto& [j, w] = docs[static_cast<std::size_t>(std::max(index, 0))];
-    p.dialect = first;
-    entries_of(j, first, w, p);
-    if (first.rfind("llamacpp", 0) == 0) extras_of(j, p, false);
-    if (first == "vllm") {
-      // The prompt's ids: each prompt_logprobs dict lists the actual prompt token first (then the top-N), and
-      // nlohmann::json sorts keys, so read the order again with ordered_json (the limits were checked above).
-      auto oj = parse_capture<nlohmann::ordered_json>(sources[static_cast<std::size_t>(std::max(index, 0))], w);
-      if (oj.is_array() && oj.size() == 1) oj = item(oj, 0);
-      // (checked again here: a const operator[] on a missing key is undefined, and stol throws its own type)
-      const auto& ch = oj.is_object() && oj.contains("choices") ? oj.at("choices") : oj;
-      const auto c0 = ch.is_array() && !ch.empty() ? item(ch, 0) : nlohmann::ordered_json();
-      if (!c0.is_object() || !c0.contains("prompt_logprobs") || !c0.at("prompt_logprobs").is_array())
-        throw InputError(w + ": choices[0].prompt_logprobs: expected an array");
-      const auto& pl = c0.at("prompt_logprobs");
-      std::vector<std::int32_t> ids = {tok.bos_id() >= 0 ? tok.bos_id() : 0};
-      for (std::size_t i = 1; i < pl.size(); ++i) {
-        const std::string q = w + ": choices[0].prompt_logprobs[" + std::to_string(i) + "]";
-        nlohmann::ordered_json pi_kept;
-        const auto& pi = item(pl, i, pi_kept);
-        if (!pi.is_object() || pi.empty()) throw InputError(q + ": expected an object of candidates");
-        const std::string& key = pi.begin().key();
-        if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
-          throw InputError(q + ": key '" + key + "' is not a token id");
-        ids.push_back(static_cast<std::int32_t>(std::stol(key)));
-      }
-      if (tok.bos_id() < 0) ids.erase(ids.begin());
-      p.prompt_ids = ids;
-    }
-  }
-  run.dialect = p.dialect;
-  run.distribution = distribution_of(p.dialect);
-  run.prompt = p.prompt;
-  run.prompt_ids = p.prompt_ids;
-  for (auto& n : p.notes) run.notes.push_back(std::move(n));
-  if (p.entries.empty()) throw InputError(path + ": the " + p.dialect + " response reports no token");
-  const bool post = run.distribution == "post";
-
+ private:
   // Each entry's distribution, aligned.
   struct Aligned {
     std::optional<std::int32_t> id;     // the emitted token, when known by itself
@@ -1100,6 +832,271 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
     std::optional<double> unlisted;
     std::string where;
   };
+
+  // ---- every token to an id ----
+  std::optional<std::int32_t> resolve(const RawToken& t) const;
+  std::string describe(const RawToken& t) const;
+  // An entry's candidates onto ids, their mass checked (post: probabilities, else logprobs).
+  AlignedTop align_top(const RawEntry& r, bool post) const;
+  void read_npy_file(const std::string& text);   // hf-npy, with its sidecar NAME.json
+  void read_kld_file(const std::string& text);   // llamacpp-kld: one chunk's rows
+  void read_json_file(const std::string& text);  // one JSON response or a JSONL of them (--prompt-index)
+  std::vector<Aligned> aligned_entries(bool post);
+  void place_steps(std::vector<Aligned>& al);    // entries onto steps: run.steps
+
+  const std::string& path;
+  const std::string& from;
+  const int index;
+  const Tokenizer& tok;
+  const Vocab vocab;
+  const int V;
+  Parsed p;
+  ImportedRun run;
+  std::vector<std::vector<float>> full_rows;  // npy / kld: every value of each reported row
+  std::vector<double> kld_floor;              // kld: log p of every unlisted token is at most this
+};
+
+std::optional<std::int32_t> EngineFileReader::resolve(const RawToken& t) const {
+  if (t.id) {
+    if (*t.id >= V) throw InputError(t.where + ": token id " + std::to_string(*t.id) + " is outside the model's vocabulary of " + std::to_string(V));
+    return *t.id;
+  }
+  if (t.bytes) {
+    if (auto id = vocab.by_bytes(*t.bytes)) return id;
+    if (t.bytes->empty()) return std::nullopt;
+  }
+  if (t.text) return vocab.by_text(*t.text);
+  return std::nullopt;
+}
+
+std::string EngineFileReader::describe(const RawToken& t) const {
+  std::string s = t.text ? show(*t.text) : std::string("a token");
+  if (t.bytes) {
+    s += " (bytes";
+    for (unsigned char c : *t.bytes) s += " " + std::to_string(c);
+    s += ")";
+  }
+  return s;
+}
+
+AlignedTop EngineFileReader::align_top(const RawEntry& r, bool post) const {
+  AlignedTop out;
+  if (r.top.size() > static_cast<std::size_t>(V))
+    throw InputError(r.where + ": a top list of " + std::to_string(r.top.size()) + " candidates, more than the model's vocabulary of " + std::to_string(V));
+  int dropped = 0;
+  std::vector<bool> seen(static_cast<std::size_t>(V));
+  double listed = 0;
+  for (std::size_t k = 0; k < r.top.size(); ++k) {
+    const RawCandidate& c = r.top[k];
+    if (c.tok.id && *c.tok.id >= V && !r.top_at.empty())
+      throw InputError(r.candidate_where(k) + ": token id " + std::to_string(*c.tok.id) + " is outside the model's vocabulary of " + std::to_string(V));
+    auto id = resolve(c.tok);
+    if (!id) {
+      ++dropped;  // an alternative this vocabulary cannot name (an empty string: a control token or held-back byte)
+      continue;
+    }
+    if (seen[static_cast<std::size_t>(*id)]) continue;  // two strings for one id (e.g. "<s>" and ""): keep the first
+    seen[static_cast<std::size_t>(*id)] = true;
+    out.top.push_back({*id, c.value});
+  }
+  if (dropped > 0 && dropped == static_cast<int>(r.top.size()) && !r.top.empty())
+    throw InputError((r.top_at.empty() ? r.top[0].tok.where : r.candidate_where(0)) + ": token " + describe(r.top[0].tok) + " matches no entry of the model's vocabulary (" + std::to_string(V) +
+                     " tokens): another model?");
+  for (const auto& c : out.top) listed += post ? c.value : std::exp(c.value);
+  // One distribution's entries: their probabilities cannot sum past 1 (beyond the rounding of the engine).
+  if (listed > 1 + traces::kProbabilityMassTolerance) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf, ": the %zu listed %s sum to a probability of %.6g, more than 1 (+%g): not one distribution", out.top.size(),
+                  post ? "probabilities" : "logprobs", listed, traces::kProbabilityMassTolerance);
+    throw InputError(r.where + buf);
+  }
+  if (r.has_top) out.unlisted = std::max(0.0, 1 - listed);
+  return out;
+}
+
+void EngineFileReader::read_npy_file(const std::string& text) {
+  p.dialect = "hf-npy";
+  read_npy(text, path, V, p);
+  for (auto& e : p.entries) {
+    std::vector<float> row(static_cast<std::size_t>(V));
+    for (std::size_t i = 0; i < e.top.size(); ++i) row[i] = static_cast<float>(e.top[i].value);
+    full_rows.push_back(std::move(row));
+    e.top.clear();
+    e.has_top = false;
+  }
+  // The sidecar (NAME.json beside NAME.npy) has what the array does not: the prompt's and the generated ids.
+  std::string side = path.substr(0, path.size() - (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0 ? 4 : 0)) + ".json";
+  std::string why;
+  if (auto t = read_structured_file(side, why)) {
+    const json j = parse_json_input<InputError>(*t, side);
+    auto ids_of = [&](const char* key) -> std::optional<std::vector<std::int32_t>> {
+      if (!j.is_object() || !j.contains(key)) return std::nullopt;
+      const json& a = need_array(j, key, side);
+      std::vector<std::int32_t> ids;
+      for (std::size_t i = 0; i < a.size(); ++i) ids.push_back(read_id(a[i], side + ": " + key + "[" + std::to_string(i) + "]"));
+      return ids;
+    };
+    p.prompt_ids = ids_of("prompt_ids");
+    p.tokens = ids_of("generated_ids");
+    if (j.is_object() && j.contains("prompt") && j["prompt"].is_string()) p.prompt = j["prompt"].get<std::string>();
+    run.notes.push_back("read the prompt and the generated ids from " + side);
+  } else {
+    run.notes.push_back(side + " not found: the generated ids are each row's argmax (a greedy run)");
+  }
+  if (!p.tokens) {
+    std::vector<std::int32_t> ids;
+    for (const auto& row : full_rows) ids.push_back(static_cast<std::int32_t>(std::max_element(row.begin(), row.end()) - row.begin()));
+    p.tokens = ids;
+  }
+  if (p.tokens->size() != full_rows.size())
+    throw InputError(side + ": generated_ids has " + std::to_string(p.tokens->size()) + " ids but " + path + " has " +
+                     std::to_string(full_rows.size()) + " rows (row k is the distribution that chose generated token k)");
+  for (std::size_t i = 0; i < p.entries.size(); ++i) p.entries[i].tok.id = (*p.tokens)[i];
+}
+
+void EngineFileReader::read_kld_file(const std::string& text) {
+  p.dialect = "llamacpp-kld";
+  auto rd = [&](std::size_t off, void* dst, std::size_t n, const char* what) {
+    if (off + n > text.size()) throw InputError(path + ": truncated KL-divergence base file: " + what + " at byte " + std::to_string(off) + " runs past the end");
+    std::memcpy(dst, text.data() + off, n);
+  };
+  KldFile k;
+  if (text.compare(0, 8, "_logits_") != 0) throw InputError(path + ": not a llama.cpp KL-divergence base file (no _logits_ magic)");
+  rd(8, &k.n_ctx, 4, "n_ctx");
+  rd(12, &k.n_vocab, 4, "n_vocab");
+  rd(16, &k.n_chunk, 4, "n_chunk");
+  if (k.n_vocab != V) throw InputError(path + ": n_vocab " + std::to_string(k.n_vocab) + " but the model's vocabulary has " + std::to_string(V) + " tokens");
+  if (k.n_ctx < 4 || k.n_ctx > (1u << 20) || k.n_chunk < 1 || k.n_chunk > (1 << 20))
+    throw InputError(path + ": n_ctx " + std::to_string(k.n_ctx) + ", n_chunk " + std::to_string(k.n_chunk) + " are not sizes");
+  // The size the header implies, checked against the file before anything is sized by it (a 20-byte file
+  // must not allocate the 4 GiB of tokens its header claims). n_ctx and n_chunk are below 2^20: no overflow.
+  const std::size_t ntok = static_cast<std::size_t>(k.n_ctx) * static_cast<std::size_t>(k.n_chunk);
+  k.rows_at = 20 + 4 * ntok;
+  k.row_u16 = 2 * ((static_cast<std::size_t>(k.n_vocab) + 1) / 2) + 4;
+  const std::size_t rows_per_chunk = k.n_ctx - 1 - k.n_ctx / 2;
+  const std::size_t expect = k.rows_at + static_cast<std::size_t>(k.n_chunk) * rows_per_chunk * k.row_u16 * 2;
+  if (text.size() != expect)
+    throw InputError(path + ": " + std::to_string(text.size()) + " bytes, but n_ctx " + std::to_string(k.n_ctx) + ", n_vocab " +
+                     std::to_string(k.n_vocab) + ", n_chunk " + std::to_string(k.n_chunk) + " mean " + std::to_string(expect));
+  k.tokens.resize(ntok);
+  rd(20, k.tokens.data(), 4 * ntok, "the tokens");
+  const int chunk = std::max(index, 0);
+  if (chunk >= k.n_chunk)
+    throw InputError(path + ": --prompt-index " + std::to_string(chunk) + " but the file holds " + std::to_string(k.n_chunk) + " chunks");
+  if (index < 0 && k.n_chunk > 1)
+    run.notes.push_back(path + " holds " + std::to_string(k.n_chunk) + " chunks of " + std::to_string(k.n_ctx) + " tokens; importing chunk 0 (--prompt-index picks another)");
+  const std::size_t base = static_cast<std::size_t>(chunk) * k.n_ctx;
+  for (std::size_t i = 0; i < k.n_ctx; ++i)
+    if (k.tokens[base + i] < 0 || k.tokens[base + i] >= V) throw InputError(path + ": token " + std::to_string(base + i) + " is " + std::to_string(k.tokens[base + i]) + ", outside the vocabulary");
+  // The tool evaluates each chunk with BOS in place of its first token; rows follow positions n_ctx/2 .. n_ctx-2.
+  std::vector<std::int32_t> prompt(k.tokens.begin() + static_cast<std::ptrdiff_t>(base), k.tokens.begin() + static_cast<std::ptrdiff_t>(base + k.n_ctx / 2 + 1));
+  if (tok.bos_id() >= 0) prompt[0] = tok.bos_id();
+  p.prompt_ids = prompt;
+  std::vector<std::int32_t> gen;
+  for (std::size_t r = 0; r < rows_per_chunk; ++r) {
+    const std::size_t off = k.rows_at + (static_cast<std::size_t>(chunk) * rows_per_chunk + r) * k.row_u16 * 2;
+    float scale, minlp;
+    rd(off, &scale, 4, "a row's scale");
+    rd(off + 4, &minlp, 4, "a row's min_log_prob");
+    const std::string w = path + ": chunk " + std::to_string(chunk) + ", row " + std::to_string(r);
+    if (!std::isfinite(scale) || scale <= 0 || !std::isfinite(minlp) || minlp > 0)
+      throw InputError(w + ": scale " + std::to_string(scale) + ", min_log_prob " + std::to_string(minlp) + " (expected scale > 0, min_log_prob <= 0)");
+    std::vector<float> row(static_cast<std::size_t>(V));
+    for (int i = 0; i < V; ++i) {
+      std::uint16_t q;
+      rd(off + 8 + 2 * static_cast<std::size_t>(i), &q, 2, "a row's values");
+      row[static_cast<std::size_t>(i)] = q > 0 ? scale * q + minlp : -HUGE_VALF;  // q = 0: below the row's floor
+    }
+    const std::int32_t next = k.tokens[base + k.n_ctx / 2 + 1 + r];
+    gen.push_back(next);
+    RawEntry e;
+    e.where = w;
+    e.tok.id = next;
+    e.has_top = true;
+    for (int i = 0; i < V; ++i)
+      if (std::isfinite(row[static_cast<std::size_t>(i)])) e.top.push_back({RawToken{i, {}, {}, {}}, row[static_cast<std::size_t>(i)]});
+    std::sort(e.top.begin(), e.top.end(), [](const RawCandidate& a, const RawCandidate& b) { return a.value > b.value || (a.value == b.value && *a.tok.id < *b.tok.id); });
+    if (std::isfinite(row[static_cast<std::size_t>(next)])) e.value = row[static_cast<std::size_t>(next)];
+    kld_floor.push_back(minlp);
+    p.entries.push_back(std::move(e));
+  }
+  p.tokens = gen;
+  run.notes.push_back("chunk " + std::to_string(chunk) + ": " + std::to_string(rows_per_chunk) + " rows (positions " + std::to_string(k.n_ctx / 2) + ".." +
+                      std::to_string(k.n_ctx - 2) + "), each listing the tokens within 16 of the best logit (u16-quantized, ±1.3e-4)");
+}
+
+void EngineFileReader::read_json_file(const std::string& text) {
+  // One JSON response, or a JSONL of responses (one per line; --prompt-index picks one).
+  const auto lines = split_lines(text);
+  std::vector<Line> objects;
+  for (const auto& l : lines)
+    if (!l.text.empty()) objects.push_back(l);
+  bool jsonl = false;
+  if (objects.size() > 1) {
+    // (a whole object on the first line; accept() builds no tree)
+    const auto first = objects[0].text.find_first_not_of(" \t\r");
+    jsonl = first != std::string_view::npos && objects[0].text[first] == '{' && json::accept(objects[0].text);
+  }
+  std::vector<std::pair<json, std::string>> docs;
+  std::vector<std::string_view> sources;  // each document's text (vLLM's key order needs a second, ordered parse)
+  if (jsonl) {
+    for (const auto& l : objects) {
+      docs.emplace_back(parse_capture(l.text, path + ":" + std::to_string(l.number)), path + ":" + std::to_string(l.number));
+      sources.push_back(l.text);
+    }
+  } else {
+    docs.emplace_back(parse_capture(text, path), path);
+    sources.push_back(text);
+    if (docs[0].first.is_array() && docs[0].first.size() == 1) docs[0].first = item(docs[0].first, 0);  // TGI's [{...}]
+  }
+  std::string first;
+  for (const auto& [j, w] : docs) {
+    const std::string d = from.empty() ? dialect_of(j) : from;
+    if (d == "?" || d.empty()) {
+      std::string keys;
+      if (j.is_object()) for (const auto& [key, v] : j.items()) keys += (keys.empty() ? "" : ", ") + key;
+      throw InputError(w + ": a response in no known logprob dialect (keys: " + keys + "); --from names one of: llamacpp-completion, " +
+                       "llamacpp-post, llamacpp-old, openai-chat, openai-legacy, vllm, tgi, hf-npy, llamacpp-kld");
+    }
+    if (first.empty()) first = d;
+    else if (d != first) throw InputError(w + ": a " + d + " response in a JSONL whose first response is " + first + " (mixed dialects)");
+  }
+  if (index >= static_cast<int>(docs.size()))
+    throw InputError(path + ": --prompt-index " + std::to_string(index) + " but the file holds " + std::to_string(docs.size()) + " responses");
+  if (docs.size() > 1 && index < 0)
+    run.notes.push_back(path + " holds " + std::to_string(docs.size()) + " responses; importing the first (--prompt-index picks another)");
+  const auto& [j, w] = docs[static_cast<std::size_t>(std::max(index, 0))];
+  p.dialect = first;
+  entries_of(j, first, w, p);
+  if (first.rfind("llamacpp", 0) == 0) extras_of(j, p, false);
+  if (first == "vllm") {
+    // The prompt's ids: each prompt_logprobs dict lists the actual prompt token first (then the top-N), and
+    // nlohmann::json sorts keys, so read the order again with ordered_json (the limits were checked above).
+    auto oj = parse_capture<nlohmann::ordered_json>(sources[static_cast<std::size_t>(std::max(index, 0))], w);
+    if (oj.is_array() && oj.size() == 1) oj = item(oj, 0);
+    // (checked again here: a const operator[] on a missing key is undefined, and stol throws its own type)
+    const auto& ch = oj.is_object() && oj.contains("choices") ? oj.at("choices") : oj;
+    const auto c0 = ch.is_array() && !ch.empty() ? item(ch, 0) : nlohmann::ordered_json();
+    if (!c0.is_object() || !c0.contains("prompt_logprobs") || !c0.at("prompt_logprobs").is_array())
+      throw InputError(w + ": choices[0].prompt_logprobs: expected an array");
+    const auto& pl = c0.at("prompt_logprobs");
+    std::vector<std::int32_t> ids = {tok.bos_id() >= 0 ? tok.bos_id() : 0};
+    for (std::size_t i = 1; i < pl.size(); ++i) {
+      const std::string q = w + ": choices[0].prompt_logprobs[" + std::to_string(i) + "]";
+      nlohmann::ordered_json pi_kept;
+      const auto& pi = item(pl, i, pi_kept);
+      if (!pi.is_object() || pi.empty()) throw InputError(q + ": expected an object of candidates");
+      const std::string& key = pi.begin().key();
+      if (key.empty() || key.size() > 9 || key.find_first_not_of("0123456789") != std::string::npos)
+        throw InputError(q + ": key '" + key + "' is not a token id");
+      ids.push_back(static_cast<std::int32_t>(std::stol(key)));
+    }
+    if (tok.bos_id() < 0) ids.erase(ids.begin());
+    p.prompt_ids = ids;
+  }
+}
+
+std::vector<EngineFileReader::Aligned> EngineFileReader::aligned_entries(bool post) {
   std::vector<Aligned> al;
   for (std::size_t e = 0; e < p.entries.size(); ++e) {
     RawEntry& r = p.entries[e];
@@ -1135,6 +1132,10 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
     al.push_back(std::move(a));
   }
 
+  return al;
+}
+
+void EngineFileReader::place_steps(std::vector<Aligned>& al) {
   // ---- entries onto steps ----
   std::vector<std::int32_t> tokens;
   std::vector<int> entry_of;  // step -> entry index, -1 none
@@ -1226,7 +1227,57 @@ ImportedRun read_engine_file(const std::string& path, const std::string& from, i
     }
     run.steps.push_back(std::move(s));
   }
+}
+
+ImportedRun EngineFileReader::read() {
+  if (!from.empty() && std::find(import_dialects().begin(), import_dialects().end(), from) == import_dialects().end()) {
+    std::string all;
+    for (const auto& d : import_dialects()) all += (all.empty() ? "" : ", ") + d;
+    throw ConfigError("--from '" + from + "': unknown dialect (expected one of " + all + ")");
+  }
+  if (auto why = not_a_regular_file(path)) throw InputError(path + ": " + *why);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw InputError(path + ": cannot read: " + std::strerror(errno));
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  if (size > kMaxStructuredInputBytes) throw InputError(path + ": " + std::to_string(size) + " bytes, more than an engine capture may hold");
+  in.seekg(0);
+  std::string text(size, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  if (!in) throw InputError(path + ": read failed");
+
+  // The entries of a response or a stream are aligned as they are read: its candidates are not all held.
+  p.on_entry = [this](RawEntry& r) {
+    r.aligned = align_top(r, distribution_of(p.dialect) == "post");
+    std::vector<RawCandidate>().swap(r.top);
+  };
+  const bool npy = text.compare(0, 6, "\x93NUMPY") == 0;
+  const bool kld = text.compare(0, 8, "_logits_") == 0;
+  if ((npy && !from.empty() && from != "hf-npy") || (kld && !from.empty() && from != "llamacpp-kld"))
+    throw InputError(path + ": --from " + from + " but the file is a " + (npy ? "NumPy .npy array" : "llama.cpp KL-divergence base file"));
+  if (npy || from == "hf-npy") {
+    read_npy_file(text);
+  } else if (kld || from == "llamacpp-kld") {
+    read_kld_file(text);
+  } else if (looks_sse(text)) {
+    read_sse(text, path, from, p);
+  } else {
+    read_json_file(text);
+  }
+  run.dialect = p.dialect;
+  run.distribution = distribution_of(p.dialect);
+  run.prompt = p.prompt;
+  run.prompt_ids = p.prompt_ids;
+  for (auto& n : p.notes) run.notes.push_back(std::move(n));
+  if (p.entries.empty()) throw InputError(path + ": the " + p.dialect + " response reports no token");
+  const bool post = run.distribution == "post";
+
+  std::vector<Aligned> al = aligned_entries(post);
+  place_steps(al);
   return run;
+}
+
+ImportedRun read_engine_file(const std::string& path, const std::string& from, int index, const Tokenizer& tok) {
+  return EngineFileReader(path, from, index, tok).read();
 }
 
 }  // namespace glassbox::cli
