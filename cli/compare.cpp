@@ -1032,13 +1032,24 @@ ReportRun report_run(const Experiment& e, const Run& r) {
   return x;
 }
 
-}  // namespace
-
-Report make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
-  const int P = static_cast<int>(e.prompts.size()), S = static_cast<int>(e.strategies.size()), N = e.samples;
-  // Every run exactly once, in sweep order.
-  std::vector<const Run*> at(static_cast<std::size_t>(e.runs()), nullptr);
+// The runs of a sweep by place: every (prompt, strategy, sample) exactly once.
+struct SweepRuns {
+  int P = 0, S = 0, N = 0;
+  std::vector<const Run*> at;  // (P, S, N)
   double run_ms = 0;
+  std::vector<const Run*> of(int p, int s) const {
+    std::vector<const Run*> v;
+    for (int i = 0; i < N; ++i) v.push_back(at[(static_cast<std::size_t>(p) * S + s) * N + i]);
+    return v;
+  }
+};
+
+SweepRuns index_runs(const Experiment& e, const std::vector<Run>& runs) {
+  SweepRuns sw;
+  const int P = sw.P = static_cast<int>(e.prompts.size()), S = sw.S = static_cast<int>(e.strategies.size()), N = sw.N = e.samples;
+  auto& at = sw.at;
+  double& run_ms = sw.run_ms;
+  at.assign(static_cast<std::size_t>(e.runs()), nullptr);
   for (const auto& r : runs) {
     if (r.prompt < 0 || r.prompt >= P || r.strategy < 0 || r.strategy >= S || r.sample < 0 || r.sample >= N)
       throw ConfigError("run (prompt " + std::to_string(r.prompt) + ", strategy " + std::to_string(r.strategy) +
@@ -1055,179 +1066,197 @@ Report make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
                         ", sample " + std::to_string(k % N) + "): " + std::to_string(std::count(at.begin(), at.end(), nullptr)) +
                         " of " + std::to_string(at.size()) + " runs are missing (a shard not merged?)");
 
-  auto runs_of = [&](int p, int s) {
-    std::vector<const Run*> v;
-    for (int i = 0; i < N; ++i) v.push_back(at[(static_cast<std::size_t>(p) * S + s) * N + i]);
-    return v;
-  };
+  return sw;
+}
 
+// One (prompt, strategy) cell: its samples' figures, diversity and first tokens; each sample's metrics also
+// go to the strategy's pooled lists and the cell's diversity to the strategy's across-prompt lists.
+Cell make_cell(int p, int s, const std::vector<const Run*>& rs, int N, SampleLists& pooled_s, DiversityLists& across) {
+  Cell c;
+  c.prompt = p, c.strategy = s, c.n = N;
+  std::set<std::vector<std::int32_t>> distinct;
+  SampleLists per;
+  std::map<std::int32_t, std::pair<int, std::string>> firsts;  // id -> (count, text)
+  double lp_sum = 0;
+  std::size_t lp_steps = 0;
+  for (const Run* r : rs) {
+    for (float x : r->logprob) lp_sum += x;
+    lp_steps += r->logprob.size();
+    distinct.insert(r->tokens);
+    const auto m = as_array(sample_metrics(*r));
+    for (std::size_t q = 0; q < m.size(); ++q) {
+      per[q].push_back(m[q]);
+      pooled_s[q].push_back(m[q]);
+    }
+    ++c.stop_reasons[r->stop_reason];
+    auto& f = firsts[r->first];
+    ++f.first;
+    f.second = r->first_text;
+  }
+  c.distinct = distinct.size();
+  c.distinct_share = static_cast<double>(distinct.size()) / N;
+  c.distinct_1 = distinct_n(rs, 1);
+  c.distinct_2 = distinct_n(rs, 2);
+  c.distinct_3 = distinct_n(rs, 3);
+  c.samples = stats(per);
+  // Over every scored token of the cell: one unlikely sample cannot dominate it as it does the
+  // mean of per-sample perplexities.
+  c.perplexity_pooled = std::exp(-lp_sum / static_cast<double>(lp_steps));
+  across.distinct.push_back(static_cast<double>(c.distinct));
+  across.distinct_share.push_back(c.distinct_share);
+  across.distinct_1.push_back(c.distinct_1);
+  across.distinct_2.push_back(c.distinct_2);
+  across.distinct_3.push_back(c.distinct_3);
+  // First tokens: the expected distribution (step 0 after the chain, the same in every sample of
+  // the cell) beside the observed frequencies.
+  std::map<std::int32_t, std::pair<double, std::string>> expected;
+  for (std::size_t q = 0; q < rs[0]->first_expected.size(); ++q)
+    expected[rs[0]->first_expected[q].first] = {rs[0]->first_expected[q].second, rs[0]->first_expected_text[q]};
+  std::set<std::int32_t> ids;
+  for (const auto& f : firsts) ids.insert(f.first);
+  for (const auto& x : expected) ids.insert(x.first);
+  for (auto id : ids) {
+    const auto fi = firsts.find(id);
+    const auto ei = expected.find(id);
+    FirstToken t;
+    t.id = id;
+    t.text = fi != firsts.end() ? fi->second.second : ei->second.second;
+    t.count = fi == firsts.end() ? 0 : fi->second.first;
+    t.freq = static_cast<double>(t.count) / N;
+    if (ei != expected.end()) t.expected = ei->second.first;
+    c.first_tokens.push_back(std::move(t));
+  }
+  std::stable_sort(c.first_tokens.begin(), c.first_tokens.end(), [](const FirstToken& a, const FirstToken& b) {
+    const double ea = a.expected.value_or(-1), eb = b.expected.value_or(-1);
+    if (ea != eb) return ea > eb;
+    if (a.count != b.count) return a.count > b.count;
+    return a.id < b.id;
+  });
+  return c;
+}
+
+// A strategy's figures over every prompt: diversity across prompts, pooled samples and perplexity, stop
+// reasons, and what only a beam search, speculative decoding or a grammar stage has.
+StrategyFigures strategy_figures(const Experiment& e, int s, const SweepRuns& sw, const SampleLists& pooled_s,
+                                 const DiversityLists& across) {
+  const int P = sw.P, N = sw.N;
+  auto runs_of = [&](int p, int st_) { return sw.of(p, st_); };
+  StrategyFigures st;
+  st.label = e.strategies[s].label;
+  st.chain = e.strategies[s].chain;
+  st.runs = P * N;
+  st.distinct = stat(across.distinct);
+  st.distinct_share = stat(across.distinct_share);
+  st.distinct_1 = stat(across.distinct_1);
+  st.distinct_2 = stat(across.distinct_2);
+  st.distinct_3 = stat(across.distinct_3);
+  st.samples = stats(pooled_s);
+  double lp_sum = 0;
+  std::size_t lp_steps = 0;
+  for (int p = 0; p < P; ++p)
+    for (const Run* r : runs_of(p, s)) {
+      ++st.stop_reasons[r->stop_reason];
+      for (float x : r->logprob) lp_sum += x;
+      lp_steps += r->logprob.size();
+    }
+  if (const auto b = beam_strategy(e.strategies[s].chain)) {
+    // What only a beam search has: its cost in forward passes per generated token and its K/V copies.
+    double fw = 0, copies = 0, steps = 0;
+    for (int p = 0; p < P; ++p)
+      for (const Run* r : runs_of(p, s)) fw += r->beam_forwards, copies += r->beam_kv_copies, steps += r->logprob.size();
+    st.beam = BeamFigures{b->width, b->length_penalty, steps > 0 ? fw / steps : 0.0, copies / (P * N)};
+  }
+  if (const auto sp = speculative_strategy(e.strategies[s].chain)) {
+    // Pooled over the strategy's runs: accepted / proposed drafted tokens, tokens decided / target forwards.
+    SpeculativeFigures f;
+    f.draft = sp->draft, f.draft_tokenizer = sp->draft_tokenizer, f.chain = sp->chain, f.k = sp->k;
+    for (int p = 0; p < P; ++p)
+      for (const Run* r : runs_of(p, s))
+        if (r->speculative) {
+          f.rounds += r->speculative->rounds, f.draft_forwards += r->speculative->draft_forwards;
+          f.proposed += r->speculative->proposed, f.accepted += r->speculative->accepted, f.tokens += r->speculative->tokens;
+        }
+    f.acceptance_rate = f.proposed > 0 ? static_cast<double>(f.accepted) / f.proposed : 0.0;
+    f.tokens_per_target_forward = f.rounds > 0 ? static_cast<double>(f.tokens) / f.rounds : 0.0;
+    st.speculative = std::move(f);
+  }
+  {
+    // A chain with a grammar stage: the mean, over every step the stage ran at, of what it removed.
+    long long steps = 0;
+    double removed = 0, mass = 0;
+    for (int p = 0; p < P; ++p)
+      for (const Run* r : runs_of(p, s)) steps += r->grammar_steps, removed += r->grammar_removed, mass += r->grammar_removed_mass;
+    if (steps > 0) st.grammar = GrammarFigures{steps, removed / steps, mass / steps};
+  }
+  st.perplexity_pooled = std::exp(-lp_sum / static_cast<double>(lp_steps));
+  return st;
+}
+
+// Mean entropy at each step index over the runs that reached it, and its quartiles.
+StepEntropy step_entropy(int s, const SweepRuns& sw) {
+  const int P = sw.P;
+  auto runs_of = [&](int p, int st_) { return sw.of(p, st_); };
+  StepEntropy se;
+  se.strategy = s;
+  auto& h = se.entropy;
+  auto& hc = se.chain_entropy;
+  auto& n = se.runs;
+  for (int p = 0; p < P; ++p)
+    for (const Run* r : runs_of(p, s))
+      for (std::size_t t = 0; t < r->entropy.size(); ++t) {
+        if (t >= n.size()) {
+          h.push_back(0);
+          hc.push_back(0);
+          n.push_back(0);
+        }
+        h[t] += r->entropy[t];
+        hc[t] += r->chain_entropy[t];
+        ++n[t];
+      }
+  for (std::size_t t = 0; t < n.size(); ++t) {
+    h[t] /= n[t];
+    hc[t] /= n[t];
+  }
+  // The quartiles at each step index (linear interpolation between order statistics, as R's type 7).
+  auto quantile = [](const std::vector<double>& sorted, double q) {
+    const double at = q * static_cast<double>(sorted.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(at));
+    const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+    return sorted[lo] + (at - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+  };
+  for (std::size_t t = 0; t < n.size(); ++t) {
+    std::vector<double> hv, cv;
+    for (int p = 0; p < P; ++p)
+      for (const Run* r : runs_of(p, s))
+        if (t < r->entropy.size()) hv.push_back(r->entropy[t]), cv.push_back(r->chain_entropy[t]);
+    std::sort(hv.begin(), hv.end());
+    std::sort(cv.begin(), cv.end());
+    se.entropy_p25.push_back(quantile(hv, 0.25));
+    se.entropy_median.push_back(quantile(hv, 0.5));
+    se.entropy_p75.push_back(quantile(hv, 0.75));
+    se.chain_entropy_median.push_back(quantile(cv, 0.5));
+  }
+  return se;
+}
+
+}  // namespace
+
+Report make_report(const Experiment& e, std::vector<Run> runs, double wall_s) {
+  const SweepRuns sw = index_runs(e, runs);
+  const int P = sw.P, S = sw.S, N = sw.N;
   Report rep;
   rep.experiment = e;
   rep.wall_s = wall_s;
-  rep.run_ms = run_ms;
+  rep.run_ms = sw.run_ms;
   std::vector<SampleLists> pooled(S);
   std::vector<DiversityLists> across_prompts(S);
-  for (int p = 0; p < P; ++p) {
-    for (int s = 0; s < S; ++s) {
-      const auto rs = runs_of(p, s);
-      Cell c;
-      c.prompt = p, c.strategy = s, c.n = N;
-      std::set<std::vector<std::int32_t>> distinct;
-      SampleLists per;
-      std::map<std::int32_t, std::pair<int, std::string>> firsts;  // id -> (count, text)
-      double lp_sum = 0;
-      std::size_t lp_steps = 0;
-      for (const Run* r : rs) {
-        for (float x : r->logprob) lp_sum += x;
-        lp_steps += r->logprob.size();
-        distinct.insert(r->tokens);
-        const auto m = as_array(sample_metrics(*r));
-        for (std::size_t q = 0; q < m.size(); ++q) {
-          per[q].push_back(m[q]);
-          pooled[s][q].push_back(m[q]);
-        }
-        ++c.stop_reasons[r->stop_reason];
-        auto& f = firsts[r->first];
-        ++f.first;
-        f.second = r->first_text;
-      }
-      c.distinct = distinct.size();
-      c.distinct_share = static_cast<double>(distinct.size()) / N;
-      c.distinct_1 = distinct_n(rs, 1);
-      c.distinct_2 = distinct_n(rs, 2);
-      c.distinct_3 = distinct_n(rs, 3);
-      c.samples = stats(per);
-      // Over every scored token of the cell: one unlikely sample cannot dominate it as it does the
-      // mean of per-sample perplexities.
-      c.perplexity_pooled = std::exp(-lp_sum / static_cast<double>(lp_steps));
-      auto& across = across_prompts[s];
-      across.distinct.push_back(static_cast<double>(c.distinct));
-      across.distinct_share.push_back(c.distinct_share);
-      across.distinct_1.push_back(c.distinct_1);
-      across.distinct_2.push_back(c.distinct_2);
-      across.distinct_3.push_back(c.distinct_3);
-      // First tokens: the expected distribution (step 0 after the chain, the same in every sample of
-      // the cell) beside the observed frequencies.
-      std::map<std::int32_t, std::pair<double, std::string>> expected;
-      for (std::size_t q = 0; q < rs[0]->first_expected.size(); ++q)
-        expected[rs[0]->first_expected[q].first] = {rs[0]->first_expected[q].second, rs[0]->first_expected_text[q]};
-      std::set<std::int32_t> ids;
-      for (const auto& f : firsts) ids.insert(f.first);
-      for (const auto& x : expected) ids.insert(x.first);
-      for (auto id : ids) {
-        const auto fi = firsts.find(id);
-        const auto ei = expected.find(id);
-        FirstToken t;
-        t.id = id;
-        t.text = fi != firsts.end() ? fi->second.second : ei->second.second;
-        t.count = fi == firsts.end() ? 0 : fi->second.first;
-        t.freq = static_cast<double>(t.count) / N;
-        if (ei != expected.end()) t.expected = ei->second.first;
-        c.first_tokens.push_back(std::move(t));
-      }
-      std::stable_sort(c.first_tokens.begin(), c.first_tokens.end(), [](const FirstToken& a, const FirstToken& b) {
-        const double ea = a.expected.value_or(-1), eb = b.expected.value_or(-1);
-        if (ea != eb) return ea > eb;
-        if (a.count != b.count) return a.count > b.count;
-        return a.id < b.id;
-      });
-      rep.cells.push_back(std::move(c));
-    }
-  }
+  for (int p = 0; p < P; ++p)
+    for (int s = 0; s < S; ++s) rep.cells.push_back(make_cell(p, s, sw.of(p, s), N, pooled[s], across_prompts[s]));
   for (int s = 0; s < S; ++s) {
-    StrategyFigures st;
-    st.label = e.strategies[s].label;
-    st.chain = e.strategies[s].chain;
-    st.runs = P * N;
-    st.distinct = stat(across_prompts[s].distinct);
-    st.distinct_share = stat(across_prompts[s].distinct_share);
-    st.distinct_1 = stat(across_prompts[s].distinct_1);
-    st.distinct_2 = stat(across_prompts[s].distinct_2);
-    st.distinct_3 = stat(across_prompts[s].distinct_3);
-    st.samples = stats(pooled[s]);
-    double lp_sum = 0;
-    std::size_t lp_steps = 0;
-    for (int p = 0; p < P; ++p)
-      for (const Run* r : runs_of(p, s)) {
-        ++st.stop_reasons[r->stop_reason];
-        for (float x : r->logprob) lp_sum += x;
-        lp_steps += r->logprob.size();
-      }
-    if (const auto b = beam_strategy(e.strategies[s].chain)) {
-      // What only a beam search has: its cost in forward passes per generated token and its K/V copies.
-      double fw = 0, copies = 0, steps = 0;
-      for (int p = 0; p < P; ++p)
-        for (const Run* r : runs_of(p, s)) fw += r->beam_forwards, copies += r->beam_kv_copies, steps += r->logprob.size();
-      st.beam = BeamFigures{b->width, b->length_penalty, steps > 0 ? fw / steps : 0.0, copies / (P * N)};
-    }
-    if (const auto sp = speculative_strategy(e.strategies[s].chain)) {
-      // Pooled over the strategy's runs: accepted / proposed drafted tokens, tokens decided / target forwards.
-      SpeculativeFigures f;
-      f.draft = sp->draft, f.draft_tokenizer = sp->draft_tokenizer, f.chain = sp->chain, f.k = sp->k;
-      for (int p = 0; p < P; ++p)
-        for (const Run* r : runs_of(p, s))
-          if (r->speculative) {
-            f.rounds += r->speculative->rounds, f.draft_forwards += r->speculative->draft_forwards;
-            f.proposed += r->speculative->proposed, f.accepted += r->speculative->accepted, f.tokens += r->speculative->tokens;
-          }
-      f.acceptance_rate = f.proposed > 0 ? static_cast<double>(f.accepted) / f.proposed : 0.0;
-      f.tokens_per_target_forward = f.rounds > 0 ? static_cast<double>(f.tokens) / f.rounds : 0.0;
-      st.speculative = std::move(f);
-    }
-    {
-      // A chain with a grammar stage: the mean, over every step the stage ran at, of what it removed.
-      long long steps = 0;
-      double removed = 0, mass = 0;
-      for (int p = 0; p < P; ++p)
-        for (const Run* r : runs_of(p, s)) steps += r->grammar_steps, removed += r->grammar_removed, mass += r->grammar_removed_mass;
-      if (steps > 0) st.grammar = GrammarFigures{steps, removed / steps, mass / steps};
-    }
-    st.perplexity_pooled = std::exp(-lp_sum / static_cast<double>(lp_steps));
-    rep.strategies.push_back(std::move(st));
-    // Mean entropy at each step index over the runs that reached it.
-    StepEntropy se;
-    se.strategy = s;
-    auto& h = se.entropy;
-    auto& hc = se.chain_entropy;
-    auto& n = se.runs;
-    for (int p = 0; p < P; ++p)
-      for (const Run* r : runs_of(p, s))
-        for (std::size_t t = 0; t < r->entropy.size(); ++t) {
-          if (t >= n.size()) {
-            h.push_back(0);
-            hc.push_back(0);
-            n.push_back(0);
-          }
-          h[t] += r->entropy[t];
-          hc[t] += r->chain_entropy[t];
-          ++n[t];
-        }
-    for (std::size_t t = 0; t < n.size(); ++t) {
-      h[t] /= n[t];
-      hc[t] /= n[t];
-    }
-    // The quartiles at each step index (linear interpolation between order statistics, as R's type 7).
-    auto quantile = [](const std::vector<double>& sorted, double q) {
-      const double at = q * static_cast<double>(sorted.size() - 1);
-      const auto lo = static_cast<std::size_t>(std::floor(at));
-      const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
-      return sorted[lo] + (at - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
-    };
-    for (std::size_t t = 0; t < n.size(); ++t) {
-      std::vector<double> hv, cv;
-      for (int p = 0; p < P; ++p)
-        for (const Run* r : runs_of(p, s))
-          if (t < r->entropy.size()) hv.push_back(r->entropy[t]), cv.push_back(r->chain_entropy[t]);
-      std::sort(hv.begin(), hv.end());
-      std::sort(cv.begin(), cv.end());
-      se.entropy_p25.push_back(quantile(hv, 0.25));
-      se.entropy_median.push_back(quantile(hv, 0.5));
-      se.entropy_p75.push_back(quantile(hv, 0.75));
-      se.chain_entropy_median.push_back(quantile(cv, 0.5));
-    }
-    rep.per_step.push_back(std::move(se));
+    rep.strategies.push_back(strategy_figures(e, s, sw, pooled[s], across_prompts[s]));
+    rep.per_step.push_back(step_entropy(s, sw));
   }
-  for (const Run* r : at) rep.runs.push_back(report_run(e, *r));
+  for (const Run* r : sw.at) rep.runs.push_back(report_run(e, *r));
   return rep;
 }
 
