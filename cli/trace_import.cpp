@@ -129,22 +129,12 @@ External from_dump(const std::string& path, int vocab) {
   return x;
 }
 
-// Another engine's output (engine_import.hpp) as a trace: header.imported names the dialect and what each
-// step's distribution is (raw, post-sampling, every logit); a top-N list keeps its unlisted mass.
-void import_engine(const std::string& file, const std::string& from, int index, const std::string& out_path, int trace_top,
-                   RunOptions& opt, const std::optional<std::string>& prompt_arg) {
-  if (opt.model.empty())
-    throw ConfigError("name the model the other engine ran with --model: its vocabulary aligns the tokens and the trace's header records it");
-  auto s = open_session(opt);
-  const Tokenizer& tok = *s->tokenizer;
-  const int V = s->config.vocab_size;
-  ImportedRun run = read_engine_file(file, from, index, tok);
-  for (const auto& n : run.notes) std::cerr << "glassbox: " << file << ": " << n << "\n";
-
-  // The prompt: --prompt, else the file's own ids, else its text, else the request saved beside it
-  // (STEM.request.json next to STEM.response.json/.sse, as the llama.cpp captures are stored).
+// The prompt: --prompt, else the file's own ids, else its text, else the request saved beside it
+// (STEM.request.json next to STEM.response.json/.sse, as the llama.cpp captures are stored). `ids` stay empty
+// unless the file gave them.
+std::string imported_prompt(const std::string& file, const ImportedRun& run, const std::optional<std::string>& prompt_arg,
+                            std::vector<std::int32_t>& ids) {
   std::string prompt;
-  std::vector<std::int32_t> ids;
   if (prompt_arg) {
     prompt = *prompt_arg;
   } else if (run.prompt_ids) {
@@ -169,6 +159,94 @@ void import_engine(const std::string& file, const std::string& from, int index, 
       throw ConfigError(file + ": the " + run.dialect + " response does not hold its prompt: give it with --prompt (the text the engine was sent)");
     }
   }
+  return prompt;
+}
+
+// Imported step k (its token after `prev`): the whole distribution from every logit, or the listed
+// entries and the unlisted mass; a step the engine reported nothing for has all its mass unlisted.
+traces::TraceStep imported_step(const ImportedRun& run, const ImportedStep& x, int k, int P, const std::vector<std::int32_t>& ids,
+                                std::int32_t prev, const Tokenizer& tok, int V, int trace_top, int& reported) {
+  const bool logits = run.distribution == "logits", post = run.distribution == "post";
+  traces::TraceStep st;
+  st.phase = k == 0 ? traces::TracePhase::Prefill : traces::TracePhase::Decode;
+  st.step = k;
+  st.pos = P - 1 + k;
+  st.input_ids = k == 0 ? ids : std::vector<std::int32_t>{prev};
+  st.token = x.token;
+  auto text = [&](std::int32_t id) { return std::string(tok.decode(prev, id)); };
+  st.token_text = text(x.token);
+  if (logits && x.reported) {
+    // Every logit: the distribution is exact, as in a full glassbox trace.
+    const std::vector<float>& l = x.logits;
+    double m = -HUGE_VAL;
+    for (float v : l) m = std::max<double>(m, v);
+    double z = 0, ent = 0;
+    for (float v : l) z += std::exp(v - m);
+    for (float v : l) {
+      const double q = std::exp(v - m) / z;
+      if (q > 0) ent -= q * std::log(q);
+    }
+    std::vector<std::int32_t> order(static_cast<std::size_t>(V));
+    std::iota(order.begin(), order.end(), 0);
+    const int K = std::min(trace_top, V);
+    std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](std::int32_t a2, std::int32_t b2) { return l[a2] > l[b2] || (l[a2] == l[b2] && a2 < b2); });
+    for (int i = 0; i < K; ++i)
+      st.top.push_back({order[i], text(order[i]), traces::json_float(l[order[i]]), traces::json_float(static_cast<float>(std::exp(l[order[i]] - m) / z))});
+    st.logprob = traces::json_float(static_cast<float>(l[x.token] - m - std::log(z)));
+    st.prob = traces::json_float(static_cast<float>(std::exp(l[x.token] - m) / z));
+    st.entropy = traces::json_float(static_cast<float>(ent));
+    for (float v : l) st.logits.push_back(traces::json_float(v));
+    st.written.logits = traces::LogitsEncoding::Base64;
+  } else if (x.reported) {
+    // A partial distribution: the listed entries (logit = logprob, a log-softmax being one choice of
+    // logits), and the mass of the rest.
+    double listed = 0, ent = 0;
+    for (const auto& c : x.top) {
+      const double p = post ? c.value : std::exp(c.value);
+      if (!(p > 0)) continue;  // p = 0 (a post list's zeroed survivors, -FLT_MAX): nothing to compare in log space
+      const double lp = post ? std::log(p) : c.value;
+      st.top.push_back({c.id, text(c.id), lp, p});
+      listed += p;
+      ent -= p * std::log(p);
+    }
+    std::stable_sort(st.top.begin(), st.top.end(), [](const traces::TraceCandidate& a2, const traces::TraceCandidate& b2) { return *a2.logit > *b2.logit; });
+    const double rest = std::clamp(x.unlisted.value_or(1 - listed), 0.0, 1.0);
+    if (rest > 0) ent -= rest * std::log(rest);
+    st.unlisted = rest;
+    st.entropy = std::max(0.0, ent);
+    if (!x.chosen) throw InputError(x.where + ": no probability for the chosen token " + std::to_string(x.token));
+    st.prob = post ? *x.chosen : std::exp(*x.chosen);
+    st.logprob = post ? (st.prob > 0 ? std::log(st.prob) : -1e30) : *x.chosen;
+    ++reported;
+  } else {
+    st.unlisted = 1.0;  // the engine reported nothing for this step
+  }
+  st.draw.selected = x.token;
+  st.draw.prob = st.prob;
+  if (run.dialect == "llamacpp-kld" && !st.top.empty() && st.top[0].id != x.token) {
+    // llama-perplexity scores a given text: each step's token is the text's (teacher-forced, as a replay's),
+    // and the engine's own pick would have been its argmax.
+    st.draw.selected = st.top[0].id;
+    st.draw.prob = st.top[0].prob;
+    st.forced = true;
+  }
+  return st;
+}
+
+// Another engine's output (engine_import.hpp) as a trace: header.imported names the dialect and what each
+// step's distribution is (raw, post-sampling, every logit); a top-N list keeps its unlisted mass.
+void import_engine(const std::string& file, const std::string& from, int index, const std::string& out_path, int trace_top,
+                   RunOptions& opt, const std::optional<std::string>& prompt_arg) {
+  if (opt.model.empty())
+    throw ConfigError("name the model the other engine ran with --model: its vocabulary aligns the tokens and the trace's header records it");
+  auto s = open_session(opt);
+  const Tokenizer& tok = *s->tokenizer;
+  const int V = s->config.vocab_size;
+  ImportedRun run = read_engine_file(file, from, index, tok);
+  for (const auto& n : run.notes) std::cerr << "glassbox: " << file << ": " << n << "\n";
+
+  std::vector<std::int32_t> ids;
+  std::string prompt = imported_prompt(file, run, prompt_arg, ids);
   if (ids.empty()) ids = tok.encode(prompt, tok.add_bos(), false);
   if (ids.empty()) throw InputError(file + ": the prompt encodes to no tokens");
   for (auto id : ids)
@@ -219,73 +297,10 @@ void import_engine(const std::string& file, const std::string& from, int index, 
   sum.stop_reason = "max_tokens";
   std::int32_t prev = ids.back();
   int reported = 0;
-  const bool post = run.distribution == "post";
   for (int k = 0; k < n_steps; ++k) {
     const ImportedStep& x = run.steps[static_cast<std::size_t>(k)];
     if (x.token < 0 || x.token >= V) throw InputError(file + ": step " + std::to_string(k) + " chose token " + std::to_string(x.token) + ", outside the vocabulary");
-    traces::TraceStep st;
-    st.phase = k == 0 ? traces::TracePhase::Prefill : traces::TracePhase::Decode;
-    st.step = k;
-    st.pos = P - 1 + k;
-    st.input_ids = k == 0 ? ids : std::vector<std::int32_t>{prev};
-    st.token = x.token;
-    auto text = [&](std::int32_t id) { return std::string(tok.decode(prev, id)); };
-    st.token_text = text(x.token);
-    if (logits && x.reported) {
-      // Every logit: the distribution is exact, as in a full glassbox trace.
-      const std::vector<float>& l = x.logits;
-      double m = -HUGE_VAL;
-      for (float v : l) m = std::max<double>(m, v);
-      double z = 0, ent = 0;
-      for (float v : l) z += std::exp(v - m);
-      for (float v : l) {
-        const double q = std::exp(v - m) / z;
-        if (q > 0) ent -= q * std::log(q);
-      }
-      std::vector<std::int32_t> order(static_cast<std::size_t>(V));
-      std::iota(order.begin(), order.end(), 0);
-      const int K = std::min(trace_top, V);
-      std::partial_sort(order.begin(), order.begin() + K, order.end(), [&](std::int32_t a2, std::int32_t b2) { return l[a2] > l[b2] || (l[a2] == l[b2] && a2 < b2); });
-      for (int i = 0; i < K; ++i)
-        st.top.push_back({order[i], text(order[i]), traces::json_float(l[order[i]]), traces::json_float(static_cast<float>(std::exp(l[order[i]] - m) / z))});
-      st.logprob = traces::json_float(static_cast<float>(l[x.token] - m - std::log(z)));
-      st.prob = traces::json_float(static_cast<float>(std::exp(l[x.token] - m) / z));
-      st.entropy = traces::json_float(static_cast<float>(ent));
-      for (float v : l) st.logits.push_back(traces::json_float(v));
-      st.written.logits = traces::LogitsEncoding::Base64;
-    } else if (x.reported) {
-      // A partial distribution: the listed entries (logit = logprob, a log-softmax being one choice of
-      // logits), and the mass of the rest.
-      double listed = 0, ent = 0;
-      for (const auto& c : x.top) {
-        const double p = post ? c.value : std::exp(c.value);
-        if (!(p > 0)) continue;  // p = 0 (a post list's zeroed survivors, -FLT_MAX): nothing to compare in log space
-        const double lp = post ? std::log(p) : c.value;
-        st.top.push_back({c.id, text(c.id), lp, p});
-        listed += p;
-        ent -= p * std::log(p);
-      }
-      std::stable_sort(st.top.begin(), st.top.end(), [](const traces::TraceCandidate& a2, const traces::TraceCandidate& b2) { return *a2.logit > *b2.logit; });
-      const double rest = std::clamp(x.unlisted.value_or(1 - listed), 0.0, 1.0);
-      if (rest > 0) ent -= rest * std::log(rest);
-      st.unlisted = rest;
-      st.entropy = std::max(0.0, ent);
-      if (!x.chosen) throw InputError(x.where + ": no probability for the chosen token " + std::to_string(x.token));
-      st.prob = post ? *x.chosen : std::exp(*x.chosen);
-      st.logprob = post ? (st.prob > 0 ? std::log(st.prob) : -1e30) : *x.chosen;
-      ++reported;
-    } else {
-      st.unlisted = 1.0;  // the engine reported nothing for this step
-    }
-    st.draw.selected = x.token;
-    st.draw.prob = st.prob;
-    if (run.dialect == "llamacpp-kld" && !st.top.empty() && st.top[0].id != x.token) {
-      // llama-perplexity scores a given text: each step's token is the text's (teacher-forced, as a replay's),
-      // and the engine's own pick would have been its argmax.
-      st.draw.selected = st.top[0].id;
-      st.draw.prob = st.top[0].prob;
-      st.forced = true;
-    }
+    traces::TraceStep st = imported_step(run, x, k, P, ids, prev, tok, V, trace_top, reported);
     st.kv.tokens = st.pos + 1;
     out.write(traces::dump(traces::to_json(st)) + "\n");
     if (tok.is_eog(x.token) || x.token == tok.eos_id() || x.token == tok.bos_id()) {
