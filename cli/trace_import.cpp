@@ -322,6 +322,135 @@ void import_engine(const std::string& file, const std::string& from, int index, 
             << " with the engine's distribution\n";
 }
 
+// A golden JSONL's chosen line (--prompt-index), which may name its model (llama.cpp's "file", beside it or in
+// ../gguf/): then opt.model is set to it unless --model named one.
+json golden_line(std::istream& in, const std::string& file, int index, RunOptions& opt) {
+  json g;
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(in, line))
+    if (!line.empty()) lines.push_back(std::move(line));
+  const int pick = std::max(index, 0);
+  if (pick >= static_cast<int>(lines.size()))
+    throw InputError(file + ": --prompt-index " + std::to_string(pick) + " but the file holds " +
+                     std::to_string(lines.size()) + " prompt" + (lines.size() == 1 ? "" : "s"));
+  const std::string where = file + ":" + std::to_string(pick + 1);
+  g = parse_json_input<InputError>(lines[pick], where);  // the size and nesting limits of every JSON input
+  if (!g.is_object()) throw InputError(where + ": expected a JSON object");
+  if (g.value("type", "") == "header" || g.contains("schema"))
+    throw InputError(file + " is already a glassbox trace: diff it directly");
+  if (lines.size() > 1 && index < 0)
+    std::cerr << "glassbox: " << file << " holds " << lines.size() << " prompts; importing the first ("
+              << g.value("prompt", std::string()) << "); --prompt-index picks another\n";
+  if (opt.model.empty() && g.contains("file") && g["file"].is_string()) {
+    for (const fs::path& p : {fs::path(file).parent_path() / g["file"].get<std::string>(),
+                              fs::path(file).parent_path() / ".." / "gguf" / g["file"].get<std::string>()}) {
+      std::error_code ec;
+      if (fs::exists(p, ec)) {
+        opt.model = p.lexically_normal().string();
+        break;
+      }
+    }
+  }
+  return g;
+}
+
+// The trace of another engine's every logit (a golden line or a dump): step k is position P-1+k's
+// distribution through the session's chain (re-applied, argmax), its token the engine's; validated before it
+// replaces anything.
+void write_logits_trace(const External& x, Session& session, const std::string& file, const std::string& out_path, int trace_top,
+                        const std::string& model) {
+  auto* s = &session;
+  const int V = s->config.vocab_size;
+  const int P = static_cast<int>(x.prompt_ids.size());
+  // Glassbox's steps start at the prompt's last position: step 0 is the prefill's distribution.
+  const int n_steps = std::min(static_cast<int>(x.logits.size()) - P + 1, s->config.seq_len - P + 1);
+  RunHeader h = s->header;
+  h.prompt = x.prompt;
+  h.prompt_ids = x.prompt_ids;
+  h.max_tokens = n_steps;
+  h.level = TraceLevel::Full;
+  h.seed = 0;
+  // The rule for every output (file_io.hpp), and a trace that validates or none: the check runs on the
+  // complete temporary file, before it replaces anything.
+  traces::JsonlWriter writer(out_path, *s->tokenizer, false, traces::WriterThread::EveryLine, traces::LogitsEncoding::Base64, {},
+                             OutputFile::Live::Refused);
+  std::size_t validated_steps = 0;
+  writer.check_before_commit([&](const fs::path& tmp) {
+    try {
+      validated_steps = traces::read_trace(tmp.string()).steps.size();
+    } catch (const Error& e) {
+      throw InputError(out_path + ": the imported trace does not validate, nothing written: " + e.what());
+    }
+  });
+  writer.header(h);
+
+  SamplerChain& chain = *s->sampler;
+  chain.reset(0);
+  for (auto id : x.prompt_ids) chain.accept(id);
+  const int top_k = std::min(trace_top, V);
+  std::vector<std::int32_t> order(static_cast<std::size_t>(V));
+  std::vector<TokenProb> top(static_cast<std::size_t>(top_k));
+  Summary sum;
+  sum.stop_reason = "max_tokens";
+  KvState kv;  // the session's module as named in the header; the other engine's cache is not known
+  s->attention->describe(kv);
+  kv.bytes = 0;
+  std::int32_t prev = x.prompt_ids.back();
+  StageRecorder recorder(chain, V, top_k);
+  for (int k = 0; k < n_steps; ++k) {
+    const int pos = P - 1 + k;
+    const std::vector<float>& l = x.logits[static_cast<std::size_t>(pos)];
+    const SampleResult picked = chain.sample(l, &recorder);
+    const std::int32_t pick = picked.id;
+    const std::int32_t token = x.next[static_cast<std::size_t>(pos)] >= 0 ? x.next[static_cast<std::size_t>(pos)] : pick;
+    if (token < 0 || token >= V) throw InputError(file + ": position " + std::to_string(pos) + " chose token " + std::to_string(token) + ", outside the vocabulary");
+    // The raw distribution, computed as the engine does (engine.cpp's report).
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](std::int32_t p, std::int32_t q) {
+      return l[p] > l[q] || (l[p] == l[q] && p < q);
+    });
+    const float m = l[order[0]];
+    double total = 0, mean_shifted = 0;
+    for (float v : l) total += std::exp(v - m);
+    for (float v : l) mean_shifted += std::exp(v - m) / total * (v - m);
+    for (int i = 0; i < top_k; ++i) top[i] = {order[i], l[order[i]], static_cast<float>(std::exp(l[order[i]] - m) / total)};
+    StepEvent e;
+    e.phase = k == 0 ? "prefill" : "decode";
+    e.step = k;
+    e.pos = pos;
+    e.input_ids = k == 0 ? std::span<const std::int32_t>(x.prompt_ids) : std::span<const std::int32_t>(&prev, 1);
+    e.token = token;
+    e.token_text = s->tokenizer->decode(prev, token);
+    e.prob = static_cast<float>(std::exp(l[token] - m) / total);
+    e.logprob = static_cast<float>(l[token] - m - std::log(total));
+    e.entropy = static_cast<float>(std::log(total) - mean_shifted);
+    e.top = top;
+    e.logits = l;
+    e.stages = recorder.records();
+    e.chain_prob = recorder.chosen_prob();
+    e.draw_u = picked.draw_u;
+    e.sampled = pick;
+    e.forced = token != pick;  // the other engine chose otherwise (a near-tie): recorded, as in a replay
+    kv.tokens = pos + 1;  // what a cache would hold here; the other engine's own is unknown
+    e.kv = &kv;
+    writer.step(e);
+    if (s->tokenizer->is_eog(token) || token == s->tokenizer->eos_id() || token == s->tokenizer->bos_id()) {
+      sum.stop_reason = "stop_token";
+      sum.stop_token = token;
+      sum.stop_token_text = std::string(s->tokenizer->piece(token));
+      break;
+    }
+    chain.accept(token);
+    prev = token;
+    ++sum.generated;
+  }
+  writer.summary(sum);
+  std::cerr << "glassbox: " << out_path << ": " << x.format << " " << file << ", prompt " << traces::show_text(x.prompt, 40)
+            << ", " << validated_steps << " steps (positions " << P - 1 << ".." << P - 2 + static_cast<int>(validated_steps)
+            << "), every logit\n";
+}
+
 }  // namespace
 
 void add_trace_import(CLI::App* trace) {
@@ -358,36 +487,8 @@ void add_trace_import(CLI::App* trace) {
     if (!in) throw InputError(a->file + ": cannot read: " + std::strerror(errno));
     const bool is_json = in.peek() == '{';
 
-    // A golden JSONL: the chosen line, which may name its model (llama.cpp's "file", beside in ../gguf/).
     json g;
-    if (is_json) {
-      std::string line;
-      std::vector<std::string> lines;
-      while (std::getline(in, line))
-        if (!line.empty()) lines.push_back(std::move(line));
-      const int pick = std::max(a->index, 0);
-      if (pick >= static_cast<int>(lines.size()))
-        throw InputError(a->file + ": --prompt-index " + std::to_string(pick) + " but the file holds " +
-                         std::to_string(lines.size()) + " prompt" + (lines.size() == 1 ? "" : "s"));
-      const std::string where = a->file + ":" + std::to_string(pick + 1);
-      g = parse_json_input<InputError>(lines[pick], where);  // the size and nesting limits of every JSON input
-      if (!g.is_object()) throw InputError(where + ": expected a JSON object");
-      if (g.value("type", "") == "header" || g.contains("schema"))
-        throw InputError(a->file + " is already a glassbox trace: diff it directly");
-      if (lines.size() > 1 && a->index < 0)
-        std::cerr << "glassbox: " << a->file << " holds " << lines.size() << " prompts; importing the first ("
-                  << g.value("prompt", std::string()) << "); --prompt-index picks another\n";
-      if (opt.model.empty() && g.contains("file") && g["file"].is_string()) {
-        for (const fs::path& p : {fs::path(a->file).parent_path() / g["file"].get<std::string>(),
-                                  fs::path(a->file).parent_path() / ".." / "gguf" / g["file"].get<std::string>()}) {
-          std::error_code ec;
-          if (fs::exists(p, ec)) {
-            opt.model = p.lexically_normal().string();
-            break;
-          }
-        }
-      }
-    }
+    if (is_json) g = golden_line(in, a->file, a->index, opt);
     if (opt.model.empty())
       throw ConfigError("name the model the logits came from with --model (and --tokenizer for a llama2.c checkpoint): "
                         "the trace's header records it and the token texts come from its vocabulary");
@@ -414,92 +515,7 @@ void add_trace_import(CLI::App* trace) {
                        std::to_string(P) + " tokens: nothing was generated");
     if (P > s->config.seq_len) throw InputError(a->file + ": the prompt is longer than the model's context");
 
-    // Glassbox's steps start at the prompt's last position: step 0 is the prefill's distribution.
-    const int n_steps = std::min(static_cast<int>(x.logits.size()) - P + 1, s->config.seq_len - P + 1);
-    RunHeader h = s->header;
-    h.prompt = x.prompt;
-    h.prompt_ids = x.prompt_ids;
-    h.max_tokens = n_steps;
-    h.level = TraceLevel::Full;
-    h.seed = 0;
-    // The rule for every output (file_io.hpp), and a trace that validates or none: the check runs on the
-    // complete temporary file, before it replaces anything.
-    traces::JsonlWriter writer(a->out, *s->tokenizer, false, traces::WriterThread::EveryLine, traces::LogitsEncoding::Base64, {},
-                               OutputFile::Live::Refused);
-    std::size_t validated_steps = 0;
-    writer.check_before_commit([&](const fs::path& tmp) {
-      try {
-        validated_steps = traces::read_trace(tmp.string()).steps.size();
-      } catch (const Error& e) {
-        throw InputError(a->out + ": the imported trace does not validate, nothing written: " + e.what());
-      }
-    });
-    writer.header(h);
-
-    SamplerChain& chain = *s->sampler;
-    chain.reset(0);
-    for (auto id : x.prompt_ids) chain.accept(id);
-    const int top_k = std::min(a->top, V);
-    std::vector<std::int32_t> order(static_cast<std::size_t>(V));
-    std::vector<TokenProb> top(static_cast<std::size_t>(top_k));
-    Summary sum;
-    sum.stop_reason = "max_tokens";
-    KvState kv;  // the session's module as named in the header; the other engine's cache is not known
-    s->attention->describe(kv);
-    kv.bytes = 0;
-    std::int32_t prev = x.prompt_ids.back();
-    StageRecorder recorder(chain, V, top_k);
-    for (int k = 0; k < n_steps; ++k) {
-      const int pos = P - 1 + k;
-      const std::vector<float>& l = x.logits[static_cast<std::size_t>(pos)];
-      const SampleResult picked = chain.sample(l, &recorder);
-      const std::int32_t pick = picked.id;
-      const std::int32_t token = x.next[static_cast<std::size_t>(pos)] >= 0 ? x.next[static_cast<std::size_t>(pos)] : pick;
-      if (token < 0 || token >= V) throw InputError(a->file + ": position " + std::to_string(pos) + " chose token " + std::to_string(token) + ", outside the vocabulary");
-      // The raw distribution, computed as the engine does (engine.cpp's report).
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](std::int32_t p, std::int32_t q) {
-        return l[p] > l[q] || (l[p] == l[q] && p < q);
-      });
-      const float m = l[order[0]];
-      double total = 0, mean_shifted = 0;
-      for (float v : l) total += std::exp(v - m);
-      for (float v : l) mean_shifted += std::exp(v - m) / total * (v - m);
-      for (int i = 0; i < top_k; ++i) top[i] = {order[i], l[order[i]], static_cast<float>(std::exp(l[order[i]] - m) / total)};
-      StepEvent e;
-      e.phase = k == 0 ? "prefill" : "decode";
-      e.step = k;
-      e.pos = pos;
-      e.input_ids = k == 0 ? std::span<const std::int32_t>(x.prompt_ids) : std::span<const std::int32_t>(&prev, 1);
-      e.token = token;
-      e.token_text = s->tokenizer->decode(prev, token);
-      e.prob = static_cast<float>(std::exp(l[token] - m) / total);
-      e.logprob = static_cast<float>(l[token] - m - std::log(total));
-      e.entropy = static_cast<float>(std::log(total) - mean_shifted);
-      e.top = top;
-      e.logits = l;
-      e.stages = recorder.records();
-      e.chain_prob = recorder.chosen_prob();
-      e.draw_u = picked.draw_u;
-      e.sampled = pick;
-      e.forced = token != pick;  // the other engine chose otherwise (a near-tie): recorded, as in a replay
-      kv.tokens = pos + 1;  // what a cache would hold here; the other engine's own is unknown
-      e.kv = &kv;
-      writer.step(e);
-      if (s->tokenizer->is_eog(token) || token == s->tokenizer->eos_id() || token == s->tokenizer->bos_id()) {
-        sum.stop_reason = "stop_token";
-        sum.stop_token = token;
-        sum.stop_token_text = std::string(s->tokenizer->piece(token));
-        break;
-      }
-      chain.accept(token);
-      prev = token;
-      ++sum.generated;
-    }
-    writer.summary(sum);
-    std::cerr << "glassbox: " << a->out << ": " << x.format << " " << a->file << ", prompt " << traces::show_text(x.prompt, 40)
-              << ", " << validated_steps << " steps (positions " << P - 1 << ".." << P - 2 + static_cast<int>(validated_steps)
-              << "), every logit\n";
+    write_logits_trace(x, *s, a->file, a->out, a->top, opt.model);
   });
 }
 
