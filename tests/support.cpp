@@ -166,7 +166,10 @@ fs::path temp_dir(const std::string& tag) {
 CliResult run_cli(const std::vector<std::string>& args, const std::string& env) {
   static int counter = 0;
   const fs::path dir = temp_dir("cli" + std::to_string(counter++));
-  std::string cmd = env + (env.empty() ? "" : " ") + quote(GLASSBOX_BIN);
+  // GLASSBOX_TEST_LAUNCHER, a command line put before the binary: an arm64 test build runs its arm64 CLI
+  // under qemu-user on an x86-64 machine without binfmt (tools/cross-arm64.sh --test sets it).
+  const char* launcher = std::getenv("GLASSBOX_TEST_LAUNCHER");
+  std::string cmd = env + (env.empty() ? "" : " ") + (launcher && *launcher ? std::string(launcher) + " " : "") + quote(GLASSBOX_BIN);
   for (const auto& a : args) cmd += " " + quote(a);
   cmd += " </dev/null >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string());
   // A hung command must fail the test, not the CI run.

@@ -44,7 +44,8 @@ struct CliResult {
   int rc = -1;
   std::string out, err;
 };
-// Runs the built `glassbox` binary with `args` (shell-quoted here), optional stdin text and env.
+// Runs the built `glassbox` binary with `args` (shell-quoted here), optional stdin text and env; behind
+// $GLASSBOX_TEST_LAUNCHER when set (a command line such as "qemu-aarch64 -L SYSROOT -cpu max": docs/reliability.md).
 CliResult run_cli(const std::vector<std::string>& args, const std::string& env = "");
 
 std::string read_file(const std::filesystem::path& p);

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -879,6 +880,151 @@ BOOST_DATA_TEST_CASE(neon_quantized_dots_are_the_scalar_twin_bit_for_bit,
           std::size_t differ = 0;
           for (std::size_t j = 0; j < out.size(); ++j) differ += std::bit_cast<std::uint32_t>(out[j]) != std::bit_cast<std::uint32_t>(ref[j]);
           BOOST_TEST(differ == 0u, rows << " rows, " << th << " threads: " << differ << " outputs differ");
+        }
+      }
+    }
+  }
+  k::set_threads(threads);
+  k::use_kernel_set(initial);
+  BOOST_TEST(sets_checked >= 1u);
+}
+
+namespace {
+// The scalar set and the NEON sets: those that promise the bits checked below.
+bool keeps_twin_bits(const std::string& set) { return set == "scalar" || set.rfind("neon", 0) == 0; }
+std::size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
+  std::size_t n = 0;
+  for (std::size_t j = 0; j < a.size(); ++j) n += std::bit_cast<std::uint32_t>(a[j]) != std::bit_cast<std::uint32_t>(b[j]);
+  return n;
+}
+}  // namespace
+
+// F16 and BF16 dots: the NEON sets widen the halves in registers and run the F32 dot's lanes and order,
+// so their vec_dot is the kernel set's own F32 dot of the widened rows bit for bit (the scalar set's
+// too: dot_scalar); every set, x86 ones included, is the scalar twin to a tolerance (another summation
+// order) and its matrix product each row's vec_dot bit for bit. Rows hold random values and extremes:
+// subnormal halves, the largest finite ones, zeros of both signs; lengths hit every tail.
+BOOST_DATA_TEST_CASE(half_dots_are_the_f32_dot_of_the_widened_rows, bdata::make({"F16", "BF16"}) * kSizes, type_name, n_) {
+  using glassbox::DType;
+  namespace q = glassbox::quant;
+  const DType type = std::string(type_name) == "F16" ? DType::F16 : DType::BF16;
+  const std::size_t n = static_cast<std::size_t>(n_), rows = 3;
+  std::mt19937 g(static_cast<unsigned>(n) * 7u + (type == DType::F16 ? 1u : 2u));
+  const auto wf = randv(rows * n, 71 + static_cast<unsigned>(n)), xf = randv(2 * n, 72 + static_cast<unsigned>(n));
+  auto to_half = [&](float f) { return type == DType::F16 ? q::fp32_to_fp16(f) : q::fp32_to_bf16(f); };
+  auto widen = [&](std::uint16_t h) { return type == DType::F16 ? q::fp16_to_fp32(h) : q::bf16_to_fp32(h); };
+  const std::uint16_t extremes[] = {0x0001, 0x03FF, 0x8001, 0x7BFF, 0xFBFF, 0x0000, 0x8000, 0x0400};  // F16's; BF16's below
+  const std::uint16_t extremes_bf[] = {0x0001, 0x007F, 0x8001, 0x4F7F, 0xCF7F, 0x0000, 0x8000, 0x0080};
+  std::vector<std::uint16_t> w(rows * n), x(2 * n);
+  for (std::size_t j = 0; j < w.size(); ++j) w[j] = g() % 5 == 0 ? (type == DType::F16 ? extremes : extremes_bf)[g() % 8] : to_half(wf[j] * 8.0f);
+  for (std::size_t j = 0; j < x.size(); ++j) x[j] = g() % 7 == 0 ? (type == DType::F16 ? extremes : extremes_bf)[g() % 8] : to_half(xf[j]);
+  std::vector<float> ww(w.size()), xw(x.size());
+  for (std::size_t j = 0; j < w.size(); ++j) ww[j] = widen(w[j]);
+  for (std::size_t j = 0; j < x.size(); ++j) xw[j] = widen(x[j]);
+  glassbox::Tensor t;
+  t.dtype = type;
+  t.n_dims = 2;
+  t.shape = {static_cast<std::int64_t>(rows), static_cast<std::int64_t>(n), 0, 0};
+  t.data = reinterpret_cast<std::byte*>(w.data());
+  t.bytes = w.size() * 2;
+  for_each_kernel_set([&] {
+    const std::string set(k::kernel_set());
+    std::vector<float> got(2 * rows), want_f32(2 * rows), out(2 * rows);
+    for (std::size_t a = 0; a < 2; ++a)
+      for (std::size_t r = 0; r < rows; ++r) {
+        const float v = q::vec_dot(type, n, w.data() + r * n, x.data() + a * n);
+        const float s = q::vec_dot_scalar(type, n, w.data() + r * n, x.data() + a * n);
+        double mag = 0;
+        for (std::size_t j = 0; j < n; ++j) mag += std::abs(double(ww[r * n + j]) * xw[a * n + j]);
+        BOOST_TEST(std::abs(double(v) - s) <= 1e-5 * mag + 1e-30, "row " << r << ": vec_dot " << v << " vs scalar " << s);
+        got[a * rows + r] = v;
+        want_f32[a * rows + r] = k::dot(ww.data() + r * n, xw.data() + a * n, n);
+      }
+    if (keeps_twin_bits(set)) BOOST_TEST(differing(got, want_f32) == 0u, "vec_dot is not the F32 dot of the widened rows");
+    // The matrix product (x rounded to the type by matmul itself: the same halves, since x's are exact).
+    std::vector<std::byte> xq(2 * n * 2);
+    k::matmul(out.data(), xw.data(), t, 2, xq.data());
+    std::vector<float> by_row(2 * rows);
+    for (std::size_t a = 0; a < 2; ++a)
+      for (std::size_t r = 0; r < rows; ++r) by_row[a * rows + r] = got[a * rows + r];
+    BOOST_TEST(differing(out, by_row) == 0u, "matmul is not vec_dot per row");
+  });
+}
+
+// The k-quants (Q2_K..Q6_K) on the NEON sets and the scalar set: each sub-block's integer dot exact in
+// vectors, the floats in the scalar twin's order, so vec_dot_scalar's bits. Blocks from the quantizers
+// (with outliers) and raw blocks of extreme bytes (every quant, scale and hmask bit at 0 or all ones,
+// then uniformly random bytes; finite fp16 d and dmin) against activations of −128/127 or random bytes
+// (their bsums the sums of their qs, as quantize_activation writes them); vec_dot, and the products of
+// 1, 2, 3 and 5 activation rows on 1 and 2 threads.
+BOOST_DATA_TEST_CASE(neon_kquant_dots_are_the_scalar_twin_bit_for_bit,
+                     bdata::make({"Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K"}) * bdata::make({0, 1, 2}), type_name, pattern) {
+  using glassbox::DType;
+  namespace q = glassbox::quant;
+  const std::string tn(type_name);
+  const DType type = tn == "Q2_K" ? DType::Q2_K : tn == "Q3_K" ? DType::Q3_K : tn == "Q4_K" ? DType::Q4_K
+                   : tn == "Q5_K" ? DType::Q5_K : DType::Q6_K;
+  // Where each block keeps its fp16 d (and dmin, or -1).
+  const std::size_t d_at = type == DType::Q2_K ? offsetof(q::block_q2_K, d) : type == DType::Q3_K ? offsetof(q::block_q3_K, d)
+                         : type == DType::Q6_K ? offsetof(q::block_q6_K, d) : 0;
+  const long dmin_at = type == DType::Q2_K ? long(offsetof(q::block_q2_K, dmin)) : (type == DType::Q4_K || type == DType::Q5_K) ? 2L : -1L;
+  const SplitEveryProduct split;
+  const std::size_t d = 7, n = 5, kdim = 512;
+  const std::size_t wrb = glassbox::row_bytes(type, kdim), xrb = glassbox::row_bytes(DType::Q8_K, kdim);
+  auto wf = randv(d * kdim, 81 + pattern), x = randv(n * kdim, 91 + pattern);
+  for (std::size_t j = 0; j < wf.size(); j += 97) wf[j] *= 40.0f;
+  for (std::size_t j = 0; j < x.size(); j += 89) x[j] *= -60.0f;
+  std::vector<std::byte> bytes;
+  glassbox::Tensor w = weight_matrix(type, wf, d, kdim, bytes);
+  std::vector<std::byte> xq(n * xrb);
+  for (std::size_t t = 0; t < n; ++t) q::quantize_activation(DType::Q8_K, x.data() + t * kdim, xq.data() + t * xrb, kdim);
+  std::vector<std::byte> xe = xq;  // extreme activations for vec_dot (matmul quantizes x itself)
+  if (pattern > 0) {
+    const std::size_t bb = glassbox::dtype_info(type).block_bytes;
+    std::mt19937 g(17u + static_cast<unsigned>(pattern));
+    for (std::size_t b = 0; b < bytes.size() / bb; ++b) {
+      std::byte* blk = bytes.data() + b * bb;
+      for (std::size_t j = 0; j < bb; ++j) blk[j] = std::byte(pattern == 1 ? (g() % 2 ? 0xFF : 0x00) : g() % 256);
+      const std::uint16_t dd = q::fp32_to_fp16(pattern == 1 ? 1.0f : 0.0137f), dm = q::fp32_to_fp16(pattern == 1 ? -0.5f : 0.0021f);
+      std::memcpy(blk + d_at, &dd, 2);
+      if (dmin_at >= 0) std::memcpy(blk + dmin_at, &dm, 2);
+    }
+    auto* y = reinterpret_cast<q::block_q8_K*>(xe.data());
+    for (std::size_t b = 0; b < xe.size() / sizeof(q::block_q8_K); ++b) {
+      y[b].d = pattern == 1 ? 1.0f : 0.031f;
+      for (auto& v : y[b].qs) v = static_cast<std::int8_t>(pattern == 1 ? (g() % 3 == 0 ? 127 : -128) : static_cast<int>(g() % 256) - 128);
+      for (int s = 0; s < 16; ++s) {
+        int sum = 0;
+        for (int j = 0; j < 16; ++j) sum += y[b].qs[16 * s + j];
+        y[b].bsums[s] = static_cast<std::int16_t>(sum);
+      }
+    }
+  }
+  std::vector<float> ref(n * d), ref_e(n * d);
+  for (std::size_t t = 0; t < n; ++t)
+    for (std::size_t i = 0; i < d; ++i) {
+      ref[t * d + i] = q::vec_dot_scalar(type, kdim, bytes.data() + i * wrb, xq.data() + t * xrb);
+      ref_e[t * d + i] = q::vec_dot_scalar(type, kdim, bytes.data() + i * wrb, xe.data() + t * xrb);
+      BOOST_TEST_REQUIRE(std::isfinite(ref_e[t * d + i]));
+    }
+  const std::string initial(k::kernel_set());
+  const int threads = k::threads();
+  std::size_t sets_checked = 0;
+  for (const auto& set : k::kernel_sets()) {
+    if (!keeps_twin_bits(set)) continue;
+    ++sets_checked;
+    k::use_kernel_set(set);
+    BOOST_TEST_CONTEXT("kernel set " << set) {
+      std::vector<float> got(n * d);
+      for (std::size_t t = 0; t < n; ++t)
+        for (std::size_t i = 0; i < d; ++i) got[t * d + i] = q::vec_dot(type, kdim, bytes.data() + i * wrb, xe.data() + t * xrb);
+      BOOST_TEST(differing(got, ref_e) == 0u, "vec_dot differs from vec_dot_scalar in " << differing(got, ref_e) << " outputs");
+      for (int th : {1, 2}) {
+        k::set_threads(th);
+        for (std::size_t rows : {1, 2, 3, 5}) {
+          std::vector<float> out(rows * d), want(ref.begin(), ref.begin() + static_cast<std::ptrdiff_t>(rows * d));
+          k::matmul(out.data(), x.data(), w, rows, xq.data());
+          BOOST_TEST(differing(out, want) == 0u, rows << " rows, " << th << " threads: " << differing(out, want) << " outputs differ");
         }
       }
     }

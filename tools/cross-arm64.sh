@@ -4,7 +4,8 @@
 #                                      its modules, the toy model, the kernel tests)
 #   tools/cross-arm64.sh --run ARGS…   runs build-arm64/bin/glassbox ARGS… under qemu-aarch64
 #   tools/cross-arm64.sh --test        the arm64 checks CI runs (docs/reliability.md, "arm64"): the kernel and
-#                                      quantization tests under each NEON set, and the arm64 binary's output and
+#                                      quantization tests under each NEON set, llama.cpp's and llama2.c's golden
+#                                      tests (test_gguf_model, test_golden), and the arm64 binary's output and
 #                                      traces against the x86-64 build's (tools/arm64-compare.sh)
 # Debian's cross toolchain (crossbuild-essential-arm64) and qemu-user come from apt. The arm64 builds of the
 # libraries are Debian's :arm64 packages, but unpacked into build-arm64/sysroot rather than installed with
@@ -79,7 +80,7 @@ build_targets() {
 
 if [ "${1:-}" = "--test" ]; then
   shift
-  build_targets glassbox_runtime test_kernels test_quant
+  build_targets glassbox_runtime test_kernels test_quant test_gguf_model test_golden
   t0=$(date +%s)
   # The CPU detection (AT_HWCAP): qemu's Cortex-A53 has neither SDOT nor SMMLA, its Cortex-A76 SDOT only; the
   # trace's header names the set a run used.
@@ -91,16 +92,39 @@ if [ "${1:-}" = "--test" ]; then
     echo "cross-arm64: qemu -cpu $cpu picks $got"
   done
   # test_kernels runs every check under each set this CPU has (-cpu max: neon-i8mm, neon-dotprod, neon,
-  # scalar); test_quant's dot products use the set in use: all of test_quant under the default, its dot
-  # product cases under the other sets.
-  "${qemu[@]}" "$build/bin/test_kernels" --log_level=warning
-  "${qemu[@]}" "$build/bin/test_quant" --log_level=warning
+  # scalar); test_quant's dot products use the set in use: test_quant under the default, its dot product
+  # cases under the other NEON sets. Left to the x86-64 suite for CI's time (~15 s of qemu CPU): the scalar
+  # quantizers' reproduction of llama-quantize's files and their round trips (the same C++ on both machines,
+  # -ffp-contract=off; arm64-compare's scalar-set logits show its bits agree), and the dots under the scalar set.
+  # (Not exp_floats_is_libm_expf: the NEON sets' exp is the scalar set's, libm's expf itself.)
+  "${qemu[@]}" "$build/bin/test_kernels" --log_level=warning --run_test='!exp_floats_is_libm_expf'
+  "${qemu[@]}" "$build/bin/test_quant" --log_level=warning \
+    '--run_test=!reference_files/quantize_row_reproduces_llama_quantize' '--run_test=!weight_quantizers_round_trip_and_stay_finite'
   dots=vec_dot_matches_scalar_and_dequantized_dot:half_dot_products_widen_every_finite_value_exactly
   dots+=:q8_0_dot_is_exact_for_extreme_bytes:k_quant_dots_are_exact_for_extreme_bytes
-  for set in neon-dotprod neon scalar; do
+  for set in neon-dotprod neon; do
     GLASSBOX_KERNELS=$set "${qemu[@]}" "$build/bin/test_quant" --log_level=warning --run_test="$dots"
   done
   echo "cross-arm64: kernel tests under qemu $(( $(date +%s) - t0 )) s"
+  # The golden tests against the other engines, as test executables under qemu: test_gguf_model (GGUF files
+  # of ../shared against llama.cpp's logits and greedy ids) and test_golden (the stories260K golden traces;
+  # the greedy one against llama2.c's logits). Their child `glassbox` processes are arm64 too: run_cli puts $GLASSBOX_TEST_LAUNCHER before the
+  # binary (qemu-user without binfmt runs only the process it started). Under -cpu max: neon-i8mm.
+  t1=$(date +%s)
+  export GLASSBOX_TEST_LAUNCHER="${qemu[*]}" GLASSBOX_CACHE_DIR=$build/tests/cache
+  # A sample of files for CI's time (the whole of both suites takes ~190 s of qemu here): test_gguf_model's
+  # logits against llama.cpp's, teacher-forced at every position, on stories260K F32, Q8_0 (with F16 ffn_down),
+  # Q4_0 (with Q8_0 output) and synth256 Q4_K_M (Q4_K/Q6_K), Q2_K (Q2_K/Q3_K/Q4_K), IQ4_NL (kCases' order: _0,
+  # _2, _3, _12, _16, _18), its greedy ids on stories260K F32 (all 120 steps must match), and that every
+  # reference file is a case; test_golden's three stories260K goldens rerun, replayed and diffed, and the
+  # greedy one against llama2.c's logits.
+  "${qemu[@]}" "$build/bin/test_gguf_model" --log_level=warning \
+    --run_test=reference_files/logits_match_llama_cpp/_0,_2,_3,_12,_16,_18 \
+    --run_test=reference_files/greedy_ids_match_llama_cpp_until_a_near_tie/_0 --run_test=reference_files/every_reference_file_is_a_case
+  "${qemu[@]}" "$build/bin/test_golden" --log_level=warning \
+    --run_test=golden_reruns_and_replays_within_tolerance/_0,_1,_2 --run_test=greedy_golden_agrees_with_llama2c
+  unset GLASSBOX_TEST_LAUNCHER GLASSBOX_CACHE_DIR
+  echo "cross-arm64: llama.cpp and llama2.c golden tests under qemu $(( $(date +%s) - t1 )) s"
   exec tools/arm64-compare.sh "$@"
 fi
 

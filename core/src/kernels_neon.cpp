@@ -12,10 +12,13 @@
 //  - F32 dot, matrix products and attention scores: four accumulators of four lanes with FMA (as the
 //    x86 sets, another summation order than the scalar twin: tested to a tolerance);
 //  - axpy / axpys: one FMA per element, lanes and tail alike, so every set's element chains agree;
-//  - Q4_K, Q5_K, Q6_K: each sub-block's integer dot in vectors, the scales, minimums and floats as the
-//    scalar twin: vec_dot_scalar's bits;
-//  - Q2_K, Q3_K, F16/BF16, RMSNorm, softmax, exp and the rest: the scalar set's entries (not yet
-//    written in NEON; docs/performance.md).
+//  - Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: each sub-block's integer dot in vectors, the scales, minimums and
+//    floats as the scalar twin: vec_dot_scalar's bits;
+//  - F16 and BF16 dots (and so their matrix products): the halves widened in registers (exact), then
+//    the F32 dot's lanes and order: nk::dot of the widened rows bit for bit, the scalar twin to a
+//    tolerance (as the x86 sets' widen-then-dot);
+//  - RMSNorm, softmax, exp and the rest: the scalar set's entries (not yet written in NEON;
+//    docs/performance.md).
 #include <arm_neon.h>
 
 #include <cmath>
@@ -115,6 +118,38 @@ std::size_t fma_probe(std::size_t iters, float* sink) {
   for (int j = 1; j < 12; ++j) s = vaddq_f32(s, acc[j]);
   *sink = vaddvq_f32(s);
   return 4;
+}
+
+// ---- F16 and BF16: widened in registers, then dot's arithmetic ------------------------------------
+
+// Four halves as floats: FCVTL (exact for every finite half, subnormals included) or, for BF16, the
+// 16 bits shifted into the top of a float (the definition). The tails use quant_bits.hpp's conversions.
+struct WidenF16 {
+  static float32x4_t four(const std::uint16_t* p) { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p))); }
+  static float one(std::uint16_t h) { return half_to_f32(h); }
+};
+struct WidenBF16 {
+  static float32x4_t four(const std::uint16_t* p) { return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16)); }
+  static float one(std::uint16_t h) { return bf16_to_f32(h); }
+};
+
+// dot's accumulators, lanes and tail over the widened values: nk::dot of the two rows as floats, bit
+// for bit (tests/test_kernels.cpp), so another order than the scalar twin (tested to a tolerance, as
+// the x86 sets' widen-then-dot). No buffer: each 16 halves are widened and multiplied in registers.
+template <class W>
+float dot_half(const std::uint16_t* a, const std::uint16_t* b, std::size_t n) {
+  float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = vfmaq_f32(s0, W::four(a + i), W::four(b + i));
+    s1 = vfmaq_f32(s1, W::four(a + i + 4), W::four(b + i + 4));
+    s2 = vfmaq_f32(s2, W::four(a + i + 8), W::four(b + i + 8));
+    s3 = vfmaq_f32(s3, W::four(a + i + 12), W::four(b + i + 12));
+  }
+  for (; i + 4 <= n; i += 4) s0 = vfmaq_f32(s0, W::four(a + i), W::four(b + i));
+  float s = vaddvq_f32(vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3)));
+  for (; i < n; ++i) s += W::one(a[i]) * W::one(b[i]);
+  return s;
 }
 
 // ---- the 32-value quantized types: integers in vectors, floats as the scalar twin ------------------
@@ -313,6 +348,64 @@ float dot_q6_K(const block_q6_K* x, const block_q8_K* y, std::size_t nb) {
   return sum;
 }
 
+// Q2_K and Q3_K (quant.cpp's dot_q2_K_scalar / dot_q3_K_scalar): row k (0..3) of a 128-value half h is
+// bits 2k..2k+1 of its 32 qs bytes, values 0..15 of the row one 16-value sub-block (8h + 2k) and 16..31
+// the next. Each sub-block's integer dot in vectors, isum (and Q2_K's imin from the bsums) exact in any
+// order, then the scalar twin's float expression: its bits.
+inline int dot16_sum(int8x16_t a, const std::int8_t* y) { return vaddvq_s32(dot16(vdupq_n_s32(0), a, vld1q_s8(y))); }
+
+float dot_q2_K(const block_q2_K* x, const block_q8_K* y, std::size_t nb) {
+  const uint8x16_t m3 = vdupq_n_u8(3);
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int isum = 0, imin = 0;
+    for (int h = 0; h < 2; ++h) {
+      const uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * h), q1 = vld1q_u8(x[i].qs + 32 * h + 16);
+      for (int k = 0; k < 4; ++k) {
+        const int sb = 8 * h + 2 * k;
+        const std::int8_t* qy = y[i].qs + 128 * h + 32 * k;
+        const int8x16_t shift = vdupq_n_s8(static_cast<std::int8_t>(-2 * k));
+        const int8x16_t v0 = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q0, shift), m3));
+        const int8x16_t v1 = vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q1, shift), m3));
+        isum += (x[i].scales[sb] & 0x0F) * dot16_sum(v0, qy) + (x[i].scales[sb + 1] & 0x0F) * dot16_sum(v1, qy + 16);
+      }
+    }
+    for (int s = 0; s < 16; ++s) imin += (x[i].scales[s] >> 4) * y[i].bsums[s];
+    const float dall = y[i].d * half_to_f32(x[i].d), dmin = y[i].d * half_to_f32(x[i].dmin);
+    sum += dall * static_cast<float>(isum) - dmin * static_cast<float>(imin);
+  }
+  return sum;
+}
+
+// Q3_K: the 2 low bits as Q2_K's, minus 4 where the value's hmask bit is clear (value l + 32·row of the
+// super-block has bit `row` of hmask[l]); signed scales, no minimums.
+float dot_q3_K(const block_q3_K* x, const block_q8_K* y, std::size_t nb) {
+  const uint8x16_t m3 = vdupq_n_u8(3), four = vdupq_n_u8(4);
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int sc[16];
+    q3_K_scales(x[i].scales, sc);
+    const uint8x16_t hm0 = vld1q_u8(x[i].hmask), hm1 = vld1q_u8(x[i].hmask + 16);
+    int isum = 0;
+    for (int h = 0; h < 2; ++h) {
+      const uint8x16_t q0 = vld1q_u8(x[i].qs + 32 * h), q1 = vld1q_u8(x[i].qs + 32 * h + 16);
+      for (int k = 0; k < 4; ++k) {
+        const int row = 4 * h + k, sb = 2 * row;
+        const std::int8_t* qy = y[i].qs + 32 * row;
+        const uint8x16_t bit = vdupq_n_u8(static_cast<std::uint8_t>(1u << row));
+        const int8x16_t shift = vdupq_n_s8(static_cast<std::int8_t>(-2 * k));
+        // 4 where the row's hmask bit is clear (vtst: all ones where it is set).
+        const uint8x16_t sub0 = vbicq_u8(four, vtstq_u8(hm0, bit)), sub1 = vbicq_u8(four, vtstq_u8(hm1, bit));
+        const int8x16_t v0 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q0, shift), m3)), vreinterpretq_s8_u8(sub0));
+        const int8x16_t v1 = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(vshlq_u8(q1, shift), m3)), vreinterpretq_s8_u8(sub1));
+        isum += sc[sb] * dot16_sum(v0, qy) + sc[sb + 1] * dot16_sum(v1, qy + 16);
+      }
+    }
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(isum);
+  }
+  return sum;
+}
+
 template <class T>
 const T* as(const void* p) {
   return static_cast<const T*>(p);
@@ -322,6 +415,8 @@ float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
   const std::size_t nb = n / QK8_0;
   switch (w) {
     case DType::F32: return dot(as<float>(w_row), as<float>(x_row), n);
+    case DType::F16: return dot_half<WidenF16>(as<std::uint16_t>(w_row), as<std::uint16_t>(x_row), n);
+    case DType::BF16: return dot_half<WidenBF16>(as<std::uint16_t>(w_row), as<std::uint16_t>(x_row), n);
     case DType::Q8_0: return vec_dot_blocks<Q8_0>(as<block_q8_0>(w_row), as<block_q8_0>(x_row), nb);
     case DType::Q4_0: return vec_dot_blocks<Q4_0>(as<block_q4_0>(w_row), as<block_q8_0>(x_row), nb);
     case DType::Q4_1: return vec_dot_blocks<Q4_1>(as<block_q4_1>(w_row), as<block_q8_1>(x_row), nb);
@@ -331,6 +426,8 @@ float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
     case DType::Q4_K: return dot_q45_K<block_q4_K, false>(as<block_q4_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
     case DType::Q5_K: return dot_q45_K<block_q5_K, true>(as<block_q5_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
     case DType::Q6_K: return dot_q6_K(as<block_q6_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
+    case DType::Q2_K: return dot_q2_K(as<block_q2_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
+    case DType::Q3_K: return dot_q3_K(as<block_q3_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
     default: return quant::vec_dot_scalar(w, n, w_row, x_row);
   }
 }
