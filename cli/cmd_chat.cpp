@@ -40,6 +40,8 @@ constexpr std::string_view kSummaryRequest =
     "Summarize this conversation in one sentence, keeping the names.";
 constexpr std::string_view kSummaryEarlier = "Earlier: ";
 constexpr std::string_view kSummaryHeading = "Summary: ";
+// The least room for a summary that the default --summary-tokens gives way to ("Your name is Zoe." and its end).
+constexpr long long kMinSummaryRoom = 8;
 
 ChatMessage summary_message(const std::string& summary) { return {"system", std::string(kSummaryHeading) + summary}; }
 
@@ -193,12 +195,17 @@ void add_chat_command(CLI::App& app) {
       const Tokenizer& stok = *summ->tokenizer;
       std::vector<std::int32_t> request_ids = encode_chat(stok, summ_fmt, request);
       const int slimit = summ_engine->context_limit();
-      if (static_cast<long long>(request_ids.size()) + opt.summary_tokens > slimit)
+      // --summary-tokens bounds the summary; left at its default, it gives way to the room the summary
+      // model's context leaves after the request (a small model's 128 positions), down to kMinSummaryRoom.
+      const long long room = slimit - static_cast<long long>(request_ids.size());
+      const int budget = !opt.summary_tokens_given && room < opt.summary_tokens && room >= kMinSummaryRoom ? static_cast<int>(room)
+                                                                                                         : opt.summary_tokens;
+      if (static_cast<long long>(request_ids.size()) + budget > slimit)
         throw InputError("chat turn " + std::to_string(turn_no) + ": --context-policy summarize: the summary request is " +
-                         std::to_string(request_ids.size()) + " tokens; with a summary of up to " + std::to_string(opt.summary_tokens) +
+                         std::to_string(request_ids.size()) + " tokens; with a summary of up to " + std::to_string(budget) +
                          " (--summary-tokens) it does not fit the summary model's " + std::to_string(slimit) + " positions");
       GenerateOptions sg;
-      sg.max_tokens = opt.summary_tokens;
+      sg.max_tokens = budget;
       sg.seed = summ->seed;
       sg.watch.top_k = opt.trace_top;
       sg.watch.stages = sg.watch.distribution = !opt.trace.empty();  // what the summary's trace records
@@ -213,8 +220,9 @@ void add_chat_command(CLI::App& app) {
       ssinks.add(&null);
       const std::string_view marker = summ_fmt == ChatFormat::Plain ? kNextTurn : std::string_view();
       std::string written;
+      Summary ran;
       try {
-        summ_engine->generate(std::move(request_ids), render_chat(summ_fmt, request), sg, summ->header, ssinks, [&](std::string_view piece) {
+        ran = summ_engine->generate(std::move(request_ids), render_chat(summ_fmt, request), sg, summ->header, ssinks, [&](std::string_view piece) {
           written.append(piece);
           if (marker.empty()) return;
           if (const ReplyCut cut = cut_reply(written, marker); cut.found) {
@@ -226,6 +234,10 @@ void add_chat_command(CLI::App& app) {
         if (swriter) swriter->error(e.what());
         throw;
       }
+      if (budget < opt.summary_tokens && ran.stop_reason == "max_tokens")
+        warn("chat turn " + std::to_string(turn_no) + ": the summary was cut at " + std::to_string(budget) +
+             " tokens, the room the summary model's " + std::to_string(slimit) + " positions leave after the request (" +
+             std::to_string(slimit - budget) + " tokens)");
       written = finished_reply(written, marker);
       for (auto& c : written)
         if (c == '\n' || c == '\r') c = ' ';  // one line, as a turn is

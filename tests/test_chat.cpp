@@ -622,6 +622,23 @@ BOOST_DATA_TEST_CASE(summarize_misuse_is_one_clear_error,
   fs::remove_all(dir);
 }
 
+// docs/attention.md's amnesia demo at --context 96 summarizes two exchanges; their request leaves the toy's
+// 128 positions less than the default 32 tokens of summary, and the default gives way (a given
+// --summary-tokens does not: the misuse case above).
+BOOST_AUTO_TEST_CASE(default_summary_tokens_give_way_to_the_summary_models_context) {
+  const fs::path dir = gbtest::temp_dir("chat-summarize-room");
+  gbtest::write_file(dir / "turns.txt", "My name is Zoe.\nHow are you?\nWhere should we go?\nWhat is my name?\n");
+  const auto r = gbtest::run_cli({"chat", "--input", (dir / "turns.txt").string(), "--sampler", "greedy", "--max-tokens", "12",
+                                  "--context", "96", "--context-policy", "summarize"});
+  BOOST_TEST(r.rc == 0, r.err);
+  BOOST_TEST(has(r.err, "glassbox: chat: summarized the oldest 2 exchanges ("), r.err);
+  const auto given = gbtest::run_cli({"chat", "--input", (dir / "turns.txt").string(), "--sampler", "greedy", "--max-tokens", "12",
+                                      "--context", "96", "--context-policy", "summarize", "--summary-tokens", "32"});
+  BOOST_TEST(given.rc == 2, given.err);
+  BOOST_TEST(has(given.err, "with a summary of up to 32 (--summary-tokens) it does not fit the summary model's 128 positions"), given.err);
+  fs::remove_all(dir);
+}
+
 // Only chat has exchanges to summarize: run refuses the policy.
 BOOST_AUTO_TEST_CASE(run_refuses_summarize) {
   const auto r = gbtest::run_cli({"run", "--prompt", "Hi", "--context-policy", "summarize"});
