@@ -4,8 +4,6 @@
 // `chat --help` lists acts on each turn's run as it does on `run` (docs/options.md).
 #include <unistd.h>
 
-#include <array>
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <cstring>
@@ -91,31 +89,6 @@ bool read_bounded_line(std::istream& in, std::string& line, const std::string& w
   }
 }
 
-// The embedded toy model was trained on conversations with ten names (models/toy/grammar.py's PEOPLE,
-// one token each): it recalls one of these, and answers another name with one of them.
-constexpr std::array<std::string_view, 10> kToyNames = {"Lily", "Tom", "Mia", "Ben", "Anna", "Sam", "Zoe", "Max", "Lucy", "Jack"};
-
-// The name in "My name is NAME." (any case for "my name is"), or in "I'm NAME", "I am NAME", "Call me NAME"
-// when NAME is capitalised or not ASCII ("I'm happy" gives no name); "" when none.
-std::string given_name(std::string_view turn) {
-  std::string lower(turn);
-  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  auto word_at = [&](std::size_t b) {
-    std::size_t e = b;
-    while (e < turn.size() && (std::isalnum(static_cast<unsigned char>(turn[e])) || turn[e] == '-' || (turn[e] & 0x80))) ++e;
-    return std::string(turn.substr(b, e - b));
-  };
-  if (const auto at = lower.find("my name is "); at != std::string::npos) return word_at(at + 11);
-  for (std::string_view lead : {"i'm ", "i\xe2\x80\x99m ", "i am ", "call me "}) {
-    for (auto at = lower.find(lead); at != std::string::npos; at = lower.find(lead, at + 1)) {
-      if (at > 0 && std::isalnum(static_cast<unsigned char>(lower[at - 1]))) continue;  // "Hi'm", "recall me"
-      const std::string w = word_at(at + lead.size());
-      if (!w.empty() && (std::isupper(static_cast<unsigned char>(w[0])) || (w[0] & 0x80))) return w;
-    }
-  }
-  return {};
-}
-
 // The turn marker of the plain format ("User: ...\nAssistant:"): a reply ends where the model starts it.
 constexpr std::string_view kNextTurn = "\nUser:";
 
@@ -145,14 +118,6 @@ void add_chat_command(CLI::App& app) {
     const auto pace = pace_delay(opt);
     if (!opt.trace.empty())
       refuse_output_over_input(opt.trace, "--trace", {{"--model", s->header.model_path}, {"--tokenizer", s->header.tokenizer_path}});
-
-    // The toy model (the embedded one, wherever it is named from) recalls only the names it was trained on.
-    bool toy = false;
-    if (const auto def = default_model()) {
-      std::error_code ec;
-      toy = std::filesystem::file_size(s->header.model_path, ec) == std::filesystem::file_size(def->first, ec) && !ec &&
-            sha256_file_cached(s->header.model_path) == sha256_file_cached(def->first);
-    }
 
     // --context-policy summarize: the pipeline that writes summaries (greedy), opened before any turn
     // so that a bad --summary-model is said at once.
@@ -249,13 +214,6 @@ void add_chat_command(CLI::App& app) {
       if (line.empty()) continue;
       turns.push_back({true, line});
       ++turn_no;
-      if (const std::string name = toy ? given_name(line) : std::string();
-          !name.empty() && std::find(kToyNames.begin(), kToyNames.end(), name) == kToyNames.end()) {
-        std::string list;
-        for (auto n : kToyNames) list += (list.empty() ? "" : ", ") + std::string(n);
-        warn("the toy model knows ten names (" + list + "): it cannot recall \"" + name +
-             "\" and will answer one of those (models/toy/README.md)");
-      }
       // The user's turn in the transcript: typed at a terminal it is on screen already; piped, it is
       // shown on stderr ("> TEXT", as the terminal would), or with --echo on stdout before the reply.
       if (opt.json) {
