@@ -4,8 +4,6 @@
 // `chat --help` lists acts on each turn's run as it does on `run` (docs/options.md).
 #include <unistd.h>
 
-#include <array>
-#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <cstring>
@@ -42,6 +40,8 @@ constexpr std::string_view kSummaryRequest =
     "Summarize this conversation in one sentence, keeping the names.";
 constexpr std::string_view kSummaryEarlier = "Earlier: ";
 constexpr std::string_view kSummaryHeading = "Summary: ";
+// The least room for a summary that the default --summary-tokens gives way to ("Your name is Zoe." and its end).
+constexpr long long kMinSummaryRoom = 8;
 
 ChatMessage summary_message(const std::string& summary) { return {"system", std::string(kSummaryHeading) + summary}; }
 
@@ -89,31 +89,6 @@ bool read_bounded_line(std::istream& in, std::string& line, const std::string& w
     if (in.bad()) throw InputError(what + ": read failed");
     return !line.empty();  // the end of the input (a last line without a newline counts)
   }
-}
-
-// The embedded toy model was trained on conversations with ten names (models/toy/grammar.py's PEOPLE,
-// one token each): it recalls one of these, and answers another name with one of them.
-constexpr std::array<std::string_view, 10> kToyNames = {"Lily", "Tom", "Mia", "Ben", "Anna", "Sam", "Zoe", "Max", "Lucy", "Jack"};
-
-// The name in "My name is NAME." (any case for "my name is"), or in "I'm NAME", "I am NAME", "Call me NAME"
-// when NAME is capitalised or not ASCII ("I'm happy" gives no name); "" when none.
-std::string given_name(std::string_view turn) {
-  std::string lower(turn);
-  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  auto word_at = [&](std::size_t b) {
-    std::size_t e = b;
-    while (e < turn.size() && (std::isalnum(static_cast<unsigned char>(turn[e])) || turn[e] == '-' || (turn[e] & 0x80))) ++e;
-    return std::string(turn.substr(b, e - b));
-  };
-  if (const auto at = lower.find("my name is "); at != std::string::npos) return word_at(at + 11);
-  for (std::string_view lead : {"i'm ", "i\xe2\x80\x99m ", "i am ", "call me "}) {
-    for (auto at = lower.find(lead); at != std::string::npos; at = lower.find(lead, at + 1)) {
-      if (at > 0 && std::isalnum(static_cast<unsigned char>(lower[at - 1]))) continue;  // "Hi'm", "recall me"
-      const std::string w = word_at(at + lead.size());
-      if (!w.empty() && (std::isupper(static_cast<unsigned char>(w[0])) || (w[0] & 0x80))) return w;
-    }
-  }
-  return {};
 }
 
 // The turn marker of the plain format ("User: ...\nAssistant:"): a reply ends where the model starts it.
@@ -176,14 +151,6 @@ void add_chat_command(CLI::App& app) {
                          std::to_string(limit) + " positions of the context, and a pinned message is never dropped");
     }
 
-    // The toy model (the embedded one, wherever it is named from) recalls only the names it was trained on.
-    bool toy = false;
-    if (const auto def = default_model()) {
-      std::error_code ec;
-      toy = std::filesystem::file_size(s->header.model_path, ec) == std::filesystem::file_size(def->first, ec) && !ec &&
-            sha256_file_cached(s->header.model_path) == sha256_file_cached(def->first);
-    }
-
     // --context-policy summarize: the pipeline that writes summaries (greedy), opened before any turn
     // so that a bad --summary-model is said at once.
     std::unique_ptr<Session> summ;
@@ -230,12 +197,17 @@ void add_chat_command(CLI::App& app) {
       const Tokenizer& stok = *summ->tokenizer;
       std::vector<std::int32_t> request_ids = encode_chat(stok, summ_fmt, request);
       const int slimit = summ_engine->context_limit();
-      if (static_cast<long long>(request_ids.size()) + opt.summary_tokens > slimit)
+      // --summary-tokens bounds the summary; left at its default, it gives way to the room the summary
+      // model's context leaves after the request (a small model's 128 positions), down to kMinSummaryRoom.
+      const long long room = slimit - static_cast<long long>(request_ids.size());
+      const int budget = !opt.summary_tokens_given && room < opt.summary_tokens && room >= kMinSummaryRoom ? static_cast<int>(room)
+                                                                                                         : opt.summary_tokens;
+      if (static_cast<long long>(request_ids.size()) + budget > slimit)
         throw InputError("chat turn " + std::to_string(turn_no) + ": --context-policy summarize: the summary request is " +
-                         std::to_string(request_ids.size()) + " tokens; with a summary of up to " + std::to_string(opt.summary_tokens) +
+                         std::to_string(request_ids.size()) + " tokens; with a summary of up to " + std::to_string(budget) +
                          " (--summary-tokens) it does not fit the summary model's " + std::to_string(slimit) + " positions");
       GenerateOptions sg;
-      sg.max_tokens = opt.summary_tokens;
+      sg.max_tokens = budget;
       sg.seed = summ->seed;
       sg.watch.top_k = opt.trace_top;
       sg.watch.stages = sg.watch.distribution = !opt.trace.empty();  // what the summary's trace records
@@ -251,8 +223,9 @@ void add_chat_command(CLI::App& app) {
       ssinks.add(&interrupt);
       const std::string_view marker = summ_fmt == ChatFormat::Plain ? kNextTurn : std::string_view();
       std::string written;
+      Summary ran;
       try {
-        summ_engine->generate(std::move(request_ids), render_chat(summ_fmt, request), sg, summ->header, ssinks, [&](std::string_view piece) {
+        ran = summ_engine->generate(std::move(request_ids), render_chat(summ_fmt, request), sg, summ->header, ssinks, [&](std::string_view piece) {
           written.append(piece);
           if (marker.empty()) return;
           if (const ReplyCut cut = cut_reply(written, marker); cut.found) {
@@ -267,6 +240,10 @@ void add_chat_command(CLI::App& app) {
         }
         throw;
       }
+      if (budget < opt.summary_tokens && ran.stop_reason == "max_tokens")
+        warn("chat turn " + std::to_string(turn_no) + ": the summary was cut at " + std::to_string(budget) +
+             " tokens, the room the summary model's " + std::to_string(slimit) + " positions leave after the request (" +
+             std::to_string(slimit - budget) + " tokens)");
       written = finished_reply(written, marker);
       for (auto& c : written)
         if (c == '\n' || c == '\r') c = ' ';  // one line, as a turn is
@@ -289,13 +266,6 @@ void add_chat_command(CLI::App& app) {
       install_interrupt_handlers();
       turns.push_back({true, line});
       ++turn_no;
-      if (const std::string name = toy ? given_name(line) : std::string();
-          !name.empty() && std::find(kToyNames.begin(), kToyNames.end(), name) == kToyNames.end()) {
-        std::string list;
-        for (auto n : kToyNames) list += (list.empty() ? "" : ", ") + std::string(n);
-        warn("the toy model knows ten names (" + list + "): it cannot recall \"" + name +
-             "\" and will answer one of those (models/toy/README.md)");
-      }
       // The user's turn in the transcript: typed at a terminal it is on screen already; piped, it is
       // shown on stderr ("> TEXT", as the terminal would), or with --echo on stdout before the reply.
       if (opt.json) {

@@ -1,5 +1,7 @@
-// `glassbox trace validate|diff|render|html|lens`: checking, comparing, drawing and viewing traces.
+// `glassbox trace validate|diff|render|html|lens|attention`: checking, comparing, drawing and viewing traces.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -243,6 +245,51 @@ void add_lens(CLI::App* trace) {
   });
 }
 
+// `trace attention`: for each recorded head at a step, the position its newest query attends to most, and
+// with what weight — the terminal twin of the viewer's caption ("which heads look at what"), so that a
+// copying head (the one that looks back at a name) shows itself by name.
+void add_attention(CLI::App* trace) {
+  auto file = std::make_shared<std::string>();
+  auto step = std::make_shared<int>(-1);
+  auto* cmd = trace->add_subcommand("attention",
+                                    "print, per head, the position a step attends to most (run --trace-attention): which heads look at what");
+  cmd->add_option("FILE", *file, "trace file")->required();
+  cmd->add_option("--step", *step, "the step to show (default: every step that recorded attention)")->check(CLI::NonNegativeNumber);
+  cmd->callback([file, step] {
+    const auto t = traces::read_trace(*file);
+    bool any = false;
+    for (const auto& s : t.steps) any |= s.attention && !s.attention->empty();
+    if (!any) throw InputError(*file + ": no step has attention weights (record them with run or chat --trace --trace-attention all)");
+    // Each position's text: the prompt's from the trace's tokenizer, then the tokens the steps appended.
+    const std::vector<std::string> prompt = prompt_texts(t);
+    const auto n_prompt = static_cast<int>(t.header.prompt_ids.size());
+    auto text_at = [&](int pos) -> std::string {
+      if (pos < n_prompt)
+        return pos < static_cast<int>(prompt.size()) ? traces::show_text(prompt[static_cast<std::size_t>(pos)], 12)
+                                                     : "#" + std::to_string(t.header.prompt_ids[static_cast<std::size_t>(pos)]);
+      for (const auto& s : t.steps)
+        if (s.pos == pos - 1) return traces::show_text(s.token_text, 12);  // a step's token goes after its query
+      return "?";
+    };
+    bool shown = false;
+    for (const auto& s : t.steps) {
+      if (!s.attention || s.attention->empty() || (*step >= 0 && s.step != *step)) continue;
+      shown = true;
+      std::cout << "step " << s.step << ": the query at position " << s.attention->front().pos << " (" << text_at(s.attention->front().pos)
+                << ") chose " << traces::show_text(s.token_text, 12) << "\n";
+      for (const auto& row : *s.attention) {
+        if (row.weights.empty()) continue;
+        const auto best = static_cast<int>(std::max_element(row.weights.begin(), row.weights.end()) - row.weights.begin());
+        char w[16];
+        std::snprintf(w, sizeof w, "%.3f", row.weights[static_cast<std::size_t>(best)]);
+        const int pos = row.first_pos + best;
+        std::cout << "  L" << row.layer << " h" << row.head << "  position " << pos << " " << text_at(pos) << " " << w << "\n";
+      }
+    }
+    if (!shown) throw InputError(*file + ": step " + std::to_string(*step) + " recorded no attention weights");
+  });
+}
+
 }  // namespace
 
 void add_trace_command(CLI::App& app) {
@@ -253,6 +300,7 @@ void add_trace_command(CLI::App& app) {
   add_render(trace);
   add_html(trace);
   add_lens(trace);
+  add_attention(trace);
   add_trace_import(trace);
 }
 

@@ -347,7 +347,8 @@ std::vector<RunOption> make_table() {
   t.push_back(entry({.key = "summary_tokens", .flags = "--summary-tokens", .value_name = "N",
                      .help = "chat --context-policy summarize: the summary's length at most, in the summary model's tokens "
                              "(written greedily)",
-                     .default_text = "32", .example = "16", .commands = kChat},
+                     .default_text = "32, or the room the summary model's context leaves after the request when less (at least 8)",
+                     .example = "16", .commands = kChat},
                     integer(&RunOptions::summary_tokens, 1, 4096)));
   t.push_back(entry({.key = "json", .flags = "--json",
                      .help = "stdout: one JSON object per token (id, token, logprob, top_logprobs), then a summary object",

@@ -78,6 +78,8 @@ struct RunOptions {
   std::string summary_model;               // the model that writes the summary (empty: the chat's own)
   std::string summary_tokenizer;           // its tokenizer file (empty: a GGUF model's own, else --tokenizer's)
   int summary_tokens = 32;                 // the summary's length at most, in the summary model's tokens
+  bool summary_tokens_given = false;       // --summary-tokens was set: a bound the request must leave room for; the
+                                           // default gives way to the room the summary model's context leaves
 };
 
 // `--context-policy summarize`: chat's third policy (drop, summarize, refuse), handled by chat itself.

@@ -121,6 +121,7 @@ RunOptions RunOptionsBinder::finish() {
       if (given(key))
         throw ConfigError(run_option(key).long_flag() + " " + run_option(key).show(o) + ": only --context-policy summarize writes a summary (the policy is " +
                           o.context_policy.to_string() + ")");
+  o.summary_tokens_given = given("summary_tokens");
   if (given("summary_tokenizer") && o.summary_model.empty())
     throw ConfigError("--summary-tokenizer " + o.summary_tokenizer +
                       ": it is --summary-model's tokenizer, and no --summary-model is given (the chat's own model summarizes with its own tokenizer)");

@@ -2,7 +2,7 @@
 """The toy world: a small probabilistic grammar whose next-word distributions
 are known exactly, and a deterministic corpus generator for it.
 
-Four kinds of documents (one document per output line; a conversation's line
+Five kinds of documents (one document per output line; a conversation's line
 breaks are written as the two characters backslash-n, see LINE_BREAK):
 
 1. Weather reports -- the lesson's calibration example.
@@ -40,17 +40,32 @@ breaks are written as the two characters backslash-n, see LINE_BREAK):
        User: What is my name?
        Assistant: Your name is N.
 
-   N is uniform over NAMES.  Nothing but the first exchange says N, so the
-   answer can only come from looking back at it: once a chat prunes that
-   exchange out of the window, the model can only guess (1 in len(NAMES)).
+   N is one of NAMES (the story characters, one token each) with probability
+   STORY_NAME_P, otherwise a made-up name (random_name: one to three random
+   syllables or three to eight random letters, so one to several tokens),
+   never one of HELD_OUT_NAMES.  Since
+   the name is nearly always new, the answer can only be copied from the first
+   exchange, token by token: the model learns a copying (induction) head, not
+   a list of names; the held-out names measure that (check.py, test_recall).
+   Nothing but the first exchange says N: once a chat prunes it, the model can
+   only make a name up.  Some conversations open with a system line
+   (SYSTEM_LINES, as `chat --system` writes it), and some open with the line
+   `chat --context-policy summarize` puts where the first exchange was,
+   "System: Summary: Your name is N." (summary_conversation).
+
+5. Summary requests -- so that the toy's summary keeps the name.  Exactly the
+   request `glassbox chat --context-policy summarize` sends (cli/cmd_chat.cpp):
+   SUMMARY_REQUEST, a blank line, the transcript of the replaced turns (headed
+   by "Earlier: S" when an earlier summary S is replaced too), and the answer
+   SUMMARY_NAME ("Your name is N.") if a name is in it, else SUMMARY_NONE.
 
 The first three kinds are drawn exactly as before conversations existed (same
 seed, same draws), and the tokenizer is trained on them alone (OUT_TOK), so
-the lesson's token ids do not move; conversations come from their own random
-stream and are shuffled in for training (OUT).
+the lesson's token ids do not move; conversations and summary requests come from their own random stream and are
+shuffled in for training (OUT).
 
 Usage: grammar.py [--seed N] [--weather N] [--taglines N] [--stories N]
-                  [--conversations N] OUT [OUT_TOK]
+                  [--conversations N] [--summaries N] OUT [OUT_TOK]
 """
 import argparse
 import random
@@ -110,13 +125,29 @@ DAYTIME = ["One day", "One morning", "One evening", "Later that day",
 
 
 # ---------------------------------------------------------------------------
-# 4. Conversations.  Names are the story characters' (one token each in the
-# tokenizer); small talk uses the story lexicon and never a name.
+# 4. Conversations.  Names: the story characters' (one token each in the
+# tokenizer) or made up (random_name); small talk uses the story lexicon and never a name.
 NAMES = [p[0] for p in PEOPLE]
+STORY_NAME_P = 0.15
+# Names from several languages that the corpus never contains: random_name never makes them, so
+# recall of these is copying (models/toy/check.py, tests/test_recall.cpp).
+HELD_OUT_NAMES = ["Priya", "Kenji", "Olga", "Mateo", "Amara", "Ingrid", "Tariq", "Aiko", "Siobhan",
+                  "Dmitri", "Zainab", "Lars"]
+# Made-up names: 1-3 syllables, onset + vowel + optional coda ("Kaviro", "Shen", "Ubra"), or 3-8 random letters.
+ONSETS = ["", "", "b", "br", "c", "ch", "d", "dm", "f", "g", "gr", "h", "j", "k", "kh", "l", "m",
+          "n", "p", "pr", "r", "s", "sh", "si", "st", "t", "th", "tr", "v", "w", "y", "z"]
+VOWELS = ["a", "a", "e", "e", "i", "i", "o", "u", "ai", "ia", "ya", "ei", "ou", "y"]
+CODAS = ["", "", "", "", "n", "r", "s", "l", "m", "k", "t", "d", "b", "h", "q", "x"]
+SYLLABLE_NAME_P = 0.5
+LETTER_VOWEL_P = 0.4
 FACT_USER = "My name is {}."
 FACT_REPLY = "Hello, {}!"
 QUESTION = "What is my name?"
 ANSWER = "Your name is {}."
+# `chat --system` lines a conversation may open with.
+SYSTEM_LINES = ["Be kind.", "Be brief.", "You are a helpful assistant."]
+SYSTEM_P = 0.2
+SUMMARY_CONVERSATION_P = 0.3
 # At most two exchanges of small talk: with this tokenizer (which never saw
 # "User"/"Assistant" or a line break) an exchange is ~25 tokens, and the whole
 # conversation must fit a 128-token training row.
@@ -134,6 +165,13 @@ FILLERS = [
 ]
 # A conversation's line breaks inside the one-document-per-line corpus file.
 LINE_BREAK = "\\n"
+
+# 5. Summary requests: cli/cmd_chat.cpp's kSummaryRequest, kSummaryEarlier and kSummaryHeading.
+SUMMARY_REQUEST = "Summarize this conversation in one sentence, keeping the names."
+SUMMARY_EARLIER = "Earlier: "
+SUMMARY_HEADING = "Summary: "
+SUMMARY_NAME = ANSWER
+SUMMARY_NONE = "We made small talk."
 
 
 def weighted(rng, items):
@@ -222,37 +260,116 @@ def story(rng):
     return " ".join(s)
 
 
+def random_name(rng):
+    """A made-up name, never one of HELD_OUT_NAMES or NAMES: syllables (onset +
+    vowel + optional coda) or, as often, random letters (a vowel with
+    probability LETTER_VOWEL_P), so that the tokenizer splits names into all
+    kinds of pieces, the pieces of ordinary words among them ("ate", "ri")."""
+    while True:
+        if rng.random() < SYLLABLE_NAME_P:
+            n = "".join(rng.choice(ONSETS) + rng.choice(VOWELS) + rng.choice(CODAS)
+                        for _ in range(rng.choice((1, 2, 2, 3))))
+        else:
+            n = "".join(rng.choice("aeiou") if rng.random() < LETTER_VOWEL_P else rng.choice("bcdfghjklmnpqrstvwxyz")
+                        for _ in range(rng.randrange(3, 9)))
+        if len(n) >= 3 and n.capitalize() not in HELD_OUT_NAMES and n.capitalize() not in NAMES:
+            return n.capitalize()
+
+
+def draw_name(rng):
+    return rng.choice(NAMES) if rng.random() < STORY_NAME_P else random_name(rng)
+
+
 def render_plain(turns):
-    """[(is_user, text), ...] as glassbox's plain chat format writes it."""
-    return "\n".join(("User: " if u else "Assistant: ") + t for u, t in turns)
+    """[(role, text), ...] as glassbox's plain chat format writes it; role is
+    True (user), False (assistant) or "system"."""
+    who = {True: "User: ", False: "Assistant: ", "system": "System: "}
+    return "\n".join(who[u] + t for u, t in turns)
 
 
-def conversation(rng, name=None, fillers=None):
-    """A conversation (text with real line breaks).  name / fillers (a list of
-    FILLERS indices) are drawn when not given."""
-    if name is None:
-        name = rng.choice(NAMES)
-    if fillers is None:
-        fillers = rng.sample(range(len(FILLERS)), rng.randrange(FILLER_MAX + 1))
-    turns = [(True, FACT_USER.format(name)), (False, FACT_REPLY.format(name))]
+def small_talk(rng, fillers):
+    turns = []
     for i in fillers:
         user, reply = FILLERS[i]
         turns += [(True, user), (False, reply(rng))]
+    return turns
+
+
+def conversation(rng, name=None, fillers=None, system=None, summary=False):
+    """A conversation (text with real line breaks).  name / fillers (a list of
+    FILLERS indices) are drawn when not given; system: a `chat --system` line
+    to open with; summary: open with the summary line of the first exchange
+    instead of the exchange itself."""
+    if name is None:
+        name = draw_name(rng)
+    if fillers is None:
+        fillers = rng.sample(range(len(FILLERS)), rng.randrange(FILLER_MAX + 1))
+    turns = [("system", system)] if system else []
+    if summary:
+        turns += [("system", SUMMARY_HEADING + SUMMARY_NAME.format(name))]
+    else:
+        turns += [(True, FACT_USER.format(name)), (False, FACT_REPLY.format(name))]
+    turns += small_talk(rng, fillers)
     turns += [(True, QUESTION), (False, ANSWER.format(name))]
     return render_plain(turns)
 
 
-def corpus(seed, n_weather, n_taglines, n_stories, n_conversations=0):
+def summary_request(rng, name=None, earlier=None, fillers=None, with_fact=True):
+    """The request chat's summarize policy sends for the replaced turns, and the
+    answer.  with_fact: the turns start with the name's exchange; earlier: the
+    summary being replaced too ("Your name is N." or SUMMARY_NONE)."""
+    if name is None:
+        name = draw_name(rng)
+    if fillers is None:
+        fillers = rng.sample(range(len(FILLERS)), rng.randrange(FILLER_MAX))
+    turns = []
+    if with_fact:
+        turns += [(True, FACT_USER.format(name)), (False, FACT_REPLY.format(name))]
+    turns += small_talk(rng, fillers)
+    transcript = (SUMMARY_EARLIER + earlier + "\n") if earlier else ""
+    transcript += "".join(render_plain([t]) + "\n" for t in turns)
+    knows = with_fact or (earlier is not None and earlier != SUMMARY_NONE)
+    reply = SUMMARY_NAME.format(name) if knows else SUMMARY_NONE
+    # render_chat(Plain): "User: " + content + "\n", then "Assistant:" (the generation prompt).
+    return "User: " + SUMMARY_REQUEST + "\n\n" + transcript + "\nAssistant: " + reply
+
+
+def random_summary_request(rng):
+    """One of the requests a chat sends: the first exchange (+ small talk), or
+    small talk after an earlier summary that has the name, or has none."""
+    name = draw_name(rng)
+    k = rng.randrange(4)
+    if k <= 1:
+        return summary_request(rng, name)
+    if k == 2:
+        return summary_request(rng, name, earlier=SUMMARY_NAME.format(name), with_fact=False,
+                               fillers=rng.sample(range(len(FILLERS)), rng.randrange(1, FILLER_MAX + 1)))
+    return summary_request(rng, name, earlier=rng.choice([None, SUMMARY_NONE]), with_fact=False,
+                           fillers=rng.sample(range(len(FILLERS)), rng.randrange(1, FILLER_MAX + 1)))
+
+
+def random_conversation(rng):
+    system = rng.choice(SYSTEM_LINES) if rng.random() < SYSTEM_P else None
+    if rng.random() < SUMMARY_CONVERSATION_P:
+        return conversation(rng, system=system, summary=True,
+                            fillers=rng.sample(range(len(FILLERS)), rng.randrange(1, FILLER_MAX + 1)))
+    return conversation(rng, system=system)
+
+
+def corpus(seed, n_weather, n_taglines, n_stories, n_conversations=0, n_summaries=0):
     """(training documents, tokenizer documents).  The tokenizer's are the
     first three kinds, drawn from `seed` exactly as before conversations were
-    added; conversations use their own stream and are inserted at random."""
+    added; conversations and summary requests use their own stream (in a
+    random order of the two) and are inserted at random."""
     rng = random.Random(seed)
     kinds = ["w"] * n_weather + ["t"] * n_taglines + ["s"] * n_stories
     rng.shuffle(kinds)
     make = {"w": weather_doc, "t": tagline_doc, "s": story}
     base = [make[k](rng) for k in kinds]
     crng = random.Random(seed + 1)
-    convs = [conversation(crng) for _ in range(n_conversations)]
+    chat_kinds = [0] * n_conversations + [1] * n_summaries
+    crng.shuffle(chat_kinds)
+    convs = [(random_summary_request if k else random_conversation)(crng) for k in chat_kinds]
     # Interleave: a random order of "base" and "conversation" slots, each list kept in order.
     slots = [0] * len(base) + [1] * len(convs)
     random.Random(seed + 2).shuffle(slots)
@@ -281,10 +398,11 @@ def main():
     ap.add_argument("--taglines", type=int, default=4000)
     ap.add_argument("--stories", type=int, default=10000)
     ap.add_argument("--conversations", type=int, default=0)
+    ap.add_argument("--summaries", type=int, default=0)
     ap.add_argument("out")
     ap.add_argument("out_tok", nargs="?", help="also write the tokenizer's documents here")
     a = ap.parse_args()
-    docs, base = corpus(a.seed, a.weather, a.taglines, a.stories, a.conversations)
+    docs, base = corpus(a.seed, a.weather, a.taglines, a.stories, a.conversations, a.summaries)
     for path, ds in ((a.out, docs), (a.out_tok, base)):
         if path:
             with open(path, "w", encoding="utf-8") as f:

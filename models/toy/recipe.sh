@@ -38,7 +38,7 @@ echo "== 1/4 corpus"
 # corpus.txt: all four kinds (training); corpus-tok.txt: the first three only,
 # drawn exactly as before conversations were added (the tokenizer's input).
 $PY grammar.py --seed 1234 --weather 24000 --taglines 4000 --stories 10000 \
-  --conversations 8000 "$BUILD/corpus.txt" "$BUILD/corpus-tok.txt"
+  --conversations 12000 --summaries 5000 "$BUILD/corpus.txt" "$BUILD/corpus-tok.txt"
 
 echo "== 2/4 tokenizer"
 $PY tokenizer.py --vocab 1024 "$BUILD/corpus-tok.txt" "$BUILD/toy-spm" "$OUT/toy-tok.bin"
@@ -47,7 +47,7 @@ echo "== 3/4 train + export"
 $PY train.py "$BUILD/corpus.txt" "$BUILD/toy-spm.model" "$OUT/toy.bin" \
   --legacy "$BUILD/toy-legacy.bin" \
   --dim 64 --hidden_dim 176 --n_layers 4 --n_heads 4 --n_kv_heads 2 --seq_len 128 \
-  --batch 32 --steps 1200 --lr 3e-3 --min_lr 3e-5 --warmup 100 \
+  --batch 32 --steps 2000 --lr 3e-3 --min_lr 3e-5 --warmup 100 \
   --weight_decay 0.1 --grad_clip 1.0 --seed 1337 --threads 1 \
   2>&1 | tee "$BUILD/train.log"
 
