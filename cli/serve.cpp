@@ -1367,21 +1367,9 @@ std::unique_ptr<Server::Speculation> Server::speculative(const GenRequest& r, Pi
 
 Summary Server::beam_search(const GenRequest& r, Pipeline& p, const GenerateOptions& g, TraceSink& sinks, const StreamFn& on_piece,
                             std::function<void()> poll) {
-  BeamOptions bo{r.beam_width, r.length_penalty, r.spec.ignore_eos, std::move(poll)};
-  check_beam_options(bo, p.config.vocab_size);
-  check_beam_attention(*p.attention, p.attention->name());
-  // The other beams' stores hold what the search can reach: the prompt and n_predict more.
-  AttentionShape shape = p.config.attention_shape();
-  shape.seq_len = static_cast<int>(std::clamp<long long>(static_cast<long long>(r.ids.size()) + g.max_tokens, 1, shape.seq_len));
-  if (p.attention->persistent()) check_beam_memory(p.config, shape.seq_len, r.beam_width, model_->path.string());
-  std::vector<std::unique_ptr<KvStore>> extra;
-  std::vector<KvStore*> stores{p.attention.get()};
-  for (int i = 1; i < r.beam_width && p.attention->persistent(); ++i) {
-    extra.push_back(p.registry->make_attention(r.spec.attention, shape));
-    stores.push_back(extra.back().get());
-  }
-  BeamSearch search(*p.model, *p.tokenizer, std::move(stores));
-  return search.generate(r.ids, r.prompt, g, bo, RunHeader(p.header), sinks, on_piece);
+  const BeamOptions bo{r.beam_width, r.length_penalty, r.spec.ignore_eos, std::move(poll)};
+  return glassbox::beam_search(*p.model, *p.tokenizer, *p.attention, *p.registry, r.spec.attention, model_->path.string(), r.ids, r.prompt, g,
+                               bo, RunHeader(p.header), sinks, on_piece);
 }
 
 void Server::generate(const std::string& body, httplib::Response& res, GenRequest::Api api) {

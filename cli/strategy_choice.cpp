@@ -2,8 +2,6 @@
 // session, and one generation by sampling, beam search or speculative decoding.
 #include "strategy_choice.hpp"
 
-#include <algorithm>
-
 #include "glassbox/beam_search.hpp"
 #include "glassbox/error.hpp"
 #include "interrupt.hpp"
@@ -65,25 +63,11 @@ Summary StrategyChoice::generate(std::vector<std::int32_t> ids, std::string_view
   return engine_.generate(std::move(ids), prompt, g, s_.header, sinks, on_piece);
 }
 
-// One K/V store per beam (the session's is the first), or the one a module that keeps nothing needs. The
-// other beams' stores hold only what a search can reach (it never truncates): the prompt and max_tokens
-// more, not the whole context; all of them together within the run memory bound.
 Summary StrategyChoice::beam_search(std::vector<std::int32_t> ids, std::string_view prompt, const GenerateOptions& g, TraceSink& sinks,
                                     const StreamFn& on_piece) {
-  BeamOptions bo{opt_.beam_width, opt_.length_penalty, opt_.ignore_eos, [] { check_interrupt(); }};
-  check_beam_options(bo, s_.config.vocab_size);
-  check_beam_attention(*s_.attention, s_.attention->name());
-  AttentionShape shape = s_.config.attention_shape();
-  shape.seq_len = static_cast<int>(std::clamp<long long>(static_cast<long long>(ids.size()) + g.max_tokens, 1, shape.seq_len));
-  if (s_.attention->persistent()) check_beam_memory(s_.config, shape.seq_len, opt_.beam_width, s_.header.model_path);
-  std::vector<std::unique_ptr<KvStore>> extra;
-  std::vector<KvStore*> stores{s_.attention.get()};
-  for (int i = 1; i < opt_.beam_width && s_.attention->persistent(); ++i) {
-    extra.push_back(s_.registry->make_attention(opt_.attention, shape));
-    stores.push_back(extra.back().get());
-  }
-  BeamSearch search(*s_.model, *s_.tokenizer, std::move(stores));
-  return search.generate(std::move(ids), prompt, g, bo, s_.header, sinks, on_piece);
+  const BeamOptions bo{opt_.beam_width, opt_.length_penalty, opt_.ignore_eos, [] { check_interrupt(); }};
+  return glassbox::beam_search(*s_.model, *s_.tokenizer, *s_.attention, *s_.registry, opt_.attention, s_.header.model_path, std::move(ids),
+                               prompt, g, bo, s_.header, sinks, on_piece);
 }
 
 }  // namespace glassbox::cli

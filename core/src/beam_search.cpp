@@ -101,6 +101,25 @@ Summary BeamSearch::generate(std::vector<std::int32_t> ids, std::string_view pro
   return run_strategy({model_, tok_, *stores_[0], nullptr}, strategy, std::move(ids), prompt, opt, std::move(header), sink, on_piece);
 }
 
+Summary beam_search(Transformer& model, const Tokenizer& tok, KvStore& first, const Registry& registry, const PluginSpec& attention,
+                    const std::string& model_file, std::vector<std::int32_t> ids, std::string_view prompt, const GenerateOptions& opt,
+                    const BeamOptions& bo, RunHeader header, TraceSink& sink, const StreamFn& on_piece) {
+  const Config& cfg = model.config();
+  check_beam_options(bo, cfg.vocab_size);
+  check_beam_attention(first, first.name());
+  AttentionShape shape = cfg.attention_shape();
+  shape.seq_len = static_cast<int>(std::clamp<long long>(static_cast<long long>(ids.size()) + opt.max_tokens, 1, shape.seq_len));
+  if (first.persistent()) check_beam_memory(cfg, shape.seq_len, bo.width, model_file);
+  std::vector<std::unique_ptr<KvStore>> extra;
+  std::vector<KvStore*> stores{&first};
+  for (int i = 1; i < bo.width && first.persistent(); ++i) {
+    extra.push_back(registry.make_attention(attention, shape));
+    stores.push_back(extra.back().get());
+  }
+  BeamSearch search(model, tok, std::move(stores));
+  return search.generate(std::move(ids), prompt, opt, bo, std::move(header), sink, on_piece);
+}
+
 void BeamStrategy::check(const GenerateOptions& opt) const {
   if (!opt.forced.empty()) throw ConfigError("beam search cannot be teacher-forced (--replay): it chooses whole sequences");
   if (opt.policy.kind != ContextPolicy::Stop && opt.policy.kind != ContextPolicy::Refuse)

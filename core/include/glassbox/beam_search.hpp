@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "glassbox/engine.hpp"
+#include "glassbox/registry.hpp"
 #include "glassbox/strategy.hpp"
 
 namespace glassbox {
@@ -91,5 +92,13 @@ class BeamSearch {
   const Tokenizer& tok_;
   std::vector<KvStore*> stores_;
 };
+
+// A whole search over one run's parts (run, chat and serve): the options and the attention module checked,
+// and the other width − 1 beams' stores made from `attention` by `registry` — each holding only what a search
+// can reach (the prompt and max_tokens more; it never truncates), none for a module that keeps nothing, all
+// of them within the run memory bound (check_beam_memory, naming `model_file`). `first` is the run's own store.
+Summary beam_search(Transformer& model, const Tokenizer& tok, KvStore& first, const Registry& registry, const PluginSpec& attention,
+                    const std::string& model_file, std::vector<std::int32_t> prompt_ids, std::string_view prompt,
+                    const GenerateOptions& opt, const BeamOptions& beam, RunHeader header, TraceSink& sink, const StreamFn& on_piece);
 
 }  // namespace glassbox
