@@ -62,6 +62,12 @@ int main(int argc, char** argv) {
   } catch (const glassbox::Error& e) {
     std::fflush(stdout);
     if (g_stdout_mid_line) std::cerr << "\n";  // off the streamed text's line
+    if (const int sig = interrupt_signal()) {
+      // A module's long computation stopped for the signal (a grammar walk while a chain is built, before
+      // the command polls between steps): the command was interrupted, not given bad input.
+      std::cerr << "glassbox: interrupted by " << signal_name(sig) << " (" << e.what() << ")\n";
+      return 128 + sig;
+    }
     std::cerr << "glassbox: error: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {

@@ -1377,10 +1377,16 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
   auto r = std::make_shared<GenRequest>(parse(read_body(body), api));
   const int conn_fd = t_conn ? t_conn->fd : -1;  // to see a client that hangs up (the stream's writes see it too)
   std::vector<std::string> warnings;
+  // A request's own error is its 400; but a grammar walk stopped by SIGINT/SIGTERM (building the chain walks
+  // the grammar's first step, which a huge grammar makes long) is the shutdown's doing: 503, as between steps.
+  auto refused = [](const std::exception& e) {
+    if (const int s = interrupt_signal()) return HttpError(503, "the server is stopping (" + signal_name(s) + ")", "unavailable_error");
+    return HttpError(400, e.what());
+  };
   try {
     check_run_spec(*model_->registry, r->spec, warnings);  // names and parameters, before waiting for a slot
   } catch (const Error& e) {
-    throw HttpError(400, e.what());
+    throw refused(e);
   }
   if (dry_) {
     res.set_content(R"({"parsed":true})", "application/json; charset=utf-8");
@@ -1398,7 +1404,7 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
   try {
     p = build_pipeline(model_, r->spec, warnings);
   } catch (const Error& e) {
-    throw HttpError(400, e.what());
+    throw refused(e);
   }
   ++metrics_.requests;
   // (Named copies, not a structured binding: clang 14, the sanitizer build's compiler, cannot capture one.)
@@ -1588,7 +1594,7 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
     try {
       j = run(nullptr);
     } catch (const ConfigError& e) {
-      throw HttpError(400, e.what());  // the request's own grammar or sampler: its limits, or no token fits
+      throw refused(e);  // the request's own grammar or sampler: its limits, or no token fits
     } catch (const Cancelled& c) {
       if (c.signal) throw HttpError(503, "the server is stopping (" + signal_name(c.signal) + ")", "unavailable_error");
       throw;  // the client is gone: no one reads an answer

@@ -619,62 +619,12 @@ BOOST_AUTO_TEST_CASE(cli_errors_exit_2_with_one_line) {
   }
 }
 
-// SIGTERM during a run whose every step is a long grammar walk (240,000 alternatives): the walk stops at
-// once (it checks the interrupt flag), and the run ends as any interrupted run does: exit 128+15, the
-// trace closed by an `interrupted` line. (Before, the walk ignored the signal: minutes per step.)
-BOOST_AUTO_TEST_CASE(sigterm_interrupts_a_grammar_walk_in_run) {
-  const auto dir = gbtest::temp_dir("grammar-sigterm");
-  std::string alts = "root ::= \"w0\"";
-  for (int i = 1; i < 240000; ++i) alts += " | \"w" + std::to_string(i) + "\"";
-  gbtest::write_file(dir / "big.gbnf", alts + "\n");
-  std::vector<std::string> args = cat(cat({GLASSBOX_BIN}, run_args()), {"-p", "Hi", "-n", "40", "--grammar", (dir / "big.gbnf").string(),
-                                                                        "--trace", (dir / "t.jsonl").string()});
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 2, (dir / "err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid;
-  BOOST_TEST_REQUIRE(posix_spawn(&pid, GLASSBOX_BIN, &fa, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&fa);
-  // Once the trace is being written (the pipeline is built, generation under way), a moment into a step.
-  auto writing = [&] {
-    for (const auto& e : fs::directory_iterator(dir))
-      if (e.path().filename().string().find("t.jsonl") != std::string::npos && e.is_regular_file() && e.file_size() > 0) return true;  // its header
-    return false;
-  };
-  for (int i = 0; i < 3000 && !writing(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  ::kill(pid, SIGTERM);
-  int rc = -1;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 1000; ++i) {
-    int st;
-    if (::waitpid(pid, &st, WNOHANG) == pid) {
-      rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (rc == -1) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-  BOOST_TEST(rc == 128 + SIGTERM, gbtest::read_file(dir / "err"));
-  BOOST_TEST(waited < 5.0 * gbtest::kTimeScale);
-  const auto lines = gbtest::read_jsonl(dir / "t.jsonl");
-  BOOST_TEST_REQUIRE(!lines.empty());
-  BOOST_TEST(lines.back()["type"] == "interrupted");
-  fs::remove_all(dir);
-}
-
 // `glassbox ARGS` started, signalled with `sig` once a file whose name holds `stem` in `dir` has content (the run is
-// under way) and 700 ms more (inside a step's walk); returns its exit status, or -N when signal N ended it,
-// and the seconds from the signal to its end (-1: still running after 10 s, then killed).
-std::pair<int, double> signal_during(const std::vector<std::string>& cli_args, const fs::path& dir, const std::string& stem, int sig) {
+// under way) and 700 ms more (inside a step's walk) — or, with an empty `stem`, `early_ms` after its start;
+// returns its exit status, or -N when signal N ended it, and the seconds from the signal to its end (-1: still
+// running after 10 s, then killed).
+std::pair<int, double> signal_during(const std::vector<std::string>& cli_args, const fs::path& dir, const std::string& stem, int sig,
+                                     int early_ms = 0) {
   std::vector<std::string> args = cat({GLASSBOX_BIN}, cli_args);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -693,11 +643,17 @@ std::pair<int, double> signal_during(const std::vector<std::string>& cli_args, c
       if (e.path().filename().string().find(stem) != std::string::npos && e.is_regular_file() && e.file_size() > 0) return true;
     return false;
   };
-  for (int i = 0; i < 3000 && !writing(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  if (stem.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(early_ms * gbtest::kTimeScale)));  // past the start
+  } else {
+    // Building the chain walks the grammar's first step: slow under the sanitizers, hence the scaled wait.
+    for (int i = 0; i < 3000 * gbtest::kTimeScale && !writing(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    BOOST_TEST(writing(), "nothing named " << stem << " was written before the signal");
+    std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  }
   ::kill(pid, sig);
   const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < 1000; ++i) {
+  for (int i = 0; i < 1000 * gbtest::kTimeScale; ++i) {
     int st;
     if (::waitpid(pid, &st, WNOHANG) == pid)
       return {WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st), std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
@@ -713,6 +669,41 @@ void write_long_grammar(const fs::path& file) {
   std::string alts = "root ::= w (\" \" w)*\nw ::= \"w0\"";
   for (int i = 1; i < 240000; ++i) alts += " | \"w" + std::to_string(i) + "\"";
   gbtest::write_file(file, alts + "\n");
+}
+
+// SIGTERM during a run whose every step is a long grammar walk: the walk stops at once (it checks the
+// interrupt flag), and the run ends as any interrupted run does: exit 128+15, the trace closed by an
+// `interrupted` line. (Before, the walk ignored the signal: minutes per step.)
+BOOST_AUTO_TEST_CASE(sigterm_interrupts_a_grammar_walk_in_run) {
+  const auto dir = gbtest::temp_dir("grammar-sigterm");
+  write_long_grammar(dir / "big.gbnf");
+  const auto [rc, waited] = signal_during(cat(run_args(), {"-p", "Hi", "-n", "40", "--ignore-eos", "--grammar", (dir / "big.gbnf").string(),
+                                                           "--trace", (dir / "t.jsonl").string()}),
+                                          dir, "t.jsonl", SIGTERM);
+  BOOST_TEST(rc == 128 + SIGTERM, gbtest::read_file(dir / "err"));
+  BOOST_TEST((waited >= 0 && waited < 5.0 * gbtest::kTimeScale), waited);
+  const auto lines = gbtest::read_jsonl(dir / "t.jsonl");
+  BOOST_TEST_REQUIRE(!lines.empty());
+  BOOST_TEST(lines.back()["type"] == "interrupted");
+  fs::remove_all(dir);
+}
+
+// The signal earlier, while the chain is built (which walks the grammar's first step): still an interrupt,
+// exit 128+15 and "interrupted by SIGTERM", not exit 2 with the walk's message as if the input were bad.
+BOOST_AUTO_TEST_CASE(sigterm_while_the_grammar_chain_is_built_is_an_interrupt) {
+  const auto dir = gbtest::temp_dir("grammar-sigterm-early");
+  write_long_grammar(dir / "big.gbnf");
+  for (const int early_ms : {150, 300, 450}) {
+    BOOST_TEST_CONTEXT("SIGTERM " << early_ms << " ms after the start") {
+      const auto [rc, waited] = signal_during(cat(run_args(), {"-p", "Hi", "-n", "40", "--grammar", (dir / "big.gbnf").string()}), dir, "",
+                                              SIGTERM, early_ms);
+      const std::string err = gbtest::read_file(dir / "err");
+      BOOST_TEST(rc == 128 + SIGTERM, err);
+      BOOST_TEST((waited >= 0 && waited < 5.0 * gbtest::kTimeScale), waited);
+      BOOST_TEST(err.find("interrupted by SIGTERM") != std::string::npos, err);
+    }
+  }
+  fs::remove_all(dir);
 }
 
 // SIGTERM while chat's turn is inside such walks: chat ends as `run` does (exit 128+15, "[glassbox]

@@ -533,15 +533,22 @@ BOOST_AUTO_TEST_CASE(queue_bound_disconnect_and_sigterm) {
   fs::remove_all(traces);
 }
 
-// SIGTERM while a request is inside long grammar walks (every step over 240,000 alternatives): the server
-// stops within seconds, and the request is cancelled by the shutdown as one between steps is: a 503 "the
-// server is stopping", its trace closed by an interrupted line (before: a 400 blaming the request's grammar,
-// "grammar: the walk was interrupted by SIGTERM", and an error line).
+// A grammar whose every step walks 240,000 alternatives (about half a second a step here, far more under
+// the sanitizers).
+static std::string huge_grammar() {
+  std::string g = "root ::= w (\" \" w)*\nw ::= \"w0\"";
+  for (int i = 1; i < 240000; ++i) g += " | \"w" + std::to_string(i) + "\"";
+  return g;
+}
+
+// SIGTERM while a request is inside long grammar walks: the server stops within seconds, and the request is
+// cancelled by the shutdown as one between steps is: a 503 "the server is stopping", its trace closed by an
+// interrupted line (before: a 400 blaming the request's grammar, "grammar: the walk was interrupted by
+// SIGTERM", and an error line).
 BOOST_AUTO_TEST_CASE(sigterm_during_a_grammar_walk_stops_the_server_and_cancels_the_request) {
   const fs::path traces = gbtest::temp_dir("serve-grammar-sigterm");
   ServerProcess s({"--trace-dir", traces.string(), "--max-body", "8000000"});
-  std::string g = "root ::= w (\" \" w)*\nw ::= \"w0\"";
-  for (int i = 1; i < 240000; ++i) g += " | \"w" + std::to_string(i) + "\"";
+  const std::string g = huge_grammar();
   auto r = std::async(std::launch::async, [&] {
     auto c = s.client();
     return c.Post("/completion", json{{"prompt", "Hi"}, {"n_predict", 60}, {"ignore_eos", true}, {"grammar", g}}.dump(), "application/json");
@@ -551,7 +558,10 @@ BOOST_AUTO_TEST_CASE(sigterm_during_a_grammar_walk_stops_the_server_and_cancels_
       if (e.is_regular_file() && e.file_size() > 0) return true;
     return false;
   };
-  for (int i = 0; i < 3000 && !writing(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // The trace's first lines come once the chain is built (the grammar's first walk): wait for them, so the
+  // signal lands in a step's walk (the case below sends it earlier).
+  for (int i = 0; i < 3000 * gbtest::kTimeScale && !writing(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  BOOST_TEST_REQUIRE(writing(), "no trace was started: " << s.stderr_text());
   std::this_thread::sleep_for(std::chrono::milliseconds(700));  // a moment into a step's walk
   const auto t0 = std::chrono::steady_clock::now();
   BOOST_TEST(s.stop() == 0, s.stderr_text());
@@ -570,6 +580,32 @@ BOOST_AUTO_TEST_CASE(sigterm_during_a_grammar_walk_stops_the_server_and_cancels_
   }
   BOOST_TEST(files == 1);
   fs::remove_all(traces);
+}
+
+// The same signal earlier: while the body is read, while the chain is checked, or while it is built (building
+// walks the grammar's first step). Whatever the moment, the answer is a 503 "the server is stopping", never a
+// 400 blaming the grammar (CI's sanitizer run once saw that: the signal came while the chain was built), and
+// a trace, if one was started, ends in an interrupted line.
+BOOST_AUTO_TEST_CASE(sigterm_before_the_first_step_is_a_503_too) {
+  const std::string body = json{{"prompt", "Hi"}, {"n_predict", 60}, {"ignore_eos", true}, {"grammar", huge_grammar()}}.dump();
+  for (const int delay_ms : {100, 250, 400}) {
+    BOOST_TEST_CONTEXT("SIGTERM " << delay_ms << " ms after the request") {
+      const fs::path traces = gbtest::temp_dir("serve-grammar-sigterm-early");
+      ServerProcess s({"--trace-dir", traces.string(), "--max-body", "8000000"});
+      auto r = std::async(std::launch::async, [&] { return s.client().Post("/completion", body, "application/json"); });
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(delay_ms * gbtest::kTimeScale)));
+      BOOST_TEST(s.stop() == 0, s.stderr_text());
+      const auto res = r.get();
+      BOOST_TEST_REQUIRE(static_cast<bool>(res));
+      BOOST_TEST(res->status == 503, res->body);
+      BOOST_TEST(res->body.find("the server is stopping") != std::string::npos, res->body);
+      for (const auto& f : fs::directory_iterator(traces)) {
+        const auto lines = gbtest::read_jsonl(f.path());
+        if (!lines.empty()) BOOST_TEST(lines.back()["type"] == "interrupted", f.path());
+      }
+      fs::remove_all(traces);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(hostile_requests_get_their_status_and_a_json_error) {
