@@ -149,15 +149,15 @@ std::vector<RunOption> make_table() {
   // --config is the one option that is not a config key.
   t.push_back(entry({.key = "config", .flags = "--config", .value_name = "FILE",
                      .help = "YAML file setting any of these options by its key (options given here win)",
-                     .example = "run.yaml", .commands = kPipeline, .in_yaml = false},
+                     .example = "run.yaml", .commands = kPipeline | kServe, .in_yaml = false},
                     text(&RunOptions::config)));
   t.push_back(entry({.key = "model", .flags = "--model,-m", .value_name = "FILE", .help = "model file: GGUF or llama2.c checkpoint",
-                     .default_text = "the embedded toy model", .example = "stories260K.bin", .commands = kShared},
+                     .default_text = "the embedded toy model", .example = "stories260K.bin", .commands = kShared | kServe},
                     text(&RunOptions::model)));
   t.push_back(entry({.key = "tokenizer", .flags = "--tokenizer,-t", .value_name = "FILE",
                      .help = "tokenizer file or folder; in YAML also a map {name: PLUGIN, path: FILE, PARAM: VALUE}",
                      .default_text = "the one inside a GGUF model, or the embedded model's", .example = "tok512.bin",
-                     .commands = kShared},
+                     .commands = kShared | kServe},
                     {K::Value, "",
                      [](RunOptions& o, const YAML::Node& v, const std::string& where) {
                        if (v.IsMap()) {
@@ -180,7 +180,7 @@ std::vector<RunOption> make_table() {
                      [](const RunOptions& o) { return o.tokenizer.name; }}));
   t.push_back(entry({.key = "context", .flags = "--context,-c", .value_name = "N",
                      .help = "positions the run may use, at most the model's context length",
-                     .default_text = "min(model's, 4096)", .example = "64", .commands = kPipeline},
+                     .default_text = "min(model's, 4096)", .example = "64", .commands = kPipeline | kServe},
                     integer(&RunOptions::context, 1, 1 << 24)));
   t.push_back(entry({.key = "attention", .flags = "--attention", .value_name = "SPEC",
                      .help = "attention plugin, NAME or NAME:VALUE; in YAML also a map with 'name'", .default_text = "kv-cache",
@@ -190,7 +190,7 @@ std::vector<RunOption> make_table() {
                      [](const RunOptions& o) { return o.attention.to_string(); }}));
   t.push_back(entry({.key = "plugin_path", .flags = "--plugin-path", .value_name = "DIR",
                      .help = "extra folder of plugin modules, repeatable; in YAML a list; the command line's add to the config's",
-                     .example = "plugins", .commands = kShared},
+                     .example = "plugins", .commands = kShared | kServe},
                     {K::List, "",
                      [](RunOptions& o, const YAML::Node& v, const std::string& where) {
                        if (!v.IsSequence()) {
@@ -237,7 +237,7 @@ std::vector<RunOption> make_table() {
                      },
                      [](const RunOptions& o) { return std::string(to_string(o.gelu)); }}));
   t.push_back(entry({.key = "threads", .flags = "--threads", .value_name = "N", .help = "threads for the matrix products",
-                     .default_text = "one per physical core", .example = "2", .commands = kGenerate},
+                     .default_text = "one per physical core", .example = "2", .commands = kGenerate | kServe},
                     integer(&RunOptions::threads, 1, 1024)));
   t.push_back(entry({.key = "prompt", .flags = "--prompt,-p", .value_name = "TEXT",
                      .help = "prompt text; without one, run reads a prompt piped on stdin",
@@ -323,15 +323,15 @@ std::vector<RunOption> make_table() {
   t.push_back(entry({.key = "draft_model", .flags = "--draft-model", .value_name = "FILE",
                      .help = "speculative decoding: a small model with the same vocabulary drafts tokens the model verifies "
                              "in one forward; the output is distributed as the model's own",
-                     .example = "synth128.bin", .commands = kGenerate},
+                     .example = "synth128.bin", .commands = kGenerate | kServe},
                     text(&RunOptions::draft_model)));
   t.push_back(entry({.key = "draft_tokenizer", .flags = "--draft-tokenizer", .value_name = "FILE",
                      .help = "the draft model's tokenizer file (its vocabulary must be the model's)",
-                     .default_text = "the one inside a GGUF draft, else --tokenizer's", .example = "tok512.bin", .commands = kGenerate},
+                     .default_text = "the one inside a GGUF draft, else --tokenizer's", .example = "tok512.bin", .commands = kGenerate | kServe},
                     text(&RunOptions::draft_tokenizer)));
   t.push_back(entry({.key = "draft_tokens", .flags = "--draft-tokens", .value_name = "K",
                      .help = "tokens the draft proposes per round (with --draft-model)", .default_text = "4", .example = "8",
-                     .commands = kGenerate},
+                     .commands = kGenerate | kServe},
                     integer(&RunOptions::draft_tokens, 1, kMaxDraftTokens)));
   // chat --context-policy summarize (docs/attention.md): who writes the summary, and how long it may be.
   t.push_back(entry({.key = "summary_model", .flags = "--summary-model", .value_name = "FILE",
@@ -359,7 +359,7 @@ std::vector<RunOption> make_table() {
                     integer(&RunOptions::top_logprobs, 0, 1000)));
   t.push_back(entry({.key = "pace", .flags = "--pace", .value_name = "MS",
                      .help = "wait MS milliseconds before each streamed token, for watching", .default_text = "0",
-                     .example = "150", .commands = kGenerate},
+                     .example = "150", .commands = kGenerate | kServe},
                     real(&RunOptions::pace_ms, 0, 60000)));
   t.push_back(entry({.key = "pace_tps", .flags = "--pace-tps", .value_name = "R",
                      .help = "stream at most R tokens per second, for watching; with --pace, the slower wins",
@@ -561,10 +561,11 @@ RunOptions RunOptionTableBinder::merge() {
     load_run_config(o.config, o, &given_);
     // A config shared with `run` may set what chat has no use for (a prompt, a golden to replay): said,
     // not silently ignored.
-    if (command_ == kChat)
+    if (command_ != kRun)
       for (const auto& key : given_)
-        if (!(run_option(key).commands & kChat))
-          std::fprintf(stderr, "glassbox: warning: --config %s: %s is not an option of chat (ignored)\n", o.config.c_str(), key.c_str());
+        if (!(run_option(key).commands & command_))
+          std::fprintf(stderr, "glassbox: warning: --config %s: %s is not an option of %s (ignored)\n", o.config.c_str(), key.c_str(),
+                       command_name(command_));
   }
   for (const auto& s : slots_) {
     if (s->entry->key == "config" || s->option->count() == 0) continue;
@@ -594,6 +595,18 @@ WatchSpec watch_spec(const RunOptions& o) {
   return w;
 }
 
+const char* command_name(RunCommand c) {
+  switch (c) {
+    case kRun: return "run";
+    case kChat: return "chat";
+    case kBench: return "bench";
+    case kCompare: return "compare";
+    case kImport: return "trace import";
+    case kServe: return "serve";
+  }
+  return "?";
+}
+
 std::string run_options_markdown() {
   auto cell = [](std::string s) {
     std::string out;
@@ -613,8 +626,8 @@ std::string run_options_markdown() {
     std::string value = e.kind == RunOption::Kind::Flag ? "flag" : e.value_name;
     if (!e.values.empty() && e.kind != RunOption::Kind::Flag) value += ": " + e.values;
     std::string commands;
-    for (auto [bit, name] : {std::pair{kRun, "run"}, {kChat, "chat"}, {kBench, "bench"}, {kCompare, "compare"}, {kImport, "trace import"}})
-      if (e.commands & bit) commands += (commands.empty() ? "" : ", ") + std::string(name);
+    for (const RunCommand bit : {kRun, kChat, kBench, kCompare, kImport, kServe})
+      if (e.commands & bit) commands += (commands.empty() ? "" : ", ") + std::string(command_name(bit));
     md << "| " << names << " | " << (e.in_yaml ? "`" + e.key + "`" : "—") << " | " << cell(value) << " | "
        << cell(e.default_text) << " | " << commands << " | " << cell(e.help) << " |\n";
   }

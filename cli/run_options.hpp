@@ -90,7 +90,8 @@ inline constexpr std::string_view kSummarizePolicy = "summarize";
 WatchSpec watch_spec(const RunOptions& o);
 
 // The commands that take an option (bits).
-enum RunCommand : unsigned { kRun = 1, kChat = 2, kBench = 4, kCompare = 8, kImport = 16 };  // kImport: trace import
+enum RunCommand : unsigned { kRun = 1, kChat = 2, kBench = 4, kCompare = 8, kImport = 16, kServe = 32 };  // kImport: trace import
+const char* command_name(RunCommand c);  // "run", "trace import", ...
 
 // One option: its spellings, its words, and the one function that sets it. The same `set` runs for a
 // command-line value (a YAML scalar made from the text; a sequence for a repeated option) and a YAML

@@ -37,10 +37,12 @@ namespace {
 // A `glassbox serve` process on a port of its choosing; stopped (SIGTERM) by the destructor.
 class ServerProcess {
  public:
-  explicit ServerProcess(std::vector<std::string> extra) {
+  // `with_model`: stories260K's --model and --tokenizer first (else `extra` or the default says which).
+  explicit ServerProcess(std::vector<std::string> extra, bool with_model = true) {
     dir_ = gbtest::temp_dir("serve");
     std::vector<std::string> args = {GLASSBOX_BIN, "serve"};
-    for (auto& a : gbtest::stories_args()) args.push_back(a);
+    if (with_model)
+      for (auto& a : gbtest::stories_args()) args.push_back(a);
     for (auto& a : {"--port", "0", "--threads", "1"}) args.push_back(a);
     for (auto& a : extra) args.push_back(a);
     std::vector<char*> argv;
@@ -606,6 +608,40 @@ BOOST_AUTO_TEST_CASE(sigterm_before_the_first_step_is_a_503_too) {
       fs::remove_all(traces);
     }
   }
+}
+
+// serve takes the options it shares with run from the one option table: a --config file sets them (and a key
+// serve does not take is named, not silently dropped), and without --model it serves the embedded toy, as run.
+BOOST_AUTO_TEST_CASE(config_file_and_the_default_model_as_run) {
+  const fs::path dir = gbtest::temp_dir("serve-config");
+  gbtest::write_file(dir / "class.yaml", "model: " + gbtest::shared("models/stories260K.bin").string() + "\ntokenizer: " +
+                                             gbtest::shared("models/tok512.bin").string() + "\ncontext: 48\nprompt: unused\n");
+  {
+    ServerProcess s({"--config", (dir / "class.yaml").string()}, false);
+    auto c = s.client();
+    const auto m = c.Get("/v1/models");
+    BOOST_TEST_REQUIRE(static_cast<bool>(m));
+    const json j = json::parse(m->body);
+    BOOST_TEST(j["data"][0]["id"] == "stories260K.bin", m->body);
+    BOOST_TEST(j["data"][0]["meta"]["n_ctx"] == 48, m->body);
+    BOOST_TEST(s.stderr_text().find("class.yaml: prompt is not an option of serve (ignored)") != std::string::npos, s.stderr_text());
+    // The command line wins over the config, as in run.
+  }
+  {
+    ServerProcess s({"--config", (dir / "class.yaml").string(), "--context", "32"}, false);
+    const auto m = s.client().Get("/v1/models");
+    BOOST_TEST_REQUIRE(static_cast<bool>(m));
+    BOOST_TEST(json::parse(m->body)["data"][0]["meta"]["n_ctx"] == 32, m->body);
+  }
+  {
+    ServerProcess s({}, false);
+    const auto r = s.client().Post("/completion", json{{"prompt", "The weather today is"}, {"n_predict", 1}, {"temperature", 0}}.dump(),
+                                   "application/json");
+    BOOST_TEST_REQUIRE(static_cast<bool>(r));
+    BOOST_TEST(r->status == 200, r->body);
+    BOOST_TEST(json::parse(r->body)["content"] == " sunny", r->body);  // the toy's lesson sentence, as run says it
+  }
+  fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(hostile_requests_get_their_status_and_a_json_error) {
