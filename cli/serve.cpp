@@ -755,6 +755,26 @@ struct GenRequest {
   TraceLevel level = TraceLevel::Basic;
 };
 
+// Who a generation request is, once admitted: its slot, its trace, and the names its API's answers carry.
+struct RequestIds {
+  GenRequest::Api api;
+  bool chat;  // OpenAI's chat completion
+  int slot;
+  std::string trace_id, trace_path, trace_url;
+  std::string cmpl_id;  // OpenAI's "id" ("chatcmpl-…", "cmpl-…"); empty for llama.cpp's API
+  std::time_t created;
+};
+
+// What a finished generation produced, for its answer.
+struct Reply {
+  const std::string& content;              // the text (cut before a stop word)
+  const std::vector<std::int32_t>& ids;    // the tokens generated, stop tokens included
+  const Json& entries;                     // the per-token probability entries (n_probs)
+  const std::string& stopping_word;
+};
+
+class StepCollector;
+
 class Server {
  public:
   explicit Server(const ServeOptions& o)
@@ -777,6 +797,11 @@ class Server {
   std::optional<PluginSpec> grammar_from_fields(const nlohmann::json& body, GenRequest::Api api);
   void refuse_server_files(const std::vector<PluginSpec>& chain);
   void generate(const std::string& body, httplib::Response& res, GenRequest::Api api);
+  Json finished_object(const GenRequest& r, const RequestIds& who, const Pipeline& p, const Summary& sum, const StepCollector& collect,
+                       const Reply& reply, const std::vector<std::string>& notes);
+  Summary decode(const GenRequest& r, Pipeline& p, const GenerateOptions& g, TraceSink& sinks, StepCollector& collect,
+                 std::vector<std::string>& notes, bool paced, const StreamFn& on_piece, BatchLoop::Waiter*& waiter);
+  Json piece_event(const RequestIds& who, const std::string& piece, std::int32_t id, const Json& entry, const Json& step, bool& role_sent);
   // A request's beam search (glassbox.beam_width): one K/V store per beam, the first the pipeline's.
   Summary beam_search(const GenRequest& r, Pipeline& p, const GenerateOptions& g, TraceSink& sinks, const StreamFn& on_piece,
                       std::function<void()> poll);
@@ -1372,6 +1397,106 @@ Summary Server::beam_search(const GenRequest& r, Pipeline& p, const GenerateOpti
                                bo, RunHeader(p.header), sinks, on_piece);
 }
 
+// The finished response object, in the shape of the API that asked: llama.cpp's /completion, or OpenAI's
+// completion or chat completion (a stream's last event, or the whole answer); the counters in /metrics too.
+Json Server::finished_object(const GenRequest& r, const RequestIds& who, const Pipeline& p, const Summary& sum, const StepCollector& collect,
+                             const Reply& reply, const std::vector<std::string>& notes) {
+  const int prompt_n = static_cast<int>(r.ids.size());
+  metrics_.prompt_tokens += static_cast<std::uint64_t>(prompt_n);
+  metrics_.predicted_tokens += static_cast<std::uint64_t>(sum.generated);
+  const double total_ms = collect.elapsed_ms();
+  const double predicted_ms = std::max(0.0, total_ms - sum.ttft_ms);
+  metrics_.prompt_us += static_cast<std::uint64_t>(sum.ttft_ms * 1000);
+  metrics_.predicted_us += static_cast<std::uint64_t>(predicted_ms * 1000);
+  Json timings = {{"prompt_n", prompt_n}, {"prompt_ms", sum.ttft_ms},
+                  {"prompt_per_token_ms", prompt_n ? sum.ttft_ms / prompt_n : 0.0},
+                  {"prompt_per_second", sum.ttft_ms > 0 ? 1000.0 * prompt_n / sum.ttft_ms : 0.0},
+                  {"predicted_n", sum.generated}, {"predicted_ms", predicted_ms},
+                  {"predicted_per_token_ms", sum.generated ? predicted_ms / sum.generated : 0.0},
+                  {"predicted_per_second", predicted_ms > 0 ? 1000.0 * sum.generated / predicted_ms : 0.0}};
+  Json gb = {{"trace_url", who.trace_url}, {"seed", p.seed}, {"sampler", r.chain}, {"stop_reason", sum.stop_reason},
+            {"decode_tok_s", sum.decode_tok_s}};
+  // What `glassbox run` would warn about on stderr (a stage that changes nothing, a stage after the
+  // selecting one): the client has no stderr, so the response says it.
+  if (!notes.empty()) gb["warnings"] = notes;
+  const std::string finish = sum.stop_reason == "stop_token" || sum.stop_reason == "stop_text" ? "stop" : "length";
+  Json usage = {{"completion_tokens", sum.generated}, {"prompt_tokens", prompt_n}, {"total_tokens", prompt_n + sum.generated}};
+  if (who.api == GenRequest::Api::Llama) {
+    Json j = {{"index", 0}, {"content", r.stream ? std::string() : reply.content}, {"tokens", Json::array()}, {"id_slot", who.slot},
+              {"stop", true}, {"model", alias_}, {"tokens_predicted", sum.generated}, {"tokens_evaluated", prompt_n},
+              {"prompt", r.prompt}, {"truncated", false}, {"stop_type", stop_type(sum)}, {"stopping_word", reply.stopping_word},
+              {"tokens_cached", 0}, {"timings", timings}};
+    if (r.return_tokens && !r.stream) j["tokens"] = reply.ids;
+    if (r.n_probs > 0 && !r.stream) j["completion_probabilities"] = reply.entries;
+    j["glassbox"] = gb;
+    return j;
+  }
+  Json choice = {{"index", 0}};
+  if (r.stream) {
+    if (who.chat) choice["delta"] = Json::object();
+    else choice["text"] = "";
+    choice["logprobs"] = nullptr;
+  } else {
+    if (who.chat) choice["message"] = {{"role", "assistant"}, {"content", reply.content}};
+    else choice["text"] = reply.content;
+    choice["logprobs"] = r.n_probs > 0 ? Json{{"content", reply.entries}} : Json(nullptr);
+  }
+  choice["finish_reason"] = finish;
+  return Json{{"choices", Json::array({choice})}, {"created", who.created}, {"model", alias_},
+              {"system_fingerprint", "glassbox-" GLASSBOX_VERSION},
+              {"object", who.chat ? (r.stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+              {"usage", usage}, {"id", who.cmpl_id}, {"timings", timings}, {"glassbox", gb}};
+}
+
+// The request's decoding strategy, chosen as run chooses it: beam search (glassbox.beam_width), speculative
+// decoding (--draft-model, when the chain allows it), or the engine's sampled loop — in the slots' shared
+// batch when there is one (no pace, no beams, no draft), else alone. `waiter` is set to the batch's waiter
+// for this run (its pieces are then sent from the request's thread).
+Summary Server::decode(const GenRequest& r, Pipeline& p, const GenerateOptions& g, TraceSink& sinks, StepCollector& collect,
+                       std::vector<std::string>& notes, bool paced, const StreamFn& on_piece, BatchLoop::Waiter*& waiter) {
+  const Tokenizer& tok = *p.tokenizer;
+  if (batch_ && !paced && r.beam_width == 0 && !draft_) {
+    // ---- continuous batching: this run joins the slots' batch and decodes in its shared passes ----
+    return batch_->generate({*p.model, tok, *p.attention, p.sampler.get()}, r.ids, r.prompt, g, RunHeader(p.header), sinks,
+                            [&](std::string_view piece, BatchLoop::Waiter& w) {
+                              waiter = &w;
+                              on_piece(piece);
+                            });
+  }
+  if (r.beam_width > 0)
+    return beam_search(r, p, g, sinks, on_piece, [&] {
+      if (auto c = collect.stop()) throw *c;  // a search emits its steps at its end: poll between steps
+    });
+  if (auto spec = draft_ ? speculative(r, p, notes) : nullptr) {
+    RunHeader h(p.header);
+    h.speculative = SpeculativeSetup{draft_->path.string(), draft_->tokenizer_path, opt_.draft_tokens};
+    return spec->engine.generate(r.ids, r.prompt, g, std::move(h), sinks, on_piece);
+  }
+  Engine engine(*p.model, tok, *p.attention, *p.sampler);
+  return engine.generate(r.ids, r.prompt, g, RunHeader(p.header), sinks, on_piece);
+}
+
+// One streamed piece as an event of the API that asked: llama.cpp's `{content, tokens, stop: false}`, or
+// OpenAI's chunk (a chat's first one carries delta.role: its client's stream helpers need it).
+Json Server::piece_event(const RequestIds& who, const std::string& piece, std::int32_t id, const Json& entry, const Json& step, bool& role_sent) {
+  Json j;
+  if (who.api == GenRequest::Api::Llama) {
+    j = {{"index", 0}, {"content", piece}, {"tokens", Json::array({id})}, {"stop", false}};
+    if (!entry.is_null()) j["completion_probabilities"] = Json::array({entry});
+  } else {
+    Json choice = {{"finish_reason", nullptr}, {"index", 0}};
+    if (who.chat && !role_sent) choice["delta"] = {{"role", "assistant"}, {"content", piece}};
+    else if (who.chat) choice["delta"] = {{"content", piece}};
+    else choice["text"] = piece;
+    role_sent = true;
+    if (!entry.is_null()) choice["logprobs"] = {{"content", Json::array({entry})}};
+    j = {{"choices", Json::array({choice})}, {"created", who.created}, {"id", who.cmpl_id}, {"model", alias_},
+         {"object", who.chat ? "chat.completion.chunk" : "text_completion"}};
+  }
+  if (!step.is_null()) j["glassbox"] = {{"step", step}};
+  return j;
+}
+
 void Server::generate(const std::string& body, httplib::Response& res, GenRequest::Api api) {
   ready_or_503();
   auto r = std::make_shared<GenRequest>(parse(read_body(body), api));
@@ -1409,15 +1534,13 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
   ++metrics_.requests;
   // (Named copies, not a structured binding: clang 14, the sanitizer build's compiler, cannot capture one.)
   const auto made = traces_.make();
-  const std::string trace_id = made.first, trace_path = made.second;
-  const std::string trace_url = "/traces/" + trace_id;
-  const std::string cmpl_id = (api == GenRequest::Api::Llama ? "" : api == GenRequest::Api::OpenAiChat ? "chatcmpl-" : "cmpl-") + random_id(32);
-  const std::time_t created = std::time(nullptr);
   const bool chat = api == GenRequest::Api::OpenAiChat;
+  const RequestIds who{api, chat, slot, made.first, made.second, "/traces/" + made.first,
+                       (api == GenRequest::Api::Llama ? "" : chat ? "chatcmpl-" : "cmpl-") + random_id(32), std::time(nullptr)};
 
   // Runs the generation; `emit(piece, id, entry, step)` is called for each generated piece (stream: sends
   // a chunk and returns false when the client is gone). Returns the finished response object.
-  auto run = [this, r, p, slot, trace_id, trace_url, trace_path, cmpl_id, created, chat, api, conn_fd, warnings](
+  auto run = [this, r, p, who, conn_fd, warnings](
                  const std::function<bool(const std::string&, std::int32_t, const Json&, const Json&)>& emit) -> Json {
     const Tokenizer& tok = *p->tokenizer;
     std::vector<std::string> notes = warnings;  // and what this run adds (a draft it could not use)
@@ -1431,8 +1554,8 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
     g.watch.level = r->level;
     g.watch.top_k = std::max(10, r->n_probs);  // stages and distribution recorded: the trace and n_probs read them
     g.seed = p->seed;
-    traces::JsonlWriter writer(trace_path, tok, false, trace_writer_thread(r->level), traces::LogitsEncoding::Base64, {},
-                               OutputFile::Live::Allowed, &slots_.step_copies(slot));
+    traces::JsonlWriter writer(who.trace_path, tok, false, trace_writer_thread(r->level), traces::LogitsEncoding::Base64, {},
+                               OutputFile::Live::Allowed, &slots_.step_copies(who.slot));
     std::atomic<bool> client_gone{false};
     StepCollector collect(tok, *r, [&]() -> std::optional<Cancelled> {
       if (int s = stopping_.load()) return Cancelled{s};
@@ -1490,25 +1613,7 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
         if (!collect.pending_entry.is_null()) entries.push_back(collect.pending_entry);
         send(release, collect.tokens.back(), collect.pending_entry, collect.pending_step);
       };
-      if (batch_ && pace.count() == 0 && r->beam_width == 0 && !draft_) {
-        // ---- continuous batching: this run joins the slots' batch and decodes in its shared passes ----
-        sum = batch_->generate({*p->model, tok, *p->attention, p->sampler.get()}, r->ids, r->prompt, g, RunHeader(p->header), sinks,
-                               [&](std::string_view piece, BatchLoop::Waiter& w) {
-                                 waiter = &w;
-                                 on_piece(piece);
-                               });
-      } else if (r->beam_width > 0) {
-        sum = beam_search(*r, *p, g, sinks, on_piece, [&] {
-          if (auto c = collect.stop()) throw *c;  // a search emits its steps at its end: poll between steps
-        });
-      } else if (auto spec = draft_ ? speculative(*r, *p, notes) : nullptr) {
-        RunHeader h(p->header);
-        h.speculative = SpeculativeSetup{draft_->path.string(), draft_->tokenizer_path, opt_.draft_tokens};
-        sum = spec->engine.generate(r->ids, r->prompt, g, std::move(h), sinks, on_piece);
-      } else {
-        Engine engine(*p->model, tok, *p->attention, *p->sampler);
-        sum = engine.generate(r->ids, r->prompt, g, RunHeader(p->header), sinks, on_piece);
-      }
+      sum = decode(*r, *p, g, sinks, collect, notes, pace.count() > 0, on_piece, waiter);
     } catch (const Cancelled& c) {
       ++metrics_.cancelled;
       try {
@@ -1539,55 +1644,8 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
     if (emit && sent < content.size()) (void)emit(content.substr(sent), collect.tokens.empty() ? -1 : collect.tokens.back(), Json(), Json());
     // The ids generated (stop tokens included, as llama.cpp's return_tokens), from the trace's own record.
     ids = collect.tokens;
-    const int prompt_n = static_cast<int>(r->ids.size());
-    metrics_.prompt_tokens += static_cast<std::uint64_t>(prompt_n);
-    metrics_.predicted_tokens += static_cast<std::uint64_t>(sum.generated);
-    const double total_ms = collect.elapsed_ms();
-    const double predicted_ms = std::max(0.0, total_ms - sum.ttft_ms);
-    metrics_.prompt_us += static_cast<std::uint64_t>(sum.ttft_ms * 1000);
-    metrics_.predicted_us += static_cast<std::uint64_t>(predicted_ms * 1000);
-    Json timings = {{"prompt_n", prompt_n}, {"prompt_ms", sum.ttft_ms},
-                    {"prompt_per_token_ms", prompt_n ? sum.ttft_ms / prompt_n : 0.0},
-                    {"prompt_per_second", sum.ttft_ms > 0 ? 1000.0 * prompt_n / sum.ttft_ms : 0.0},
-                    {"predicted_n", sum.generated}, {"predicted_ms", predicted_ms},
-                    {"predicted_per_token_ms", sum.generated ? predicted_ms / sum.generated : 0.0},
-                    {"predicted_per_second", predicted_ms > 0 ? 1000.0 * sum.generated / predicted_ms : 0.0}};
-    Json gb = {{"trace_url", trace_url}, {"seed", p->seed}, {"sampler", r->chain}, {"stop_reason", sum.stop_reason},
-              {"decode_tok_s", sum.decode_tok_s}};
-    // What `glassbox run` would warn about on stderr (a stage that changes nothing, a stage after the
-    // selecting one): the client has no stderr, so the response says it.
-    if (!notes.empty()) gb["warnings"] = notes;
-    const std::string finish = sum.stop_reason == "stop_token" || sum.stop_reason == "stop_text" ? "stop" : "length";
-    Json usage = {{"completion_tokens", sum.generated}, {"prompt_tokens", prompt_n}, {"total_tokens", prompt_n + sum.generated}};
-    (void)trace_id;
-    (void)slot;
-    if (api == GenRequest::Api::Llama) {
-      Json j = {{"index", 0}, {"content", r->stream ? std::string() : content}, {"tokens", Json::array()}, {"id_slot", slot},
-                {"stop", true}, {"model", alias_}, {"tokens_predicted", sum.generated}, {"tokens_evaluated", prompt_n},
-                {"prompt", r->prompt}, {"truncated", false}, {"stop_type", stop_type(sum)}, {"stopping_word", stopping_word},
-                {"tokens_cached", 0}, {"timings", timings}};
-      if (r->return_tokens && !r->stream) j["tokens"] = ids;
-      if (r->n_probs > 0 && !r->stream) j["completion_probabilities"] = entries;
-      j["glassbox"] = gb;
-      return j;
-    }
-    Json choice = {{"index", 0}};
-    if (r->stream) {
-      if (chat) choice["delta"] = Json::object();
-      else choice["text"] = "";
-      choice["logprobs"] = nullptr;
-    } else {
-      if (chat) choice["message"] = {{"role", "assistant"}, {"content", content}};
-      else choice["text"] = content;
-      choice["logprobs"] = r->n_probs > 0 ? Json{{"content", entries}} : Json(nullptr);
-    }
-    choice["finish_reason"] = finish;
-    return Json{{"choices", Json::array({choice})}, {"created", created}, {"model", alias_},
-                {"system_fingerprint", "glassbox-" GLASSBOX_VERSION},
-                {"object", chat ? (r->stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
-                {"usage", usage}, {"id", cmpl_id}, {"timings", timings}, {"glassbox", gb}};
+    return finished_object(*r, who, *p, sum, collect, Reply{content, ids, entries, stopping_word}, notes);
   };
-  (void)run;
   res.status = 200;
   if (!r->stream) {
     Json j;
@@ -1603,31 +1661,16 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
     return;
   }
   // SSE: one `data: {...}` event per piece, the finished object last (OpenAI's endpoints then `data: [DONE]`).
-  res.set_chunked_content_provider("text/event-stream", [this, run, r, guard, api, chat, cmpl_id, created](std::size_t, httplib::DataSink& sink) {
+  res.set_chunked_content_provider("text/event-stream", [this, run, r, guard, who](std::size_t, httplib::DataSink& sink) {
     auto send = [&sink](const std::string& event) { return sink.is_writable() && sink.write(event.data(), event.size()); };
     bool role_sent = false;  // OpenAI's first chat chunk carries delta.role (its client's stream helpers need it)
     try {
       Json last = run([&](const std::string& piece, std::int32_t id, const Json& entry, const Json& step) {
-        Json j;
-        if (api == GenRequest::Api::Llama) {
-          j = {{"index", 0}, {"content", piece}, {"tokens", Json::array({id})}, {"stop", false}};
-          if (!entry.is_null()) j["completion_probabilities"] = Json::array({entry});
-        } else {
-          Json choice = {{"finish_reason", nullptr}, {"index", 0}};
-          if (chat && !role_sent) choice["delta"] = {{"role", "assistant"}, {"content", piece}};
-          else if (chat) choice["delta"] = {{"content", piece}};
-          else choice["text"] = piece;
-          role_sent = true;
-          if (!entry.is_null()) choice["logprobs"] = {{"content", Json::array({entry})}};
-          j = {{"choices", Json::array({choice})}, {"created", created}, {"id", cmpl_id}, {"model", alias_},
-               {"object", chat ? "chat.completion.chunk" : "text_completion"}};
-        }
-        if (!step.is_null()) j["glassbox"] = {{"step", step}};
-        return send("data: " + dump(j) + "\n\n");
+        return send("data: " + dump(piece_event(who, piece, id, entry, step, role_sent)) + "\n\n");
       });
-      if (chat && !role_sent) last["choices"][0]["delta"] = {{"role", "assistant"}};
+      if (who.chat && !role_sent) last["choices"][0]["delta"] = {{"role", "assistant"}};
       send("data: " + dump(last) + "\n\n");
-      if (api != GenRequest::Api::Llama) send("data: [DONE]\n\n");
+      if (who.api != GenRequest::Api::Llama) send("data: [DONE]\n\n");
     } catch (const Cancelled&) {
     } catch (const ConfigError& e) {
       send("error: " + error_body(400, e.what(), "invalid_request_error") + "\n\n");
