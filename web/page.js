@@ -1,27 +1,42 @@
 // glassbox's page (web/index.html): the controls → a `glassbox run` command line for the worker (worker.js),
-// then the trace it wrote → for each step the distribution the model gave and after each sampler stage, as
-// bars with the token texts, the drawn token marked. ?prompt=&max_tokens=&sampler=&seed=&autorun=1 runs
-// without clicks; the end of a run sets data-glassbox="done" on <body> and the generated text in #output.
+// whose trace comes back line by line as each step ends → for each step the distribution the model gave and
+// after each sampler stage, as bars with the token texts, the drawn token marked.
+// Run, Step (one token more) and Pause/Resume (docs/web.md, "Step and pause").
+// ?prompt=&max_tokens=&sampler=&seed=&pace=&ignore_eos=1&autorun=1 runs without clicks. The end of
+// each run or step sets data-glassbox="done" on <body> ("paused" on a pause, "error" on a failure),
+// data-steps the number of steps shown, and the generated text in #output.
 const $ = (id) => document.getElementById(id);
-const worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
-let nextId = 1;
-const pending = new Map();
-worker.onmessage = (e) => { const r = pending.get(e.data.id); pending.delete(e.data.id); if (r) r(e.data); };
-worker.onerror = (e) => { status(`the worker failed: ${e.message || e}`, true); };
-function call(args, files) {
-  const id = nextId++;
-  return new Promise((resolve) => { pending.set(id, resolve); worker.postMessage({ id, args, files }); });
+
+// --- the worker: restarted to pause a run (main cannot stop between steps from outside) ---------------------
+let worker = null, nextId = 1;
+const pending = new Map();  // id → { resolve, onLine }
+function startWorker() {
+  worker = new Worker(new URL('./worker.js', import.meta.url), { type: 'module' });
+  worker.onmessage = (e) => {
+    const p = pending.get(e.data.id);
+    if (!p) return;
+    if (typeof e.data.line === 'string') { p.onLine?.(e.data.line); return; }
+    pending.delete(e.data.id);
+    p.resolve(e.data);
+  };
+  worker.onerror = (e) => { status(`the worker failed: ${e.message || e}`, true); };
 }
+function stopWorker() {
+  worker.terminate();
+  for (const [id, p] of pending) p.resolve({ id, rc: -2, stopped: true, stdout: '', stderr: '', trace: null });
+  pending.clear();
+  startWorker();
+}
+function call(message, onLine) {
+  const id = nextId++;
+  return new Promise((resolve) => { pending.set(id, { resolve, onLine }); worker.postMessage({ id, ...message }); });
+}
+startWorker();
 
 function status(text, error = false) { const s = $('status'); s.textContent = text; s.className = error ? 'error' : ''; }
 
-// The picked model (and tokenizer), read into memory here and written into the worker's file system per run.
+// --- the model: the embedded toy or a picked file ------------------------------
 let model = null, tokenizer = null;
-async function readPicked(input) {
-  const f = input.files && input.files[0];
-  if (!f) return null;
-  return { name: f.name, data: await f.arrayBuffer() };
-}
 const ext = (name) => (/\.[A-Za-z0-9]+$/.exec(name) || [''])[0];
 function modelFiles() {
   const files = [], args = [];
@@ -30,14 +45,15 @@ function modelFiles() {
   return { files, args };
 }
 
-// `glassbox inspect` on a picked file: what it is, or the clear one-line error a file that is not a model gets.
+// `glassbox inspect` on a picked file: what it is, or the clear one-line error a file that is not a
+// model gets; then the toy is back in use, and the page says so.
 async function describeModel() {
   if (!model) { $('model-info').textContent = 'the embedded toy model (models/toy: a tiny llama trained on weather sentences)'; return true; }
   const { files } = modelFiles();
-  const r = await call(['inspect', '/model' + ext(model.name)], files);
+  const r = await call({ args: ['inspect', '/model' + ext(model.name)], files });
   if (r.rc !== 0) {
     const why = (r.stderr.split('\n').find((l) => l.includes('error')) || r.stderr || 'not a model').replace('/model' + ext(model.name), model.name);
-    $('model-info').textContent = `${model.name}: not usable — ${why}`;
+    $('model-info').textContent = `${model.name}: not usable — ${why}; the embedded toy is in use`;
     status(`${model.name} is not a model this build can run: ${why}`, true);
     model = null;
     $('model-file').value = '';
@@ -45,10 +61,12 @@ async function describeModel() {
   }
   const lines = r.stdout.split('\n').filter((l) => /arch|format|dim|layers|vocab|type|size|parameters/i.test(l)).slice(0, 8);
   $('model-info').textContent = `${model.name} (${(model.data.byteLength / 1048576).toFixed(1)} MiB): ${lines.join(' · ')}`;
-  status('model loaded; press Run');
+  status('model loaded; press Run or Step');
   return true;
 }
 
+// --- drawing one step ------------------------------------------------------------------------------------
+const shown = (text, id) => JSON.stringify(text ?? String(id)).slice(1, -1);
 function bars(container, title, entries, picked, topN) {
   const div = document.createElement('div');
   div.className = 'stage';
@@ -58,7 +76,7 @@ function bars(container, title, entries, picked, topN) {
   for (const c of (entries || []).slice(0, topN)) {
     const row = document.createElement('div');
     row.className = 'row' + (c.id === picked ? ' pick' : '');
-    const tok = document.createElement('span'); tok.className = 'tok'; tok.textContent = JSON.stringify(c.text ?? String(c.id)).slice(1, -1);
+    const tok = document.createElement('span'); tok.className = 'tok'; tok.textContent = shown(c.text, c.id);
     const barBox = document.createElement('span');
     const bar = document.createElement('div'); bar.className = 'bar'; bar.style.width = `${Math.max(0.3, 100 * c.prob)}%`;
     barBox.appendChild(bar);
@@ -69,80 +87,145 @@ function bars(container, title, entries, picked, topN) {
   container.appendChild(div);
 }
 
-function drawTrace(text, topN) {
-  const steps = $('steps');
-  steps.textContent = '';
-  const lines = text.split('\n').filter((l) => l.trim());
-  let summary = null;
-  for (const line of lines) {
-    const ev = JSON.parse(line);
-    if (ev.type === 'summary') summary = ev;
-    if (ev.type !== 'step') continue;
-    const picked = ev.token ? ev.token.id : -1;
-    const box = document.createElement('div');
-    box.className = 'step';
-    const h = document.createElement('h3');
-    h.append(`step ${ev.step} (${ev.phase}, position ${ev.pos}): drew `);
-    const code = document.createElement('code'); code.textContent = JSON.stringify(ev.token ? ev.token.text : '').slice(1, -1);
-    const u = ev.draw && typeof ev.draw.u === 'number' ? `, drawn with u = ${ev.draw.u.toFixed(3)}` : ' (no draw: the top token)';
-    h.append(code, typeof ev.prob === 'number' ? ` — p = ${ev.prob.toFixed(3)} before the chain${u}` : u);
-    box.appendChild(h);
-    const row = document.createElement('div'); row.className = 'stages';
-    bars(row, 'the model (softmax of the logits)', ev.top, picked, topN);
-    for (const st of ev.stages || []) {
-      const params = Object.entries(st.params || {}).map(([k, v]) => `${k}=${v}`).join(', ');
-      bars(row, `after ${st.name}${params ? ' (' + params + ')' : ''}: ${st.kept} kept`, st.top, picked, topN);
-    }
-    box.appendChild(row);
-    steps.appendChild(box);
+function drawStep(ev, topN) {
+  const picked = ev.token ? ev.token.id : -1;
+  const box = document.createElement('div');
+  box.className = 'step';
+  box.dataset.step = String(ev.step);
+  const h = document.createElement('h3');
+  h.append(`step ${ev.step} (${ev.phase}, position ${ev.pos}): drew `);
+  const code = document.createElement('code'); code.textContent = shown(ev.token ? ev.token.text : '');
+  const u = ev.draw && typeof ev.draw.u === 'number' ? `, drawn with u = ${ev.draw.u.toFixed(3)}` : ' (no draw: the top token)';
+  h.append(code, typeof ev.prob === 'number' ? ` — p = ${ev.prob.toFixed(3)} before the chain${u}` : u);
+  box.appendChild(h);
+  const row = document.createElement('div'); row.className = 'stages';
+  bars(row, 'the model (softmax of the logits)', ev.top, picked, topN);
+  for (const st of ev.stages || []) {
+    const params = Object.entries(st.params || {}).map(([k, v]) => `${k}=${v}`).join(', ');
+    bars(row, `after ${st.name}${params ? ' (' + params + ')' : ''}: ${st.kept} kept`, st.top, picked, topN);
   }
-  return summary;
+  box.appendChild(row);
+  return box;
 }
 
-let downloadUrl = null;
-async function run() {
-  document.body.removeAttribute('data-glassbox');
-  $('run').disabled = true;
-  const prompt = $('prompt').value, maxTokens = $('max-tokens').value, sampler = $('sampler').value.trim() || 'default';
+// --- a generation: Run, Step, Pause/Resume ----------------------------------------------------------------
+// gen: the run the controls described when it began (its command line without -n), the steps shown, and
+// whether it has ended (a stop token, or max tokens). Step and Resume run the same command line again with
+// -n (steps shown + 1, or max): the same tokens come first (seeded or greedy: the run is deterministic),
+// checked against those shown, and only the new ones are drawn.
+let gen = null, running = false, downloadUrl = null;
+function newGen() {
+  const prompt = $('prompt').value, max = Math.max(1, Number($('max-tokens').value) || 1);
+  const sampler = $('sampler').value.trim() || 'default';
   const seed = $('seed').value, topN = Math.max(1, Math.min(50, Number($('top').value) || 8));
+  const pace = Math.max(0, Number($('pace').value) || 0);
   const { files, args: modelArgs } = modelFiles();
-  const args = ['run', ...modelArgs, '--prompt', prompt, '-n', String(maxTokens), '--sampler', sampler,
-                '--trace', '/trace.jsonl', '--trace-top', String(Math.max(topN, 10))];
+  const args = ['run', ...modelArgs, '--prompt', prompt, '--sampler', sampler,
+                '--trace', '/dev/gbtrace', '--trace-top', String(Math.max(topN, 10))];
   if (seed !== '') args.push('--seed', String(seed));
-  status('running…');
+  if (pace > 0) args.push('--pace', String(pace));
+  if ($('ignore-eos').checked) args.push('--ignore-eos');
+  $('steps').textContent = '';
   $('output').textContent = '';
-  $('prompt-echo').textContent = '';
-  const r = await call(args, files);
-  $('run').disabled = false;
-  if (r.rc !== 0 || !r.trace) {
-    // glassbox's own error line (or the worker's), not the notes printed before it
-    const lines = r.stderr.split('\n').filter((l) => l.trim());
-    const why = lines.filter((l) => /error|cannot/.test(l)).pop() || lines.pop() || `exit status ${r.rc}`;
-    status(`the run failed: ${why}`, true);
-    document.body.setAttribute('data-glassbox', 'error');
+  $('prompt-echo').textContent = prompt;
+  return { args, files, max, topN, steps: [], finished: false, text: '' };
+}
+function setButtons() {
+  $('run').disabled = running;
+  $('step').disabled = running;
+  $('pause').disabled = !running && !(gen && gen.paused && !gen.finished);
+  $('pause').textContent = running || !(gen && gen.paused) ? 'Pause' : 'Resume';
+  document.body.dataset.steps = String(gen ? gen.steps.length : 0);
+}
+function mark(m) { if (m) document.body.setAttribute('data-glassbox', m); else document.body.removeAttribute('data-glassbox'); }
+
+async function advance(target) {
+  const g = gen;
+  running = true;
+  g.paused = false;
+  mark(null);
+  setButtons();
+  status(target > g.steps.length + 1 ? 'running…' : `step ${g.steps.length + 1}…`);
+  let k = 0, summary = null, diverged = null;
+  const before = g.steps.length;  // shown already: computed again, not drawn again
+  const started = performance.now();
+  const onLine = (line) => {
+    if (gen !== g || diverged) return;
+    let ev;
+    try { ev = JSON.parse(line); } catch (e) { diverged = `cannot read the trace: ${e.message}`; return; }
+    if (ev.type === 'summary') summary = ev;
+    if (ev.type !== 'step') return;
+    if (k < g.steps.length) {  // a step already shown, computed again: it must be the same token
+      if ((ev.token && ev.token.id) !== (g.steps[k].token && g.steps[k].token.id))
+        diverged = `step ${k} drew another token on the way back (${shown(ev.token?.text)} instead of ${shown(g.steps[k].token?.text)}): this run is not deterministic`;
+      ++k;
+      return;
+    }
+    ++k;
+    g.steps.push(ev);
+    $('steps').appendChild(drawStep(ev, g.topN));
+    $('output').textContent += ev.token && ev.token.text !== undefined && !summary ? ev.token.text : '';
+    document.body.dataset.steps = String(g.steps.length);
+    const s = (performance.now() - started) / 1000;
+    status(`running… ${g.steps.length} tokens, ${(k / Math.max(s, 1e-3)).toFixed(1)} tok/s in the page`);
+  };
+  const r = await call({ args: [...g.args, '-n', String(target)], files: g.files }, onLine);
+  if (gen !== g) return;  // a new run began meanwhile
+  running = false;
+  if (r.stopped) {  // paused: what was drawn stays; Resume or Step go on from there
+    g.paused = true;
+    setButtons();
+    status(`paused after ${g.steps.length} tokens: Resume, or Step one token`);
+    mark('paused');
     return;
   }
-  $('prompt-echo').textContent = prompt;
-  const out = $('output');
-  out.textContent = r.stdout;  // the generated text alone (what `glassbox run` printed)
-  let summary = null;
-  try { summary = drawTrace(r.trace, topN); } catch (e) { status(`cannot read the trace: ${e.message}`, true); }
+  if (diverged || r.rc !== 0) {
+    // glassbox's own error line (or the worker's), not the notes printed before it
+    const lines = r.stderr.split('\n').filter((l) => l.trim());
+    const why = diverged || lines.filter((l) => /error|cannot/.test(l)).pop() || lines.pop() || `exit status ${r.rc}`;
+    status(`the run failed: ${why}`, true);
+    g.finished = true;
+    setButtons();
+    mark('error');
+    return;
+  }
+  $('output').textContent = r.stdout;  // the generated text alone (what `glassbox run` printed)
+  g.finished = g.steps.length >= g.max || !summary || summary.generated < target;
   if (downloadUrl) URL.revokeObjectURL(downloadUrl);
   downloadUrl = URL.createObjectURL(new Blob([r.trace], { type: 'application/jsonl' }));
   const a = $('download'); a.href = downloadUrl; a.hidden = false;
   const num = (x, d) => (typeof x === 'number' ? x.toFixed(d) : '?');
-  const speed = summary ? `; ${summary.generated} tokens, TTFT ${num(summary.ttft_ms, 1)} ms, decode ${num(summary.decode_tok_s, 0)} tok/s` : '';
-  if ($('status').className !== 'error') status(`done in ${r.ms.toFixed(0)} ms${speed}`);
-  // Tests and teachers' links read #output and this mark of the end.
-  document.body.setAttribute('data-glassbox', 'done');
+  const speed = !summary ? '' : `; ${summary.generated} token${summary.generated === 1 ? '' : 's'}, TTFT ${num(summary.ttft_ms, 1)} ms` +
+    (summary.generated > 1 ? `, decode ${num(summary.decode_tok_s, 0)} tok/s` : '') +
+    (before > 0 ? ` (this run computed the ${before} token${before === 1 ? '' : 's'} shown before it again)` : '');
+  const end = g.finished ? (summary && summary.stop_reason ? ` (stop: ${summary.stop_reason})` : '') : ': Step for one more, or Resume';
+  status(`done in ${r.ms.toFixed(0)} ms${speed}${end}`);
+  if (!g.finished) g.paused = true;
+  setButtons();
+  // Tests and teachers' links read #output, data-steps and this mark of the end.
+  mark('done');
 }
 
+function run() { gen = newGen(); return advance(gen.max); }
+function step() {
+  if (!gen || gen.finished) gen = newGen();
+  return advance(gen.steps.length + 1);
+}
+function pauseOrResume() {
+  if (running) { stopWorker(); return; }
+  if (gen && gen.paused && !gen.finished) advance(gen.max);
+}
 $('run').addEventListener('click', run);
+$('step').addEventListener('click', step);
+$('pause').addEventListener('click', pauseOrResume);
+
 // A file the browser cannot read (moved, permissions, a path it refuses) is said on the page, and the
 // model stays what it was said to be (never a silent run of another one).
 async function pick(input, what) {
   const name = input.files && input.files[0] ? input.files[0].name : 'the file';
-  try { return await readPicked(input); } catch (e) {
+  const f = input.files && input.files[0];
+  if (!f) return null;
+  try { return { name: f.name, data: await f.arrayBuffer() }; } catch (e) {
     input.value = '';
     status(`${name}: the browser could not read this ${what} file (${e.name || 'error'}: ${e.message || e}); pick it again`, true);
     return undefined;
@@ -162,5 +245,8 @@ if (q.has('prompt')) $('prompt').value = q.get('prompt');
 if (q.has('max_tokens')) $('max-tokens').value = q.get('max_tokens');
 if (q.has('sampler')) $('sampler').value = q.get('sampler');
 if (q.has('seed')) $('seed').value = q.get('seed');
-status('ready: press Run');
+if (q.has('pace')) $('pace').value = q.get('pace');
+if (q.get('ignore_eos') === '1') $('ignore-eos').checked = true;
+setButtons();
+status('ready: press Run or Step');
 if (q.get('autorun') === '1') run();

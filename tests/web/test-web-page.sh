@@ -3,8 +3,10 @@
 # ?prompt=The%20weather%20today%20is&max_tokens=4&sampler=greedy&autorun=1 it runs the embedded toy in its Web
 # Worker, shows " sunny" in #output, draws a step with bars and sets data-glassbox="done" on <body>, with no
 # console errors; a GGUF picked in the file input runs; a file that is not a model gets a message on the page
-# and the page still runs afterwards.
+# and the page still runs afterwards; Step three times shows three tokens, the first three of the same run;
+# Pause stops a paced run and Resume ends it with the tokens of an unpaused one.
 # Usage: tests/web/test-web-page.sh [BUILD_WEB_DIR [SCREENSHOT.png]]
+#   GLASSBOX_PAGE_ONLY=REGEX runs only the checks whose names match (grep -E), while working on one.
 # Exits 0 with "SKIP: reason" when the web build, chromium or python3 is absent.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -16,15 +18,33 @@ command -v chromium >/dev/null || skip "no chromium (apt-get install chromium)"
 command -v python3 >/dev/null || skip "no python3 to serve the page"
 
 TMP=$(mktemp -d)
+mkdir -p "$TMP/files"
 server=
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$TMP"' EXIT
 # A free port, then the build folder served on it (127.0.0.1 only); .mjs served as JavaScript.
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-python3 - "$WEB" "$PORT" >"$TMP/server.log" 2>&1 <<'EOF' &
-import http.server, sys, functools
-h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])
-h.func.extensions_map.update({".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm"})
-http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), h).serve_forever()
+python3 - "$WEB" "$PORT" "$TMP/files" >"$TMP/server.log" 2>&1 <<'EOF' &
+import http.server, sys, os
+class H(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      ".mjs": "text/javascript", ".js": "text/javascript", ".wasm": "application/wasm"}
+    def __init__(self, *a, **k): super().__init__(*a, directory=sys.argv[1], **k)
+    def do_GET(self):
+        for prefix in ("/t/", "/cut/"):
+            if self.path.startswith(prefix):
+                f = os.path.join(sys.argv[3], os.path.basename(self.path[len(prefix):]))
+                if not os.path.isfile(f): return self.send_error(404)
+                data = open(f, "rb").read()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data if prefix == "/t/" else data[: len(data) // 2])
+                self.wfile.flush()
+                self.close_connection = True
+                return
+        return super().do_GET()
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), H).serve_forever()
 EOF
 server=$!
 for _ in $(seq 50); do python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$PORT/index.html')" 2>/dev/null && break; sleep 0.1; done
@@ -33,10 +53,12 @@ for _ in $(seq 50); do python3 -c "import urllib.request; urllib.request.urlopen
 # time for the worker; it prints what the page shows as one JSON object.
 drive() { timeout 300 node --experimental-websocket --no-warnings "$ROOT/tests/web/page-driver.mjs" "$@" 2>>"$TMP/driver.err"; }
 fails=0
+wanted() { [ -z "${GLASSBOX_PAGE_ONLY:-}" ] || grep -qE "$GLASSBOX_PAGE_ONLY" <<<"$1"; }
 # check NAME CONDITION(python over r) DRIVER_ARGS...
 check() {
   local name=$1 cond=$2; shift 2
   local json
+  wanted "$name" || return 0
   json=$(drive "$@")
   if python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if ($cond) and not r.get('consoleErrors') else 1)" "$json" 2>/dev/null; then
     echo "ok:   $name: $(cut -c1-220 <<<"$json")"
@@ -64,6 +86,24 @@ check "a file that is not a model: a message on the page" "r['mark'] == 'error-s
   "$U" --pick "model-file=$TMP/notes.gguf" --expect-error
 check "the page keeps working after it" "r['mark'] == 'done' and ' sunny' in r['output'] and r['bars'] > 0" \
   "$U?prompt=The%20weather%20today%20is&max_tokens=4&sampler=greedy" --pick "model-file=$TMP/notes.gguf" --run
+
+# Step and pause (#43). The toy, greedy, up to 8 tokens: three Steps show three tokens, one a Step, the first
+# three of the same run (a run of 3).
+G="$U?prompt=The%20weather%20today%20is&sampler=greedy&ignore_eos=1"
+ref=; wanted "Step three" && ref=$(drive "$G&max_tokens=3&autorun=1")
+check "Step three times: three tokens, those of a run of 3" \
+  "r['mark'] == 'done' and r['steps'] == 3 and r['dataSteps'] == 3 and r['tokens'] == $(python3 -c "import json,sys; print(json.loads(sys.argv[1])['tokens'])" "$ref" 2>/dev/null || echo None) and len(r['tokens']) == 3" \
+  "$G&max_tokens=8" --click step --click step --click step
+check "Step past the end starts a new run" "r['mark'] == 'done' and r['steps'] == 1" "$G&max_tokens=2" --click step --click step --click step
+# Seeded and paced (80 ms a token), 12 tokens: paused after 3, the page holds what it showed and says paused;
+# Resume ends the run with the tokens of an unpaused run of the same seed.
+P="$U?prompt=The%20weather%20today%20is&max_tokens=12&sampler=top-k:5,temperature:1.2&seed=7&ignore_eos=1&pace=80"
+check "Pause a paced run after 3 tokens" "r['mark'] == 'paused' and 3 <= r['steps'] < 12 and r['pauseLabel'] == 'Resume'" "$P" --start run --pause-after 3
+full=; wanted "Resume" && full=$(drive "${P/pace=80/pace=0}&autorun=1")
+check "Resume after a pause: the tokens of an unpaused run" \
+  "r['mark'] == 'done' and r['steps'] == 12 and r['tokens'] == $(python3 -c "import json,sys; print(json.loads(sys.argv[1])['tokens'])" "$full" 2>/dev/null || echo None)" \
+  "$P" --start run --pause-after 3 --click pause
+
 [ -n "$SHOT" ] && [ -s "$SHOT" ] && echo "screenshot: $SHOT"
 [ $fails -eq 0 ] && echo "page tests passed"
 [ $fails -eq 0 ]
