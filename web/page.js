@@ -2,7 +2,7 @@
 // whose trace comes back line by line as each step ends → for each step the distribution the model gave and
 // after each sampler stage, as bars with the token texts, the drawn token marked.
 // Run, Step (one token more) and Pause/Resume (docs/web.md, "Step and pause").
-// ?prompt=&max_tokens=&sampler=&seed=&pace=&ignore_eos=1&autorun=1 runs without clicks. The end of
+// ?prompt=&max_tokens=&sampler=&seed=&pace=&ignore_eos=1&model=URL&autorun=1 runs without clicks. The end of
 // each run or step sets data-glassbox="done" on <body> ("paused" on a pause, "error" on a failure),
 // data-steps the number of steps shown, and the generated text in #output.
 const $ = (id) => document.getElementById(id);
@@ -35,7 +35,7 @@ startWorker();
 
 function status(text, error = false) { const s = $('status'); s.textContent = text; s.className = error ? 'error' : ''; }
 
-// --- the model: the embedded toy or a picked file ------------------------------
+// --- the model: the embedded toy, a picked file, or a URL fetched in the worker ------------------------------
 let model = null, tokenizer = null;
 const ext = (name) => (/\.[A-Za-z0-9]+$/.exec(name) || [''])[0];
 function modelFiles() {
@@ -45,8 +45,8 @@ function modelFiles() {
   return { files, args };
 }
 
-// `glassbox inspect` on a picked file: what it is, or the clear one-line error a file that is not a
-// model gets; then the toy is back in use, and the page says so.
+// `glassbox inspect` on a picked or fetched file: what it is, or the clear one-line error a file that is not a
+// model (or is cut short) gets; then the toy is back in use, and the page says so.
 async function describeModel() {
   if (!model) { $('model-info').textContent = 'the embedded toy model (models/toy: a tiny llama trained on weather sentences)'; return true; }
   const { files } = modelFiles();
@@ -63,6 +63,23 @@ async function describeModel() {
   $('model-info').textContent = `${model.name} (${(model.data.byteLength / 1048576).toFixed(1)} MiB): ${lines.join(' · ')}`;
   status('model loaded; press Run or Step');
   return true;
+}
+
+// A model from a URL (relative to the page, or absolute where its server allows this page to read it).
+async function loadUrl(url) {
+  let abs;
+  try { abs = new URL(url, location.href).href; } catch { status(`${url}: not a URL`, true); return false; }
+  status(`fetching ${abs}…`);
+  const r = await call({ op: 'fetch', url: abs });
+  if (r.error) {
+    model = null;
+    $('model-info').textContent = `the embedded toy model (${abs} could not be fetched)`;
+    status(r.error, true);
+    return false;
+  }
+  model = { name: decodeURIComponent(new URL(abs).pathname.split('/').pop() || 'model'), data: r.data };
+  $('model-file').value = '';
+  return describeModel();
 }
 
 // --- drawing one step ------------------------------------------------------------------------------------
@@ -238,7 +255,29 @@ $('model-file').addEventListener('change', async () => {
   await describeModel();
 });
 $('tok-file').addEventListener('change', async () => { const picked = await pick($('tok-file'), 'tokenizer'); tokenizer = picked === undefined ? null : picked; });
-$('use-toy').addEventListener('click', async () => { model = null; tokenizer = null; $('model-file').value = ''; $('tok-file').value = ''; await describeModel(); });
+// (data-glassbox: "ready" once the model is in use, "error" when it could not be)
+$('use-toy').addEventListener('click', async () => {
+  mark(null);
+  model = null; tokenizer = null; $('model-file').value = ''; $('tok-file').value = ''; $('model-url').value = '';
+  await describeModel();
+  status('the embedded toy is in use; press Run or Step');
+  mark('ready');
+});
+$('load-url').addEventListener('click', async () => {
+  const url = $('model-url').value.trim();
+  if (!url) return;
+  mark(null);
+  mark((await loadUrl(url)) ? 'ready' : 'error');
+});
+// A model file dropped anywhere on the page.
+document.addEventListener('dragover', (e) => { e.preventDefault(); });
+document.addEventListener('drop', async (e) => {
+  e.preventDefault();
+  const f = e.dataTransfer && e.dataTransfer.files && e.dataTransfer.files[0];
+  if (!f) return;
+  try { model = { name: f.name, data: await f.arrayBuffer() }; } catch (err) { status(`${f.name}: the browser could not read it (${err.message || err})`, true); return; }
+  await describeModel();
+});
 
 const q = new URLSearchParams(location.search);
 if (q.has('prompt')) $('prompt').value = q.get('prompt');
@@ -249,4 +288,11 @@ if (q.has('pace')) $('pace').value = q.get('pace');
 if (q.get('ignore_eos') === '1') $('ignore-eos').checked = true;
 setButtons();
 status('ready: press Run or Step');
-if (q.get('autorun') === '1') run();
+(async () => {
+  if (q.has('model')) {
+    $('model-url').value = q.get('model');
+    // A model that cannot be had is an error on the page, and nothing runs in its place.
+    if (!(await loadUrl(q.get('model')))) { mark('error'); return; }
+  }
+  if (q.get('autorun') === '1') run();
+})();

@@ -7,10 +7,31 @@
 // page at once ({id, line}), so the page shows each token as it is drawn. The page pauses a run by ending this
 // worker (main runs to its end once called: there is no waiting inside it), and resumes or steps by running
 // again: a seeded or greedy run draws the same tokens again (docs/web.md, "Step and pause").
+// {op: 'fetch', url} fetches a model file here (a URL the page was given) and hands its bytes to the page.
 import createGlassbox from './glassbox-web.mjs';
 
 let wasmBinary = null;  // fetched once; each run instantiates it anew
 const kTraceDevice = '/dev/gbtrace';
+
+// A URL → its bytes, or the one-line reason it could not be had. A body shorter than its Content-Length
+// (a cut connection) is said as such; what the bytes are is for `glassbox inspect` to say.
+async function fetchModel(url) {
+  let r;
+  try { r = await fetch(url); } catch (e) {
+    return { error: `cannot fetch ${url}: ${e && e.message ? e.message : e} (a network error, or a server that does not allow this page to read it: CORS)` };
+  }
+  if (!r.ok) return { error: `cannot fetch ${url}: HTTP ${r.status}${r.statusText ? ' ' + r.statusText : ''}` };
+  let data;
+  try { data = await r.arrayBuffer(); } catch (e) {
+    return { error: `cannot fetch ${url}: the download broke off (${e && e.message ? e.message : e})` };
+  }
+  const declared = Number(r.headers.get('content-length'));
+  const encoded = r.headers.get('content-encoding');
+  if (!encoded && declared > 0 && data.byteLength < declared)
+    return { error: `cannot fetch ${url}: got ${data.byteLength} of its ${declared} bytes (the download broke off)` };
+  if (data.byteLength === 0) return { error: `${url}: the server sent an empty file` };
+  return { data };
+}
 
 async function runMain({ id, args, files }) {
   const out = [], err = [], lines = [];
@@ -70,6 +91,11 @@ async function runMain({ id, args, files }) {
 
 self.onmessage = async (event) => {
   const { id } = event.data;
+  if (event.data.op === 'fetch') {
+    const r = await fetchModel(event.data.url);
+    self.postMessage({ id, ...r }, r.data ? [r.data] : []);
+    return;
+  }
   try {
     self.postMessage(await runMain(event.data));
   } catch (e) {

@@ -4,7 +4,11 @@
 # Worker, shows " sunny" in #output, draws a step with bars and sets data-glassbox="done" on <body>, with no
 # console errors; a GGUF picked in the file input runs; a file that is not a model gets a message on the page
 # and the page still runs afterwards; Step three times shows three tokens, the first three of the same run;
-# Pause stops a paced run and Resume ends it with the tokens of an unpaused one.
+# Pause stops a paced run and Resume ends it with the tokens of an unpaused one;
+# ?model=URL runs a served GGUF, and a missing URL, a file that is not a model, a truncated GGUF and a download
+# cut short each get a message.
+# The server serves the build folder, /t/NAME from the test's own folder, and /cut/NAME with a Content-Length
+# of the whole file but only half its bytes (a connection that broke off).
 # Usage: tests/web/test-web-page.sh [BUILD_WEB_DIR [SCREENSHOT.png]]
 #   GLASSBOX_PAGE_ONLY=REGEX runs only the checks whose names match (grep -E), while working on one.
 # Exits 0 with "SKIP: reason" when the web build, chromium or python3 is absent.
@@ -104,6 +108,26 @@ check "Resume after a pause: the tokens of an unpaused run" \
   "r['mark'] == 'done' and r['steps'] == 12 and r['tokens'] == $(python3 -c "import json,sys; print(json.loads(sys.argv[1])['tokens'])" "$full" 2>/dev/null || echo None)" \
   "$P" --start run --pause-after 3 --click pause
 
+# A model from a URL (#43): a served GGUF runs; what cannot be had or is not a model is said on the page.
+if [ -f "$DATA/gguf/synth256-q4_k_m.gguf" ]; then
+  cp "$DATA/gguf/synth256-q4_k_m.gguf" "$TMP/files/synth.gguf"
+  head -c $(( $(stat -c %s "$TMP/files/synth.gguf") / 2 )) "$TMP/files/synth.gguf" >"$TMP/files/half.gguf"
+  check "?model=URL: a served GGUF runs" "r['mark'] == 'done' and r['steps'] >= 1 and 'synth.gguf' in r['info']" \
+    "$U?prompt=Once&max_tokens=4&sampler=greedy&model=/t/synth.gguf&autorun=1"
+  check "?model=URL: a truncated GGUF gets its error" "r['mark'] == 'error' and 'half.gguf' in r['status'] and r['steps'] == 0" \
+    "$U?max_tokens=4&model=/t/half.gguf&autorun=1"
+  check "?model=URL: a download cut short gets its error" "r['mark'] == 'error' and 'cannot fetch' in r['status'] and r['steps'] == 0" \
+    "$U?max_tokens=4&model=/cut/synth.gguf&autorun=1"
+else
+  echo "skip: no $DATA/gguf/synth256-q4_k_m.gguf for the model-URL cases"
+fi
+cp "$TMP/notes.gguf" "$TMP/files/notes.gguf"
+check "?model=URL: a missing file gets HTTP 404 on the page" "r['mark'] == 'error' and 'HTTP 404' in r['status'] and r['steps'] == 0" \
+  "$U?max_tokens=4&model=/t/missing.gguf&autorun=1"
+check "?model=URL: a file that is not a model gets its error" "r['mark'] == 'error' and 'notes.gguf' in r['status'] and r['steps'] == 0" \
+  "$U?max_tokens=4&model=/t/notes.gguf&autorun=1"
+check "the URL field: a bad URL, then the toy still runs" "r['mark'] == 'done' and ' sunny' in r['output']" \
+  "$U?prompt=The%20weather%20today%20is&max_tokens=4&sampler=greedy" --set model-url=/t/missing.gguf --click load-url --click use-toy --run
 [ -n "$SHOT" ] && [ -s "$SHOT" ] && echo "screenshot: $SHOT"
 [ $fails -eq 0 ] && echo "page tests passed"
 [ $fails -eq 0 ]
