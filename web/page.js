@@ -1,7 +1,7 @@
 // glassbox's page (web/index.html): the controls → a `glassbox run` command line for the worker (worker.js),
 // whose trace comes back line by line as each step ends → for each step the distribution the model gave and
-// after each sampler stage, as bars with the token texts, the drawn token marked.
-// Run, Step (one token more) and Pause/Resume (docs/web.md, "Step and pause").
+// after each sampler stage, as bars with the token texts, the drawn token marked, the logit lens per layer and
+// the KV cache. Run, Step (one token more) and Pause/Resume (docs/web.md, "Step and pause").
 // ?prompt=&max_tokens=&sampler=&seed=&pace=&ignore_eos=1&model=URL&autorun=1 runs without clicks. The end of
 // each run or step sets data-glassbox="done" on <body> ("paused" on a pause, "error" on a failure),
 // data-steps the number of steps shown, and the generated text in #output.
@@ -104,6 +104,88 @@ function bars(container, title, entries, picked, topN) {
   container.appendChild(div);
 }
 
+// The logit lens of one step: per layer (after each block; after its attention too with `all`), the top
+// tokens the output head would give there, the last layer's answer marked; the layer where the answer
+// settles is the rule of `glassbox trace lens` and the trace viewer (cli/cmd_trace.cpp, lens_settles).
+function lensSettles(lens) {
+  const blocks = lens.filter((e) => !e.point && e.top && e.top.length).sort((a, b) => a.layer - b.layer);
+  if (!blocks.length) return null;
+  const answer = blocks[blocks.length - 1].top[0].id;
+  let L = blocks[blocks.length - 1].layer;
+  for (let k = blocks.length - 1; k >= 0 && blocks[k].top[0].id === answer; --k) L = blocks[k].layer;
+  return L;
+}
+function drawLens(container, lens) {
+  if (!lens || !lens.length) return;
+  const div = document.createElement('div');
+  div.className = 'lens';
+  const settles = lensSettles(lens);
+  const h = document.createElement('h4');
+  h.textContent = `logit lens: the top tokens after each layer${settles === null ? '' : ` (the answer settles at layer ${settles})`}`;
+  div.appendChild(h);
+  const answer = lens.filter((e) => !e.point).sort((a, b) => b.layer - a.layer)[0]?.top?.[0]?.id;
+  const table = document.createElement('table');
+  // deepest first (the output at the top), attention before block within a layer
+  const rows = lens.slice().sort((a, b) => b.layer - a.layer || (a.point === 'attn' ? 1 : 0) - (b.point === 'attn' ? 1 : 0));
+  for (const e of rows) {
+    const tr = document.createElement('tr');
+    tr.className = 'lens-row';
+    tr.dataset.layer = String(e.layer);
+    const th = document.createElement('th'); th.textContent = `layer ${e.layer}${e.point ? ' ' + e.point : ''}`;
+    tr.appendChild(th);
+    for (const c of (e.top || []).slice(0, 4)) {
+      const td = document.createElement('td');
+      td.textContent = shown(c.text, c.id);
+      const p = document.createElement('span'); p.className = 'p'; p.textContent = c.prob.toFixed(2);
+      td.appendChild(p);
+      const a = Math.max(0, Math.min(1, c.prob));
+      td.style.background = `rgba(74,120,194,${(0.08 + 0.8 * a).toFixed(3)})`;
+      if (a > 0.5) td.style.color = '#fff';
+      if (c.id === answer) td.classList.add('answer');
+      tr.appendChild(td);
+    }
+    table.appendChild(tr);
+  }
+  div.appendChild(table);
+  container.appendChild(div);
+}
+
+// The KV cache after one step: a cell per position up to this one, held (filled) or not; the trace viewer's
+// rule (traces/viewer/viewer.html, drawKvState): blocks for paged, held positions otherwise.
+function drawKv(container, kv, pos) {
+  if (!kv) return;
+  const div = document.createElement('div');
+  div.className = 'kv';
+  div.dataset.tokens = String(kv.tokens);
+  const h = document.createElement('h4');
+  const first = kv.first_pos || 0;
+  const mib = (b) => (b >= 1048576 ? `${(b / 1048576).toFixed(1)} MiB` : `${(b / 1024).toFixed(0)} KiB`);
+  h.textContent = kv.block_size
+    ? `KV cache (${kv.module}): ${kv.blocks_used} blocks used of ${kv.block_size} positions, ${kv.blocks_free} free; ${mib(kv.bytes)}`
+    : kv.capacity
+      ? `KV cache (${kv.module}): positions ${first}..${first + kv.tokens - 1} held, ${kv.tokens} of ${kv.capacity}; ${kv.evicted || 0} evicted; ${mib(kv.bytes)}`
+      : `KV (${kv.module}): no cache, positions ${first}..${first + kv.tokens - 1} computed again this step`;
+  div.appendChild(h);
+  const strip = document.createElement('div');
+  strip.className = 'kv-strip';
+  const n = Math.max(pos + 1, first + kv.tokens);
+  for (let p = 0; p < n; ++p) {
+    const held = p >= first && p < first + kv.tokens;
+    const c = document.createElement('span');
+    c.className = held ? 'kv-pos held' : 'kv-pos';
+    c.title = `position ${p}${held ? ' held' : ' not held'}`;
+    strip.appendChild(c);
+  }
+  if (kv.capacity) {
+    const free = document.createElement('span');
+    free.className = 'kv-free';
+    free.textContent = ` + ${Math.max(0, kv.capacity - n)} free`;
+    strip.appendChild(free);
+  }
+  div.appendChild(strip);
+  container.appendChild(div);
+}
+
 function drawStep(ev, topN) {
   const picked = ev.token ? ev.token.id : -1;
   const box = document.createElement('div');
@@ -122,6 +204,10 @@ function drawStep(ev, topN) {
     bars(row, `after ${st.name}${params ? ' (' + params + ')' : ''}: ${st.kept} kept`, st.top, picked, topN);
   }
   box.appendChild(row);
+  const inside = document.createElement('div'); inside.className = 'inside';
+  drawLens(inside, ev.lens);
+  drawKv(inside, ev.kv, ev.pos);
+  if (inside.childNodes.length) box.appendChild(inside);
   return box;
 }
 
@@ -142,6 +228,7 @@ function newGen() {
   if (seed !== '') args.push('--seed', String(seed));
   if (pace > 0) args.push('--pace', String(pace));
   if ($('ignore-eos').checked) args.push('--ignore-eos');
+  if ($('lens').checked) args.push('--trace-lens');
   $('steps').textContent = '';
   $('output').textContent = '';
   $('prompt-echo').textContent = prompt;
@@ -286,6 +373,7 @@ if (q.has('sampler')) $('sampler').value = q.get('sampler');
 if (q.has('seed')) $('seed').value = q.get('seed');
 if (q.has('pace')) $('pace').value = q.get('pace');
 if (q.get('ignore_eos') === '1') $('ignore-eos').checked = true;
+if (q.get('lens') === '0') $('lens').checked = false;
 setButtons();
 status('ready: press Run or Step');
 (async () => {

@@ -4,9 +4,9 @@
 # Worker, shows " sunny" in #output, draws a step with bars and sets data-glassbox="done" on <body>, with no
 # console errors; a GGUF picked in the file input runs; a file that is not a model gets a message on the page
 # and the page still runs afterwards; Step three times shows three tokens, the first three of the same run;
-# Pause stops a paced run and Resume ends it with the tokens of an unpaused one;
-# ?model=URL runs a served GGUF, and a missing URL, a file that is not a model, a truncated GGUF and a download
-# cut short each get a message.
+# Pause stops a paced run and Resume ends it with the tokens of an unpaused one; each step shows its logit
+# lens (a row per layer) and its KV cache (a held cell per position); ?model=URL runs a served GGUF, and a
+# missing URL, a file that is not a model, a truncated GGUF and a download cut short each get a message.
 # The server serves the build folder, /t/NAME from the test's own folder, and /cut/NAME with a Content-Length
 # of the whole file but only half its bytes (a connection that broke off).
 # Usage: tests/web/test-web-page.sh [BUILD_WEB_DIR [SCREENSHOT.png]]
@@ -107,6 +107,9 @@ full=; wanted "Resume" && full=$(drive "${P/pace=80/pace=0}&autorun=1")
 check "Resume after a pause: the tokens of an unpaused run" \
   "r['mark'] == 'done' and r['steps'] == 12 and r['tokens'] == $(python3 -c "import json,sys; print(json.loads(sys.argv[1])['tokens'])" "$full" 2>/dev/null || echo None)" \
   "$P" --start run --pause-after 3 --click pause
+# The views of each step: the toy has 4 layers; at step k the KV cache holds the prompt's 5 positions + k.
+check "logit lens and KV cache of the step shown" "r['mark'] == 'done' and r['lensRows'] == 4 and r['kvTokens'] == 5 + 2 and r['kvHeld'] == 5 + 2" \
+  "$G&max_tokens=8" --click step --click step --click step
 
 # A model from a URL (#43): a served GGUF runs; what cannot be had or is not a model is said on the page.
 if [ -f "$DATA/gguf/synth256-q4_k_m.gguf" ]; then
