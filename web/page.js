@@ -1,8 +1,8 @@
 // glassbox's page (web/index.html): the controls → a `glassbox run` command line for the worker (worker.js),
 // whose trace comes back line by line as each step ends → for each step the distribution the model gave and
-// after each sampler stage, as bars with the token texts, the drawn token marked, the logit lens per layer and
-// the KV cache. Run, Step (one token more) and Pause/Resume (docs/web.md, "Step and pause").
-// ?prompt=&max_tokens=&sampler=&seed=&pace=&ignore_eos=1&model=URL&autorun=1 runs without clicks. The end of
+// after each sampler stage, as bars with the token texts, the drawn token marked, the logit lens per layer,
+// the KV cache and the attention of a chosen layer and head. Run, Step (one token more) and Pause/Resume (docs/web.md, "Step and pause").
+// ?prompt=&max_tokens=&sampler=&seed=&pace=&ignore_eos=1&attention=L:H&model=URL&autorun=1 runs without clicks. The end of
 // each run or step sets data-glassbox="done" on <body> ("paused" on a pause, "error" on a failure),
 // data-steps the number of steps shown, and the generated text in #output.
 const $ = (id) => document.getElementById(id);
@@ -186,7 +186,35 @@ function drawKv(container, kv, pos) {
   container.appendChild(div);
 }
 
-function drawStep(ev, topN) {
+// The attention of the chosen layer and head at one step (--trace-attention L:H): the step's newest position
+// attending to each position it holds, a cell per position with its token, shaded by its weight.
+function drawAttention(container, records, texts) {
+  for (const a of records || []) {
+    const div = document.createElement('div');
+    div.className = 'attn';
+    div.dataset.layer = String(a.layer);
+    div.dataset.head = String(a.head);
+    div.dataset.sum = String(a.weights.reduce((x, y) => x + y, 0));
+    const h = document.createElement('h4');
+    const top = a.weights.reduce((m, w, i) => (w > a.weights[m] ? i : m), 0);
+    h.textContent = `attention, layer ${a.layer} head ${a.head} (counted from 0): position ${a.pos} attends most to position ` +
+      `${a.first_pos + top} (${a.weights[top].toFixed(2)})`;
+    div.appendChild(h);
+    a.weights.forEach((w, i) => {
+      const p = a.first_pos + i;
+      const c = document.createElement('span');
+      c.className = 'attn-pos';
+      c.textContent = texts(p);
+      c.title = `position ${p}: weight ${w.toFixed(4)}`;
+      c.style.background = `rgba(208,99,43,${(0.05 + 0.9 * Math.min(1, w)).toFixed(3)})`;
+      if (w > 0.5) c.style.color = '#fff';
+      div.appendChild(c);
+    });
+    container.appendChild(div);
+  }
+}
+
+function drawStep(ev, topN, texts) {
   const picked = ev.token ? ev.token.id : -1;
   const box = document.createElement('div');
   box.className = 'step';
@@ -207,6 +235,7 @@ function drawStep(ev, topN) {
   const inside = document.createElement('div'); inside.className = 'inside';
   drawLens(inside, ev.lens);
   drawKv(inside, ev.kv, ev.pos);
+  drawAttention(inside, ev.attention, texts);
   if (inside.childNodes.length) box.appendChild(inside);
   return box;
 }
@@ -229,10 +258,12 @@ function newGen() {
   if (pace > 0) args.push('--pace', String(pace));
   if ($('ignore-eos').checked) args.push('--ignore-eos');
   if ($('lens').checked) args.push('--trace-lens');
+  const attention = $('attention').value.trim();
+  if (attention) args.push('--trace-attention', attention);
   $('steps').textContent = '';
   $('output').textContent = '';
   $('prompt-echo').textContent = prompt;
-  return { args, files, max, topN, steps: [], finished: false, text: '' };
+  return { args, files, max, topN, steps: [], finished: false, text: '', promptIds: null, pieces: null };
 }
 function setButtons() {
   $('run').disabled = running;
@@ -243,6 +274,24 @@ function setButtons() {
 }
 function mark(m) { if (m) document.body.setAttribute('data-glassbox', m); else document.body.removeAttribute('data-glassbox'); }
 
+// The token at a position: the prompt's from `glassbox tokenize --json` (when its ids are the run's), the
+// generated ones from the steps; else its id.
+function positionText(g, p) {
+  const ids = g.promptIds || [];
+  if (p < ids.length) return g.pieces && g.pieces.ids.length === ids.length && g.pieces.ids.every((x, i) => x === ids[i])
+    ? shown(g.pieces.pieces[p]) : `#${ids[p]}`;
+  const s = g.steps[p - ids.length];
+  return s && s.token ? shown(s.token.text, s.token.id) : '?';
+}
+async function tokenizePrompt(g) {
+  if (g.pieces || !$('attention').value.trim()) return;
+  const args = ['tokenize', '--json'];
+  if (model && /\.gguf$/i.test(model.name)) args.push('--model', '/model' + ext(model.name));
+  else if (model && tokenizer) args.push('--tokenizer', '/tokenizer' + ext(tokenizer.name));
+  const r = await call({ args: [...args, $('prompt').value], files: g.files });
+  try { g.pieces = r.rc === 0 ? JSON.parse(r.stdout) : null; } catch { g.pieces = null; }
+}
+
 async function advance(target) {
   const g = gen;
   running = true;
@@ -250,6 +299,8 @@ async function advance(target) {
   mark(null);
   setButtons();
   status(target > g.steps.length + 1 ? 'running…' : `step ${g.steps.length + 1}…`);
+  await tokenizePrompt(g);
+  if (gen !== g) return;
   let k = 0, summary = null, diverged = null;
   const before = g.steps.length;  // shown already: computed again, not drawn again
   const started = performance.now();
@@ -258,6 +309,7 @@ async function advance(target) {
     let ev;
     try { ev = JSON.parse(line); } catch (e) { diverged = `cannot read the trace: ${e.message}`; return; }
     if (ev.type === 'summary') summary = ev;
+    if (ev.type === 'header') g.promptIds = ev.prompt_ids || [];
     if (ev.type !== 'step') return;
     if (k < g.steps.length) {  // a step already shown, computed again: it must be the same token
       if ((ev.token && ev.token.id) !== (g.steps[k].token && g.steps[k].token.id))
@@ -267,7 +319,7 @@ async function advance(target) {
     }
     ++k;
     g.steps.push(ev);
-    $('steps').appendChild(drawStep(ev, g.topN));
+    $('steps').appendChild(drawStep(ev, g.topN, (p) => positionText(g, p)));
     $('output').textContent += ev.token && ev.token.text !== undefined && !summary ? ev.token.text : '';
     document.body.dataset.steps = String(g.steps.length);
     const s = (performance.now() - started) / 1000;
@@ -374,6 +426,7 @@ if (q.has('seed')) $('seed').value = q.get('seed');
 if (q.has('pace')) $('pace').value = q.get('pace');
 if (q.get('ignore_eos') === '1') $('ignore-eos').checked = true;
 if (q.get('lens') === '0') $('lens').checked = false;
+if (q.has('attention')) $('attention').value = q.get('attention');
 setButtons();
 status('ready: press Run or Step');
 (async () => {

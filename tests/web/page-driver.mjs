@@ -4,7 +4,7 @@
 // <body data-glassbox> is set again), --start ID (press it, do not wait), --pause-after N (wait until N steps are shown, press Pause, wait for
 // data-glassbox="paused"), --set ID=VALUE (an input's value); with no action it waits for the mark the URL's autorun sets. It prints one JSON
 // object: the mark, #output's text, #status, the steps and bars drawn, the tokens of the steps shown, the last
-// step's logit-lens rows and held KV positions, console errors, and a screenshot's path.
+// step's logit-lens rows, held KV positions and attention cells, console errors, and a screenshot's path.
 // Usage: node --experimental-websocket page-driver.mjs URL [--pick INPUT_ID=PATH]... [--run] [--click ID]...
 //        [--start ID]... [--pause-after N] [--set INPUT_ID=VALUE]... [--screenshot FILE]
 //        [--expect-error] (the page is to show an error on a picked file: waits for #status.error instead)
@@ -115,7 +115,9 @@ if (expectError) {
     bars: document.querySelectorAll('.row .bar').length, steps: steps.length, dataSteps: Number(document.body.dataset.steps),
     tokens: Array.from(steps, (s) => s.querySelector('h3 code').textContent),
     lensRows: last ? last.querySelectorAll('.lens-row').length : 0,
-    kvHeld: last ? last.querySelectorAll('.kv-pos.held').length : 0, kvTokens: last && last.querySelector('.kv') ? Number(last.querySelector('.kv').dataset.tokens) : null,
+    kvHeld: last ? last.querySelectorAll('.kv-pos.held').length : 0,
+    attn: last ? Array.from(last.querySelectorAll('.attn'), (d) => ({ layer: Number(d.dataset.layer), head: Number(d.dataset.head),
+      sum: Number(d.dataset.sum), cells: Array.from(d.querySelectorAll('.attn-pos'), (c) => c.textContent) })) : [], kvTokens: last && last.querySelector('.kv') ? Number(last.querySelector('.kv').dataset.tokens) : null,
     pauseLabel: document.getElementById('pause').textContent,
     download: !document.getElementById('download').hidden, info: document.getElementById('model-info').textContent}; })()`);
   if (shot) {

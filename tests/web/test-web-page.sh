@@ -5,7 +5,8 @@
 # console errors; a GGUF picked in the file input runs; a file that is not a model gets a message on the page
 # and the page still runs afterwards; Step three times shows three tokens, the first three of the same run;
 # Pause stops a paced run and Resume ends it with the tokens of an unpaused one; each step shows its logit
-# lens (a row per layer) and its KV cache (a held cell per position); ?model=URL runs a served GGUF, and a
+# lens (a row per layer), its KV cache (a held cell per position) and the attention of the layer and head
+# chosen (a cell per position, with its token); ?model=URL runs a served GGUF, and a
 # missing URL, a file that is not a model, a truncated GGUF and a download cut short each get a message.
 # The server serves the build folder, /t/NAME from the test's own folder, and /cut/NAME with a Content-Length
 # of the whole file but only half its bytes (a connection that broke off).
@@ -110,6 +111,13 @@ check "Resume after a pause: the tokens of an unpaused run" \
 # The views of each step: the toy has 4 layers; at step k the KV cache holds the prompt's 5 positions + k.
 check "logit lens and KV cache of the step shown" "r['mark'] == 'done' and r['lensRows'] == 4 and r['kvTokens'] == 5 + 2 and r['kvHeld'] == 5 + 2" \
   "$G&max_tokens=8" --click step --click step --click step
+# Attention of a chosen layer and head: at the third step, position 6 attends to the 7 positions held, each
+# cell with its token (the prompt's from `tokenize`), the weights summing to 1; a layer the toy lacks is its error.
+check "attention of layer 2, head 1 at the step shown" \
+  "r['mark'] == 'done' and len(r['attn']) == 1 and r['attn'][0]['layer'] == 2 and r['attn'][0]['head'] == 1 and abs(r['attn'][0]['sum'] - 1) < 1e-4 and r['attn'][0]['cells'] == ['<s>', ' The', ' weather', ' today', ' is'] + r['tokens'][:2]" \
+  "$G&max_tokens=8&attention=2:1" --click step --click step --click step
+check "attention of a layer the model lacks: its error on the page" "r['mark'] == 'error' and '9:0' in r['status'] and 'outside' in r['status']" \
+  "$G&max_tokens=2&attention=9:0&autorun=1"
 
 # A model from a URL (#43): a served GGUF runs; what cannot be had or is not a model is said on the page.
 if [ -f "$DATA/gguf/synth256-q4_k_m.gguf" ]; then
