@@ -296,6 +296,7 @@ async function advance(target) {
   const g = gen;
   running = true;
   g.paused = false;
+  g.pauseAsked = false;
   mark(null);
   setButtons();
   status(target > g.steps.length + 1 ? 'running…' : `step ${g.steps.length + 1}…`);
@@ -304,6 +305,7 @@ async function advance(target) {
   let k = 0, summary = null, diverged = null;
   const before = g.steps.length;  // shown already: computed again, not drawn again
   const started = performance.now();
+  const runSteps = () => call({ args: [...g.args, '-n', String(target)], files: g.files }, onLine);
   const onLine = (line) => {
     if (gen !== g || diverged) return;
     let ev;
@@ -325,7 +327,8 @@ async function advance(target) {
     const s = (performance.now() - started) / 1000;
     status(`running… ${g.steps.length} tokens, ${(k / Math.max(s, 1e-3)).toFixed(1)} tok/s in the page`);
   };
-  const r = await call({ args: [...g.args, '-n', String(target)], files: g.files }, onLine);
+  // (a Pause pressed while the prompt was tokenized: the run is not started)
+  const r = g.pauseAsked ? { rc: -2, stopped: true } : await runSteps();
   if (gen !== g) return;  // a new run began meanwhile
   running = false;
   if (r.stopped) {  // paused: what was drawn stays; Resume or Step go on from there
@@ -368,7 +371,7 @@ function step() {
   return advance(gen.steps.length + 1);
 }
 function pauseOrResume() {
-  if (running) { stopWorker(); return; }
+  if (running) { gen.pauseAsked = true; stopWorker(); return; }
   if (gen && gen.paused && !gen.finished) advance(gen.max);
 }
 $('run').addEventListener('click', run);
