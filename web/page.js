@@ -71,6 +71,7 @@ async function loadUrl(url) {
   try { abs = new URL(url, location.href).href; } catch { status(`${url}: not a URL`, true); return false; }
   status(`fetching ${abs}…`);
   const r = await call({ op: 'fetch', url: abs });
+  if (r.stopped) { status(`the fetch of ${abs} was ended by Pause (the worker was restarted): fetch it again`, true); return false; }
   if (r.error) {
     model = null;
     $('model-info').textContent = `the embedded toy model (${abs} could not be fetched)`;
