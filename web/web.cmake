@@ -28,6 +28,15 @@ target_link_options(glassbox_web PRIVATE ${_gb_web_common} -sENVIRONMENT=web,wor
 set_property(TARGET glassbox_web APPEND PROPERTY LINK_DEPENDS ${CMAKE_SOURCE_DIR}/models/toy/toy.bin ${CMAKE_SOURCE_DIR}/models/toy/toy-tok.bin)
 set(_gb_web_src ${CMAKE_SOURCE_DIR}/web)
 add_custom_command(TARGET glassbox_web POST_BUILD
-  COMMAND ${CMAKE_COMMAND} -E copy ${_gb_web_src}/index.html ${_gb_web_src}/worker.js ${_gb_web_src}/page.js ${CMAKE_BINARY_DIR}
   COMMAND ${CMAKE_COMMAND} -E copy $<TARGET_FILE:glassbox_web> $<TARGET_FILE_DIR:glassbox_web>/glassbox-web.wasm ${CMAKE_BINARY_DIR}
   VERBATIM)
+# The page's own files, copied whenever one changes (an edit to page.js needs no relink).
+set(_gb_web_page index.html worker.js page.js)
+set(_gb_web_page_out)
+foreach(f ${_gb_web_page})
+  add_custom_command(OUTPUT ${CMAKE_BINARY_DIR}/${f} COMMAND ${CMAKE_COMMAND} -E copy ${_gb_web_src}/${f} ${CMAKE_BINARY_DIR}/${f}
+    DEPENDS ${_gb_web_src}/${f} VERBATIM)
+  list(APPEND _gb_web_page_out ${CMAKE_BINARY_DIR}/${f})
+endforeach()
+add_custom_target(glassbox_web_page ALL DEPENDS ${_gb_web_page_out})
+add_dependencies(glassbox_web glassbox_web_page)

@@ -1,8 +1,12 @@
 // Drives the page (build-web/index.html) in headless Chromium over the DevTools protocol, for
-// tests/web/test-web-page.sh: opens a URL, optionally picks files in the page's file inputs and presses Run,
-// waits (real time: the worker computes) until <body data-glassbox> says done or error, and prints one JSON
-// object: the mark, #output's text, #status, the number of bars drawn, console errors, and a screenshot's path.
-// Usage: node --experimental-websocket page-driver.mjs URL [--pick INPUT_ID=PATH]... [--run] [--screenshot FILE]
+// tests/web/test-web-page.sh: opens a URL, optionally picks files in the page's file inputs, then does the
+// actions in order: --run or --click ID (press it, then wait, in real time: the worker computes, until
+// <body data-glassbox> is set again), --start ID (press it, do not wait), --pause-after N (wait until N steps are shown, press Pause, wait for
+// data-glassbox="paused"), --set ID=VALUE (an input's value); with no action it waits for the mark the URL's autorun sets. It prints one JSON
+// object: the mark, #output's text, #status, the steps and bars drawn, the tokens of the steps shown, the last
+// step's logit-lens rows, held KV positions and attention cells, console errors, and a screenshot's path.
+// Usage: node --experimental-websocket page-driver.mjs URL [--pick INPUT_ID=PATH]... [--run] [--click ID]...
+//        [--start ID]... [--pause-after N] [--set INPUT_ID=VALUE]... [--screenshot FILE]
 //        [--expect-error] (the page is to show an error on a picked file: waits for #status.error instead)
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,11 +16,16 @@ import { join } from 'node:path';
 const argv = process.argv.slice(2);
 const url = argv.shift();
 const picks = [];
-let run = false, shot = null, expectError = false;
+const actions = [];
+let shot = null, expectError = false;
 while (argv.length) {
   const a = argv.shift();
   if (a === '--pick') picks.push(argv.shift().split(/=(.*)/s).slice(0, 2));
-  else if (a === '--run') run = true;
+  else if (a === '--run') actions.push(['click', 'run']);
+  else if (a === '--click') actions.push(['click', argv.shift()]);
+  else if (a === '--start') actions.push(['start', argv.shift()]);
+  else if (a === '--pause-after') actions.push(['pause', Number(argv.shift())]);
+  else if (a === '--set') actions.push(['set', argv.shift().split(/=(.*)/s).slice(0, 2)]);
   else if (a === '--screenshot') shot = argv.shift();
   else if (a === '--expect-error') expectError = true;
   else { console.error(`page-driver: unknown argument ${a}`); process.exit(2); }
@@ -82,12 +91,35 @@ if (expectError) {
   const st = await evaluate("({cls: document.getElementById('status').className, text: document.getElementById('status').textContent, info: document.getElementById('model-info').textContent})");
   finish(0, { mark: st.cls === 'error' ? 'error-shown' : 'no-error', status: st.text, info: st.info, consoleErrors });
 } else {
-  if (run) { await evaluate("document.body.removeAttribute('data-glassbox'); document.getElementById('run').click(); true"); }
+  const waitMark = async () => {
+    let m = null;
+    for (let i = 0; i < 2000 && !m; ++i) { await sleep(50); m = await evaluate('document.body.dataset.glassbox || null'); }
+    return m;
+  };
   let mark = null;
-  for (let i = 0; i < 2000 && !mark; ++i) { await sleep(100); mark = await evaluate('document.body.dataset.glassbox || null'); }
-  const r = await evaluate(`({output: document.getElementById('output').textContent, status: document.getElementById('status').textContent,
-    bars: document.querySelectorAll('.row .bar').length, steps: document.querySelectorAll('.step').length,
-    download: !document.getElementById('download').hidden, info: document.getElementById('model-info').textContent})`);
+  for (const [what, arg] of actions) {
+    if (what === 'click' || what === 'start') {
+      await evaluate(`document.body.removeAttribute('data-glassbox'); document.getElementById(${JSON.stringify(arg)}).click(); true`);
+      if (what === 'click') mark = await waitMark();
+    } else if (what === 'set') {  // an input's value
+      await evaluate(`document.getElementById(${JSON.stringify(arg[0])}).value = ${JSON.stringify(arg[1])}; true`);
+    } else {  // pause after N steps
+      for (let i = 0; i < 2000 && Number(await evaluate('document.body.dataset.steps || 0')) < arg; ++i) await sleep(5);
+      await evaluate("document.getElementById('pause').click(); true");
+      mark = await waitMark();
+    }
+  }
+  if (!actions.length) mark = await waitMark();
+  const r = await evaluate(`(() => { const steps = document.querySelectorAll('.step'), last = steps[steps.length - 1];
+    return {output: document.getElementById('output').textContent, status: document.getElementById('status').textContent,
+    bars: document.querySelectorAll('.row .bar').length, steps: steps.length, dataSteps: Number(document.body.dataset.steps),
+    tokens: Array.from(steps, (s) => s.querySelector('h3 code').textContent),
+    lensRows: last ? last.querySelectorAll('.lens-row').length : 0,
+    kvHeld: last ? last.querySelectorAll('.kv-pos.held').length : 0,
+    attn: last ? Array.from(last.querySelectorAll('.attn'), (d) => ({ layer: Number(d.dataset.layer), head: Number(d.dataset.head),
+      sum: Number(d.dataset.sum), cells: Array.from(d.querySelectorAll('.attn-pos'), (c) => c.textContent) })) : [], kvTokens: last && last.querySelector('.kv') ? Number(last.querySelector('.kv').dataset.tokens) : null,
+    pauseLabel: document.getElementById('pause').textContent,
+    download: !document.getElementById('download').hidden, info: document.getElementById('model-info').textContent}; })()`);
   if (shot) {
     await sleep(200);
     const { data } = await send('Page.captureScreenshot', { format: 'png', captureBeyondViewport: true });
