@@ -792,6 +792,10 @@ class Server {
  private:
   void load();
   void routes();
+  void guard_routes();
+  void token_routes();
+  void trace_routes();
+  std::string metrics_text();
   GenRequest parse(const nlohmann::json& body, GenRequest::Api api);
   std::vector<PluginSpec> chain_from_fields(const nlohmann::json& body, GenRequest::Api api, std::string& text);
   std::optional<PluginSpec> grammar_from_fields(const nlohmann::json& body, GenRequest::Api api);
@@ -1683,6 +1687,47 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
 }
 
 void Server::routes() {
+  guard_routes();
+  // The model and the page.
+  svr_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (!loaded_) return send_error(res, 503, "Loading model", "unavailable_error");
+    res.set_content(R"({"status":"ok"})", "application/json; charset=utf-8");
+  });
+  svr_.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(std::string(kServePageHtml), "text/html; charset=utf-8"); });
+  svr_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    ready_or_503();
+    const Config& c = model_->config;
+    Json m = {{"id", alias_}, {"object", "model"}, {"created", started_}, {"owned_by", "glassbox"},
+              {"meta", {{"n_vocab", c.vocab_size}, {"n_ctx_train", c.seq_len}, {"n_ctx", context_}, {"n_embd", c.dim},
+                        {"n_layer", c.n_layers}, {"size", model_->source->file().size()}}}};
+    res.set_content(dump(Json{{"object", "list"}, {"data", Json::array({m})}}), "application/json; charset=utf-8");
+  });
+  svr_.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    ready_or_503();
+    const std::string id = req.matches[1].str();
+    if (id != alias_) {
+      res.status = 404;
+      res.set_content(dump(Json{{"error", {{"code", "model_not_found"}, {"message", client_message("The model '" + id + "' does not exist (this server has '" + alias_ + "')")},
+                                           {"type", "invalid_request_error"}, {"param", nullptr}}}}),
+                      "application/json; charset=utf-8");
+      return;
+    }
+    res.set_content(dump(Json{{"id", alias_}, {"object", "model"}, {"created", started_}, {"owned_by", "glassbox"}}), "application/json; charset=utf-8");
+  });
+  // The generation endpoints: llama.cpp's and OpenAI's.
+  // POST bodies go through the content reader (receive(): --max-body for every transfer encoding).
+  using Reader = httplib::ContentReader;
+  for (const auto& [path, api] : {std::pair{"/completion", GenRequest::Api::Llama}, {"/completions", GenRequest::Api::Llama},
+                                  {"/v1/completions", GenRequest::Api::OpenAiText}, {"/v1/chat/completions", GenRequest::Api::OpenAiChat}})
+    svr_.Post(path, [this, api = api](const httplib::Request& q, httplib::Response& s, const Reader& rd) { generate(receive(q, s, rd), s, api); });
+  token_routes();
+  trace_routes();
+  svr_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { res.set_content(metrics_text(), "text/plain; version=0.0.4"); });
+}
+
+// What every request passes through before its endpoint: the errors' JSON shape, the body and API-key
+// checks (before any body is read), and --cors.
+void Server::guard_routes() {
   // Every handler's refusal is a JSON error in OpenAI's shape; anything unexpected is a 500 of the same shape.
   svr_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     try {
@@ -1751,36 +1796,11 @@ void Server::routes() {
     });
   }
 
-  svr_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (!loaded_) return send_error(res, 503, "Loading model", "unavailable_error");
-    res.set_content(R"({"status":"ok"})", "application/json; charset=utf-8");
-  });
-  svr_.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(std::string(kServePageHtml), "text/html; charset=utf-8"); });
-  svr_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
-    ready_or_503();
-    const Config& c = model_->config;
-    Json m = {{"id", alias_}, {"object", "model"}, {"created", started_}, {"owned_by", "glassbox"},
-              {"meta", {{"n_vocab", c.vocab_size}, {"n_ctx_train", c.seq_len}, {"n_ctx", context_}, {"n_embd", c.dim},
-                        {"n_layer", c.n_layers}, {"size", model_->source->file().size()}}}};
-    res.set_content(dump(Json{{"object", "list"}, {"data", Json::array({m})}}), "application/json; charset=utf-8");
-  });
-  svr_.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
-    ready_or_503();
-    const std::string id = req.matches[1].str();
-    if (id != alias_) {
-      res.status = 404;
-      res.set_content(dump(Json{{"error", {{"code", "model_not_found"}, {"message", client_message("The model '" + id + "' does not exist (this server has '" + alias_ + "')")},
-                                           {"type", "invalid_request_error"}, {"param", nullptr}}}}),
-                      "application/json; charset=utf-8");
-      return;
-    }
-    res.set_content(dump(Json{{"id", alias_}, {"object", "model"}, {"created", started_}, {"owned_by", "glassbox"}}), "application/json; charset=utf-8");
-  });
-  // POST bodies through the content reader (receive(): --max-body for every transfer encoding).
+}
+
+// POST /tokenize and /detokenize (llama.cpp's), with the served model's vocabulary.
+void Server::token_routes() {
   using Reader = httplib::ContentReader;
-  for (const auto& [path, api] : {std::pair{"/completion", GenRequest::Api::Llama}, {"/completions", GenRequest::Api::Llama},
-                                  {"/v1/completions", GenRequest::Api::OpenAiText}, {"/v1/chat/completions", GenRequest::Api::OpenAiChat}})
-    svr_.Post(path, [this, api = api](const httplib::Request& q, httplib::Response& s, const Reader& rd) { generate(receive(q, s, rd), s, api); });
   svr_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res, const Reader& rd) {
     ready_or_503();
     const auto body = read_body(receive(req, res, rd));
@@ -1818,12 +1838,15 @@ void Server::routes() {
     }
     res.set_content(dump(Json{{"content", text}}), "application/json; charset=utf-8");
   });
+}
+
+// GET /traces/ID (the request's JSONL trace) and /traces/ID/view (the step viewer, for the class-room page's link).
+void Server::trace_routes() {
   svr_.Get(R"(/traces/([A-Za-z0-9-]+))", [this](const httplib::Request& req, httplib::Response& res) {
     const auto text = traces_.read(req.matches[1].str());
     if (!text) return send_error(res, 404, "no trace " + req.matches[1].str() + " (unknown, not finished, or no longer kept)", "not_found_error");
     res.set_content(*text, "application/x-ndjson; charset=utf-8");
   });
-  // The request's trace in the step viewer (traces/viewer), for the class-room page's link.
   svr_.Get(R"(/traces/([A-Za-z0-9-]+)/view)", [this](const httplib::Request& req, httplib::Response& res) {
     const auto text = traces_.read(req.matches[1].str());
     if (!text)
@@ -1835,41 +1858,43 @@ void Server::routes() {
       send_error(res, 409, std::string("the trace cannot be shown: ") + e.what(), "invalid_request_error");
     }
   });
-  svr_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    std::ostringstream m;
-    auto metric = [&](const char* name, const char* type, const char* help, double v) {
-      m << "# HELP glassbox:" << name << " " << help << "\n# TYPE glassbox:" << name << " " << type << "\nglassbox:" << name << " " << v << "\n";
-    };
-    metric("prompt_tokens_total", "counter", "Prompt tokens processed.", static_cast<double>(metrics_.prompt_tokens));
-    metric("prompt_seconds_total", "counter", "Prompt (prefill) time.", metrics_.prompt_us / 1e6);
-    metric("tokens_predicted_total", "counter", "Generated tokens.", static_cast<double>(metrics_.predicted_tokens));
-    metric("tokens_predicted_seconds_total", "counter", "Generation (decode) time.", metrics_.predicted_us / 1e6);
-    metric("requests_total", "counter", "Generation requests started.", static_cast<double>(metrics_.requests));
-    metric("requests_rejected_total", "counter", "Generation requests refused with 503 (queue full).", static_cast<double>(metrics_.rejected));
-    metric("requests_cancelled_total", "counter", "Generations cancelled (client gone, or shutdown).", static_cast<double>(metrics_.cancelled));
-    metric("requests_processing", "gauge", "Requests decoding now.", metrics_.processing.load());
-    metric("requests_deferred", "gauge", "Requests waiting for a slot.", slots_.waiting());
-    metric("connections_closed_unfinished_total", "counter",
-           "Connections closed while still sending a request, past --client-connections or the total bound.", static_cast<double>(incomplete_.evicted()));
-    metric("kv_cache_tokens", "gauge", "KV positions held by the requests decoding now.", static_cast<double>(metrics_.kv_tokens.load()));
-    metric("batch_passes_total", "counter", "Batched decode passes (one forward over every slot waiting for a token).",
-           batch_ ? static_cast<double>(batch_->passes()) : 0.0);
-    metric("batch_rows_total", "counter", "Tokens decoded in batched passes (÷ batch_passes_total: the mean batch).",
-           batch_ ? static_cast<double>(batch_->rows()) : 0.0);
-    metric("batch_runs", "gauge", "Requests in the running batch now (decoding or prefilling a block per step).",
-           batch_ ? static_cast<double>(batch_->active()) : 0.0);
-    const PrefixCache::Stats pc = batch_ ? batch_->prefix_stats() : PrefixCache::Stats{};
-    metric("prefix_cache_hits_total", "counter", "Prompts that copied a shared prefix's K/V instead of prefilling it (--prefix-cache).",
-           static_cast<double>(pc.hits));
-    metric("prefix_cache_lookups_total", "counter", "Prompts looked up in the prefix cache.", static_cast<double>(pc.lookups));
-    metric("prefix_cache_tokens_reused_total", "counter", "Prompt positions whose K/V were copied, not computed.",
-           static_cast<double>(pc.reused_positions));
-    metric("prefix_cache_entries", "gauge", "Prompts whose K/V the prefix cache holds now.", static_cast<double>(pc.entries));
-    metric("prefix_cache_bytes", "gauge", "Bytes of K/V the prefix cache holds now (at most --prefix-cache MiB).", static_cast<double>(pc.bytes));
-    metric("kv_cache_usage_ratio", "gauge", "KV positions held / (slots × context).",
-           context_ ? static_cast<double>(metrics_.kv_tokens.load()) / (static_cast<double>(opt_.parallel) * context_) : 0.0);
-    res.set_content(m.str(), "text/plain; version=0.0.4");
-  });
+}
+
+// GET /metrics: Prometheus text (llama.cpp's names, under glassbox:).
+std::string Server::metrics_text() {
+  std::ostringstream m;
+  auto metric = [&](const char* name, const char* type, const char* help, double v) {
+    m << "# HELP glassbox:" << name << " " << help << "\n# TYPE glassbox:" << name << " " << type << "\nglassbox:" << name << " " << v << "\n";
+  };
+  metric("prompt_tokens_total", "counter", "Prompt tokens processed.", static_cast<double>(metrics_.prompt_tokens));
+  metric("prompt_seconds_total", "counter", "Prompt (prefill) time.", metrics_.prompt_us / 1e6);
+  metric("tokens_predicted_total", "counter", "Generated tokens.", static_cast<double>(metrics_.predicted_tokens));
+  metric("tokens_predicted_seconds_total", "counter", "Generation (decode) time.", metrics_.predicted_us / 1e6);
+  metric("requests_total", "counter", "Generation requests started.", static_cast<double>(metrics_.requests));
+  metric("requests_rejected_total", "counter", "Generation requests refused with 503 (queue full).", static_cast<double>(metrics_.rejected));
+  metric("requests_cancelled_total", "counter", "Generations cancelled (client gone, or shutdown).", static_cast<double>(metrics_.cancelled));
+  metric("requests_processing", "gauge", "Requests decoding now.", metrics_.processing.load());
+  metric("requests_deferred", "gauge", "Requests waiting for a slot.", slots_.waiting());
+  metric("connections_closed_unfinished_total", "counter",
+         "Connections closed while still sending a request, past --client-connections or the total bound.", static_cast<double>(incomplete_.evicted()));
+  metric("kv_cache_tokens", "gauge", "KV positions held by the requests decoding now.", static_cast<double>(metrics_.kv_tokens.load()));
+  metric("batch_passes_total", "counter", "Batched decode passes (one forward over every slot waiting for a token).",
+         batch_ ? static_cast<double>(batch_->passes()) : 0.0);
+  metric("batch_rows_total", "counter", "Tokens decoded in batched passes (÷ batch_passes_total: the mean batch).",
+         batch_ ? static_cast<double>(batch_->rows()) : 0.0);
+  metric("batch_runs", "gauge", "Requests in the running batch now (decoding or prefilling a block per step).",
+         batch_ ? static_cast<double>(batch_->active()) : 0.0);
+  const PrefixCache::Stats pc = batch_ ? batch_->prefix_stats() : PrefixCache::Stats{};
+  metric("prefix_cache_hits_total", "counter", "Prompts that copied a shared prefix's K/V instead of prefilling it (--prefix-cache).",
+         static_cast<double>(pc.hits));
+  metric("prefix_cache_lookups_total", "counter", "Prompts looked up in the prefix cache.", static_cast<double>(pc.lookups));
+  metric("prefix_cache_tokens_reused_total", "counter", "Prompt positions whose K/V were copied, not computed.",
+         static_cast<double>(pc.reused_positions));
+  metric("prefix_cache_entries", "gauge", "Prompts whose K/V the prefix cache holds now.", static_cast<double>(pc.entries));
+  metric("prefix_cache_bytes", "gauge", "Bytes of K/V the prefix cache holds now (at most --prefix-cache MiB).", static_cast<double>(pc.bytes));
+  metric("kv_cache_usage_ratio", "gauge", "KV positions held / (slots × context).",
+         context_ ? static_cast<double>(metrics_.kv_tokens.load()) / (static_cast<double>(opt_.parallel) * context_) : 0.0);
+  return m.str();
 }
 
 void Server::load() {
