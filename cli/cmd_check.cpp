@@ -439,15 +439,183 @@ std::string junit(const std::string& suite, const std::vector<Case>& cases, cons
 
 std::string html_escape(const std::string& s) { return xml(s); }
 
+// check's arguments.
+struct CheckArgs {
+  std::string suite, junit, html, work;
+  int jobs = 1;
+  bool record = false;
+};
+
+// Every file the suite names is an input of this check, and so of the one output rule (file_io.hpp): no
+// report, page or case trace may replace one, under any name. The cases' own processes read them, so
+// check records them here, before it writes anything.
+struct SuiteInputs {
+  std::map<std::pair<dev_t, ino_t>, std::string> files;  // by device and inode: links and other spellings count
+
+  SuiteInputs(const std::vector<Case>& cases, bool record) {
+    for (const auto& c : cases) {
+      add(c.model);
+      add(c.tokenizer);
+      if (!record) add(c.golden);
+    }
+  }
+  void add(const std::string& f) {
+    struct stat st {};
+    if (f.empty() || ::stat(f.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+    files.emplace(std::make_pair(st.st_dev, st.st_ino), f);
+    note_input(f);
+  }
+  // Refuses `out` (what: the option or case that writes it) when it is one of the suite's files.
+  void refuse_over(const fs::path& out, const std::string& what) const {
+    struct stat st {};
+    if (::stat(out.c_str(), &st) != 0) return;
+    if (auto it = files.find({st.st_dev, st.st_ino}); it != files.end())
+      throw OutputError(what + " " + out.string() + ": is the same file as the suite's " + it->second + ": refusing to overwrite an input");
+  }
+};
+
+// A golden --record writes must not be another case's model or tokenizer, nor another case's golden.
+void check_record_targets(const CheckArgs& a, const std::vector<Case>& cases, const SuiteInputs& inputs) {
+  std::map<std::string, std::string> written;
+  for (const auto& c : cases) {
+    inputs.refuse_over(c.golden, "case '" + c.name + "': --record of golden");
+    if (auto bad = not_a_regular_file(c.golden)) throw InputError(a.suite + ": case '" + c.name + "': golden " + c.golden + " " + *bad);
+    std::error_code canon;
+    const fs::path resolved = fs::weakly_canonical(c.golden, canon);
+    const std::string key = canon ? fs::absolute(c.golden).lexically_normal().string() : resolved.string();
+    if (auto [it, fresh] = written.emplace(key, c.name); !fresh)
+      throw InputError(a.suite + ": cases '" + it->second + "' and '" + c.name + "' both record golden " + c.golden);
+  }
+}
+
+// The folder the cases write in: --work, else --html's cases/, else a temporary folder that goes on every
+// way out (an error, a refused report, an interrupt) with this object.
+struct WorkFolder {
+  fs::path dir;
+  bool temp = false;
+
+  explicit WorkFolder(const CheckArgs& a) {
+    if (!a.work.empty()) dir = a.work;
+    else if (!a.html.empty()) dir = fs::path(a.html) / "cases";
+    else {
+      std::string tmpl = (fs::temp_directory_path() / "glassbox-check-XXXXXX").string();
+      if (!mkdtemp(tmpl.data())) throw OutputError(std::string("cannot make a temporary folder: ") + std::strerror(errno));
+      dir = tmpl, temp = true;
+    }
+  }
+  ~WorkFolder() {
+    std::error_code ec;
+    if (temp) fs::remove_all(dir, ec);
+  }
+  WorkFolder(const WorkFolder&) = delete;
+  WorkFolder& operator=(const WorkFolder&) = delete;
+};
+
+// What a case writes in the work folder (its traces, logs, pages) must not be a file the suite names.
+void refuse_case_outputs_over_inputs(const CheckArgs& a, const std::vector<Case>& cases, const fs::path& work, const SuiteInputs& inputs) {
+  for (const auto& c : cases)
+    for (const char* f : {"new.jsonl", "golden.jsonl", "run.log", "import.log", "record.log"})
+      inputs.refuse_over(work / c.name / f, "--work");
+  if (!a.html.empty())
+    for (const auto& c : cases)
+      for (const char* which : {"golden", "new"}) {
+        inputs.refuse_over(fs::path(a.html) / (c.name + "-" + which + ".html"), "--html");
+        inputs.refuse_over(work / (c.name + "-" + which + "-html.log"), "--work");
+      }
+}
+
+// Up front, without a process each: a golden that is missing (10,000 of them must not take a minute),
+// a FIFO (which would block), a device (/dev/zero never ends) or a folder. Such a case's outcome is an
+// error; the result says which cases are ready to run.
+std::vector<bool> check_goldens(const std::vector<Case>& cases, bool record, std::vector<Outcome>& res) {
+  std::vector<bool> ready(cases.size(), true);
+  for (std::size_t i = 0; i < cases.size() && !record; ++i) {
+    const Case& c = cases[i];
+    std::string why;
+    struct stat st {};
+    if (::stat(c.golden.c_str(), &st) != 0) why = "golden " + c.golden + ": " + std::strerror(errno);
+    else if (auto bad = not_a_regular_file(c.golden)) why = "golden " + c.golden + ": " + *bad;
+    else if (static_cast<std::uint64_t>(st.st_size) > kMaxStructuredInputBytes && !is_glassbox_trace(c.golden))
+      why = "golden " + c.golden + ": " + std::to_string(st.st_size) + " bytes, more than an engine capture may hold (" +
+            std::to_string(kMaxStructuredInputBytes >> 20) + " MiB)";
+    if (!why.empty()) ready[i] = false, res[i].kind = Outcome::Error, res[i].message = why;
+  }
+  return ready;
+}
+
+// The ready cases, --jobs at once; a signal stops them between cases.
+void run_cases(const CheckArgs& a, const std::vector<Case>& cases, const fs::path& work, const std::vector<bool>& ready,
+               std::vector<Outcome>& res) {
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < cases.size();) {
+      if (interrupt_signal()) break;
+      if (ready[i]) res[i] = run_case(cases[i], work, a.record);
+    }
+  };
+  ThreadGroup pool("--jobs " + std::to_string(a.jobs), [&] { next = cases.size(); });  // (a refused thread: the rest stop)
+  for (int j = 0; j < std::min<int>(a.jobs, static_cast<int>(cases.size())); ++j) pool.start(worker);
+  pool.join();
+}
+
+// The verdicts' counts.
+struct Tally {
+  int pass = 0, kept = 0, fail = 0, err = 0;
+};
+
+// One line per case on stdout (PASS, FAIL, ERROR; WROTE or KEPT with --record), then the counts.
+Tally print_verdicts(const CheckArgs& a, const std::vector<Case>& cases, const std::vector<Outcome>& res) {
+  Tally n;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Outcome& o = res[i];
+    const char* tag = o.kept ? "KEPT " : o.kind == Outcome::Pass ? (a.record ? "WROTE" : "PASS ") : o.kind == Outcome::Fail ? "FAIL " : "ERROR";
+    std::cout << tag << " " << cases[i].name << ": " << o.message << "\n";
+    n.pass += o.kind == Outcome::Pass && !o.kept, n.kept += o.kept, n.fail += o.kind == Outcome::Fail, n.err += o.kind == Outcome::Error;
+  }
+  std::cout << "\n" << cases.size() << " cases: " << n.pass << (a.record ? " recorded" : " passed") << ", "
+            << (n.kept ? std::to_string(n.kept) + " captures left as they are, " : std::string()) << n.fail << " regressed, " << n.err
+            << " could not run\n";
+  return n;
+}
+
+// --html: index.html, a row per case with its first differing step and links to both traces' viewer pages
+// (made here by `trace html`), then the detail of each case that did not pass.
+void write_html_report(const CheckArgs& a, const std::string& suite_name, const std::vector<Case>& cases, const std::vector<Outcome>& res,
+                       const fs::path& work, const Tally& n) {
+  std::ostringstream h;
+  h << "<!doctype html><html><head><meta charset=\"utf-8\"><title>glassbox check: " << html_escape(suite_name)
+    << "</title><style>body{font-family:sans-serif;margin:2em}td,th{padding:.3em .6em;text-align:left;vertical-align:top}"
+       ".PASS{color:#060}.FAIL{color:#a00}.ERROR{color:#a60}pre{background:#f4f4f4;padding:1em;overflow-x:auto}</style></head><body>\n";
+  h << "<h1>glassbox check: " << html_escape(suite_name) << "</h1><p>" << cases.size() << " cases: " << n.pass << " passed, " << n.fail
+    << " regressed, " << n.err << " could not run</p>\n<table><tr><th>case</th><th>verdict</th><th>first differing step</th><th>traces</th><th></th></tr>\n";
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Outcome& o = res[i];
+    const char* tag = o.kind == Outcome::Pass ? "PASS" : o.kind == Outcome::Fail ? "FAIL" : "ERROR";
+    std::string links;
+    for (const auto& [which, trace] : {std::pair<const char*, const std::string&>{"golden", o.golden_trace}, {"new", o.new_trace}}) {
+      if (trace.empty()) continue;
+      const std::string page = cases[i].name + "-" + which + ".html";
+      const int rc = run_self({"trace", "html", trace, "-o", (fs::path(a.html) / page).string()}, work / (cases[i].name + "-" + which + "-html.log"));
+      if (rc == 0) links += "<a href=\"" + html_escape(page) + "\">" + which + "</a> ";
+    }
+    h << "<tr><td><a href=\"#" << html_escape(cases[i].name) << "\">" << html_escape(cases[i].name) << "</a></td><td class=\"" << tag << "\">" << tag
+      << "</td><td>" << (o.first_step >= 0 ? "step " + std::to_string(o.first_step) : std::string("-")) << "</td><td>" << links
+      << "</td><td>" << html_escape(o.message) << "</td></tr>\n";
+  }
+  h << "</table>\n";
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    if (res[i].kind != Outcome::Pass)
+      h << "<h2 id=\"" << html_escape(cases[i].name) << "\">" << html_escape(cases[i].name) << "</h2><p>" << html_escape(res[i].message) << "</p><pre>"
+        << html_escape(res[i].detail) << "</pre>\n";
+  h << "</body></html>\n";
+  write_file_atomically(fs::path(a.html) / "index.html", h.str());
+  std::cout << "wrote " << (fs::path(a.html) / "index.html").string() << " (and a viewer page per trace)\n";
+}
+
 }  // namespace
 
 void add_check_command(CLI::App& app) {
-  struct Args {
-    std::string suite, junit, html, work;
-    int jobs = 1;
-    bool record = false;
-  };
-  auto a = std::make_shared<Args>();
+  auto a = std::make_shared<CheckArgs>();
   auto* cmd = app.add_subcommand("check", "run a suite of golden cases (other engines' captures or glassbox traces); exit 0 all pass, 1 a regression, 2 the suite could not run");
   cmd->add_option("SUITE", a->suite, "the suite (YAML: cases: [{name, model, prompt, sampler, seed, max_tokens, golden, profile}, ...])")->required();
   cmd->add_option("--jobs,-j", a->jobs, "cases run at once (verdicts do not depend on it)")->check(CLI::Range(1, 256))->capture_default_str();
@@ -457,151 +625,36 @@ void add_check_command(CLI::App& app) {
   cmd->add_flag("--record", a->record, "write each case's golden from this glassbox's run (glassbox traces only), saying what it wrote");
   cmd->callback([a] {
     const std::vector<Case> cases = read_suite(a->suite);
-    // Every file the suite names is an input of this check, and so of the one output rule (file_io.hpp): no
-    // report, page or case trace may replace one, under any name. The cases' own processes read them, so
-    // check records them here, before it writes anything.
-    std::map<std::pair<dev_t, ino_t>, std::string> suite_files;  // by device and inode: links and other spellings count
-    auto add_input = [&](const std::string& f) {
-      struct stat st {};
-      if (f.empty() || ::stat(f.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-      suite_files.emplace(std::make_pair(st.st_dev, st.st_ino), f);
-      note_input(f);
-    };
-    for (const auto& c : cases) {
-      add_input(c.model);
-      add_input(c.tokenizer);
-      if (!a->record) add_input(c.golden);
-    }
-    auto refuse_over_input = [&](const fs::path& out, const std::string& what) {
-      struct stat st {};
-      if (::stat(out.c_str(), &st) != 0) return;
-      if (auto it = suite_files.find({st.st_dev, st.st_ino}); it != suite_files.end())
-        throw OutputError(what + " " + out.string() + ": is the same file as the suite's " + it->second + ": refusing to overwrite an input");
-    };
-    if (!a->junit.empty()) refuse_over_input(a->junit, "--junit");
-    if (!a->html.empty()) refuse_over_input(fs::path(a->html) / "index.html", "--html");
-    if (a->record) {
-      // A golden --record writes must not be another case's model or tokenizer, nor another case's golden.
-      std::map<std::string, std::string> written;
-      for (const auto& c : cases) {
-        refuse_over_input(c.golden, "case '" + c.name + "': --record of golden");
-        if (auto bad = not_a_regular_file(c.golden)) throw InputError(a->suite + ": case '" + c.name + "': golden " + c.golden + " " + *bad);
-        std::error_code canon;
-        const fs::path resolved = fs::weakly_canonical(c.golden, canon);
-        const std::string key = canon ? fs::absolute(c.golden).lexically_normal().string() : resolved.string();
-        if (auto [it, fresh] = written.emplace(key, c.name); !fresh)
-          throw InputError(a->suite + ": cases '" + it->second + "' and '" + c.name + "' both record golden " + c.golden);
-      }
-    }
-    fs::path work;
-    bool temp = false;
-    if (!a->work.empty()) work = a->work;
-    else if (!a->html.empty()) work = fs::path(a->html) / "cases";
-    else {
-      std::string tmpl = (fs::temp_directory_path() / "glassbox-check-XXXXXX").string();
-      if (!mkdtemp(tmpl.data())) throw OutputError(std::string("cannot make a temporary folder: ") + std::strerror(errno));
-      work = tmpl, temp = true;
-    }
-    // The temporary folder goes on every way out: an error below, a refused report, an interrupt.
-    struct RemoveTemp {
-      fs::path dir;
-      ~RemoveTemp() {
-        std::error_code ec;
-        if (!dir.empty()) fs::remove_all(dir, ec);
-      }
-    } remove_temp{temp ? work : fs::path()};
+    const SuiteInputs inputs(cases, a->record);
+    if (!a->junit.empty()) inputs.refuse_over(a->junit, "--junit");
+    if (!a->html.empty()) inputs.refuse_over(fs::path(a->html) / "index.html", "--html");
+    if (a->record) check_record_targets(*a, cases, inputs);
+    const WorkFolder work_folder(*a);
+    const fs::path& work = work_folder.dir;
     std::error_code ec;
     fs::create_directories(work, ec);
     if (ec) throw OutputError(work.string() + ": cannot create: " + ec.message());
-    // What a case writes in the work folder (its traces, logs, pages) must not be a file the suite names.
-    for (const auto& c : cases)
-      for (const char* f : {"new.jsonl", "golden.jsonl", "run.log", "import.log", "record.log"})
-        refuse_over_input(work / c.name / f, "--work");
-    if (!a->html.empty())
-      for (const auto& c : cases)
-        for (const char* which : {"golden", "new"}) {
-          refuse_over_input(fs::path(a->html) / (c.name + "-" + which + ".html"), "--html");
-          refuse_over_input(work / (c.name + "-" + which + "-html.log"), "--work");
-        }
+    refuse_case_outputs_over_inputs(*a, cases, work, inputs);
     // A signal stops the cases between steps (passed on to the running ones) and check between cases.
     install_interrupt_handlers();
     std::vector<Outcome> res(cases.size());
-    // Up front, without a process each: a golden that is missing (10,000 of them must not take a minute),
-    // a FIFO (which would block), a device (/dev/zero never ends) or a folder.
-    std::vector<bool> ready(cases.size(), true);
-    for (std::size_t i = 0; i < cases.size() && !a->record; ++i) {
-      const Case& c = cases[i];
-      std::string why;
-      struct stat st {};
-      if (::stat(c.golden.c_str(), &st) != 0) why = "golden " + c.golden + ": " + std::strerror(errno);
-      else if (auto bad = not_a_regular_file(c.golden)) why = "golden " + c.golden + ": " + *bad;
-      else if (static_cast<std::uint64_t>(st.st_size) > kMaxStructuredInputBytes && !is_glassbox_trace(c.golden))
-        why = "golden " + c.golden + ": " + std::to_string(st.st_size) + " bytes, more than an engine capture may hold (" +
-              std::to_string(kMaxStructuredInputBytes >> 20) + " MiB)";
-      if (!why.empty()) ready[i] = false, res[i].kind = Outcome::Error, res[i].message = why;
-    }
-    std::atomic<std::size_t> next{0};
-    auto worker = [&] {
-      for (std::size_t i; (i = next++) < cases.size();) {
-        if (interrupt_signal()) break;
-        if (ready[i]) res[i] = run_case(cases[i], work, a->record);
-      }
-    };
-    ThreadGroup pool("--jobs " + std::to_string(a->jobs), [&] { next = cases.size(); });  // (a refused thread: the rest stop)
-    for (int j = 0; j < std::min<int>(a->jobs, static_cast<int>(cases.size())); ++j) pool.start(worker);
-    pool.join();
+    const std::vector<bool> ready = check_goldens(cases, a->record, res);
+    run_cases(*a, cases, work, ready, res);
     if (const int sig = interrupt_signal()) {
-      // The cases' traces are not a verdict: no report is written, the temporary folder goes (remove_temp).
+      // The cases' traces are not a verdict: no report is written, the temporary folder goes (work_folder).
       std::cerr << "[glassbox] check interrupted by " << signal_name(sig) << ": no verdict, no report\n";
       g_exit_code = 128 + sig;
       return;
     }
-    int pass = 0, kept = 0, fail = 0, err = 0;
-    for (std::size_t i = 0; i < cases.size(); ++i) {
-      const Outcome& o = res[i];
-      const char* tag = o.kept ? "KEPT " : o.kind == Outcome::Pass ? (a->record ? "WROTE" : "PASS ") : o.kind == Outcome::Fail ? "FAIL " : "ERROR";
-      std::cout << tag << " " << cases[i].name << ": " << o.message << "\n";
-      pass += o.kind == Outcome::Pass && !o.kept, kept += o.kept, fail += o.kind == Outcome::Fail, err += o.kind == Outcome::Error;
-    }
-    std::cout << "\n" << cases.size() << " cases: " << pass << (a->record ? " recorded" : " passed") << ", "
-              << (kept ? std::to_string(kept) + " captures left as they are, " : std::string()) << fail << " regressed, " << err << " could not run\n";
+    const Tally n = print_verdicts(*a, cases, res);
     const std::string suite_name = fs::path(a->suite).stem().string();
     if (!a->junit.empty()) {
       write_file_atomically(a->junit, junit(suite_name, cases, res));
       std::cout << "wrote " << a->junit << " (JUnit XML)\n";
     }
-    if (!a->html.empty()) {
-      std::ostringstream h;
-      h << "<!doctype html><html><head><meta charset=\"utf-8\"><title>glassbox check: " << html_escape(suite_name)
-        << "</title><style>body{font-family:sans-serif;margin:2em}td,th{padding:.3em .6em;text-align:left;vertical-align:top}"
-           ".PASS{color:#060}.FAIL{color:#a00}.ERROR{color:#a60}pre{background:#f4f4f4;padding:1em;overflow-x:auto}</style></head><body>\n";
-      h << "<h1>glassbox check: " << html_escape(suite_name) << "</h1><p>" << cases.size() << " cases: " << pass << " passed, " << fail
-        << " regressed, " << err << " could not run</p>\n<table><tr><th>case</th><th>verdict</th><th>first differing step</th><th>traces</th><th></th></tr>\n";
-      for (std::size_t i = 0; i < cases.size(); ++i) {
-        const Outcome& o = res[i];
-        const char* tag = o.kind == Outcome::Pass ? "PASS" : o.kind == Outcome::Fail ? "FAIL" : "ERROR";
-        std::string links;
-        for (const auto& [which, trace] : {std::pair<const char*, const std::string&>{"golden", o.golden_trace}, {"new", o.new_trace}}) {
-          if (trace.empty()) continue;
-          const std::string page = cases[i].name + "-" + which + ".html";
-          const int rc = run_self({"trace", "html", trace, "-o", (fs::path(a->html) / page).string()}, work / (cases[i].name + "-" + which + "-html.log"));
-          if (rc == 0) links += "<a href=\"" + html_escape(page) + "\">" + which + "</a> ";
-        }
-        h << "<tr><td><a href=\"#" << html_escape(cases[i].name) << "\">" << html_escape(cases[i].name) << "</a></td><td class=\"" << tag << "\">" << tag
-          << "</td><td>" << (o.first_step >= 0 ? "step " + std::to_string(o.first_step) : std::string("-")) << "</td><td>" << links
-          << "</td><td>" << html_escape(o.message) << "</td></tr>\n";
-      }
-      h << "</table>\n";
-      for (std::size_t i = 0; i < cases.size(); ++i)
-        if (res[i].kind != Outcome::Pass)
-          h << "<h2 id=\"" << html_escape(cases[i].name) << "\">" << html_escape(cases[i].name) << "</h2><p>" << html_escape(res[i].message) << "</p><pre>"
-            << html_escape(res[i].detail) << "</pre>\n";
-      h << "</body></html>\n";
-      write_file_atomically(fs::path(a->html) / "index.html", h.str());
-      std::cout << "wrote " << (fs::path(a->html) / "index.html").string() << " (and a viewer page per trace)\n";
-    }
-    if (err) g_exit_code = 2;
-    else if (fail) g_exit_code = 1;
+    if (!a->html.empty()) write_html_report(*a, suite_name, cases, res, work, n);
+    if (n.err) g_exit_code = 2;
+    else if (n.fail) g_exit_code = 1;
   });
 }
 

@@ -444,6 +444,152 @@ std::string distribution_of(const std::string& dialect) {
   return "raw";
 }
 
+// llamacpp-old: completion_probabilities[i] = {content, probs: [{tok_str, prob}, ...]}, post-sampling.
+void llamacpp_old_entries(const json& j, const std::string& w, Parsed& out) {
+  const json& cp = need_array(j, "completion_probabilities", w);
+  for (std::size_t i = 0; i < cp.size(); ++i) {
+    const std::string q = w + ": completion_probabilities[" + std::to_string(i) + "]";
+    RawEntry r;
+    r.where = q;
+    json e_kept;
+    const json& e = item(cp, i, e_kept);
+    const json& content = need(e, "content", q);
+    if (!content.is_string()) throw InputError(q + ".content: expected a string, got " + dump(content));
+    r.tok.text = content.get<std::string>();
+    r.tok.where = q + ".content";
+    const json& probs = need_array(e, "probs", q);
+    r.has_top = true;
+    r.top_at = q + ".probs", r.top_then = ".tok_str";
+    for (std::size_t k = 0; k < probs.size(); ++k) {
+      const std::string p = q + ".probs[" + std::to_string(k) + "]";
+      RawCandidate c;
+      json pk_kept;
+      const json& pk = item(probs, k, pk_kept);
+      const json& ts = need(pk, "tok_str", p);
+      if (!ts.is_string()) throw InputError(p + ".tok_str: expected a string, got " + dump(ts));
+      c.tok.text = ts.get<std::string>();
+      c.tok.where = p + ".tok_str";
+      c.value = read_prob(need(pk, "prob", p), p + ".prob");
+      slim(c);
+      r.top.push_back(std::move(c));
+    }
+    add(out, std::move(r));
+  }
+}
+
+// vllm's prompt_logprobs: [null, {"id": {logprob, rank, decoded_token}}, ...]: the actual prompt token comes
+// first in each dict, so the keys give the prompt's ids (the first, not predicted, is BOS). Read and
+// checked, and said in a note; not compared. `c` is choices[0], at cw.
+void check_vllm_prompt(const json& c, const std::string& cw, Parsed& out) {
+  const json& pl = need_array(c, "prompt_logprobs", cw);
+  if (pl.empty() || !pl[0].is_null()) throw InputError(cw + ".prompt_logprobs[0]: expected null (nothing predicts the first prompt token)");
+  std::vector<std::int32_t> ids;
+  for (std::size_t i = 1; i < pl.size(); ++i) {
+    const std::string q = cw + ".prompt_logprobs[" + std::to_string(i) + "]";
+    json pi_kept;
+    const json& pi = item(pl, i, pi_kept);
+    if (!pi.is_object() || pi.empty()) throw InputError(q + ": expected an object of {token id: {logprob, rank, decoded_token}}");
+    for (const auto& [key, v] : pi.items()) {
+      char* end = nullptr;
+      const long id = std::strtol(key.c_str(), &end, 10);
+      if (key.empty() || *end || id < 0) throw InputError(q + ": key '" + key + "' is not a token id");
+      read_logprob(need(v, "logprob", q + "." + key), q + "." + key + ".logprob", false);
+    }
+  }
+  out.notes.push_back("vllm: prompt_logprobs of " + std::to_string(pl.size() - 1) +
+                      " prompt positions read and checked; not compared (a trace's steps start at the prompt's last position)");
+}
+
+// openai-legacy and vllm: choices[0].logprobs = {tokens, token_logprobs, top_logprobs: [{token: logprob}, ...]},
+// lists of one entry per token. `c` is choices[0], at cw.
+void legacy_logprobs_entries(const json& c, const std::string& cw, Parsed& out) {
+  const json& lp = need(c, "logprobs", cw);
+  const std::string lw = cw + ".logprobs";
+  const json& tokens = need_array(lp, "tokens", lw);
+  const json& tlp = need_array(lp, "token_logprobs", lw);
+  const json* top = lp.contains("top_logprobs") && !lp["top_logprobs"].is_null() ? &need_array(lp, "top_logprobs", lw) : nullptr;
+  if (tlp.size() != tokens.size())
+    throw InputError(lw + ".token_logprobs: " + std::to_string(tlp.size()) + " values for " + std::to_string(tokens.size()) + " tokens");
+  if (top && top->size() != tokens.size())
+    throw InputError(lw + ".top_logprobs: " + std::to_string(top->size()) + " lists for " + std::to_string(tokens.size()) + " tokens");
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::string q = lw + ".tokens[" + std::to_string(i) + "]";
+    RawEntry r;
+    r.where = lw + ": token " + std::to_string(i);
+    json ti_kept;
+    const json& ti = item(tokens, i, ti_kept);
+    if (!ti.is_string()) throw InputError(q + ": expected a string, got " + dump(ti));
+    r.tok.text = ti.get<std::string>();
+    r.tok.where = q;
+    r.value = read_logprob(item(tlp, i), lw + ".token_logprobs[" + std::to_string(i) + "]", true);
+    if (top) {
+      json d_kept;
+      const json& d = item(*top, i, d_kept);
+      const std::string p = lw + ".top_logprobs[" + std::to_string(i) + "]";
+      if (!d.is_object()) throw InputError(p + ": expected an object {token: logprob}, got " + std::string(d.type_name()));
+      r.has_top = true;
+      r.top_at = p, r.top_by_key = true;
+      for (const auto& [key, v] : d.items()) {
+        RawCandidate cand;
+        cand.tok.text = key;
+        cand.tok.where = p + "[" + show(key) + "]";
+        cand.value = read_logprob(v, cand.tok.where, false);
+        slim(cand);
+        r.top.push_back(std::move(cand));
+      }
+    }
+    add(out, std::move(r));
+  }
+}
+
+// TGI's token {id, text, logprob, special} at q: an entry without its alternatives.
+RawEntry tgi_token(const json& t, const std::string& q) {
+  RawEntry r;
+  r.where = q;
+  r.tok.id = read_id(need(t, "id", q), q + ".id");
+  if (t.contains("text") && t["text"].is_string()) r.tok.text = t["text"].get<std::string>();
+  r.tok.where = q;
+  r.value = read_logprob(need(t, "logprob", q), q + ".logprob", true);
+  return r;
+}
+
+// TGI's top_tokens list at q: r's alternatives.
+void tgi_top(RawEntry& r, const json& list, const std::string& q) {
+  if (!list.is_array()) throw InputError(q + ": expected an array, got " + std::string(list.type_name()));
+  r.has_top = true;
+  r.top_at = q;
+  for (std::size_t k = 0; k < list.size(); ++k) {
+    const std::string p = q + "[" + std::to_string(k) + "]";
+    RawCandidate c;
+    json lk_kept;
+    const json& lk = item(list, k, lk_kept);
+    c.tok.id = read_id(need(lk, "id", p), p + ".id");
+    c.tok.where = p;
+    c.value = read_logprob(need(lk, "logprob", p), p + ".logprob", false);
+    slim(c);
+    r.top.push_back(std::move(c));
+  }
+}
+
+// TGI: streamed, {"token": {id, text, logprob, special}, "top_tokens": [...]}; whole, {"details": {"tokens": [...],
+// "top_tokens": [[...]]}}.
+void tgi_entries(const json& j, const std::string& w, Parsed& out) {
+  if (j.contains("token")) {
+    RawEntry r = tgi_token(j["token"], w + ": token");
+    if (j.contains("top_tokens") && !j["top_tokens"].is_null()) tgi_top(r, j["top_tokens"], w + ": top_tokens");
+    add(out, std::move(r));
+    return;
+  }
+  const json& d = need(j, "details", w);  // (const operator[] on a missing key is undefined)
+  const json& toks = need_array(d, "tokens", w + ": details");
+  const json* tops = d.contains("top_tokens") && !d["top_tokens"].is_null() ? &need_array(d, "top_tokens", w + ": details") : nullptr;
+  for (std::size_t i = 0; i < toks.size(); ++i) {
+    RawEntry r = tgi_token(item(toks, i), w + ": details.tokens[" + std::to_string(i) + "]");
+    if (tops && i < tops->size()) tgi_top(r, item(*tops, i), w + ": details.top_tokens[" + std::to_string(i) + "]");
+    add(out, std::move(r));
+  }
+}
+
 // The entries one JSON object holds, in its dialect. `w` is "FILE:LINE" or "FILE".
 void entries_of(const json& j, const std::string& dialect, const std::string& w, Parsed& out) {
   if (dialect == "llamacpp-completion" || dialect == "llamacpp-post") {
@@ -452,38 +598,7 @@ void entries_of(const json& j, const std::string& dialect, const std::string& w,
       add(out, chat_entry(item(cp, i), w + ": completion_probabilities[" + std::to_string(i) + "]", dialect == "llamacpp-post"));
     return;
   }
-  if (dialect == "llamacpp-old") {
-    const json& cp = need_array(j, "completion_probabilities", w);
-    for (std::size_t i = 0; i < cp.size(); ++i) {
-      const std::string q = w + ": completion_probabilities[" + std::to_string(i) + "]";
-      RawEntry r;
-      r.where = q;
-      json e_kept;
-      const json& e = item(cp, i, e_kept);
-      const json& content = need(e, "content", q);
-      if (!content.is_string()) throw InputError(q + ".content: expected a string, got " + dump(content));
-      r.tok.text = content.get<std::string>();
-      r.tok.where = q + ".content";
-      const json& probs = need_array(e, "probs", q);
-      r.has_top = true;
-      r.top_at = q + ".probs", r.top_then = ".tok_str";
-      for (std::size_t k = 0; k < probs.size(); ++k) {
-        const std::string p = q + ".probs[" + std::to_string(k) + "]";
-        RawCandidate c;
-        json pk_kept;
-        const json& pk = item(probs, k, pk_kept);
-        const json& ts = need(pk, "tok_str", p);
-        if (!ts.is_string()) throw InputError(p + ".tok_str: expected a string, got " + dump(ts));
-        c.tok.text = ts.get<std::string>();
-        c.tok.where = p + ".tok_str";
-        c.value = read_prob(need(pk, "prob", p), p + ".prob");
-        slim(c);
-        r.top.push_back(std::move(c));
-      }
-      add(out, std::move(r));
-    }
-    return;
-  }
+  if (dialect == "llamacpp-old") return llamacpp_old_entries(j, w, out);
   if (dialect == "openai-chat" || dialect == "openai-chat-post") {
     json c_kept;
     const json& c = item(need_array(j, "choices", w), 0, c_kept);
@@ -496,109 +611,10 @@ void entries_of(const json& j, const std::string& dialect, const std::string& w,
     json c_kept;
     const json& c = item(need_array(j, "choices", w), 0, c_kept);
     const std::string cw = w + ": choices[0]";
-    if (dialect == "vllm") {
-      // prompt_logprobs: [null, {"id": {logprob, rank, decoded_token}}, ...]: the actual prompt token comes
-      // first in each dict, so the keys give the prompt's ids (the first, not predicted, is BOS).
-      const json& pl = need_array(c, "prompt_logprobs", cw);
-      if (pl.empty() || !pl[0].is_null()) throw InputError(cw + ".prompt_logprobs[0]: expected null (nothing predicts the first prompt token)");
-      std::vector<std::int32_t> ids;
-      for (std::size_t i = 1; i < pl.size(); ++i) {
-        const std::string q = cw + ".prompt_logprobs[" + std::to_string(i) + "]";
-        json pi_kept;
-        const json& pi = item(pl, i, pi_kept);
-        if (!pi.is_object() || pi.empty()) throw InputError(q + ": expected an object of {token id: {logprob, rank, decoded_token}}");
-        for (const auto& [key, v] : pi.items()) {
-          char* end = nullptr;
-          const long id = std::strtol(key.c_str(), &end, 10);
-          if (key.empty() || *end || id < 0) throw InputError(q + ": key '" + key + "' is not a token id");
-          read_logprob(need(v, "logprob", q + "." + key), q + "." + key + ".logprob", false);
-        }
-      }
-      out.notes.push_back("vllm: prompt_logprobs of " + std::to_string(pl.size() - 1) +
-                          " prompt positions read and checked; not compared (a trace's steps start at the prompt's last position)");
-    }
-    const json& lp = need(c, "logprobs", cw);
-    const std::string lw = cw + ".logprobs";
-    const json& tokens = need_array(lp, "tokens", lw);
-    const json& tlp = need_array(lp, "token_logprobs", lw);
-    const json* top = lp.contains("top_logprobs") && !lp["top_logprobs"].is_null() ? &need_array(lp, "top_logprobs", lw) : nullptr;
-    if (tlp.size() != tokens.size())
-      throw InputError(lw + ".token_logprobs: " + std::to_string(tlp.size()) + " values for " + std::to_string(tokens.size()) + " tokens");
-    if (top && top->size() != tokens.size())
-      throw InputError(lw + ".top_logprobs: " + std::to_string(top->size()) + " lists for " + std::to_string(tokens.size()) + " tokens");
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const std::string q = lw + ".tokens[" + std::to_string(i) + "]";
-      RawEntry r;
-      r.where = lw + ": token " + std::to_string(i);
-      json ti_kept;
-      const json& ti = item(tokens, i, ti_kept);
-      if (!ti.is_string()) throw InputError(q + ": expected a string, got " + dump(ti));
-      r.tok.text = ti.get<std::string>();
-      r.tok.where = q;
-      r.value = read_logprob(item(tlp, i), lw + ".token_logprobs[" + std::to_string(i) + "]", true);
-      if (top) {
-        json d_kept;
-        const json& d = item(*top, i, d_kept);
-        const std::string p = lw + ".top_logprobs[" + std::to_string(i) + "]";
-        if (!d.is_object()) throw InputError(p + ": expected an object {token: logprob}, got " + std::string(d.type_name()));
-        r.has_top = true;
-        r.top_at = p, r.top_by_key = true;
-        for (const auto& [key, v] : d.items()) {
-          RawCandidate cand;
-          cand.tok.text = key;
-          cand.tok.where = p + "[" + show(key) + "]";
-          cand.value = read_logprob(v, cand.tok.where, false);
-          slim(cand);
-          r.top.push_back(std::move(cand));
-        }
-      }
-      add(out, std::move(r));
-    }
-    return;
+    if (dialect == "vllm") check_vllm_prompt(c, cw, out);
+    return legacy_logprobs_entries(c, cw, out);
   }
-  if (dialect == "tgi") {
-    // Streamed: {"token": {id, text, logprob, special}, "top_tokens": [...]}; whole: {"details": {"tokens": [...], "top_tokens": [[...]]}}
-    auto tgi_token = [&](const json& t, const std::string& q) {
-      RawEntry r;
-      r.where = q;
-      r.tok.id = read_id(need(t, "id", q), q + ".id");
-      if (t.contains("text") && t["text"].is_string()) r.tok.text = t["text"].get<std::string>();
-      r.tok.where = q;
-      r.value = read_logprob(need(t, "logprob", q), q + ".logprob", true);
-      return r;
-    };
-    auto tgi_top = [&](RawEntry& r, const json& list, const std::string& q) {
-      if (!list.is_array()) throw InputError(q + ": expected an array, got " + std::string(list.type_name()));
-      r.has_top = true;
-      r.top_at = q;
-      for (std::size_t k = 0; k < list.size(); ++k) {
-        const std::string p = q + "[" + std::to_string(k) + "]";
-        RawCandidate c;
-        json lk_kept;
-        const json& lk = item(list, k, lk_kept);
-        c.tok.id = read_id(need(lk, "id", p), p + ".id");
-        c.tok.where = p;
-        c.value = read_logprob(need(lk, "logprob", p), p + ".logprob", false);
-        slim(c);
-        r.top.push_back(std::move(c));
-      }
-    };
-    if (j.contains("token")) {
-      RawEntry r = tgi_token(j["token"], w + ": token");
-      if (j.contains("top_tokens") && !j["top_tokens"].is_null()) tgi_top(r, j["top_tokens"], w + ": top_tokens");
-      add(out, std::move(r));
-      return;
-    }
-    const json& d = need(j, "details", w);  // (const operator[] on a missing key is undefined)
-    const json& toks = need_array(d, "tokens", w + ": details");
-    const json* tops = d.contains("top_tokens") && !d["top_tokens"].is_null() ? &need_array(d, "top_tokens", w + ": details") : nullptr;
-    for (std::size_t i = 0; i < toks.size(); ++i) {
-      RawEntry r = tgi_token(item(toks, i), w + ": details.tokens[" + std::to_string(i) + "]");
-      if (tops && i < tops->size()) tgi_top(r, item(*tops, i), w + ": details.top_tokens[" + std::to_string(i) + "]");
-      add(out, std::move(r));
-    }
-    return;
-  }
+  if (dialect == "tgi") return tgi_entries(j, w, out);
   throw InputError(w + ": unknown dialect " + dialect);
 }
 

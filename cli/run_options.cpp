@@ -143,9 +143,10 @@ std::string join_specs(const std::vector<PluginSpec>& specs) {
 // Entries name only the fields they use (designated initializers); the rest keep their defaults on purpose.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-std::vector<RunOption> make_table() {
+// The pipeline's options: the config file, the model, tokenizer and attention, plugin folders, the context
+// and its policy, GELU's form, threads.
+void add_pipeline_options(std::vector<RunOption>& t) {
   using K = RunOption::Kind;
-  std::vector<RunOption> t;
   // --config is the one option that is not a config key.
   t.push_back(entry({.key = "config", .flags = "--config", .value_name = "FILE",
                      .help = "YAML file setting any of these options by its key (options given here win)",
@@ -239,6 +240,12 @@ std::vector<RunOption> make_table() {
   t.push_back(entry({.key = "threads", .flags = "--threads", .value_name = "N", .help = "threads for the matrix products",
                      .default_text = "one per physical core", .example = "2", .commands = kGenerate | kServe},
                     integer(&RunOptions::threads, 1, 1024)));
+}
+
+// What is generated and how each token is chosen: the prompt, the length, the sampler chain, constraints
+// (--ignore-eos, a grammar, a JSON schema), beam search, the seed.
+void add_generation_options(std::vector<RunOption>& t) {
+  using K = RunOption::Kind;
   t.push_back(entry({.key = "prompt", .flags = "--prompt,-p", .value_name = "TEXT",
                      .help = "prompt text; without one, run reads a prompt piped on stdin",
                      .default_text = "empty, start from BOS", .example = "Once upon a time", .commands = kRun},
@@ -287,6 +294,12 @@ std::vector<RunOption> make_table() {
                     {K::Value, "",
                      [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.seed = parse_seed(scalar(v, where), where); },
                      [](const RunOptions& o) { return o.seed ? std::to_string(*o.seed) : std::string(); }}));
+}
+
+// The trace (file, level, encoding, candidates listed), what the terminal shows alongside (--echo,
+// --show-probs), and --replay of a trace.
+void add_trace_options(std::vector<RunOption>& t) {
+  using K = RunOption::Kind;
   t.push_back(entry({.key = "trace", .flags = "--trace", .value_name = "FILE",
                      .help = "write a JSON Lines trace (glassbox.trace/2) to this file", .example = "run.jsonl", .commands = kGenerate},
                     text(&RunOptions::trace)));
@@ -319,7 +332,10 @@ std::vector<RunOption> make_table() {
                      .help = "teacher-force the tokens chosen in this trace (docs/golden-traces.md)", .example = "golden.jsonl",
                      .commands = kRun},
                     text(&RunOptions::replay)));
-  // Speculative decoding (docs/speculative.md): a draft model proposes, the target verifies.
+}
+
+// Speculative decoding (docs/speculative.md): a draft model proposes, the target verifies.
+void add_speculative_options(std::vector<RunOption>& t) {
   t.push_back(entry({.key = "draft_model", .flags = "--draft-model", .value_name = "FILE",
                      .help = "speculative decoding: a small model with the same vocabulary drafts tokens the model verifies "
                              "in one forward; the output is distributed as the model's own",
@@ -333,7 +349,10 @@ std::vector<RunOption> make_table() {
                      .help = "tokens the draft proposes per round (with --draft-model)", .default_text = "4", .example = "8",
                      .commands = kGenerate | kServe},
                     integer(&RunOptions::draft_tokens, 1, kMaxDraftTokens)));
-  // chat --context-policy summarize (docs/attention.md): who writes the summary, and how long it may be.
+}
+
+// chat --context-policy summarize (docs/attention.md): who writes the summary, and how long it may be.
+void add_summary_options(std::vector<RunOption>& t) {
   t.push_back(entry({.key = "summary_model", .flags = "--summary-model", .value_name = "FILE",
                      .help = "chat --context-policy summarize: the model that writes the summary of the oldest exchanges "
                              "(any vocabulary: the chat re-encodes its text)",
@@ -350,6 +369,10 @@ std::vector<RunOption> make_table() {
                      .default_text = "32, or the room the summary model's context leaves after the request when less (at least 8)",
                      .example = "16", .commands = kChat},
                     integer(&RunOptions::summary_tokens, 1, 4096)));
+}
+
+// How the tokens are streamed: --json's lines and their alternatives, the pace.
+void add_stream_options(std::vector<RunOption>& t) {
   t.push_back(entry({.key = "json", .flags = "--json",
                      .help = "stdout: one JSON object per token (id, token, logprob, top_logprobs), then a summary object",
                      .example = "true", .commands = kGenerate},
@@ -365,6 +388,11 @@ std::vector<RunOption> make_table() {
                      .help = "stream at most R tokens per second, for watching; with --pace, the slower wins",
                      .default_text = "0, no limit", .example = "5", .commands = kGenerate},
                     real(&RunOptions::pace_tps, 0, 1e6)));
+}
+
+// What the trace records from inside the model: attention weights, the logit lens.
+void add_inside_trace_options(std::vector<RunOption>& t) {
+  using K = RunOption::Kind;
   t.push_back(entry({.key = "trace_attention", .flags = "--trace-attention", .value_name = "WHICH",
                      .help = "record the newest position's attention weights each step, into the --trace",
                      .values = "LAYER:HEAD | all", .example = "0:1", .commands = kGenerate},
@@ -393,6 +421,18 @@ std::vector<RunOption> make_table() {
     lens.value_optional = true;
     t.push_back(std::move(lens));
   }
+}
+
+// The table: every group in the order --help, the YAML keys and docs/options.md list them.
+std::vector<RunOption> make_table() {
+  std::vector<RunOption> t;
+  add_pipeline_options(t);
+  add_generation_options(t);
+  add_trace_options(t);
+  add_speculative_options(t);
+  add_summary_options(t);
+  add_stream_options(t);
+  add_inside_trace_options(t);
   return t;
 }
 #pragma GCC diagnostic pop

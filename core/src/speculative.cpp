@@ -179,20 +179,12 @@ void SpeculativeStrategy::begin(DecodeRun& run) {
 
 void SpeculativeStrategy::end(DecodeRun& run) { run.sum.speculative = spec_; }
 
+// One round: prefill on the first, then draft K tokens, verify them in one forward of the target, settle
+// each position (accept, resample or the bonus), and roll both caches back past what was emitted.
 bool SpeculativeStrategy::advance(DecodeRun& run) {
   std::vector<std::int32_t>& seq = run.seq;
   const int limit = run.limit;
-  if (target_held_ < 0) {
-    // ---- PREFILL: every prompt token but the last through both models; the last one opens round 0 ----
-    t_start_ = DecodeRun::Clock::now();
-    run.run_blocks(0, run.n_prompt - 1, false);
-    run.run_blocks(draft_.model, draft_.attention, 0, std::min(run.n_prompt - 1, draft_limit_), false);
-    target_held_ = run.n_prompt - 1;
-    draft_held_ = std::min(run.n_prompt - 1, draft_limit_);
-    run.prefill_ms = DecodeRun::ms_since(t_start_);
-  }
-  const int V = run.model.config().vocab_size;
-  const bool draft_argmax = argmax_;  // greedy target: greedy draft (its own chain's selecting stage is not asked)
+  if (target_held_ < 0) prefill(run);
   const auto t0 = DecodeRun::Clock::now();
   const int P = static_cast<int>(seq.size()) - 1;  // the newest token, not yet fed to the target
   if (P >= limit) {
@@ -202,8 +194,37 @@ bool SpeculativeStrategy::advance(DecodeRun& run) {
   // K for this round: room in both contexts, and no more than can still be emitted.
   int k = std::min({k_, limit - 1 - P, draft_limit_ - P, run.opt.max_tokens - run.sum.generated - 1});
   k = std::max(0, k);
+  draft(run, P, k);
+  verify(run, P, k);
+  const int round = spec_.rounds - 1;
 
-  // ---- DRAFT: K tokens, each drawn from the draft's chain distribution q (argmax for a greedy target) ----
+  // ---- ACCEPT OR RESAMPLE, position by position; the target's chain sees exactly the tokens emitted ----
+  int accepted = 0;
+  bool done = false;
+  for (int i = 0; i <= k; ++i)
+    if (!settle(run, P, i, k, round, i == 0 ? t0 : DecodeRun::Clock::now(), accepted, done)) break;
+  spec_.accepted += accepted;
+  run.decode_ms += DecodeRun::ms_since(t0);
+  run.decode_units = spec_.tokens;
+  if (done) return false;
+  roll_back(run, k, accepted);
+  return true;
+}
+
+// ---- PREFILL: every prompt token but the last through both models; the last one opens round 0 ----
+void SpeculativeStrategy::prefill(DecodeRun& run) {
+  t_start_ = DecodeRun::Clock::now();
+  run.run_blocks(0, run.n_prompt - 1, false);
+  run.run_blocks(draft_.model, draft_.attention, 0, std::min(run.n_prompt - 1, draft_limit_), false);
+  target_held_ = run.n_prompt - 1;
+  draft_held_ = std::min(run.n_prompt - 1, draft_limit_);
+  run.prefill_ms = DecodeRun::ms_since(t_start_);
+}
+
+// ---- DRAFT: K tokens after position P, each drawn from the draft's chain distribution q (argmax for a
+// greedy target: its own chain's selecting stage is not asked), into props_ and q_ ----
+void SpeculativeStrategy::draft(DecodeRun& run, int P, int k) {
+  const bool draft_argmax = argmax_;
   props_.clear();
   if (k > 0) {
     std::span<const float> dl = run.run_blocks(draft_.model, draft_.attention, draft_held_, P + 1, false);
@@ -224,100 +245,117 @@ bool SpeculativeStrategy::advance(DecodeRun& run) {
     }
   }
   spec_.proposed += k;
+}
 
-  // ---- VERIFY: the newest token and the K proposals through the target in one forward ----
-  std::vector<std::int32_t> block{seq.back()};
+// ---- VERIFY: the newest token and the K proposals through the target in one forward, at P; the
+// logits of all K + 1 positions into rows_ ----
+void SpeculativeStrategy::verify(DecodeRun& run, int P, int k) {
+  const int V = run.model.config().vocab_size;
+  std::vector<std::int32_t> block{run.seq.back()};
   for (const auto& x : props_) block.push_back(x.id);
   run.model.forward(block, P, run.attn);
   target_held_ = P + k + 1;
   for (int i = 0; i <= k; ++i) run.model.block_logits(i, &rows_[static_cast<std::size_t>(i) * static_cast<std::size_t>(V)]);
   ++spec_.rounds;
-  const int round = spec_.rounds - 1;
+}
 
-  // ---- ACCEPT OR RESAMPLE, position by position; the target's chain sees exactly the tokens emitted ----
-  int accepted = 0;
-  bool done = false;
-  for (int i = 0; i <= k && !done; ++i) {
-    const auto ti = i == 0 ? t0 : DecodeRun::Clock::now();
-    const std::span<const float> logits(&rows_[static_cast<std::size_t>(i) * static_cast<std::size_t>(V)], static_cast<std::size_t>(V));
-    const Candidates& c = run.chain->distribution(logits, run.rec.stage_observer());
-    dense(c, argmax_, p_);
-    SpeculativeStep sp;
-    sp.round = round;
-    sp.index = i;
-    std::int32_t token = -1;
-    float u_draw = -1;
-    if (i < k) {
-      SpecProposal& x = props_[static_cast<std::size_t>(i)];
-      const std::vector<double>& qi = q_[static_cast<std::size_t>(i)];
-      const double px = p_[static_cast<std::size_t>(x.id)], qx = qi[static_cast<std::size_t>(x.id)];
-      x.p = static_cast<float>(px);
-      bool accept;
-      if (argmax_) {
-        accept = px > 0;  // one-hot p: the proposal is the target's argmax
-      } else {
-        x.u = rng_.uniform();
-        accept = static_cast<double>(x.u) * qx < px;  // u < p(x)/q(x): probability min(1, p/q)
-      }
-      x.verdict = accept ? SpecProposal::Accepted : SpecProposal::Rejected;
-      sp.draft = &x;
-      if (accept) {
-        token = x.id;
-        sp.outcome = "accepted";
-        ++accepted;
-      } else {
-        token = resample(qi, u_draw);
-        sp.outcome = "resampled";
-        sp.residual = residual_top_;
-      }
+// Position i of the round (at P + i, begun at ti): the target's distribution there, the token it decides
+// (proposal i accepted or resampled, or the bonus after K acceptances), its trace step, and the token
+// emitted. False when the round ends here; `done` when generation ends.
+bool SpeculativeStrategy::settle(DecodeRun& run, int P, int i, int k, int round, DecodeRun::Clock::time_point ti, int& accepted,
+                                 bool& done) {
+  const int V = run.model.config().vocab_size;
+  const std::span<const float> logits(&rows_[static_cast<std::size_t>(i) * static_cast<std::size_t>(V)], static_cast<std::size_t>(V));
+  const Candidates& c = run.chain->distribution(logits, run.rec.stage_observer());
+  dense(c, argmax_, p_);
+  SpeculativeStep sp;
+  sp.round = round;
+  sp.index = i;
+  std::int32_t token = -1;
+  float u_draw = -1;
+  if (i < k) {
+    token = judge(i, sp, u_draw);
+    accepted += std::string_view(sp.outcome) == "accepted";
+  } else {
+    // Every proposal accepted: the bonus token, from p at the position after the last of them.
+    if (argmax_) {
+      token = argmax_dense(p_);
     } else {
-      // Every proposal accepted: the bonus token, from p at the position after the last of them.
-      if (argmax_) {
-        token = argmax_dense(p_);
-      } else {
-        u_draw = rng_.uniform();
-        token = draw_dense(p_, 1.0, u_draw);
-      }
-      sp.outcome = "bonus";
+      u_draw = rng_.uniform();
+      token = draw_dense(p_, 1.0, u_draw);
     }
-    // The round ends here when this token is not an accepted proposal, when it ends generation, or
-    // when it is the last one max_tokens allows: this step then carries the round's verdicts.
-    sp.last = i == k || std::string_view(sp.outcome) != "accepted" || run.is_stop(token) ||
-              run.sum.generated + 1 >= run.opt.max_tokens;
-    if (sp.last) {
-      sp.proposals = props_;
-      sp.accepted = accepted;
-    }
-    ++spec_.tokens;
-    StepFacts f;
-    f.phase = step_ == 0 ? "prefill" : "decode";
-    f.step = step_;
-    f.pos = P + i;
-    f.input = step_ == 0 ? std::span<const std::int32_t>(seq) : std::span<const std::int32_t>(&seq.back(), 1);
-    f.logits = logits;
-    f.pick = {token, u_draw};
-    f.token = token;
-    f.ms = DecodeRun::ms_since(ti);
-    StepEvent ev = run.rec.record(f, run.attn);
-    ev.chain_prob = static_cast<float>(p_[static_cast<std::size_t>(token)]);
-    ev.speculative = &sp;
-    run.sink.step(ev);
-    if (step_ == 0) run.sum.ttft_ms = DecodeRun::ms_since(t_start_);
-    ++step_;
-    // ---- the loop's shared step: a stop token ends it unstreamed; else stream, accept, count ----
-    if (!run.emit(seq.back(), token)) {
-      done = true;
-      break;
-    }
-    seq.push_back(token);
-    if (sp.last) break;
+    sp.outcome = "bonus";
   }
-  spec_.accepted += accepted;
-  run.decode_ms += DecodeRun::ms_since(t0);
-  run.decode_units = spec_.tokens;
-  if (done) return false;
+  // The round ends here when this token is not an accepted proposal, when it ends generation, or
+  // when it is the last one max_tokens allows: this step then carries the round's verdicts.
+  sp.last = i == k || std::string_view(sp.outcome) != "accepted" || run.is_stop(token) ||
+            run.sum.generated + 1 >= run.opt.max_tokens;
+  if (sp.last) {
+    sp.proposals = props_;
+    sp.accepted = accepted;
+  }
+  ++spec_.tokens;
+  record_step(run, P + i, logits, token, u_draw, ti, sp);
+  // ---- the loop's shared step: a stop token ends it unstreamed; else stream, accept, count ----
+  if (!run.emit(run.seq.back(), token)) {
+    done = true;
+    return false;
+  }
+  run.seq.push_back(token);
+  return !sp.last;
+}
 
-  // ---- ROLL BACK: positions past what was emitted are forgotten (the next write lands there) ----
+// Proposal i against the target's p_: accepted with probability min(1, p(x)/q(x)) (for a greedy target,
+// when it is p's argmax), else a token resampled from the residual. Sets its verdict and sp's outcome.
+std::int32_t SpeculativeStrategy::judge(int i, SpeculativeStep& sp, float& u_draw) {
+  SpecProposal& x = props_[static_cast<std::size_t>(i)];
+  const std::vector<double>& qi = q_[static_cast<std::size_t>(i)];
+  const double px = p_[static_cast<std::size_t>(x.id)], qx = qi[static_cast<std::size_t>(x.id)];
+  x.p = static_cast<float>(px);
+  bool accept;
+  if (argmax_) {
+    accept = px > 0;  // one-hot p: the proposal is the target's argmax
+  } else {
+    x.u = rng_.uniform();
+    accept = static_cast<double>(x.u) * qx < px;  // u < p(x)/q(x): probability min(1, p/q)
+  }
+  x.verdict = accept ? SpecProposal::Accepted : SpecProposal::Rejected;
+  sp.draft = &x;
+  if (accept) {
+    sp.outcome = "accepted";
+    return x.id;
+  }
+  const std::int32_t token = resample(qi, u_draw);
+  sp.outcome = "resampled";
+  sp.residual = residual_top_;
+  return token;
+}
+
+// The trace step of a decided token at position pos, with its speculative record; the first is the prefill step.
+void SpeculativeStrategy::record_step(DecodeRun& run, int pos, std::span<const float> logits, std::int32_t token, float u_draw,
+                                      DecodeRun::Clock::time_point ti, const SpeculativeStep& sp) {
+  const std::vector<std::int32_t>& seq = run.seq;
+  StepFacts f;
+  f.phase = step_ == 0 ? "prefill" : "decode";
+  f.step = step_;
+  f.pos = pos;
+  f.input = step_ == 0 ? std::span<const std::int32_t>(seq) : std::span<const std::int32_t>(&seq.back(), 1);
+  f.logits = logits;
+  f.pick = {token, u_draw};
+  f.token = token;
+  f.ms = DecodeRun::ms_since(ti);
+  StepEvent ev = run.rec.record(f, run.attn);
+  ev.chain_prob = static_cast<float>(p_[static_cast<std::size_t>(token)]);
+  ev.speculative = &sp;
+  run.sink.step(ev);
+  if (step_ == 0) run.sum.ttft_ms = DecodeRun::ms_since(t_start_);
+  ++step_;
+}
+
+// ---- ROLL BACK: positions past what was emitted are forgotten (the next write lands there), and the
+// draft's chain is brought to the emitted sequence ----
+void SpeculativeStrategy::roll_back(DecodeRun& run, int k, int accepted) {
+  const std::vector<std::int32_t>& seq = run.seq;
   const int held = static_cast<int>(seq.size()) - 1;  // positions 0..held-1 hold emitted tokens; seq[held] is new
   if (target_held_ > held) run.attn.remove(held, target_held_), target_held_ = held;
   if (draft_held_ > held) draft_.attention.remove(held, draft_held_), draft_held_ = held;
@@ -328,7 +366,6 @@ bool SpeculativeStrategy::advance(DecodeRun& run) {
     draft_.sampler.reset(draft_seed_ + static_cast<std::uint64_t>(spec_.rounds));
     for (auto id : seq) draft_.sampler.accept(id);
   }
-  return true;
 }
 
 // On rejection: a token from the residual r = norm(max(0, p − q)), what p holds beyond what the draft

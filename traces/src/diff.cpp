@@ -835,95 +835,103 @@ void write_step_verdicts(std::ostream& out, const Trace& golden, const Trace& ne
   }
 }
 
-void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next, const DiffResult& r,
-                       const DiffOptions& opt) {
-  auto describe = [](const Trace& t) {
-    const TraceHeader& h = t.header;
-    int forced = 0;
-    for (const auto& s : t.steps) forced += s.forced;
-    std::string s = h.model.sha256.substr(0, 12) + "…, " + t.sampler_chain() + ", seed " + std::to_string(h.seed) + ", " +
-                    std::to_string(t.steps.size()) + " steps, " + level_name(h.level);
-    if (forced) s += ", replay (" + std::to_string(forced) + " forced)";
-    return s;
-  };
-  out << "golden: " << golden.path << "\n        " << describe(golden) << "\n";
-  out << "new:    " << next.path << "\n        " << describe(next) << "\n";
+// One side's description: its model's digest, sampler chain, seed, steps, level, and replay if it was one.
+static std::string describe_trace(const Trace& t) {
+  const TraceHeader& h = t.header;
+  int forced = 0;
+  for (const auto& s : t.steps) forced += s.forced;
+  std::string s = h.model.sha256.substr(0, 12) + "…, " + t.sampler_chain() + ", seed " + std::to_string(h.seed) + ", " +
+                  std::to_string(t.steps.size()) + " steps, " + level_name(h.level);
+  if (forced) s += ", replay (" + std::to_string(forced) + " forced)";
+  return s;
+}
+
+// The report's head: both traces, the tolerance applied, and the notes.
+static void write_diff_head(std::ostream& out, const Trace& golden, const Trace& next, const DiffResult& r, const DiffOptions& opt) {
+  out << "golden: " << golden.path << "\n        " << describe_trace(golden) << "\n";
+  out << "new:    " << next.path << "\n        " << describe_trace(next) << "\n";
   out << "tolerance: " << (opt.profile.empty() ? std::string() : "profile " + opt.profile + ": ") << "|Δlogprob|"
       << (r.imported ? "" : ", |Δlogit|") << " <= " << num(opt.atol) << " + " << num(opt.rtol) << "·|golden|, KL <= " << num(opt.kl)
       << " (both directions), " << (opt.tokens_exact ? "tokens exact" : "tokens within each other's top-N") << ", top-" << r.top_k
       << (r.full_logits ? ", every logit (NMSE <= " + num(opt.nmse) + ")" : "") << "\n";
   for (const auto& n : r.notes) out << "note: " << n << "\n";
+}
 
-  // One step side by side: both top-K lists, and where each side's choice ranks in the other's.
-  auto show_step = [&](int k, const char* title) {
-    const TraceStep& g = golden.steps[k];
-    const TraceStep& x = next.steps[k];
-    const StepDiff* d = nullptr;
-    for (const auto& s : r.steps)
-      if (s.step == k) d = &s;
-    out << "\n" << title << ": step " << k << " (" << phase_name(g.phase) << ", pos " << g.pos << ")\n";
-    for (const auto& f : d->failures) out << "  " << f << "\n";
-    const Dist gd = raw_dist(g, r.top_k, r.full_logits), xd = raw_dist(x, r.top_k, r.full_logits);
-    // The model's distribution, or, when it agrees and a sampler stage is where the runs part, that stage's.
-    const bool stage_view = d->raw_within && d->stage_index >= 0 && d->stage_index < static_cast<int>(g.stages.size()) &&
-                            d->stage_index < static_cast<int>(x.stages.size());
-    // A post-sampling import is shown beside the other side's last stage (what it is compared with).
-    auto post_list = [&](const Trace& t, const TraceStep& s) -> const std::vector<TraceCandidate>& {
-      return r.compared == "post" && !t.header.imported && !s.stages.empty() ? s.stages.back().top : s.top;
-    };
-    const std::vector<TraceCandidate>& glist = stage_view ? g.stages[d->stage_index].top : post_list(golden, g);
-    const std::vector<TraceCandidate>& xlist = stage_view ? x.stages[d->stage_index].top : post_list(next, x);
-    if (stage_view)
-      out << "  the model's distributions agree; they part after sampler stage " << d->stage_index + 1 << ", "
-          << g.stages[d->stage_index].name << " (kept: golden " << g.stages[d->stage_index].kept << ", new "
-          << x.stages[d->stage_index].kept << "):\n";
-    auto row = [&](const TraceStep& s, const std::vector<TraceCandidate>& list, int i) {
-      std::ostringstream o;
-      const TraceCandidate& t = list[i];
-      const std::int32_t id = t.id;
-      const char mark = id == s.token ? '*' : id == s.draw.selected ? '>' : ' ';
-      o << mark << std::setw(2) << i + 1 << " " << std::left << std::setw(18) << show_text(t.text, 14) << std::right
-        << std::setw(6) << id << std::fixed << std::setprecision(4);
-      if (t.logit) o << std::setw(10) << *t.logit;
-      else o << std::setw(10) << "";
-      o << std::setw(8) << t.prob;
-      return o.str();
-    };
-    const int gn = std::min<int>(r.top_k, glist.size()), xn = std::min<int>(r.top_k, xlist.size());
-    const int rows = std::max(gn, xn);
-    out << "   " << std::left << std::setw(52) << "GOLDEN" << "NEW\n" << std::right;
-    out << "   " << std::left << std::setw(52) << " #  token                 id     logit    prob"
-        << " #  token                 id     logit    prob\n" << std::right;
-    for (int i = 0; i < rows; ++i) {
-      std::string a = i < gn ? row(g, glist, i) : "";
-      std::string b = i < xn ? row(x, xlist, i) : "";
-      out << "  " << a << std::string(a.size() < 53 ? 53 - a.size() : 1, ' ') << b << "\n";
-    }
-    out << "  (* appended token, > the sampler's own pick where it differs)\n";
-    auto where_in = [&](const TraceStep& s, std::int32_t id, const Dist& od, const char* other) {
-      std::ostringstream o;
-      o << token_desc(s, id);
-      const int rk = od.rank(id);
-      if (rk) o << " is #" << rk << " in " << other << "'s top-" << r.top_k;
-      else o << " is not in " << other << "'s top-" << r.top_k;
-      if (auto lp = od.logprob(id)) o << " (p " << std::setprecision(4) << std::exp(*lp) << " there)";
-      return o.str();
-    };
-    if (!d->lens.empty()) {  // the logit lens: at which layer the two runs start to part
-      out << "  lens |Δlogprob| by layer:";
-      for (const auto& l : d->lens) out << " " << l.layer << (l.attn ? "a" : "") << ":" << num(l.dlogprob);
-      out << "  (a: inside the block, after attention)\n";
-    }
-    out << "  golden's choice " << where_in(g, g.draw.selected, xd, "new") << "\n";
-    out << "  new's choice    " << where_in(x, x.draw.selected, gd, "golden") << "\n";
-    if (x.forced && x.token != x.draw.selected)
-      out << "  (new was teacher-forced to " << token_desc(x, x.token) << ")\n";
+// Candidate i of a step's list, as a row of the side-by-side table: '*' marks the appended token, '>'
+// the sampler's own pick where it differs.
+static std::string candidate_row(const TraceStep& s, const std::vector<TraceCandidate>& list, int i) {
+  std::ostringstream o;
+  const TraceCandidate& t = list[i];
+  const std::int32_t id = t.id;
+  const char mark = id == s.token ? '*' : id == s.draw.selected ? '>' : ' ';
+  o << mark << std::setw(2) << i + 1 << " " << std::left << std::setw(18) << show_text(t.text, 14) << std::right
+    << std::setw(6) << id << std::fixed << std::setprecision(4);
+  if (t.logit) o << std::setw(10) << *t.logit;
+  else o << std::setw(10) << "";
+  o << std::setw(8) << t.prob;
+  return o.str();
+}
+
+// Where a side's token ranks in the other side's distribution od (and its probability there).
+static std::string where_in(const TraceStep& s, std::int32_t id, const Dist& od, const char* other, int top_k) {
+  std::ostringstream o;
+  o << token_desc(s, id);
+  const int rk = od.rank(id);
+  if (rk) o << " is #" << rk << " in " << other << "'s top-" << top_k;
+  else o << " is not in " << other << "'s top-" << top_k;
+  if (auto lp = od.logprob(id)) o << " (p " << std::setprecision(4) << std::exp(*lp) << " there)";
+  return o.str();
+}
+
+// One step side by side: both top-K lists, and where each side's choice ranks in the other's.
+static void write_step_side_by_side(std::ostream& out, const Trace& golden, const Trace& next, const DiffResult& r, int k,
+                                    const char* title) {
+  const TraceStep& g = golden.steps[k];
+  const TraceStep& x = next.steps[k];
+  const StepDiff* d = nullptr;
+  for (const auto& s : r.steps)
+    if (s.step == k) d = &s;
+  out << "\n" << title << ": step " << k << " (" << phase_name(g.phase) << ", pos " << g.pos << ")\n";
+  for (const auto& f : d->failures) out << "  " << f << "\n";
+  const Dist gd = raw_dist(g, r.top_k, r.full_logits), xd = raw_dist(x, r.top_k, r.full_logits);
+  // The model's distribution, or, when it agrees and a sampler stage is where the runs part, that stage's.
+  const bool stage_view = d->raw_within && d->stage_index >= 0 && d->stage_index < static_cast<int>(g.stages.size()) &&
+                          d->stage_index < static_cast<int>(x.stages.size());
+  // A post-sampling import is shown beside the other side's last stage (what it is compared with).
+  auto post_list = [&](const Trace& t, const TraceStep& s) -> const std::vector<TraceCandidate>& {
+    return r.compared == "post" && !t.header.imported && !s.stages.empty() ? s.stages.back().top : s.top;
   };
-  const int k = r.first_divergent_step();
-  if (k >= 0) show_step(k, "first divergent step");
-  if (r.first_token_divergence >= 0 && r.first_token_divergence != k) show_step(r.first_token_divergence, "first token divergence");
+  const std::vector<TraceCandidate>& glist = stage_view ? g.stages[d->stage_index].top : post_list(golden, g);
+  const std::vector<TraceCandidate>& xlist = stage_view ? x.stages[d->stage_index].top : post_list(next, x);
+  if (stage_view)
+    out << "  the model's distributions agree; they part after sampler stage " << d->stage_index + 1 << ", "
+        << g.stages[d->stage_index].name << " (kept: golden " << g.stages[d->stage_index].kept << ", new "
+        << x.stages[d->stage_index].kept << "):\n";
+  const int gn = std::min<int>(r.top_k, glist.size()), xn = std::min<int>(r.top_k, xlist.size());
+  const int rows = std::max(gn, xn);
+  out << "   " << std::left << std::setw(52) << "GOLDEN" << "NEW\n" << std::right;
+  out << "   " << std::left << std::setw(52) << " #  token                 id     logit    prob"
+      << " #  token                 id     logit    prob\n" << std::right;
+  for (int i = 0; i < rows; ++i) {
+    std::string a = i < gn ? candidate_row(g, glist, i) : "";
+    std::string b = i < xn ? candidate_row(x, xlist, i) : "";
+    out << "  " << a << std::string(a.size() < 53 ? 53 - a.size() : 1, ' ') << b << "\n";
+  }
+  out << "  (* appended token, > the sampler's own pick where it differs)\n";
+  if (!d->lens.empty()) {  // the logit lens: at which layer the two runs start to part
+    out << "  lens |Δlogprob| by layer:";
+    for (const auto& l : d->lens) out << " " << l.layer << (l.attn ? "a" : "") << ":" << num(l.dlogprob);
+    out << "  (a: inside the block, after attention)\n";
+  }
+  out << "  golden's choice " << where_in(g, g.draw.selected, xd, "new", r.top_k) << "\n";
+  out << "  new's choice    " << where_in(x, x.draw.selected, gd, "golden", r.top_k) << "\n";
+  if (x.forced && x.token != x.draw.selected)
+    out << "  (new was teacher-forced to " << token_desc(x, x.token) << ")\n";
+}
 
-  // ---- summary ----
+// The summary: steps compared, token agreement, the largest differences and where, top-N membership,
+// the histories.
+static void write_diff_summary(std::ostream& out, const Trace& next, const DiffResult& r) {
   auto at = [&](auto member) {
     double best = 0;
     int step = -1;
@@ -972,6 +980,10 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
       out << "  histories:       differ from step " << r.history_divergence << " on (not compared; `glassbox run --replay GOLDEN` compares them on the golden's history)\n";
   }
   if (!r.imported) line("max stage |Δlp|: ", mst, mst_s);  // an imported side has no stages
+}
+
+// The words to read the report by, then the verdict: the regressions (and hints), or OK.
+static void write_diff_verdict(std::ostream& out, const DiffResult& r) {
   out << "\nhow to read this\n"
          "  logprob      log of a token's probability (0 = certain; -0.69 = one chance in two)\n"
          "  |Δlogprob|   how far apart the two runs put the same token's logprob (0.01 ≈ 1% relative)\n"
@@ -988,6 +1000,17 @@ void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next
   } else {
     out << "\nOK: within tolerance\n";
   }
+}
+
+void write_diff_report(std::ostream& out, const Trace& golden, const Trace& next, const DiffResult& r,
+                       const DiffOptions& opt) {
+  write_diff_head(out, golden, next, r, opt);
+  const int k = r.first_divergent_step();
+  if (k >= 0) write_step_side_by_side(out, golden, next, r, k, "first divergent step");
+  if (r.first_token_divergence >= 0 && r.first_token_divergence != k)
+    write_step_side_by_side(out, golden, next, r, r.first_token_divergence, "first token divergence");
+  write_diff_summary(out, next, r);
+  write_diff_verdict(out, r);
 }
 
 }  // namespace glassbox::traces

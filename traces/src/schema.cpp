@@ -442,65 +442,41 @@ static TraceSpeculative parse_speculative(Check& c, const json& o, int vocab) {
   return s;
 }
 
-TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) {
-  Check c(w);
-  TraceStep s;
-  if (!j.is_object()) c.fail("expected a JSON object, got " + std::string(j.type_name()));
-  const std::string phase = c.string(j, "phase", "step");
-  if (phase != "prefill" && phase != "decode") c.fail("step.phase: '" + phase + "' (expected prefill or decode)");
-  s.phase = phase == "prefill" ? TracePhase::Prefill : TracePhase::Decode;
-  s.step = c.int32(j, "step", "step");
-  s.pos = c.int32(j, "pos", "step");
-  const json& in = c.array(j, "input_ids", "step");
-  if (in.empty()) c.fail("step.input_ids: empty");
-  s.input_ids = c.ids(in, "step.input_ids", vocab);
-  const json& tok = c.object(j, "token", "step");
-  s.token = c.id(c.field(tok, "id", "step.token"), "step.token.id", vocab);
-  s.token_text = c.string(tok, "text", "step.token");
-  s.prob = c.prob(j, "prob", "step");
-  s.logprob = c.number(j, "logprob", "step", -HUGE_VAL, 0.0);
-  s.entropy = c.number(j, "entropy", "step", 0.0);
-  s.top = ranked_candidates(c, c.array(j, "top", "step"), "step.top", vocab);
-  const json& stages = c.array(j, "stages", "step");
-  s.stages.reserve(stages.size());
-  for (std::size_t i = 0; i < stages.size(); ++i) {
-    const std::string p = "step.stages[" + std::to_string(i) + "]";
-    const json& sj = stages[i];
-    if (!sj.is_object()) c.fail(p + ": expected an object, got " + sj.type_name());
-    TraceStage st;
-    st.name = c.string(sj, "name", p);
-    if (st.name.empty()) c.fail(p + ".name: empty");
-    st.params = c.params(sj, p);
-    st.kept = static_cast<int>(c.integer(sj, "kept", p, 1, vocab));
-    st.mass = c.number(sj, "mass", p, 0.0, Check::kProbMax);
-    st.entropy = c.number(sj, "entropy", p, 0.0);
-    const json& tj = c.array(sj, "top", p);
-    st.top.reserve(tj.size());
-    for (std::size_t k = 0; k < tj.size(); ++k) {
-      const std::string q = p + ".top[" + std::to_string(k) + "]";
-      if (!tj[k].is_object()) c.fail(q + ": expected an object, got " + tj[k].type_name());
-      TraceCandidate t;
-      t.id = c.id(c.field(tj[k], "id", q), q + ".id", vocab);
-      t.text = c.string(tj[k], "text", q);
-      t.prob = c.prob(tj[k], "prob", q);
-      st.top.push_back(std::move(t));
-    }
-    if (sj.contains("u")) st.u = c.prob(sj, "u", p);  // optional: a non-selecting stage's draw (xtc)
-    s.stages.push_back(std::move(st));
+// step.stages[i] (at p): one sampler stage, its parameters, what it kept and its top candidates.
+static TraceStage parse_stage(Check& c, const json& sj, const std::string& p, int vocab) {
+  if (!sj.is_object()) c.fail(p + ": expected an object, got " + sj.type_name());
+  TraceStage st;
+  st.name = c.string(sj, "name", p);
+  if (st.name.empty()) c.fail(p + ".name: empty");
+  st.params = c.params(sj, p);
+  st.kept = static_cast<int>(c.integer(sj, "kept", p, 1, vocab));
+  st.mass = c.number(sj, "mass", p, 0.0, Check::kProbMax);
+  st.entropy = c.number(sj, "entropy", p, 0.0);
+  const json& tj = c.array(sj, "top", p);
+  st.top.reserve(tj.size());
+  for (std::size_t k = 0; k < tj.size(); ++k) {
+    const std::string q = p + ".top[" + std::to_string(k) + "]";
+    if (!tj[k].is_object()) c.fail(q + ": expected an object, got " + tj[k].type_name());
+    TraceCandidate t;
+    t.id = c.id(c.field(tj[k], "id", q), q + ".id", vocab);
+    t.text = c.string(tj[k], "text", q);
+    t.prob = c.prob(tj[k], "prob", q);
+    st.top.push_back(std::move(t));
   }
-  const json& draw = c.object(j, "draw", "step");
-  const json& u = c.field(draw, "u", "step.draw");
-  if (!u.is_null()) s.draw.u = c.number(u, "step.draw.u", 0.0, 1.0);
-  s.draw.selected = c.id(c.field(draw, "selected", "step.draw"), "step.draw.selected", vocab);
-  s.draw.prob = c.prob(draw, "prob", "step.draw");
-  const json& kv = c.object(j, "kv", "step");
-  s.kv.tokens = c.integer(kv, "tokens", "step.kv");
-  s.kv.capacity = c.integer(kv, "capacity", "step.kv");
-  s.kv.bytes = c.integer(kv, "bytes", "step.kv");
-  s.kv.module = c.opt_string(kv, "module", "step.kv");
-  if (const json* p = c.optional(kv, "params")) s.kv.params = c.param_object(*p, "step.kv.params");
-  s.kv.first_pos = c.opt_integer(kv, "first_pos", "step.kv");
-  s.kv.evicted = c.opt_integer(kv, "evicted", "step.kv");
+  if (sj.contains("u")) st.u = c.prob(sj, "u", p);  // optional: a non-selecting stage's draw (xtc)
+  return st;
+}
+
+// step.kv: the store's occupancy and module, and a paged module's blocks.
+static TraceKv parse_kv(Check& c, const json& kv) {
+  TraceKv out;
+  out.tokens = c.integer(kv, "tokens", "step.kv");
+  out.capacity = c.integer(kv, "capacity", "step.kv");
+  out.bytes = c.integer(kv, "bytes", "step.kv");
+  out.module = c.opt_string(kv, "module", "step.kv");
+  if (const json* p = c.optional(kv, "params")) out.params = c.param_object(*p, "step.kv.params");
+  out.first_pos = c.opt_integer(kv, "first_pos", "step.kv");
+  out.evicted = c.opt_integer(kv, "evicted", "step.kv");
   if (kv.contains("block_size")) {  // a paged module's blocks
     TraceKv::Blocks b;
     b.block_size = c.integer(kv, "block_size", "step.kv");
@@ -511,49 +487,54 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
     b.block_table.reserve(bt.size());
     for (std::size_t i = 0; i < bt.size(); ++i)
       b.block_table.push_back(c.integer(bt[i], "step.kv.block_table[" + std::to_string(i) + "]", 0, INT32_MAX));
-    s.kv.blocks = std::move(b);
+    out.blocks = std::move(b);
   }
-  s.attention_dots = c.opt_integer(j, "attention_dots", "step");
-  s.batch = c.opt_integer(j, "batch", "step");
-  s.prefix_reused = c.opt_integer(j, "prefix_reused", "step");
-  if (j.contains("attention")) {
-    const json& rows = c.array(j, "attention", "step");
-    s.attention.emplace();
-    s.attention->reserve(rows.size());
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const std::string p = "step.attention[" + std::to_string(i) + "]";
-      TraceAttentionRow r;
-      r.layer = c.int32(rows[i], "layer", p);
-      r.head = c.int32(rows[i], "head", p);
-      r.pos = c.int32(rows[i], "pos", p);
-      r.first_pos = c.int32(rows[i], "first_pos", p);
-      const json& wj = c.array(rows[i], "weights", p);
-      r.weights.reserve(wj.size());
-      for (std::size_t x = 0; x < wj.size(); ++x)
-        r.weights.push_back(c.number(wj[x], p + ".weights[" + std::to_string(x) + "]", 0.0, 1.000001));
-      s.attention->push_back(std::move(r));
+  return out;
+}
+
+// step.attention: the recorded rows of attention weights (--trace-attention).
+static std::vector<TraceAttentionRow> parse_attention(Check& c, const json& rows) {
+  std::vector<TraceAttentionRow> out;
+  out.reserve(rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::string p = "step.attention[" + std::to_string(i) + "]";
+    TraceAttentionRow r;
+    r.layer = c.int32(rows[i], "layer", p);
+    r.head = c.int32(rows[i], "head", p);
+    r.pos = c.int32(rows[i], "pos", p);
+    r.first_pos = c.int32(rows[i], "first_pos", p);
+    const json& wj = c.array(rows[i], "weights", p);
+    r.weights.reserve(wj.size());
+    for (std::size_t x = 0; x < wj.size(); ++x)
+      r.weights.push_back(c.number(wj[x], p + ".weights[" + std::to_string(x) + "]", 0.0, 1.000001));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// step.lens: the logit lens's points, each with its layer, its point in the block and its top tokens.
+static std::vector<TraceLens> parse_lens(Check& c, const json& points, int vocab) {
+  std::vector<TraceLens> out;
+  out.reserve(points.size());
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const std::string p = "step.lens[" + std::to_string(i) + "]";
+    if (!points[i].is_object()) c.fail(p + ": expected an object, got " + points[i].type_name());
+    TraceLens l;
+    l.layer = static_cast<int>(c.integer(points[i], "layer", p, 1, INT32_MAX));
+    if (const auto point = c.opt_string(points[i], "point", p)) {
+      if (*point != "attn" && *point != "block") c.fail(p + ".point: '" + *point + "' (expected attn or block)");
+      l.attn = *point == "attn";
     }
+    l.entropy = c.number(points[i], "entropy", p, 0.0);
+    l.top = ranked_candidates(c, c.array(points[i], "top", p), p + ".top", vocab);
+    out.push_back(std::move(l));
   }
-  if (j.contains("lens")) {
-    const json& points = c.array(j, "lens", "step");
-    s.lens.emplace();
-    s.lens->reserve(points.size());
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      const std::string p = "step.lens[" + std::to_string(i) + "]";
-      if (!points[i].is_object()) c.fail(p + ": expected an object, got " + points[i].type_name());
-      TraceLens l;
-      l.layer = static_cast<int>(c.integer(points[i], "layer", p, 1, INT32_MAX));
-      if (const auto point = c.opt_string(points[i], "point", p)) {
-        if (*point != "attn" && *point != "block") c.fail(p + ".point: '" + *point + "' (expected attn or block)");
-        l.attn = *point == "attn";
-      }
-      l.entropy = c.number(points[i], "entropy", p, 0.0);
-      l.top = ranked_candidates(c, c.array(points[i], "top", p), p + ".top", vocab);
-      s.lens->push_back(std::move(l));
-    }
-  }
-  if (const json* sp = c.optional(j, "speculative")) s.speculative = parse_speculative(c, *sp, vocab);
-  s.ms = c.number(j, "ms", "step", 0.0);
+  return out;
+}
+
+// step.logits (a full trace's, and only its): every logit, as base64 float32s or decimal numbers, into
+// s.logits, and which way they were written.
+static void parse_logits(Check& c, const json& j, bool full, int vocab, TraceStep& s) {
   auto logits = j.find("logits");
   if (full) {
     if (logits == j.end()) c.fail("missing field step.logits (the header says trace_level full)");
@@ -585,20 +566,63 @@ TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) 
       s.logits.push_back(x.get<double>());
     }
   }
+}
+
+// The listed probabilities (step.top, and step.unlisted if any) are one distribution: they sum to at most 1.
+static void check_listed_mass(Check& c, const TraceStep& s) {
+  double mass = s.unlisted.value_or(0.0);
+  for (const auto& t : s.top) mass += t.prob;
+  if (mass > 1 + kProbabilityMassTolerance) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "step.top: the listed probabilities%s sum to %.6g, more than 1 (+%g): not one distribution",
+                  s.unlisted ? " and step.unlisted" : "", mass, kProbabilityMassTolerance);
+    c.fail(buf);
+  }
+}
+
+// One step line: its fields, checked, and the rules within the line (the rules across lines are the reader's).
+TraceStep parse_step(const json& j, const std::string& w, int vocab, bool full) {
+  Check c(w);
+  TraceStep s;
+  if (!j.is_object()) c.fail("expected a JSON object, got " + std::string(j.type_name()));
+  const std::string phase = c.string(j, "phase", "step");
+  if (phase != "prefill" && phase != "decode") c.fail("step.phase: '" + phase + "' (expected prefill or decode)");
+  s.phase = phase == "prefill" ? TracePhase::Prefill : TracePhase::Decode;
+  s.step = c.int32(j, "step", "step");
+  s.pos = c.int32(j, "pos", "step");
+  const json& in = c.array(j, "input_ids", "step");
+  if (in.empty()) c.fail("step.input_ids: empty");
+  s.input_ids = c.ids(in, "step.input_ids", vocab);
+  const json& tok = c.object(j, "token", "step");
+  s.token = c.id(c.field(tok, "id", "step.token"), "step.token.id", vocab);
+  s.token_text = c.string(tok, "text", "step.token");
+  s.prob = c.prob(j, "prob", "step");
+  s.logprob = c.number(j, "logprob", "step", -HUGE_VAL, 0.0);
+  s.entropy = c.number(j, "entropy", "step", 0.0);
+  s.top = ranked_candidates(c, c.array(j, "top", "step"), "step.top", vocab);
+  const json& stages = c.array(j, "stages", "step");
+  s.stages.reserve(stages.size());
+  for (std::size_t i = 0; i < stages.size(); ++i)
+    s.stages.push_back(parse_stage(c, stages[i], "step.stages[" + std::to_string(i) + "]", vocab));
+  const json& draw = c.object(j, "draw", "step");
+  const json& u = c.field(draw, "u", "step.draw");
+  if (!u.is_null()) s.draw.u = c.number(u, "step.draw.u", 0.0, 1.0);
+  s.draw.selected = c.id(c.field(draw, "selected", "step.draw"), "step.draw.selected", vocab);
+  s.draw.prob = c.prob(draw, "prob", "step.draw");
+  s.kv = parse_kv(c, c.object(j, "kv", "step"));
+  s.attention_dots = c.opt_integer(j, "attention_dots", "step");
+  s.batch = c.opt_integer(j, "batch", "step");
+  s.prefix_reused = c.opt_integer(j, "prefix_reused", "step");
+  if (j.contains("attention")) s.attention = parse_attention(c, c.array(j, "attention", "step"));
+  if (j.contains("lens")) s.lens = parse_lens(c, c.array(j, "lens", "step"), vocab);
+  if (const json* sp = c.optional(j, "speculative")) s.speculative = parse_speculative(c, *sp, vocab);
+  s.ms = c.number(j, "ms", "step", 0.0);
+  parse_logits(c, j, full, vocab, s);
   auto forced = j.find("forced");
   if (forced != j.end() && *forced != true) c.fail("step.forced: expected true (or no field), got " + forced->dump());
   s.forced = forced != j.end();
   if (j.contains("unlisted")) s.unlisted = c.prob(j, "unlisted", "step");  // a partial (imported) distribution
-  {
-    double mass = s.unlisted.value_or(0.0);
-    for (const auto& t : s.top) mass += t.prob;
-    if (mass > 1 + kProbabilityMassTolerance) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "step.top: the listed probabilities%s sum to %.6g, more than 1 (+%g): not one distribution",
-                    s.unlisted ? " and step.unlisted" : "", mass, kProbabilityMassTolerance);
-      c.fail(buf);
-    }
-  }
+  check_listed_mass(c, s);
   if (const json* b = c.optional(j, "beams")) s.beams = parse_beams(c, *b, "step.beams", vocab);
   if (!s.forced && s.draw.selected != s.token)
     c.fail("step.draw.selected " + std::to_string(s.draw.selected) + " differs from step.token.id " + std::to_string(s.token) +

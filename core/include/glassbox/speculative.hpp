@@ -46,6 +46,15 @@ class SpeculativeStrategy final : public Strategy {
   void end(DecodeRun& run) override;
 
  private:
+  // advance()'s parts, in the order of a round (core/src/speculative.cpp says what each does).
+  void prefill(DecodeRun& run);
+  void draft(DecodeRun& run, int P, int k);
+  void verify(DecodeRun& run, int P, int k);
+  bool settle(DecodeRun& run, int P, int i, int k, int round, DecodeRun::Clock::time_point ti, int& accepted, bool& done);
+  std::int32_t judge(int i, SpeculativeStep& sp, float& u_draw);
+  void record_step(DecodeRun& run, int pos, std::span<const float> logits, std::int32_t token, float u_draw,
+                   DecodeRun::Clock::time_point ti, const SpeculativeStep& sp);
+  void roll_back(DecodeRun& run, int k, int accepted);
   std::int32_t resample(const std::vector<double>& qi, float& u_draw);
   DraftModel& draft_;
   int k_;
