@@ -30,6 +30,9 @@ inline constexpr double kTimeScale = 10;
 #else
 inline constexpr double kTimeScale = 1;
 #endif
+// The alternatives of the grammar the signal tests walk (w0 | w1 | ...): each step's walk takes about half a
+// second natively; under the sanitizers a tenth as many keep a step within the grammar's 5 s walk limit.
+inline constexpr int kLongGrammarAlternatives = kTimeScale > 1 ? 24000 : 240000;
 
 // ../shared beside the project root, or $GLASSBOX_TEST_DATA; nullopt when absent.
 std::optional<std::filesystem::path> shared_dir();
