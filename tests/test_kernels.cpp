@@ -336,10 +336,10 @@ BOOST_DATA_TEST_CASE(rope_and_swiglu_are_the_scalar_formulas, bdata::make({2, 4,
 
 // WebAssembly's simd128 set (kernels_wasm.cpp) keeps the scalar twins' float bits: its lanes are four
 // outputs, each the scalar chain (matmul_rows, dots), or element-wise (axpy, axpys, RMSNorm's scaling).
-// Decode and prefill (1..5 activation rows), weight rows in groups of 8 and 4 and the rows left over
-// (d = 15), every k tail; values with ±0, subnormals and large magnitudes among them.
+// Decode and prefill (1..5 activation rows), weight rows in groups of 16 (decode), 8 and 4 and the rows left over
+// (d = 31), every k tail; values with ±0, subnormals and large magnitudes among them.
 BOOST_DATA_TEST_CASE(simd128_float_kernels_are_the_scalar_twin_bit_for_bit, kSizes, kdim) {
-  const std::size_t kd = kdim, d = 15, n = 5;
+  const std::size_t kd = kdim, d = 31, n = 5;
   auto x = randv(n * kd, 71), w = randv(d * kd, 72), y0 = randv(d * kd, 73), a = randv(d, 74);
   for (std::size_t j = 0; j < w.size(); j += 13) w[j] = j % 2 ? 0.0f : -0.0f;
   for (std::size_t j = 5; j < w.size(); j += 17) w[j] *= 1e-40f;

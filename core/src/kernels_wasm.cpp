@@ -7,8 +7,8 @@
 //    s += a[j]·b[j] in order of j, which no vector can shorten; so the lanes hold four *outputs* (four
 //    weight rows) instead, each lane that very chain: a 4×4 block of w transposed in registers, then four
 //    multiply-then-add steps. WebAssembly has no fused multiply-add (and the build says -ffp-contract=off),
-//    so each step rounds twice, as the scalar twin's. Bit for bit, and decode runs several rows' chains at
-//    once instead of one.
+//    so each step rounds twice, as the scalar twin's. Bit for bit, and decode runs 16 rows' chains at once
+//    (prefill 8 rows by 4 activation rows) instead of one.
 //  - the lone dot (dot): the scalar twin itself (one chain; nothing to run beside it).
 //  - axpy, axpys: element-wise y += a·x, the same two roundings per element in the same order of rows.
 //  - RMSNorm: the sum of squares in order (the scalar chain), the scaling in vectors.
@@ -64,6 +64,17 @@ inline void chains(v128_t acc[T][RV], const float* x, std::size_t xs, const floa
   for (int t = 0; t < T; ++t)
     for (int v = 0; v < RV; ++v) acc[t][v] = wasm_f32x4_splat(0.0f);
   std::size_t j = 0;
+  if constexpr (T == 1)  // decode: the four columns' x once, then each group of rows transposed and consumed
+    for (; j + 4 <= k; j += 4) {
+      const v128_t x0 = wasm_v128_load32_splat(x + j), x1 = wasm_v128_load32_splat(x + j + 1);
+      const v128_t x2 = wasm_v128_load32_splat(x + j + 2), x3 = wasm_v128_load32_splat(x + j + 3);
+      for (int v = 0; v < RV; ++v) {
+        const float* r = w + 4 * v * ws + j;
+        v128_t c[4];
+        transpose4(load(r), load(r + ws), load(r + 2 * ws), load(r + 3 * ws), c);
+        acc[0][v] = step(step(step(step(acc[0][v], x0, c[0]), x1, c[1]), x2, c[2]), x3, c[3]);
+      }
+    }
   for (; j + 4 <= k; j += 4) {
     v128_t c[RV][4];
     for (int v = 0; v < RV; ++v) {
@@ -106,6 +117,9 @@ inline void block(float* out, const float* x, const float* w, std::size_t k, std
 void matmul_rows(float* out, const float* x, const float* w, std::size_t n, std::size_t k, std::size_t d, std::size_t i0,
                  std::size_t i1, const Blocking&) {
   std::size_t i = i0;
+  if (n < 4)  // decode: 16 rows' chains at once hide the adds' latency
+    for (; i + 16 <= i1; i += 16)
+      for (std::size_t t = 0; t < n; ++t) block<4, 1>(out, x, w, k, d, i, t);
   for (; i + 8 <= i1; i += 8) {
     std::size_t t = 0;
     for (; t + 4 <= n; t += 4) block<2, 4>(out, x, w, k, d, i, t);
