@@ -1,9 +1,12 @@
-// Each SIMD kernel against its plain scalar version, over sizes that hit every tail case.
+// Each SIMD kernel against its plain scalar version, over sizes that hit every tail case. Natively and, for
+// the WebAssembly build's SIMD128 set, under node (tests/web/test_kernels_node.cpp; one thread there).
 #define BOOST_TEST_MODULE kernels
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 
+#if !defined(__EMSCRIPTEN__)
 #include <gnu/libc-version.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -23,6 +26,7 @@
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
 #include "glassbox/model/model_source.hpp"
+#include "glassbox/os.hpp"
 #include "glassbox/quant.hpp"
 #include "support.hpp"
 #include "../core/src/thread_pool.hpp"
@@ -42,6 +46,14 @@ struct SplitEveryProduct {
   SplitEveryProduct() { k::set_min_parallel_macs(0); }
   ~SplitEveryProduct() { k::set_min_parallel_macs(k::kDefaultMinParallelMacs); }
 };
+
+// The thread counts a test tries out of `counts`: 1 only where the build has no threads (WebAssembly).
+std::vector<int> thread_counts(std::initializer_list<int> counts) {
+  std::vector<int> out;
+  for (int t : counts)
+    if (t == 1 || glassbox::os::kThreads) out.push_back(t);
+  return out;
+}
 
 // Runs `check` once with every instruction-set variant this CPU supports, then restores the default.
 template <class F>
@@ -177,7 +189,11 @@ BOOST_AUTO_TEST_CASE(exp_floats_is_libm_expf) {
     for (int i = 0; i < 9; ++i) x.push_back(e), x.push_back(-1.0f * static_cast<float>(i));  // in every lane position
   std::vector<std::uint32_t> want(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) want[i] = std::bit_cast<std::uint32_t>(std::exp(x[i]));
+#if defined(__EMSCRIPTEN__)
+  const bool glibc_236 = false;  // musl
+#else
   const bool glibc_236 = std::string(gnu_get_libc_version()) == "2.36";
+#endif
   for_each_kernel_set([&] {
     for (std::size_t off : {0, 1, 3}) {
       std::vector<float> got(x.size() - off, -1.0f);
@@ -318,6 +334,56 @@ BOOST_DATA_TEST_CASE(rope_and_swiglu_are_the_scalar_formulas, bdata::make({2, 4,
   }
 }
 
+// WebAssembly's simd128 set (kernels_wasm.cpp) keeps the scalar twins' float bits: its lanes are four
+// outputs, each the scalar chain (matmul_rows, dots), or element-wise (axpy, axpys, RMSNorm's scaling).
+// Decode and prefill (1..5 activation rows), weight rows in groups of 16 (decode), 8 and 4 and the rows left over
+// (d = 31), every k tail; values with ±0, subnormals and large magnitudes among them.
+BOOST_DATA_TEST_CASE(simd128_float_kernels_are_the_scalar_twin_bit_for_bit, kSizes, kdim) {
+  const std::size_t kd = kdim, d = 31, n = 5;
+  auto x = randv(n * kd, 71), w = randv(d * kd, 72), y0 = randv(d * kd, 73), a = randv(d, 74);
+  for (std::size_t j = 0; j < w.size(); j += 13) w[j] = j % 2 ? 0.0f : -0.0f;
+  for (std::size_t j = 5; j < w.size(); j += 17) w[j] *= 1e-40f;
+  for (std::size_t j = 3; j < x.size(); j += 11) x[j] *= 3e4f;
+  auto bits_equal = [](const std::vector<float>& p, const std::vector<float>& q) {
+    return p.size() == q.size() && std::memcmp(p.data(), q.data(), p.size() * sizeof(float)) == 0;
+  };
+  std::size_t checked = 0;
+  const std::string initial(k::kernel_set());
+  for (const auto& set : k::kernel_sets()) {
+    if (set != "simd128" && set != "scalar") continue;
+    ++checked;
+    k::use_kernel_set(set);
+    BOOST_TEST_CONTEXT("kernel set " << set << ", kd " << kd) {
+      for (std::size_t rows = 1; rows <= n; ++rows) {
+        std::vector<float> ref(rows * d), out(rows * d);
+        k::matmul_scalar(ref.data(), x.data(), w.data(), rows, kd, d);
+        k::matmul(out.data(), x.data(), w.data(), rows, kd, d);
+        BOOST_TEST(bits_equal(out, ref), "matmul, " << rows << " rows");
+      }
+      std::vector<float> sref(d), sout(d);
+      for (std::size_t s = 0; s < d; ++s) sref[s] = k::dot_scalar(x.data(), w.data() + s * kd, kd) * 0.125f;
+      k::dots(sout.data(), x.data(), w.data(), kd, d, kd, 0.125f);
+      BOOST_TEST(bits_equal(sout, sref), "dots");
+      auto yr = y0, yo = y0;
+      k::axpy_scalar(yr.data(), 0.37f, w.data(), d * kd);
+      k::axpy(yo.data(), 0.37f, w.data(), d * kd);
+      BOOST_TEST(bits_equal(yo, yr), "axpy");
+      std::vector<float> ar(kd), ao(kd);
+      std::copy_n(y0.begin(), kd, ar.begin());
+      ao = ar;
+      for (std::size_t s = 0; s < d; ++s) k::axpy_scalar(ar.data(), a[s], w.data() + s * kd, kd);
+      k::axpys(ao.data(), a.data(), w.data(), kd, d, kd);
+      BOOST_TEST(bits_equal(ao, ar), "axpys");
+      std::vector<float> nr(kd), no(kd);
+      k::rmsnorm_scalar(nr.data(), x.data(), w.data(), kd, 1e-5f);
+      k::rmsnorm(no.data(), x.data(), w.data(), kd, 1e-5f);
+      BOOST_TEST(bits_equal(no, nr), "rmsnorm");
+    }
+  }
+  k::use_kernel_set(initial);
+  BOOST_TEST(checked >= 1u);
+}
+
 // Prefill (n rows at once, register-tiled or as lane products) and decode (one row) give bit-identical outputs, and so
 // do 1, 2 and 3 threads: each output's summation order depends on k alone.
 // 11 rows take the dot-product tiles only; 47 rows the lane products (groups of 14 or 6 rows, then
@@ -336,7 +402,7 @@ BOOST_DATA_TEST_CASE(matmul_is_independent_of_block_and_threads,
       k::matmul(one.data(), x.data() + t * kdim, w.data(), 1, kdim, d);
       for (std::size_t i = 0; i < std::size_t(d); ++i) BOOST_TEST_REQUIRE(one[i] == ref[t * d + i]);
     }
-    for (int th : {2, 3}) {
+    for (int th : thread_counts({2, 3})) {
       k::set_threads(th);
       k::matmul(out.data(), x.data(), w.data(), n, kdim, d);
       BOOST_TEST((out == ref));
@@ -364,7 +430,7 @@ BOOST_DATA_TEST_CASE(block_rows_are_the_one_row_kernels_on_any_thread_count, bda
     sum_ref[i] += up[i];
   }
   const int threads = k::threads();
-  for (int th : {1, 2, 3}) {
+  for (int th : thread_counts({1, 2, 3})) {
     k::set_threads(th);
     std::vector<float> norm(R * n), q = x, kk = kx, gate = x, sum = x;
     k::rmsnorm_rows(norm.data(), x.data(), w.data(), R, n, 1e-5f);
@@ -405,6 +471,7 @@ BOOST_AUTO_TEST_CASE(kernel_sets_are_named_and_checked) {
   BOOST_CHECK_THROW(k::set_threads(0), glassbox::ConfigError);
 }
 
+#if !defined(__EMSCRIPTEN__)  // the thread pool itself: no threads in the WebAssembly build
 // A task beside the caller (the trace's raw distribution beside the sampler) runs exactly once, on a
 // worker or, when none takes it in time, on the caller; a job the caller runs meanwhile still covers
 // every chunk once; wait_until returns only after the task's first part. Pools of 1, 2 and 3 threads,
@@ -528,6 +595,7 @@ BOOST_AUTO_TEST_CASE(a_core_is_spare_only_while_no_worker_computes) {
   }
   k::set_threads(threads);
 }
+#endif
 
 // The typed product (dispatch on the weight type: input rounded to the weight's partner type, then
 // block dot products) against its scalar twin, for every type glassbox reads, prefill-sized blocks
@@ -607,7 +675,7 @@ BOOST_DATA_TEST_CASE(reference_types_matmul_is_vec_dot_per_row_on_any_thread_cou
         for (std::size_t i = 0; i < d; ++i)
           ref[t * d + i] = glassbox::quant::vec_dot(w->dtype, kdim, w->row(static_cast<std::int64_t>(i)), xq.data() + t * xrb);
       }
-      for (int th : {1, 2, 3}) {
+      for (int th : thread_counts({1, 2, 3})) {
         k::set_threads(th);
         k::matmul(out.data(), x.data(), *w, n, xq.data());
         BOOST_TEST((out == ref), file << " " << w->name << " (" << glassbox::dtype_name(w->dtype) << "), " << th << " threads");
@@ -647,7 +715,7 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
       glassbox::quant::quantize_activation(glassbox::DType::Q8_0, x.data() + t * kdim, xq.data() + t * xrb, kdim);
       for (std::size_t i = 0; i < d; ++i) ref[t * d + i] = glassbox::quant::vec_dot(type, kdim, bytes.data() + i * glassbox::row_bytes(type, kdim), xq.data() + t * xrb);
     }
-    for (int th : {1, 2, 3}) {
+    for (int th : thread_counts({1, 2, 3})) {
       k::set_threads(th);
       for (std::size_t rows : {std::size_t{2}, std::size_t{3}, std::size_t{5}, std::size_t{8}, n}) {
         k::matmul(out.data(), x.data(), w, rows, xq.data());
@@ -695,7 +763,7 @@ BOOST_DATA_TEST_CASE(kquant_matmul_is_scalar_vec_dot_per_row,
         bad += std::bit_cast<std::uint32_t>(glassbox::quant::vec_dot(type, kdim, bytes.data() + i * wrb, xq.data() + t * xrb)) !=
                std::bit_cast<std::uint32_t>(ref[t * d + i]);
     BOOST_TEST(bad == 0u, "vec_dot differs from vec_dot_scalar in " << bad << " outputs");
-    for (int th : {1, 2, 3}) {
+    for (int th : thread_counts({1, 2, 3})) {
       k::set_threads(th);
       for (std::size_t rows : {1, 4, 5, 9}) {
         std::vector<float> out(rows * d);
@@ -752,7 +820,7 @@ BOOST_DATA_TEST_CASE(fused_products_are_the_separate_products,
         BOOST_TEST_REQUIRE(std::equal(one.begin(), one.end(), ref[s].begin() + t * heights[s]), "row " << t << " of matrix " << s);
       }
     }
-    for (int th : {1, 2, 3}) {
+    for (int th : thread_counts({1, 2, 3})) {
       k::set_threads(th);
       for (std::size_t count : {2, 3}) {
         for (auto& o : out) std::fill(o.begin(), o.end(), -1.0f);
@@ -781,7 +849,7 @@ BOOST_DATA_TEST_CASE(decode_chunks_past_the_list_are_the_same, bdata::make({"F32
   std::vector<float> ref(d), out(d);
   k::set_threads(1);
   k::matmul(ref.data(), x.data(), w, 1, xq.data());
-  for (int th : {2, 7, 96}) {  // 96: more than 256 chunks
+  for (int th : thread_counts({2, 7, 96})) {  // 96: more than 256 chunks
     k::set_threads(th);
     std::fill(out.begin(), out.end(), -1.0f);
     k::matmul(out.data(), x.data(), w, 1, xq.data());
@@ -819,7 +887,7 @@ BOOST_AUTO_TEST_CASE(simd_q8_0_activation_matches_reference) {
   });
 }
 
-// The NEON sets (and the scalar set) keep the scalar twin's bits for the 32-value quantized types:
+// The NEON sets, WebAssembly's simd128 (and the scalar set) keep the scalar twin's bits for the 32-value quantized types:
 // each block's integer sum is exact and the floats follow quant.cpp's order. Random blocks from the
 // quantizers and raw blocks of extreme bytes (−128, 127, every nibble 0 or 15, every fifth bit set),
 // for vec_dot and for the products of 1, 2, 3 and 5 activation rows (neon-i8mm's 2×2 SMMLA tiles and
@@ -862,7 +930,7 @@ BOOST_DATA_TEST_CASE(neon_quantized_dots_are_the_scalar_twin_bit_for_bit,
   const int threads = k::threads();
   std::size_t sets_checked = 0;
   for (const auto& set : k::kernel_sets()) {
-    if (set.rfind("neon", 0) != 0 && set != "scalar") continue;
+    if (set.rfind("neon", 0) != 0 && set != "scalar" && set != "simd128") continue;
     ++sets_checked;
     k::use_kernel_set(set);
     BOOST_TEST_CONTEXT("kernel set " << set) {
@@ -872,7 +940,7 @@ BOOST_DATA_TEST_CASE(neon_quantized_dots_are_the_scalar_twin_bit_for_bit,
           bad += std::bit_cast<std::uint32_t>(glassbox::quant::vec_dot(type, kdim, bytes.data() + i * wrb, xe.data() + t * xrb)) !=
                  std::bit_cast<std::uint32_t>(ref_e[t * d + i]);
       BOOST_TEST(bad == 0u, "vec_dot differs from vec_dot_scalar in " << bad << " outputs");
-      for (int th : {1, 2}) {
+      for (int th : thread_counts({1, 2})) {
         k::set_threads(th);
         for (std::size_t rows : {1, 2, 3, 5}) {
           std::vector<float> out(rows * d);
@@ -890,8 +958,8 @@ BOOST_DATA_TEST_CASE(neon_quantized_dots_are_the_scalar_twin_bit_for_bit,
 }
 
 namespace {
-// The scalar set and the NEON sets: those that promise the bits checked below.
-bool keeps_twin_bits(const std::string& set) { return set == "scalar" || set.rfind("neon", 0) == 0; }
+// The scalar set, the NEON sets and WebAssembly's simd128: those that promise the bits checked below.
+bool keeps_twin_bits(const std::string& set) { return set == "scalar" || set == "simd128" || set.rfind("neon", 0) == 0; }
 std::size_t differing(const std::vector<float>& a, const std::vector<float>& b) {
   std::size_t n = 0;
   for (std::size_t j = 0; j < a.size(); ++j) n += std::bit_cast<std::uint32_t>(a[j]) != std::bit_cast<std::uint32_t>(b[j]);
@@ -951,7 +1019,7 @@ BOOST_DATA_TEST_CASE(half_dots_are_the_f32_dot_of_the_widened_rows, bdata::make(
   });
 }
 
-// The k-quants (Q2_K..Q6_K) on the NEON sets and the scalar set: each sub-block's integer dot exact in
+// The k-quants (Q2_K..Q6_K) on the NEON sets, simd128 and the scalar set: each sub-block's integer dot exact in
 // vectors, the floats in the scalar twin's order, so vec_dot_scalar's bits. Blocks from the quantizers
 // (with outliers) and raw blocks of extreme bytes (every quant, scale and hmask bit at 0 or all ones,
 // then uniformly random bytes; finite fp16 d and dmin) against activations of −128/127 or random bytes
@@ -1019,7 +1087,7 @@ BOOST_DATA_TEST_CASE(neon_kquant_dots_are_the_scalar_twin_bit_for_bit,
       for (std::size_t t = 0; t < n; ++t)
         for (std::size_t i = 0; i < d; ++i) got[t * d + i] = q::vec_dot(type, kdim, bytes.data() + i * wrb, xe.data() + t * xrb);
       BOOST_TEST(differing(got, ref_e) == 0u, "vec_dot differs from vec_dot_scalar in " << differing(got, ref_e) << " outputs");
-      for (int th : {1, 2}) {
+      for (int th : thread_counts({1, 2})) {
         k::set_threads(th);
         for (std::size_t rows : {1, 2, 3, 5}) {
           std::vector<float> out(rows * d), want(ref.begin(), ref.begin() + static_cast<std::ptrdiff_t>(rows * d));

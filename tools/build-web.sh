@@ -28,9 +28,9 @@ done
 need=()
 command -v emcc >/dev/null || need+=(emscripten)
 [ -d /usr/share/nodejs/acorn ] || need+=(node-acorn)
-for h in xtensor/xtensor.hpp xsimd/xsimd.hpp xtl/xtl_config.hpp nlohmann/json.hpp CLI/CLI.hpp; do
+for h in xtensor/xtensor.hpp xsimd/xsimd.hpp xtl/xtl_config.hpp nlohmann/json.hpp CLI/CLI.hpp boost/test/included/unit_test.hpp; do
   [ -e /usr/include/$h ] || need+=("$(case $h in xtensor*) echo xtensor-dev;; xsimd*) echo libxsimd-dev;; xtl*) echo xtl-dev;;
-                                       nlohmann*) echo nlohmann-json3-dev;; CLI*) echo libcli11-dev;; esac)")
+                                       nlohmann*) echo nlohmann-json3-dev;; CLI*) echo libcli11-dev;; boost*) echo libboost-dev;; esac)")
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "build-web.sh: installing ${need[*]}"
@@ -47,8 +47,9 @@ fi
 
 DEPS=$OUT/deps
 mkdir -p "$DEPS/include" "$DEPS/src"
-# Header-only libraries: Debian's headers, one link per library (its folder, nothing else of /usr/include).
-for d in xtensor xsimd xtl nlohmann CLI; do ln -sfn /usr/include/$d "$DEPS/include/$d"; done
+# Header-only libraries: Debian's headers, one link per library (its folder, nothing else of /usr/include);
+# Boost's for the kernel tests under node (Boost.Test's header-only variant).
+for d in xtensor xsimd xtl nlohmann CLI boost; do ln -sfn /usr/include/$d "$DEPS/include/$d"; done
 ln -sf /usr/include/xtensor.hpp "$DEPS/include/xtensor.hpp" 2>/dev/null || true
 
 # yaml-cpp from Debian's source package, built once with emscripten into deps/ (static, no tests/tools).

@@ -8,7 +8,9 @@ set(_gb_web_common -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sTOTAL_STACK=8M
 # node: bin/glassbox-node.js (+ .wasm), a CommonJS script that runs main on load with process.argv; the
 # ES module build-web/glassbox.mjs loads it (emscripten makes any .mjs output a module factory instead).
 set_target_properties(glassbox_cli PROPERTIES OUTPUT_NAME glassbox-node SUFFIX .js)
-target_link_options(glassbox_cli PRIVATE ${_gb_web_common} -sNODERAWFS=1 -sENVIRONMENT=node -sEXIT_RUNTIME=1)
+target_link_options(glassbox_cli PRIVATE ${_gb_web_common} -sNODERAWFS=1 -sENVIRONMENT=node -sEXIT_RUNTIME=1
+  "SHELL:--pre-js ${CMAKE_SOURCE_DIR}/web/node-env.js")
+set_property(TARGET glassbox_cli APPEND PROPERTY LINK_DEPENDS ${CMAKE_SOURCE_DIR}/web/node-env.js)
 file(WRITE ${CMAKE_BINARY_DIR}/glassbox.mjs
   "// glassbox under node (tools/build-web.sh): node glassbox.mjs ARGS... runs bin/glassbox-node.js, the WebAssembly build.\n"
   "import { createRequire } from 'module';\n"
@@ -40,3 +42,16 @@ foreach(f ${_gb_web_page})
 endforeach()
 add_custom_target(glassbox_web_page ALL DEPENDS ${_gb_web_page_out})
 add_dependencies(glassbox_web glassbox_web_page)
+
+# The kernel tests under node (tests/web/test_kernels_node.cpp: tests/test_kernels.cpp with Boost.Test's
+# header-only variant): bin/test-kernels.js, run by tests/web/test-web-node.sh. Built with glassbox_node.
+add_executable(glassbox_test_kernels ${CMAKE_SOURCE_DIR}/tests/web/test_kernels_node.cpp ${CMAKE_SOURCE_DIR}/tests/support.cpp)
+target_link_libraries(glassbox_test_kernels PRIVATE glassbox::glassbox glassbox_traces nlohmann_json::nlohmann_json xsimd)
+target_include_directories(glassbox_test_kernels PRIVATE ${CMAKE_SOURCE_DIR}/tests)
+target_compile_definitions(glassbox_test_kernels PRIVATE
+  GLASSBOX_SOURCE_DIR="${PROJECT_SOURCE_DIR}" GLASSBOX_BINARY_DIR="${PROJECT_BINARY_DIR}" GLASSBOX_BIN=""
+  GLASSBOX_TEST_PLUGIN_DIR="" GLASSBOX_NPM_DIR="")
+set_target_properties(glassbox_test_kernels PROPERTIES OUTPUT_NAME test-kernels SUFFIX .js)
+target_link_options(glassbox_test_kernels PRIVATE ${_gb_web_common} -sNODERAWFS=1 -sENVIRONMENT=node -sEXIT_RUNTIME=1
+  "SHELL:--pre-js ${CMAKE_SOURCE_DIR}/web/node-env.js")
+add_dependencies(glassbox_node glassbox_test_kernels)

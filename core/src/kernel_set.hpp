@@ -14,7 +14,7 @@ struct Blocking {
 };
 
 struct KernelSet {
-  const char* name;  // "avx512-vnni", "avx512", "avx2", "sse4.2"; "neon-i8mm", "neon-dotprod", "neon"; "scalar"
+  const char* name;  // "avx512-vnni", "avx512", "avx2", "sse4.2"; "neon-i8mm", "neon-dotprod", "neon"; "simd128"; "scalar"
   float (*dot)(const float* a, const float* b, std::size_t n);
   // out[t, i] = Σ_j x[t, j]·w[i, j] for t < n and weight rows i0 <= i < i1 (x: n×k, w: d×k, out: n×d).
   // Each output's summation order depends on k only, never on n, i0, i1 or the blocking.
@@ -61,14 +61,17 @@ struct KernelSet {
   bool (*exp_in_vectors)();
 };
 
-// The variants compiled in (core/CMakeLists.txt defines GLASSBOX_KERNELS_X86 or _NEON for the
+// The variants compiled in (core/CMakeLists.txt defines GLASSBOX_KERNELS_X86, _NEON or _WASM for the
 // architecture's): x86-64, one build of kernels_isa.cpp each; aarch64, one build of kernels_neon.cpp
-// each; and everywhere the scalar set (kernels.cpp: every entry the scalar twin, or a plain loop of them).
+// each; wasm32, kernels_wasm.cpp (SIMD128); and everywhere the scalar set (kernels.cpp: every entry the scalar twin, or a plain loop of them).
 #if defined(GLASSBOX_KERNELS_X86)
 extern const KernelSet kernel_set_sse42, kernel_set_avx2, kernel_set_avx512, kernel_set_avx512vnni;
 #endif
 #if defined(GLASSBOX_KERNELS_NEON)
 extern const KernelSet kernel_set_neon, kernel_set_neon_dotprod, kernel_set_neon_i8mm;
+#endif
+#if defined(GLASSBOX_KERNELS_WASM)
+extern const KernelSet kernel_set_simd128;
 #endif
 extern const KernelSet kernel_set_scalar;
 

@@ -24,6 +24,7 @@
 #include <xsimd/memory/xsimd_aligned_allocator.hpp>
 
 #include "glassbox/error.hpp"
+#include "glassbox/os.hpp"
 #include "glassbox/quant.hpp"
 #include "kernel_set.hpp"
 #include "platform/cpu.hpp"
@@ -54,6 +55,10 @@ const Variant kVariants[] = {
     {&kernel_set_neon_i8mm, [] { return platform::cpu_features().i8mm; }},
     {&kernel_set_neon_dotprod, [] { return platform::cpu_features().dotprod; }},
     {&kernel_set_neon, [] { return platform::cpu_features().neon; }},
+#endif
+#if defined(GLASSBOX_KERNELS_WASM)
+    // WebAssembly SIMD128 (kernels_wasm.cpp): always, since an engine without it cannot load the module.
+    {&kernel_set_simd128, always},
 #endif
     {&kernel_set_scalar, always},
 };
@@ -261,7 +266,8 @@ int threads() {
   int t = g_threads.load(std::memory_order_relaxed);
   if (t == 0) {
     // OMP_NUM_THREADS, when set, is honoured as before; otherwise one thread per physical core.
-    const char* env = std::getenv("OMP_NUM_THREADS");
+    // (Not in a build without threads, WebAssembly's: there it is one, whatever the environment says.)
+    const char* env = os::kThreads ? std::getenv("OMP_NUM_THREADS") : nullptr;
     t = env && std::atoi(env) > 0 ? std::min(1024, std::atoi(env)) : physical_cores();
     g_threads.store(t);
   }

@@ -2,7 +2,8 @@
 # The WebAssembly build under node (issue #43, docs/web.md) against the native binary: the same tokens for
 # greedy and seeded sampling on the embedded toy, stories260K (llama2.c), a Q4_K_M GGUF and gemma3's GGUF;
 # a full trace from the web build that the native `trace diff --profile f32` finds equal to the native one;
-# tokenize, explain, inspect and trace validate; the errors of what the web build leaves out.
+# tokenize, explain, inspect and trace validate; the errors of what the web build leaves out; and the kernel
+# tests (tests/test_kernels.cpp, built as bin/test-kernels.js): the simd128 set against the scalar twins.
 # Usage: tests/web/test-web-node.sh [BUILD_WEB_DIR [NATIVE_GLASSBOX]]
 #   defaults: build-web/ and build/bin/glassbox in the repository; reference data from GLASSBOX_TEST_DATA or ../shared.
 # Exits 0 with "SKIP: reason" when the web build, the native binary, node or the data are absent.
@@ -39,6 +40,18 @@ same() {
   fi
   pass "$name ($(wc -c <web.out) bytes of stdout equal)"
 }
+
+# The kernel tests under node: every kernel set of the web build (simd128, scalar) against the scalar twins.
+checks=$((checks + 1))
+if [ -f "$WEB/bin/test-kernels.js" ]; then
+  if GLASSBOX_TEST_DATA=$DATA node "$WEB/bin/test-kernels.js" >kernels.out 2>&1; then
+    pass "kernel tests under node ($(grep -o 'No errors detected' kernels.out || tail -1 kernels.out))"
+  else
+    fail "kernel tests under node: $(grep -m5 'error' kernels.out)"; tail -5 kernels.out
+  fi
+else
+  fail "no $WEB/bin/test-kernels.js (tools/build-web.sh builds it)"
+fi
 
 M=$DATA/models
 G=$DATA/gguf
