@@ -1364,6 +1364,63 @@ class StepCollector final : public TraceSink {
   std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 };
 
+// A reply's text as it is generated. Stop words end it: the text before the first one stays. A stream holds
+// back an end of the text that could still become one (llama.cpp does the same), so no client ever sees part
+// of a stop word. Batched, the pieces are made on the batch's thread and sent from the request's (the
+// waiter's errands): the batch never waits on a client's socket; a client gone is seen at the next piece.
+class ReplyText {
+ public:
+  // `emit(piece, id, entry, step)` sends a chunk and returns false when the client is gone (null: no stream).
+  using Emit = std::function<bool(const std::string&, std::int32_t, const Json&, const Json&)>;
+  ReplyText(const Emit& emit, const std::vector<std::string>& stop, std::atomic<bool>& client_gone)
+      : emit_(emit), stop_(stop), client_gone_(client_gone) {}
+  // One generated piece (its step just recorded by `collect`); throws StopGeneration at a stop word,
+  // Cancelled when the client is gone.
+  void add(std::string_view piece, const StepCollector& collect) {
+    const std::size_t before = content.size();
+    content += piece;
+    if (const auto hit = first_stop_word(content, before, stop_)) {
+      // The token that completes a stop word ends the run uncounted (as chat's turn marker): its text
+      // before the word stays, without a probability entry of its own.
+      content.resize(hit->first);
+      stopping_word = hit->second;
+      if (sent_ < content.size()) send(content.size(), collect.tokens.back(), Json(), Json());
+      throw StopGeneration{};
+    }
+    const std::size_t release = std::max(sent_, content.size() - stop_word_prefix_at_end(content, stop_));
+    if (!collect.pending_entry.is_null()) entries.push_back(collect.pending_entry);
+    send(release, collect.tokens.back(), collect.pending_entry, collect.pending_step);
+  }
+  // Text held back for a stop word that never came: the stream's last piece (the trace is complete by now;
+  // a client gone at this point only misses it).
+  void flush(const StepCollector& collect) {
+    if (emit_ && sent_ < content.size()) (void)emit_(content.substr(sent_), collect.tokens.empty() ? -1 : collect.tokens.back(), Json(), Json());
+  }
+
+  std::string content;
+  std::string stopping_word;
+  Json entries = Json::array();              // the per-token probability entries (n_probs)
+  BatchLoop::Waiter* waiter = nullptr;       // set when the run decodes in the slots' batch
+
+ private:
+  void send(std::size_t upto, std::int32_t id, const Json& entry, const Json& step) {
+    if (emit_ && waiter) {
+      if (client_gone_) throw Cancelled{0};
+      waiter->post([emit = &emit_, gone = &client_gone_, piece = content.substr(sent_, upto - sent_), id, entry, step] {
+        if (!*gone && !(*emit)(piece, id, entry, step)) *gone = true;
+      });
+    } else if (emit_ && !emit_(content.substr(sent_, upto - sent_), id, entry, step)) {
+      client_gone_ = true;
+      throw Cancelled{0};
+    }
+    sent_ = upto;
+  }
+  const Emit& emit_;
+  const std::vector<std::string>& stop_;
+  std::atomic<bool>& client_gone_;
+  std::size_t sent_ = 0;  // bytes of `content` sent
+};
+
 std::string stop_type(const Summary& s) {
   if (s.stop_reason == "stop_token") return "eos";
   if (s.stop_reason == "max_tokens" || s.stop_reason == "context_full") return "limit";
@@ -1544,8 +1601,7 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
 
   // Runs the generation; `emit(piece, id, entry, step)` is called for each generated piece (stream: sends
   // a chunk and returns false when the client is gone). Returns the finished response object.
-  auto run = [this, r, p, who, conn_fd, warnings](
-                 const std::function<bool(const std::string&, std::int32_t, const Json&, const Json&)>& emit) -> Json {
+  auto run = [this, r, p, who, conn_fd, warnings](const ReplyText::Emit& emit) -> Json {
     const Tokenizer& tok = *p->tokenizer;
     std::vector<std::string> notes = warnings;  // and what this run adds (a draft it could not use)
     ++metrics_.processing;
@@ -1572,30 +1628,9 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
     TeeSink sinks;
     sinks.add(&writer);
     sinks.add(&collect);
-    std::string content;
-    std::vector<std::int32_t> ids;
-    Json entries = Json::array();
     const auto pace = std::chrono::microseconds(static_cast<std::int64_t>(opt_.pace_ms * 1000));
     Summary sum;
-    // Stop words: the text ends before the first one. A stream holds back an end of the text that could
-    // still become one (llama.cpp does the same), so no client ever sees part of a stop word.
-    std::string stopping_word;
-    std::size_t sent = 0;  // bytes of `content` streamed
-    // Batched, the pieces are made on the batch's thread and sent from this one (the waiter's errands): the
-    // batch never waits on a client's socket; a client gone is seen at the next piece.
-    BatchLoop::Waiter* waiter = nullptr;
-    auto send = [&](std::size_t upto, std::int32_t id, const Json& entry, const Json& step) {
-      if (emit && waiter) {
-        if (client_gone) throw Cancelled{0};
-        waiter->post([&emit, &client_gone, piece = content.substr(sent, upto - sent), id, entry, step] {
-          if (!client_gone && !emit(piece, id, entry, step)) client_gone = true;
-        });
-      } else if (emit && !emit(content.substr(sent, upto - sent), id, entry, step)) {
-        client_gone = true;
-        throw Cancelled{0};
-      }
-      sent = upto;
-    };
+    ReplyText text(emit, r->stop, client_gone);
     try {
       const StreamFn on_piece = [&](std::string_view piece) {
         if (pace.count() > 0) {
@@ -1603,21 +1638,9 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
           while (std::chrono::steady_clock::now() < until && !stopping_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
         if (int s = stopping_.load()) throw Cancelled{s};
-        const std::size_t before = content.size();
-        content += piece;
-        if (const auto hit = first_stop_word(content, before, r->stop)) {
-          // The token that completes a stop word ends the run uncounted (as chat's turn marker): its text
-          // before the word stays, without a probability entry of its own.
-          content.resize(hit->first);
-          stopping_word = hit->second;
-          if (sent < content.size()) send(content.size(), collect.tokens.back(), Json(), Json());
-          throw StopGeneration{};
-        }
-        const std::size_t release = std::max(sent, content.size() - stop_word_prefix_at_end(content, r->stop));
-        if (!collect.pending_entry.is_null()) entries.push_back(collect.pending_entry);
-        send(release, collect.tokens.back(), collect.pending_entry, collect.pending_step);
+        text.add(piece, collect);
       };
-      sum = decode(*r, *p, g, sinks, collect, notes, pace.count() > 0, on_piece, waiter);
+      sum = decode(*r, *p, g, sinks, collect, notes, pace.count() > 0, on_piece, text.waiter);
     } catch (const Cancelled& c) {
       ++metrics_.cancelled;
       try {
@@ -1643,12 +1666,9 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
       }
       throw;
     }
-    // Text held back for a stop word that never came: the stream's last piece (the trace is complete by now;
-    // a client gone at this point only misses it).
-    if (emit && sent < content.size()) (void)emit(content.substr(sent), collect.tokens.empty() ? -1 : collect.tokens.back(), Json(), Json());
+    text.flush(collect);
     // The ids generated (stop tokens included, as llama.cpp's return_tokens), from the trace's own record.
-    ids = collect.tokens;
-    return finished_object(*r, who, *p, sum, collect, Reply{content, ids, entries, stopping_word}, notes);
+    return finished_object(*r, who, *p, sum, collect, Reply{text.content, collect.tokens, text.entries, text.stopping_word}, notes);
   };
   res.status = 200;
   if (!r->stream) {
