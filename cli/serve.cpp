@@ -880,6 +880,93 @@ nlohmann::json Server::read_body(const std::string& body) {
   }
 }
 
+// DRY's sequence breakers (`dry_sequence_breakers`: llama.cpp's list of strings), as the stage's
+// '|'-separated parameter, escaped.
+std::string dry_breakers_field(const nlohmann::json& body) {
+  std::string breakers = "\\n|:|\"|*";
+  if (const auto* b = field(body, "dry_sequence_breakers")) {
+    if (!b->is_array()) throw HttpError(400, "'dry_sequence_breakers': expected an array of strings, got " + json_type(*b));
+    if (b->size() > 64) throw HttpError(400, "'dry_sequence_breakers': at most 64 breakers, got " + std::to_string(b->size()));
+    breakers.clear();
+    for (const auto& e : *b) {
+      if (!e.is_string() || e.get_ref<const std::string&>().empty())
+        throw HttpError(400, "'dry_sequence_breakers': expected non-empty strings, got " + (e.is_string() ? std::string("an empty one") : json_type(e)));
+      if (!breakers.empty()) breakers += '|';
+      for (const char c : e.get_ref<const std::string&>()) {
+        if (c == '\n') breakers += "\\n";
+        else if (c == '\t') breakers += "\\t";
+        else if (c == '\r') breakers += "\\r";
+        else if (c == '\\') breakers += "\\\\";
+        else if (c == '|') breakers += "\\|";
+        else breakers += c;
+      }
+    }
+  }
+  return breakers;
+}
+
+// `samplers`: the order of llama.cpp's stages (its names and their aliases), or its default order.
+std::vector<std::string> sampler_order_field(const nlohmann::json& body) {
+  std::vector<std::string> order = {"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"};
+  if (const auto* s = field(body, "samplers")) {
+    if (!s->is_array()) throw HttpError(400, "'samplers': expected an array of sampler names, got " + json_type(*s));
+    order.clear();
+    for (const auto& n : *s) {
+      if (!n.is_string()) throw HttpError(400, "'samplers': expected sampler names (strings), got " + json_type(n));
+      std::string name = n.get<std::string>();
+      if (name == "top-k") name = "top_k";
+      if (name == "top-p" || name == "nucleus") name = "top_p";
+      if (name == "min-p") name = "min_p";
+      if (name == "typical_p" || name == "typ-p" || name == "typical") name = "typ_p";
+      if (name == "temp") name = "temperature";
+      if (name == "top-n-sigma") name = "top_n_sigma";
+      static const std::set<std::string> known = {"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"};
+      if (!known.count(name))
+        throw HttpError(400, "'samplers': unknown sampler '" + name + "' (this server knows penalties, dry, top_n_sigma, top_k, typ_p, top_p, "
+                             "min_p, xtc, temperature; any glassbox chain can be given as \"sampler\")");
+      order.push_back(name);
+    }
+  }
+  return order;
+}
+
+// `logit_bias` as a logit-bias stage: [[id, bias], ...] or {"id": bias}; a bias of false bans the token
+// (llama.cpp's spelling). None when the field is absent or empty.
+std::optional<PluginSpec> logit_bias_field(const nlohmann::json& body) {
+  const auto* lb = field(body, "logit_bias");
+  if (!lb) return std::nullopt;
+  std::string bias;
+  auto add = [&](const nlohmann::json& id, const nlohmann::json& b) {
+    long long t = -1;
+    if (id.is_number_integer()) t = id.get<long long>();
+    else if (id.is_string()) {
+      try {
+        t = std::stoll(id.get<std::string>());
+      } catch (const std::exception&) {
+        throw HttpError(400, "'logit_bias': token id '" + id.get<std::string>() + "' is not a number");
+      }
+    } else throw HttpError(400, "'logit_bias': expected token ids, got " + json_type(id));
+    if (t < 0) throw HttpError(400, "'logit_bias': token id " + std::to_string(t) + " is negative");
+    std::string v;
+    if (b.is_boolean() && !b.get<bool>()) v = "-inf";
+    else if (b.is_number()) v = number_text(b.get<double>());
+    else throw HttpError(400, "'logit_bias': expected a number or false as the bias of token " + std::to_string(t));
+    bias += (bias.empty() ? "" : ";") + std::to_string(t) + "=" + v;
+  };
+  if (lb->is_array()) {
+    for (const auto& e : *lb) {
+      if (!e.is_array() || e.size() != 2) throw HttpError(400, "'logit_bias': expected [token id, bias] pairs");
+      add(e[0], e[1]);
+    }
+  } else if (lb->is_object()) {
+    for (auto it = lb->begin(); it != lb->end(); ++it) add(nlohmann::json(it.key()), it.value());
+  } else {
+    throw HttpError(400, "'logit_bias': expected an array of [id, bias] pairs or an object, got " + json_type(*lb));
+  }
+  if (bias.empty()) return std::nullopt;
+  return PluginSpec{"logit-bias", {{"", bias}}};
+}
+
 std::vector<PluginSpec> Server::chain_from_fields(const nlohmann::json& body, GenRequest::Api api, std::string& text) {
   // The glassbox extension: a chain as `--sampler` takes it, which wins over the individual fields.
   if (auto s = get_string(body, "sampler")) {
@@ -922,79 +1009,10 @@ std::vector<PluginSpec> Server::chain_from_fields(const nlohmann::json& body, Ge
   if (mirostat == 1) throw HttpError(400, "'mirostat' = 1: Mirostat (version 1) is not implemented here; 'mirostat': 2 (version 2) is");
   if (get_int(body, "min_keep", 0, 0, 1 << 30) > 1)
     throw HttpError(400, "'min_keep' above 1 is not supported (every truncation stage here keeps at least the most likely token)");
-  // DRY's sequence breakers: llama.cpp's list of strings, as the stage's '|'-separated parameter.
-  std::string breakers = "\\n|:|\"|*";
-  if (const auto* b = field(body, "dry_sequence_breakers")) {
-    if (!b->is_array()) throw HttpError(400, "'dry_sequence_breakers': expected an array of strings, got " + json_type(*b));
-    if (b->size() > 64) throw HttpError(400, "'dry_sequence_breakers': at most 64 breakers, got " + std::to_string(b->size()));
-    breakers.clear();
-    for (const auto& e : *b) {
-      if (!e.is_string() || e.get_ref<const std::string&>().empty())
-        throw HttpError(400, "'dry_sequence_breakers': expected non-empty strings, got " + (e.is_string() ? std::string("an empty one") : json_type(e)));
-      if (!breakers.empty()) breakers += '|';
-      for (const char c : e.get_ref<const std::string&>()) {
-        if (c == '\n') breakers += "\\n";
-        else if (c == '\t') breakers += "\\t";
-        else if (c == '\r') breakers += "\\r";
-        else if (c == '\\') breakers += "\\\\";
-        else if (c == '|') breakers += "\\|";
-        else breakers += c;
-      }
-    }
-  }
-  std::vector<std::string> order = {"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"};
-  if (const auto* s = field(body, "samplers")) {
-    if (!s->is_array()) throw HttpError(400, "'samplers': expected an array of sampler names, got " + json_type(*s));
-    order.clear();
-    for (const auto& n : *s) {
-      if (!n.is_string()) throw HttpError(400, "'samplers': expected sampler names (strings), got " + json_type(n));
-      std::string name = n.get<std::string>();
-      if (name == "top-k") name = "top_k";
-      if (name == "top-p" || name == "nucleus") name = "top_p";
-      if (name == "min-p") name = "min_p";
-      if (name == "typical_p" || name == "typ-p" || name == "typical") name = "typ_p";
-      if (name == "temp") name = "temperature";
-      if (name == "top-n-sigma") name = "top_n_sigma";
-      static const std::set<std::string> known = {"penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"};
-      if (!known.count(name))
-        throw HttpError(400, "'samplers': unknown sampler '" + name + "' (this server knows penalties, dry, top_n_sigma, top_k, typ_p, top_p, "
-                             "min_p, xtc, temperature; any glassbox chain can be given as \"sampler\")");
-      order.push_back(name);
-    }
-  }
+  const std::string breakers = dry_breakers_field(body);
+  const std::vector<std::string> order = sampler_order_field(body);
   std::vector<PluginSpec> chain;
-  if (const auto* lb = field(body, "logit_bias")) {
-    // [[id, bias], ...] or {"id": bias}; a bias of false bans the token (llama.cpp's spelling).
-    std::string bias;
-    auto add = [&](const nlohmann::json& id, const nlohmann::json& b) {
-      long long t = -1;
-      if (id.is_number_integer()) t = id.get<long long>();
-      else if (id.is_string()) {
-        try {
-          t = std::stoll(id.get<std::string>());
-        } catch (const std::exception&) {
-          throw HttpError(400, "'logit_bias': token id '" + id.get<std::string>() + "' is not a number");
-        }
-      } else throw HttpError(400, "'logit_bias': expected token ids, got " + json_type(id));
-      if (t < 0) throw HttpError(400, "'logit_bias': token id " + std::to_string(t) + " is negative");
-      std::string v;
-      if (b.is_boolean() && !b.get<bool>()) v = "-inf";
-      else if (b.is_number()) v = number_text(b.get<double>());
-      else throw HttpError(400, "'logit_bias': expected a number or false as the bias of token " + std::to_string(t));
-      bias += (bias.empty() ? "" : ";") + std::to_string(t) + "=" + v;
-    };
-    if (lb->is_array()) {
-      for (const auto& e : *lb) {
-        if (!e.is_array() || e.size() != 2) throw HttpError(400, "'logit_bias': expected [token id, bias] pairs");
-        add(e[0], e[1]);
-      }
-    } else if (lb->is_object()) {
-      for (auto it = lb->begin(); it != lb->end(); ++it) add(nlohmann::json(it.key()), it.value());
-    } else {
-      throw HttpError(400, "'logit_bias': expected an array of [id, bias] pairs or an object, got " + json_type(*lb));
-    }
-    if (!bias.empty()) chain.push_back({"logit-bias", {{"", bias}}});
-  }
+  if (auto bias = logit_bias_field(body)) chain.push_back(std::move(*bias));
   auto temperature_stage = [&] {
     if (dynatemp_range > 0)
       chain.push_back({"dynamic-temperature", {{"temperature", number_text(temperature)}, {"range", number_text(dynatemp_range)},
