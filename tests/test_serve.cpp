@@ -851,7 +851,7 @@ BOOST_AUTO_TEST_CASE(a_client_that_never_reads_is_cancelled) {
   const auto t0 = std::chrono::steady_clock::now();
   const json next = post(c, "/completion", {{"prompt", "One day"}, {"n_predict", 3}});
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  BOOST_TEST(waited < 30.0);
+  BOOST_TEST(waited < 30.0 * gbtest::kTimeScale);  // (under ASan on a busy machine: 67 s once)
   auto m = c.Get("/metrics");
   BOOST_TEST_REQUIRE(static_cast<bool>(m));
   BOOST_TEST(m->body.find("glassbox:requests_cancelled_total 1") != std::string::npos, m->body);
