@@ -75,6 +75,26 @@ extern const KernelSet kernel_set_simd128;
 #endif
 extern const KernelSet kernel_set_scalar;
 
+// The scalar set's entries for a SIMD set that has no vector form of them (NEON, SIMD128): each calls the
+// scalar set, so its bits are the twins'. `dots_packed` runs the set's own `Dots` per query row.
+namespace scalar_entries {
+inline void quantize_q8_0(const float* x, void* dst, std::size_t n) { kernel_set_scalar.quantize_q8_0(x, dst, n); }
+inline std::size_t packed_x_floats(std::size_t n, std::size_t k, std::size_t* groups) { return kernel_set_scalar.packed_x_floats(n, k, groups); }
+inline void pack_x_groups(float* xp, const float* x, std::size_t n, std::size_t k, std::size_t g0, std::size_t g1) {
+  kernel_set_scalar.pack_x_groups(xp, x, n, k, g0, g1);
+}
+inline void pack_keys(float* kt, const float* rows, std::size_t stride, std::size_t count, std::size_t n, std::size_t at) {
+  kernel_set_scalar.pack_keys(kt, rows, stride, count, n, at);
+}
+template <auto Dots>
+void dots_packed(float* out, std::size_t out_stride, const float* q, std::size_t q_stride, std::size_t nq, const float* kt,
+                 std::size_t count, std::size_t n, float scale) {
+  for (std::size_t r = 0; r < nq; ++r) Dots(out + r * out_stride, q + r * q_stride, kt, n, count, n, scale);
+}
+inline void exp_floats(const float* x, float* y, std::size_t n) { kernel_set_scalar.exp_floats(x, y, n); }
+inline bool exp_in_vectors() { return false; }
+}  // namespace scalar_entries
+
 // The variant in use: the best one this CPU runs, unless GLASSBOX_KERNELS or use_kernel_set chose another.
 const KernelSet& active_set();
 

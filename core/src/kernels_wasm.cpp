@@ -456,28 +456,13 @@ void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, con
     for (std::size_t t = 0; t < n; ++t) out[t * d + i] = vec_dot(wt, k, w + i * wrb, xq + t * xrb);
 }
 
-// ---- the scalar set's entries ------------------------------------------------------------------------------
-void quantize_q8_0(const float* x, void* dst, std::size_t n) { kernel_set_scalar.quantize_q8_0(x, dst, n); }
-std::size_t packed_x_floats(std::size_t n, std::size_t k, std::size_t* groups) { return kernel_set_scalar.packed_x_floats(n, k, groups); }
-void pack_x_groups(float* xp, const float* x, std::size_t n, std::size_t k, std::size_t g0, std::size_t g1) {
-  kernel_set_scalar.pack_x_groups(xp, x, n, k, g0, g1);
-}
-void pack_keys(float* kt, const float* rows, std::size_t stride, std::size_t count, std::size_t n, std::size_t at) {
-  kernel_set_scalar.pack_keys(kt, rows, stride, count, n, at);
-}
-void dots_packed(float* out, std::size_t out_stride, const float* q, std::size_t q_stride, std::size_t nq, const float* kt,
-                 std::size_t count, std::size_t n, float scale) {
-  for (std::size_t r = 0; r < nq; ++r) dots(out + r * out_stride, q + r * q_stride, kt, n, count, n, scale);
-}
-void exp_floats(const float* x, float* y, std::size_t n) { kernel_set_scalar.exp_floats(x, y, n); }
-bool exp_in_vectors() { return false; }
-
 }  // namespace wk
 }  // namespace
 
 extern const KernelSet GB_ISA_TABLE = {GB_ISA_NAME, dot_scalar, wk::matmul_rows, wk::rmsnorm, wk::axpy, wk::dots, wk::axpys,
-                                       wk::vec_dot, wk::quantize_q8_0, wk::qmatmul_rows, wk::fma_probe, exp_weights_scalar,
-                                       wk::packed_x_floats, wk::pack_x_groups, 0, wk::pack_keys, wk::dots_packed, wk::axpys_rows,
-                                       softmax_scalar, first_nonfinite_scalar, wk::exp_floats, wk::exp_in_vectors};
+                                       wk::vec_dot, scalar_entries::quantize_q8_0, wk::qmatmul_rows, wk::fma_probe, exp_weights_scalar,
+                                       scalar_entries::packed_x_floats, scalar_entries::pack_x_groups, 0, scalar_entries::pack_keys,
+                                       scalar_entries::dots_packed<wk::dots>, wk::axpys_rows,
+                                       softmax_scalar, first_nonfinite_scalar, scalar_entries::exp_floats, scalar_entries::exp_in_vectors};
 
 }  // namespace glassbox::kernels
