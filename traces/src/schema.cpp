@@ -317,16 +317,22 @@ TraceHeader parse_header(const json& j, const std::string& w) {
   return h;
 }
 
+// One listed candidate's id and text (`p` names it in messages); the caller reads its prob and logit.
+static TraceCandidate candidate_at(Check& c, const json& j, const std::string& p, int vocab) {
+  if (!j.is_object()) c.fail(p + ": expected an object, got " + j.type_name());
+  TraceCandidate t;
+  t.id = c.id(c.field(j, "id", p), p + ".id", vocab);
+  t.text = c.string(j, "text", p);
+  return t;
+}
+
 // A list of candidates each with its logit, sorted by logit (a step's raw top, a lens point's top).
 static std::vector<TraceCandidate> ranked_candidates(Check& c, const json& list, const std::string& path, int vocab) {
   std::vector<TraceCandidate> out;
   out.reserve(list.size());
   for (std::size_t i = 0; i < list.size(); ++i) {
     const std::string p = path + "[" + std::to_string(i) + "]";
-    if (!list[i].is_object()) c.fail(p + ": expected an object, got " + list[i].type_name());
-    TraceCandidate t;
-    t.id = c.id(c.field(list[i], "id", p), p + ".id", vocab);
-    t.text = c.string(list[i], "text", p);
+    TraceCandidate t = candidate_at(c, list[i], p, vocab);
     t.logit = c.number(list[i], "logit", p);
     t.prob = c.prob(list[i], "prob", p);
     if (i > 0 && *t.logit > *out.back().logit)
@@ -456,10 +462,7 @@ static TraceStage parse_stage(Check& c, const json& sj, const std::string& p, in
   st.top.reserve(tj.size());
   for (std::size_t k = 0; k < tj.size(); ++k) {
     const std::string q = p + ".top[" + std::to_string(k) + "]";
-    if (!tj[k].is_object()) c.fail(q + ": expected an object, got " + tj[k].type_name());
-    TraceCandidate t;
-    t.id = c.id(c.field(tj[k], "id", q), q + ".id", vocab);
-    t.text = c.string(tj[k], "text", q);
+    TraceCandidate t = candidate_at(c, tj[k], q, vocab);
     t.prob = c.prob(tj[k], "prob", q);
     st.top.push_back(std::move(t));
   }
