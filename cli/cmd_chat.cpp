@@ -133,12 +133,6 @@ struct NullSink final : TraceSink {
   void step(const StepEvent&) override {}
   void summary(const Summary&) override {}
 };
-// Stops a turn after a step once SIGINT/SIGTERM came (interrupt.hpp).
-struct InterruptSink final : TraceSink {
-  void header(const RunHeader&) override { check_interrupt(); }
-  void step(const StepEvent&) override { check_interrupt(); }
-  void summary(const Summary&) override {}
-};
 
 // SIGINT/SIGTERM while a turn is worked on (a reply, a summary, a grammar walk) stop it between steps,
 // as in `run`: its trace ends in an interrupted line and chat exits 128 + the signal. While chat waits

@@ -22,6 +22,8 @@
 
 #include "commands.hpp"
 #include "engine_import.hpp"
+#include "glassbox/batch.hpp"
+#include "glassbox/traces/writer.hpp"
 #include "interrupt.hpp"
 #include "session.hpp"
 #include "glassbox/error.hpp"
@@ -303,13 +305,79 @@ std::vector<std::string> run_args(const Case& c, const std::string& trace, bool 
   return a;
 }
 
+// A case made ready to run: its golden as a glassbox trace (imported from another engine's capture if need
+// be) and the run that should reproduce it.
+struct Ready {
+  std::string golden;      // the golden as a glassbox trace
+  traces::Trace g;         // read
+  Case run;                // the case with the golden's prompt, length and seed where it names none
+  bool golden_seed = false;
+  std::string next;        // the new run's trace
+  fs::path dir;            // the case's work folder
+  std::vector<std::string> args() const { return run_args(run, next, g.full(), run.replay ? golden : ""); }
+};
+
+Ready prepare_case(const Case& c, const fs::path& work) {
+  Ready r;
+  r.dir = work / c.name;
+  fs::create_directories(r.dir);
+  r.golden = c.golden;
+  if (!is_glassbox_trace(c.golden)) {
+    r.golden = (r.dir / "golden.jsonl").string();
+    std::vector<std::string> args = {"trace", "import", c.golden, "-m", c.model, "-o", r.golden, "--sampler", c.sampler};
+    if (!c.tokenizer.empty()) args.insert(args.end(), {"--tokenizer", c.tokenizer});
+    if (!c.from.empty()) args.insert(args.end(), {"--from", c.from});
+    if (c.prompt_given) args.insert(args.end(), {"--prompt", c.prompt});
+    const int rc = run_self(args, r.dir / "import.log");
+    if (rc != 0) throw Error("import: " + last_line(read_text(r.dir / "import.log")));
+  }
+  r.g = traces::read_trace(r.golden);
+  r.run = c;
+  if (!c.prompt_given) r.run.prompt = r.g.header.prompt;  // the golden's own prompt
+  if (!c.prompt_given && r.g.header.prompt.empty()) throw InputError("case '" + c.name + "' has no prompt and the golden names none");
+  r.run.max_tokens = r.g.header.max_tokens;
+  // No seed in the case: the golden's own (a sampled case recorded without one drew it; reusing it makes the
+  // comparison the same run again, not a different draw that fails every time).
+  r.golden_seed = !c.seed && !r.g.header.imported;
+  if (r.golden_seed) r.run.seed = r.g.header.seed;
+  r.next = (r.dir / "new.jsonl").string();
+  return r;
+}
+
+// The verdict on a case whose run wrote r.next: the golden against it, step by step.
+void judge_case(const Case& c, const Ready& r, Outcome& o) {
+  o.golden_trace = r.golden;
+  o.new_trace = r.next;
+  const traces::Trace x = traces::read_trace(r.next);
+  const traces::DiffResult d = traces::diff_traces(r.g, x, c.tol);
+  std::ostringstream rep;
+  traces::write_step_verdicts(rep, r.g, x, d);
+  rep << "\n";
+  traces::write_diff_report(rep, r.g, x, d, c.tol);
+  o.detail = rep.str();
+  o.first_step = d.first_divergent_step();
+  double mlp = 0;
+  for (const auto& s : d.steps) mlp = std::max(mlp, s.dlogprob);
+  if (d.regression()) {
+    o.kind = Outcome::Fail;
+    o.message = d.regressions[0] + (d.regressions.size() > 1 ? " (+" + std::to_string(d.regressions.size() - 1) + " more)" : "");
+  } else {
+    o.kind = Outcome::Pass;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%zu steps, %d/%zu tokens agree, max |Δlogprob| %.3g", d.steps.size(), d.token_agree, d.steps.size(), mlp);
+    o.message = buf;
+    if (d.imported) o.message += ", " + r.g.header.imported.value_or(traces::TraceImport{}).dialect;
+    if (r.golden_seed && c.sampler != "greedy") o.message += ", the golden's seed " + std::to_string(r.g.header.seed);
+  }
+}
+
 Outcome run_case(const Case& c, const fs::path& work, bool record) {
   Outcome o;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    const fs::path dir = work / c.name;
-    fs::create_directories(dir);
     if (record) {
+      const fs::path dir = work / c.name;
+      fs::create_directories(dir);
       // The reference run's trace becomes the golden; another engine's capture is that engine's reference
       // and stays as it is.
       if (fs::exists(c.golden) && !is_glassbox_trace(c.golden)) {
@@ -336,58 +404,148 @@ Outcome run_case(const Case& c, const fs::path& work, bool record) {
       o.new_trace = c.golden;
       return o;
     }
-    // The golden as a trace: itself, or imported from the other engine's dialect.
-    std::string golden = c.golden;
-    if (!is_glassbox_trace(c.golden)) {
-      golden = (dir / "golden.jsonl").string();
-      std::vector<std::string> args = {"trace", "import", c.golden, "-m", c.model, "-o", golden, "--sampler", c.sampler};
-      if (!c.tokenizer.empty()) args.insert(args.end(), {"--tokenizer", c.tokenizer});
-      if (!c.from.empty()) args.insert(args.end(), {"--from", c.from});
-      if (c.prompt_given) args.insert(args.end(), {"--prompt", c.prompt});
-      const int rc = run_self(args, dir / "import.log");
-      if (rc != 0) throw Error("import: " + last_line(read_text(dir / "import.log")));
-    }
-    o.golden_trace = golden;
-    const traces::Trace g = traces::read_trace(golden);
-    Case run = c;
-    if (!c.prompt_given) run.prompt = g.header.prompt;  // the golden's own prompt
-    if (!c.prompt_given && g.header.prompt.empty()) throw InputError("case '" + c.name + "' has no prompt and the golden names none");
-    run.max_tokens = g.header.max_tokens;
-    // No seed in the case: the golden's own (a sampled case recorded without one drew it; reusing it makes the
-    // comparison the same run again, not a different draw that fails every time).
-    const bool golden_seed = !c.seed && !g.header.imported;
-    if (golden_seed) run.seed = g.header.seed;
-    const std::string next = (dir / "new.jsonl").string();
-    const int rc = run_self(run_args(run, next, g.full(), c.replay ? golden : ""), dir / "run.log");
-    if (rc != 0) throw Error("run: " + last_line(read_text(dir / "run.log")));
-    o.new_trace = next;
-    const traces::Trace x = traces::read_trace(next);
-    const traces::DiffResult r = traces::diff_traces(g, x, c.tol);
-    std::ostringstream rep;
-    traces::write_step_verdicts(rep, g, x, r);
-    rep << "\n";
-    traces::write_diff_report(rep, g, x, r, c.tol);
-    o.detail = rep.str();
-    o.first_step = r.first_divergent_step();
-    double mlp = 0;
-    for (const auto& s : r.steps) mlp = std::max(mlp, s.dlogprob);
-    if (r.regression()) {
-      o.kind = Outcome::Fail;
-      o.message = r.regressions[0] + (r.regressions.size() > 1 ? " (+" + std::to_string(r.regressions.size() - 1) + " more)" : "");
-    } else {
-      o.kind = Outcome::Pass;
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "%zu steps, %d/%zu tokens agree, max |Δlogprob| %.3g", r.steps.size(), r.token_agree, r.steps.size(), mlp);
-      o.message = buf;
-      if (r.imported) o.message += ", " + g.header.imported.value_or(traces::TraceImport{}).dialect;
-      if (golden_seed && c.sampler != "greedy") o.message += ", the golden's seed " + std::to_string(g.header.seed);
-    }
+    const Ready r = prepare_case(c, work);
+    o.golden_trace = r.golden;
+    const int rc = run_self(r.args(), r.dir / "run.log");
+    if (rc != 0) throw Error("run: " + last_line(read_text(r.dir / "run.log")));
+    judge_case(c, r, o);
   } catch (const std::exception& e) {
     o.kind = Outcome::Error;
     o.message = e.what();
   }
   o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return o;
+}
+
+// ---- check --batch: cases on one model decoded together (batched decode, glassbox/batch.hpp) ----
+// A group's cases run in this process, each exactly as its `glassbox run` child would (the same options
+// through the same table, its own chain, store and trace), their decode steps in one forward pass: the
+// weights are read once per step for the group. The model is loaded (and hashed) once for the group.
+
+// What `glassbox run ARGS` would take as its options.
+RunOptions parse_run_args(const std::vector<std::string>& args) {
+  CLI::App app;
+  auto* cmd = app.add_subcommand("run");
+  RunOptionsBinder binder(cmd, kRun);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes the arguments last first
+  app.parse(reversed);
+  RunOptions o = binder.finish();
+  o.model_hash = true;  // the trace's header names the model's digest, as run's does
+  o.defer_model_hash = false;
+  return o;
+}
+
+// Whether a case can join a group: a sampled run of its own (a replay forces the golden's tokens through
+// run's own path, so it keeps its process).
+bool batchable(const Case& c) { return !c.replay; }
+
+void run_group(const std::vector<Case>& cases, const std::vector<std::size_t>& group, const fs::path& work, std::vector<Outcome>& res) {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Member {
+    std::size_t i;
+    Ready r;
+    RunOptions opt;
+    std::unique_ptr<Session> s;
+    GenerateOptions g;
+    std::unique_ptr<traces::JsonlWriter> writer;
+    InterruptSink interrupt;
+    TeeSink sinks;
+    std::vector<std::string> warnings;
+    std::size_t id = 0;
+    bool added = false;
+  };
+  std::vector<std::unique_ptr<Member>> members;
+  auto fail = [&](std::size_t i, const std::string& what) {
+    res[i].kind = Outcome::Error;
+    res[i].message = what;
+  };
+  // ---- each case ready: its golden read, its run's options parsed as run parses them ----
+  for (const std::size_t i : group) {
+    try {
+      auto m = std::make_unique<Member>();
+      m->i = i;
+      m->r = prepare_case(cases[i], work);
+      res[i].golden_trace = m->r.golden;
+      m->opt = parse_run_args(m->r.args());
+      members.push_back(std::move(m));
+    } catch (const std::exception& e) {
+      fail(i, e.what());
+    }
+  }
+  if (members.empty()) return;
+  // ---- the sessions: the first loads the model; the others build their pipelines over it ----
+  std::shared_ptr<const LoadedModel> loaded;
+  for (auto& m : members) {
+    try {
+      if (!loaded) {
+        m->s = open_session(m->opt);
+        loaded = m->s->loaded;
+      } else {
+        check_plugins(*loaded->registry, model_spec(m->opt).tokenizer, m->opt, m->warnings);
+        m->warnings.clear();  // said once, by build_pipeline
+        m->s = build_pipeline(loaded, run_spec(m->opt), m->warnings);
+      }
+      m->g = generate_options(m->opt, *m->s);
+      m->writer = std::make_unique<traces::JsonlWriter>(m->opt.trace, *m->s->tokenizer, false,
+                                                        trace_writer_thread(m->opt.trace_level, m->opt.trace_attention.on ||
+                                                                                                   m->opt.trace_lens != LensPoints::Off),
+                                                        m->opt.trace_logits);
+      m->sinks.add(m->writer.get());
+      m->sinks.add(&m->interrupt);  // last: a step is recorded before the run stops after it
+    } catch (const std::exception& e) {
+      fail(m->i, "run: " + std::string(e.what()));
+      m->s.reset();
+    }
+  }
+  std::erase_if(members, [](const std::unique_ptr<Member>& m) { return !m->s; });
+  if (members.empty()) return;
+  // ---- the batch: every run's prefill on its own, their decode steps in one pass ----
+  Transformer batch_model(members[0]->s->config, loaded->source->weights(), static_cast<int>(members.size()));
+  SampledBatch batch(batch_model);
+  for (auto& m : members) {
+    try {
+      const Tokenizer& tok = *m->s->tokenizer;
+      m->id = batch.add({*m->s->model, tok, *m->s->attention, m->s->sampler.get()}, tok.encode(m->opt.prompt, tok.add_bos(), false),
+                        m->opt.prompt, m->g, m->s->header, m->sinks, [](std::string_view) {});
+      m->added = true;
+    } catch (const std::exception& e) {
+      fail(m->i, "run: " + std::string(e.what()));
+      try {
+        m->writer->error(e.what());
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  batch.run_all();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(members.size());
+  // ---- each case's verdict, as after its own run ----
+  for (auto& m : members) {
+    Outcome& o = res[m->i];
+    if (!m->added) continue;
+    std::ofstream log(m->r.dir / "run.log");
+    log << "[glassbox] batched with " << members.size() - 1 << " other case(s) of this suite on " << m->opt.model << "\n";
+    for (const auto& w : m->warnings) log << "glassbox: warning: " << w << "\n";
+    try {
+      if (const auto err = batch.error(m->id)) {
+        try {
+          std::rethrow_exception(err);
+        } catch (const Interrupted& e) {
+          m->writer->interrupted(signal_name(e.signal));
+          throw;
+        } catch (const std::exception& e) {
+          m->writer->error(e.what());
+          throw Error("run: " + std::string(e.what()));
+        }
+      }
+      m->writer.reset();  // flushed and closed
+      judge_case(cases[m->i], m->r, o);
+    } catch (const std::exception& e) {
+      o.kind = Outcome::Error;
+      o.message = e.what();
+      log << "glassbox: error: " << e.what() << "\n";
+    }
+    o.seconds = seconds;
+  }
 }
 
 std::string xml(const std::string& s) {
@@ -443,6 +601,7 @@ std::string html_escape(const std::string& s) { return xml(s); }
 struct CheckArgs {
   std::string suite, junit, html, work;
   int jobs = 1;
+  int batch = 8;
   bool record = false;
 };
 
@@ -546,15 +705,35 @@ std::vector<bool> check_goldens(const std::vector<Case>& cases, bool record, std
 // The ready cases, --jobs at once; a signal stops them between cases.
 void run_cases(const CheckArgs& a, const std::vector<Case>& cases, const fs::path& work, const std::vector<bool>& ready,
                std::vector<Outcome>& res) {
+  // Units of work: a case alone (in a process of its own), or up to --batch cases on one model and
+  // tokenizer decoded together in this one, in the suite's order.
+  std::vector<std::vector<std::size_t>> units;
+  std::map<std::pair<std::string, std::string>, std::size_t> open_unit;  // (model, tokenizer) → its unit filling up
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    if (!ready[i]) continue;
+    if (a.record || a.batch < 2 || !batchable(cases[i])) {
+      units.push_back({i});
+      continue;
+    }
+    const auto key = std::make_pair(cases[i].model, cases[i].tokenizer);
+    const auto u = open_unit.find(key);
+    if (u != open_unit.end() && static_cast<int>(units[u->second].size()) < a.batch) {
+      units[u->second].push_back(i);
+    } else {
+      open_unit[key] = units.size();
+      units.push_back({i});
+    }
+  }
   std::atomic<std::size_t> next{0};
   auto worker = [&] {
-    for (std::size_t i; (i = next++) < cases.size();) {
+    for (std::size_t u; (u = next++) < units.size();) {
       if (interrupt_signal()) break;
-      if (ready[i]) res[i] = run_case(cases[i], work, a.record);
+      if (units[u].size() == 1) res[units[u][0]] = run_case(cases[units[u][0]], work, a.record);
+      else run_group(cases, units[u], work, res);
     }
   };
-  ThreadGroup pool("--jobs " + std::to_string(a.jobs), [&] { next = cases.size(); });  // (a refused thread: the rest stop)
-  for (int j = 0; j < std::min<int>(a.jobs, static_cast<int>(cases.size())); ++j) pool.start(worker);
+  ThreadGroup pool("--jobs " + std::to_string(a.jobs), [&] { next = units.size(); });  // (a refused thread: the rest stop)
+  for (int j = 0; j < std::min<int>(a.jobs, static_cast<int>(units.size())); ++j) pool.start(worker);
   pool.join();
 }
 
@@ -619,6 +798,11 @@ void add_check_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("check", "run a suite of golden cases (other engines' captures or glassbox traces); exit 0 all pass, 1 a regression, 2 the suite could not run");
   cmd->add_option("SUITE", a->suite, "the suite (YAML: cases: [{name, model, prompt, sampler, seed, max_tokens, golden, profile}, ...])")->required();
   cmd->add_option("--jobs,-j", a->jobs, "cases run at once (verdicts do not depend on it)")->check(CLI::Range(1, 256))->capture_default_str();
+  cmd->add_option("--batch,-b", a->batch,
+                  "cases on one model and tokenizer decoded together in this process, the weights read once per step for all "
+                  "(verdicts and traces do not depend on it; 1: every case in a process of its own; --replay cases and --record always are)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   cmd->add_option("--junit", a->junit, "write a JUnit XML report (GitLab, Jenkins, GitHub test-report actions read it)");
   cmd->add_option("--html", a->html, "write an HTML report into this folder: each failing case's first differing step, links to both traces in the viewer");
   cmd->add_option("--work", a->work, "keep each case's traces and logs in this folder (default: a temporary folder, removed afterwards; with --html, DIR/cases)");

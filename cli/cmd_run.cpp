@@ -24,14 +24,6 @@
 
 namespace glassbox::cli {
 
-// Forwards nothing; after each step, stops the run if SIGINT/SIGTERM arrived (interrupt.hpp).
-class InterruptSink final : public TraceSink {
- public:
-  void header(const RunHeader&) override { check_interrupt(); }
-  void step(const StepEvent&) override { check_interrupt(); }
-  void summary(const Summary&) override {}
-};
-
 // One line on stderr each time the context policy drops tokens, so the amnesia is seen, not only traced.
 class PolicyNotice final : public TraceSink {
  public:

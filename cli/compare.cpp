@@ -679,12 +679,7 @@ std::unique_ptr<Worker> make_worker(const Experiment& e) {
 }
 
 // Stops a run after a step once SIGINT/SIGTERM came (the command installs polled handlers: interrupt.hpp).
-class InterruptSink final : public TraceSink {
- public:
-  void header(const RunHeader&) override { check_interrupt(); }
-  void step(const StepEvent&) override { check_interrupt(); }
-  void summary(const Summary&) override {}
-} g_interrupt_sink;
+InterruptSink g_interrupt_sink;
 
 class NullSink final : public TraceSink {
  public:

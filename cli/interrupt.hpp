@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "glassbox/trace_events.hpp"
+
 namespace glassbox::cli {
 
 // Installs the handlers for a command that checks between steps (idempotent): the first signal sets
@@ -29,5 +31,14 @@ struct Interrupted : std::runtime_error {
 
 // Throws Interrupted when a signal has arrived.
 void check_interrupt();
+
+// A sink that stops a run after a step once SIGINT/SIGTERM came (its trace, added before it, has the
+// step): the last sink of run's, chat's, compare's and check's runs.
+class InterruptSink final : public TraceSink {
+ public:
+  void header(const RunHeader&) override { check_interrupt(); }
+  void step(const StepEvent&) override { check_interrupt(); }
+  void summary(const Summary&) override {}
+};
 
 }  // namespace glassbox::cli

@@ -486,6 +486,11 @@ BOOST_AUTO_TEST_CASE(suite_verdicts_junit_html_and_jobs) {
     return v;
   };
   BOOST_TEST(verdicts(one.out) == verdicts(two.out));
+  // --batch 1: every case in a process of its own (the default batches the 10 cases on stories260K, the
+  // replayed one aside): the same verdicts, to the last digit of each Δlogprob.
+  const auto solo = run_cli({"check", suite.string(), "--batch", "1"});
+  BOOST_TEST(solo.rc == 1);
+  BOOST_TEST(verdicts(one.out) == verdicts(solo.out));
   // JUnit XML as a CI reads it: Python's xml.etree, the counts and the failing case's message.
   const fs::path py = dir / "junit_check.py";
   gbtest::write_file(py,
@@ -565,6 +570,56 @@ BOOST_AUTO_TEST_CASE(record_a_seedless_sampled_case_into_a_new_folder_then_check
 
 // --record over a suite that holds other engines' captures: the glassbox goldens are written, the captures
 // left byte for byte as they were, exit 0 (it used to mark them as errors and exit 2).
+// check --batch (#41): seeded sampled cases on one model decode together in check's own process; each
+// case's trace is the one its own `glassbox run` writes (--batch 1), line for line but the timings and the
+// additive `batch` field; a case whose chain is bad is an error of its own, the others pass beside it.
+BOOST_AUTO_TEST_CASE(batched_cases_trace_as_their_own_runs) {
+  const fs::path dir = gbtest::temp_dir("check-batch");
+  std::string text = "cases:\n";
+  const char* chains[] = {"top-k:40,temperature:0.9", kDefault, "min-p:0.1,temperature:1.2", "greedy", "top-p:0.9,temperature:0.7"};
+  for (int i = 0; i < 5; ++i)
+    text += "  - name: c" + std::to_string(i) + "\n    model: toy\n    prompt: \"The weather today is " + std::string(i, '!') +
+            "\"\n    sampler: \"" + chains[i] + "\"\n    seed: " + std::to_string(7 + i) + "\n    max_tokens: " + std::to_string(8 + 3 * i) +
+            "\n    ignore_eos: true\n    golden: goldens/c" + std::to_string(i) + ".jsonl\n";
+  gbtest::write_file(dir / "suite.yaml", text);
+  const auto rec = run_cli({"check", (dir / "suite.yaml").string(), "--record"});
+  BOOST_TEST_REQUIRE(rec.rc == 0, rec.out << rec.err);
+  const auto batched = run_cli({"check", (dir / "suite.yaml").string(), "--work", (dir / "w8").string()});
+  BOOST_TEST(batched.rc == 0, batched.out << batched.err);
+  BOOST_TEST(batched.out.find("5 cases: 5 passed") != std::string::npos, batched.out);
+  const auto solo = run_cli({"check", (dir / "suite.yaml").string(), "--batch", "1", "--work", (dir / "w1").string()});
+  BOOST_TEST(solo.rc == 0, solo.out << solo.err);
+  BOOST_TEST(gbtest::read_file(dir / "w8" / "c0" / "run.log").find("batched with 4 other case(s)") != std::string::npos);
+  auto comparable = [](json line) {
+    for (const char* k : {"ms", "ttft_ms", "prefill_tok_s", "decode_tok_s", "wall_ms", "created", "time"}) line.erase(k);
+    if (line.contains("summary"))
+      for (const char* k : {"ttft_ms", "prefill_tok_s", "decode_tok_s"}) line["summary"].erase(k);
+    return line;
+  };
+  int batched_steps = 0;
+  for (int i = 0; i < 5; ++i) {
+    const std::string c = "c" + std::to_string(i);
+    const auto a = gbtest::read_jsonl(dir / "w8" / c / "new.jsonl"), b = gbtest::read_jsonl(dir / "w1" / c / "new.jsonl");
+    BOOST_TEST_REQUIRE(a.size() == b.size(), c);
+    for (std::size_t n = 0; n < a.size(); ++n) {
+      json ja = comparable(a[n]);
+      batched_steps += ja.contains("batch");
+      BOOST_TEST(!b[n].contains("batch"));
+      ja.erase("batch");
+      BOOST_TEST(ja == comparable(b[n]), c << " line " << n << "\nbatched: " << a[n].dump().substr(0, 400) << "\nalone:   " << b[n].dump().substr(0, 400));
+    }
+  }
+  BOOST_TEST(batched_steps >= 40);  // the decode steps shared a pass (8 + 11 + 14 + 17 + 20 steps, prefills aside)
+  // A case whose chain names an unknown stage: its error, on its line; the others still pass.
+  text += "  - name: bad\n    model: toy\n    prompt: \"The weather\"\n    sampler: \"top-q:3\"\n    seed: 1\n    golden: goldens/c0.jsonl\n";
+  gbtest::write_file(dir / "suite.yaml", text);
+  const auto bad = run_cli({"check", (dir / "suite.yaml").string()});
+  BOOST_TEST(bad.rc == 2, bad.out << bad.err);
+  BOOST_TEST(bad.out.find("ERROR bad: run: ") != std::string::npos, bad.out);
+  BOOST_TEST(bad.out.find("top-q") != std::string::npos, bad.out);
+  BOOST_TEST(bad.out.find("6 cases: 5 passed, 0 regressed, 1 could not run") != std::string::npos, bad.out);
+}
+
 BOOST_AUTO_TEST_CASE(record_leaves_other_engines_captures_alone) {
   const fs::path dir = gbtest::temp_dir("check-record-captures");
   const fs::path capture = dir / "capture.json";
