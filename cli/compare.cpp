@@ -761,23 +761,28 @@ Run do_run(Worker& w, const Experiment& e, int p, int s, int i, const std::strin
   return run.finish(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
 }
 
-// Samples i0 .. i0 + n - 1 of a sampled strategy over one prompt, decoded together (batched decode,
-// glassbox/batch.hpp): each its own seed, chain, store and trace, exactly as do_run would make them; the
-// weights read once per step for all. Each run's `ms` is its share of the batch's time.
-std::vector<Run> do_batch(Worker& w, const Experiment& e, int p, int s, const std::vector<int>& samples, const std::string& traces_dir,
+// Runs of sampled strategies over one prompt — rows[j] = (strategy, sample) — decoded together (batched
+// decode, glassbox/batch.hpp): each its own seed, chain, store and trace, exactly as do_run would make them;
+// the weights read once per step for all, the prompt prefilled by the first and copied by the others. Each
+// run's `ms` is its share of the batch's time.
+std::vector<Run> do_batch(Worker& w, const Experiment& e, int p, const std::vector<std::pair<int, int>>& rows, const std::string& traces_dir,
                           LensPoints lens) {
   const auto t0 = std::chrono::steady_clock::now();
   Session& ses = *w.session;
-  const int n = static_cast<int>(samples.size());
+  const int n = static_cast<int>(rows.size());
   if (!w.batch_model || w.batch_model->max_block() < n) w.batch_model = std::make_unique<Transformer>(ses.config, ses.source->weights(), n);
   if (w.row_chains.size() < e.strategies.size()) w.row_chains.resize(e.strategies.size());
   for (int j = static_cast<int>(w.row_models.size()) + 1; j < n; ++j) {
     w.row_models.push_back(std::make_unique<Transformer>(ses.config, ses.source->weights(), ses.model->max_block()));
     w.row_stores.push_back(ses.registry->make_attention(session_options(e).attention, ses.config.attention_shape()));
   }
-  for (int j = static_cast<int>(w.row_chains[s].size()) + 1; j < n; ++j) {
-    std::vector<std::string> warnings;  // reported once, by validate()
-    w.row_chains[s].push_back(make_chain(e, ses, e.strategies[s].chain, true, warnings));
+  // Row j ≥ 1 runs its strategy's chain number j - 1 (row 0, the session's own): made on first use.
+  for (int j = 1; j < n; ++j) {
+    auto& chains = w.row_chains[static_cast<std::size_t>(rows[j].first)];
+    while (static_cast<int>(chains.size()) < j) {
+      std::vector<std::string> warnings;  // reported once, by validate()
+      chains.push_back(make_chain(e, ses, e.strategies[rows[j].first].chain, true, warnings));
+    }
   }
   std::vector<std::unique_ptr<RunSetup>> runs;
   SampledBatch batch(*w.batch_model);
@@ -789,7 +794,8 @@ std::vector<Run> do_batch(Worker& w, const Experiment& e, int p, int s, const st
                     2);
   batch.use_prefix_cache(&cache);
   for (int j = 0; j < n; ++j) {
-    runs.push_back(std::make_unique<RunSetup>(w, e, p, s, samples[j], traces_dir, lens));
+    const auto [s, i] = rows[j];
+    runs.push_back(std::make_unique<RunSetup>(w, e, p, s, i, traces_dir, lens));
     RunSetup& r = *runs.back();
     const RunParts parts = j == 0 ? RunParts{*ses.model, tok, *ses.attention, w.chains[s].get()}
                                   : RunParts{*w.row_models[j - 1], tok, *w.row_stores[j - 1], w.row_chains[s][j - 1].get()};
@@ -860,7 +866,8 @@ std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::st
     const long long k = todo[at];
     if (!units.empty() && batched(strategy_of(k)) && static_cast<int>(units.back().size()) < opt.batch) {
       const long long prev = todo[units.back().back()];
-      if (strategy_of(prev) == strategy_of(k) && prompt_of(prev) == prompt_of(k)) {
+      // the sampled strategies over one prompt share a batch (and its prompt's prefill)
+      if (batched(strategy_of(prev)) && prompt_of(prev) == prompt_of(k)) {
         units.back().push_back(at);
         continue;
       }
@@ -884,9 +891,9 @@ std::vector<Run> run_sweep(const Experiment& e, const SweepOptions& opt, std::st
         if (unit.size() == 1) {
           out[unit[0]] = do_run(w, e, p, s, i, opt.traces_dir, opt.lens);
         } else {
-          std::vector<int> samples;
-          for (const std::size_t at : unit) samples.push_back(static_cast<int>(todo[at] % e.samples));
-          std::vector<Run> runs = do_batch(w, e, p, s, samples, opt.traces_dir, opt.lens);
+          std::vector<std::pair<int, int>> rows;  // (strategy, sample) per row
+          for (const std::size_t at : unit) rows.emplace_back(strategy_of(todo[at]), static_cast<int>(todo[at] % e.samples));
+          std::vector<Run> runs = do_batch(w, e, p, rows, opt.traces_dir, opt.lens);
           for (std::size_t j = 0; j < unit.size(); ++j) out[unit[j]] = std::move(runs[j]);
         }
       } catch (...) {

@@ -156,7 +156,8 @@ BOOST_AUTO_TEST_CASE(each_run_writes_a_valid_trace_that_matches_its_metrics) {
   }
 }
 
-// A sampled strategy's samples decode together (--batch, default 8): each sample's trace — every logit,
+// Sampled strategies' samples over one prompt decode together (--batch, default 8), a batch mixing strategies
+// where it spans two: each sample's trace — every logit,
 // stage, lens row — is the one it has decoded alone (--batch 1), timings aside (and the prefill's attention
 // work, where a sample copied the prompt's K/V from the batch's first).
 BOOST_AUTO_TEST_CASE(batched_samples_trace_as_samples_alone) {
@@ -167,10 +168,10 @@ BOOST_AUTO_TEST_CASE(batched_samples_trace_as_samples_alone) {
   for (int b = 0; b < 2; ++b) {
     const fs::path out = dir / (b ? "one" : "batched");
     const json j = compare_json(cat(stories_args(), {"--prompt", "Once upon a time", "--strategy", "top-k:40,temperature:0.9",
-                                                     "--strategy", "beam:2", "--samples", "5", "--max-tokens", "20", "--seed", "5",
-                                                     "--jobs", "1", "--batch", b ? "1" : "3", "--traces", out.string(),
-                                                     "--trace-lens", "all"}));
-    BOOST_TEST_REQUIRE(j["runs"].size() == 10u);
+                                                     "--strategy", "min-p:0.1,temperature:1.1", "--strategy", "beam:2", "--samples", "5",
+                                                     "--max-tokens", "20", "--seed", "5", "--jobs", "1", "--batch", b ? "1" : "3", "--traces",
+                                                     out.string(), "--trace-lens", "all"}));
+    BOOST_TEST_REQUIRE(j["runs"].size() == 15u);
     for (const auto& r : j["runs"]) {
       std::ifstream in(r["trace"].get<std::string>());
       std::string line;
@@ -192,11 +193,13 @@ BOOST_AUTO_TEST_CASE(batched_samples_trace_as_samples_alone) {
     }
   }
   BOOST_TEST(reused[1] == 0);  // --batch 1: every sample alone, nothing reused
-  BOOST_TEST(reused[0] == 3);  // two batches of the sampled strategy's 5 samples (3 + 2): 2 + 1 reuse the first's prompt
+  // the two sampled strategies' 10 samples in batches of 3, 3 (top-k's last two with min-p's first), 3 and 1
+  // (the beams decode alone): 2 + 2 + 2 reuse their batch's first prompt
+  BOOST_TEST(reused[0] == 6);
   for (const std::string& name : prefill_dots_erased)
     for (auto& l : traces[1][name])
       if (l.value("phase", "") == "prefill") l.erase("attention_dots");
-  BOOST_TEST_REQUIRE(traces[0].size() == 10u);
+  BOOST_TEST_REQUIRE(traces[0].size() == 15u);
   for (const auto& [name, lines] : traces[0]) {
     BOOST_TEST_REQUIRE(traces[1].count(name) == 1u, name);
     const auto& other = traces[1].at(name);
