@@ -1355,6 +1355,8 @@ class StepCollector final : public TraceSink {
       Json s = {{"step", e.step}, {"pos", e.pos}, {"id", e.token}, {"entropy", e.entropy}, {"prob", e.prob},
                 {"chain_prob", e.chain_prob}, {"top", list(e.top)}, {"stages", stages}, {"ms", e.ms}};
       if (e.kv) s["kv"] = {{"module", e.kv->module}, {"tokens", e.kv->tokens}, {"capacity", e.kv->capacity}, {"bytes", e.kv->bytes}};
+      if (e.batch > 1) s["batch"] = e.batch;  // the requests whose step shared this pass (the trace's `batch`)
+      if (e.prefix_reused > 0) s["prefix_reused"] = e.prefix_reused;
       pending_step = std::move(s);
     }
     if (e.kv) {

@@ -346,12 +346,18 @@ BOOST_AUTO_TEST_CASE(batched_slots_trace_as_glassbox_run) {
     for (int i = 0; i < 3; ++i)
       got.push_back(std::async(std::launch::async, [&, i] {
         auto c = s.client();
-        const json body = {{"prompt", prompts[i]}, {"n_predict", 20 + 7 * i}, {"seed", 50 + i}, {"stream", i == 1},
-                           {"trace", "full"}};
+        json body = {{"prompt", prompts[i]}, {"n_predict", 20 + 7 * i}, {"seed", 50 + i}, {"stream", i == 1},
+                     {"trace", "full"}};
+        if (i == 1) body["glassbox"] = {{"steps", true}};  // the page's view: each chunk's step says its batch
         auto r = c.Post("/completion", body.dump(), "application/json");
         if (!r || r->status != 200) return json{{"failed", r ? r->body : httplib::to_string(r.error())}};
         if (i != 1) return json::parse(r->body);
-        return sse_events(r->body).back();
+        const auto events = sse_events(r->body);
+        json last = events.back();
+        last["batch_per_step"] = json::array();  // each streamed step's `batch` (0: alone)
+        for (const auto& e : events)
+          if (e.contains("glassbox") && e["glassbox"].contains("step")) last["batch_per_step"].push_back(e["glassbox"]["step"].value("batch", 0));
+        return last;
       }));
     for (int i = 0; i < 3; ++i) {
       const json served = got[i].get();
@@ -368,9 +374,11 @@ BOOST_AUTO_TEST_CASE(batched_slots_trace_as_glassbox_run) {
       std::ifstream b(dir / "t.jsonl");
       std::string la, lb;
       int n = 0;
+      json trace_batch = json::array();  // each step's `batch` in the served trace (0: alone)
       while (std::getline(a, la)) {
         BOOST_TEST_REQUIRE(static_cast<bool>(std::getline(b, lb)), "request " << i << ": the run's trace ends at line " << n);
         json ja = comparable(json::parse(la)), jb = comparable(json::parse(lb));
+        if (ja.contains("phase")) trace_batch.push_back(ja.value("batch", 0));  // a step line
         if (batched && ja.contains("batch")) ++batched_steps;
         ja.erase("batch");  // the served step's pass (additive: absent when it ran alone)
         if (ja.contains("prefix_reused")) {  // the prefill copied the first positions' K/V: less attention done
@@ -391,6 +399,8 @@ BOOST_AUTO_TEST_CASE(batched_slots_trace_as_glassbox_run) {
         ++n;
       }
       BOOST_TEST(!std::getline(b, lb), "the run's trace is longer");
+      // the streamed steps say the batch their trace records (the class-room page shows it)
+      if (i == 1) BOOST_TEST(served["batch_per_step"] == trace_batch, served["batch_per_step"].dump() << "\n" << trace_batch.dump());
       if (!batched) BOOST_TEST(batched_steps == 0);
       BOOST_TEST(n >= 10);
     }
