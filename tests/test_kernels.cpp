@@ -696,12 +696,15 @@ BOOST_DATA_TEST_CASE(reference_types_matmul_is_vec_dot_per_row_on_any_thread_cou
 // blocks after the 512-bit Q8_0 kernel's 4-block steps. 5 and 9 activation rows: Q4_0/Q5_0 prefill
 // takes 4 or 8 of them per weight row (by kernel set), then the rest one at a time.
 BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
-                     bdata::make({"Q8_0", "Q4_0", "Q5_0"}) * bdata::make({std::size_t{29}, std::size_t{64}}) *
+                     bdata::make({"Q8_0", "Q4_0", "Q5_0", "IQ4_NL"}) * bdata::make({std::size_t{29}, std::size_t{64}}) *
                          bdata::make({std::size_t{256}, std::size_t{288}, std::size_t{320}, std::size_t{352}}),
                      type_name, d, kdim) {
   const SplitEveryProduct split;
   const std::string tn(type_name);
-  const auto type = tn == "Q8_0" ? glassbox::DType::Q8_0 : tn == "Q4_0" ? glassbox::DType::Q4_0 : glassbox::DType::Q5_0;
+  const auto type = tn == "Q8_0"   ? glassbox::DType::Q8_0
+                    : tn == "Q4_0" ? glassbox::DType::Q4_0
+                    : tn == "Q5_0" ? glassbox::DType::Q5_0
+                                   : glassbox::DType::IQ4_NL;
   const std::size_t n = 9;
   auto wf = randv(d * kdim, 21), x = randv(n * kdim, 22);
   std::vector<std::byte> bytes;

@@ -1307,6 +1307,88 @@ void w_tiles(float* out, const std::byte* w, std::size_t wrb, const std::byte* x
     }
   }
 }
+
+// ---- IQ4_NL, several activation rows without VNNI: one float chain per output, 8 outputs in lanes ----
+// IQ4_NL's vec_dot (dot_iq4_nl_simd) sums each block's integers exactly, then adds float(Σ q·y)·(d_x·d_y)
+// to one float, block after block. Here the 8 outputs of a 2-row × 4-token tile are the 8 lanes of one
+// vector: each weight block is looked up (the 16-level table, one byte shuffle) and widened once per
+// tile, each pair's 8 integer lanes (the widened tiles' madds) are summed across lanes for all 8 pairs
+// at once (4 cross-lane adds and 2 rounds of hadd: exact, integers), and lane k then takes pair k's step
+// of the chain with the same roundings as the scalar loop — so every output is its row's vec_dot.
+__m256i bytes_iq4_nl(const block_iq4_nl& x) {
+  const __m128i table = _mm_load_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl));
+  const __m128i q = load16(x.qs);
+  return _mm256_set_m128i(_mm_shuffle_epi8(table, hi_nibbles(q)), _mm_shuffle_epi8(table, lo_nibbles(q)));
+}
+
+// Lane k of the result: the sum of v[k]'s 8 int32 lanes (k = 0..7).
+__m256i lane_sums8(const __m256i v[8]) {
+  __m256i u[4];
+  for (int p = 0; p < 4; ++p)
+    u[p] = _mm256_add_epi32(_mm256_permute2x128_si256(v[2 * p], v[2 * p + 1], 0x20), _mm256_permute2x128_si256(v[2 * p], v[2 * p + 1], 0x31));
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(u[0], u[1]), _mm256_hadd_epi32(u[2], u[3]));  // v0 v2 v4 v6 v1 v3 v5 v7
+  return _mm256_permutevar8x32_epi32(h, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+// R ≤ 2 weight rows × T ≤ 4 activation rows of the pack: out[t·d + r]; lane r·4 + t holds pair (r, t).
+template <int R, int T>
+void chain_tile(float* out, std::size_t d, const std::byte* w, std::size_t wrb, const YWide* pack, std::size_t nb) {
+  __m256 s = _mm256_setzero_ps();
+  for (std::size_t b = 0; b < nb; ++b) {
+    __m256i v[8];
+    float dx[2] = {0.0f, 0.0f}, dy[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    GB_UNROLL for (int k = 0; k < 8; ++k) v[k] = _mm256_setzero_si256();
+    GB_UNROLL for (int t = 0; t < T; ++t) dy[t] = pack[t * nb + b].d[0];
+    GB_UNROLL for (int r = 0; r < R; ++r) {
+      const block_iq4_nl& x = reinterpret_cast<const block_iq4_nl*>(w + r * wrb)[b];
+      const __m256i q = bytes_iq4_nl(x);
+      const __m256i xl = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), xh = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
+      dx[r] = fp16(x.d);
+      GB_UNROLL for (int t = 0; t < T; ++t) {
+        const YWide& y = pack[t * nb + b];
+        v[r * 4 + t] = _mm256_add_epi32(_mm256_madd_epi16(xl, _mm256_load_si256(reinterpret_cast<const __m256i*>(y.lo))),
+                                        _mm256_madd_epi16(xh, _mm256_load_si256(reinterpret_cast<const __m256i*>(y.hi))));
+      }
+    }
+    const __m256 sumi = _mm256_cvtepi32_ps(lane_sums8(v));
+    const __m256 dxy = _mm256_mul_ps(_mm256_setr_ps(dx[0], dx[0], dx[0], dx[0], dx[1], dx[1], dx[1], dx[1]),
+                                     _mm256_setr_ps(dy[0], dy[1], dy[2], dy[3], dy[0], dy[1], dy[2], dy[3]));
+    // s += float(sumi) · (d_x·d_y) in one rounding: the x86 sets are compiled with GCC's default contraction
+    // (only quant.cpp and the other architectures have -ffp-contract=off), which fuses vec_dot's scalar
+    // s += a·b into one FMA; the test quantized_matmul_is_vec_dot_per_row holds the two together.
+    s = _mm256_fmadd_ps(sumi, dxy, s);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  GB_UNROLL for (int r = 0; r < R; ++r) GB_UNROLL for (int t = 0; t < T; ++t) out[static_cast<std::size_t>(t) * d + r] = lanes[r * 4 + t];
+}
+
+using ChainTile = void (*)(float*, std::size_t, const std::byte*, std::size_t, const YWide*, std::size_t);
+template <int R, int T>
+ChainTile pick_chain(int r, int t) {
+  if constexpr (R > 1)
+    if (r < R) return pick_chain<R - 1, T>(r, t);
+  if constexpr (T > 1)
+    if (t < T) return pick_chain<R, T - 1>(r, t);
+  return &chain_tile<R, T>;
+}
+
+void iq4_nl_tiles(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n, std::size_t nb,
+                  std::size_t d, std::size_t i0, std::size_t i1) {
+  static thread_local std::vector<YWide> pack;
+  if (pack.size() < n * nb) pack.resize(n * nb);
+  pack_wide(pack.data(), xq, xrb, n, nb);
+  for (std::size_t s = 0; s < n; s += kWideSweep) {
+    const std::size_t s1 = std::min(n, s + kWideSweep);
+    for (std::size_t i = i0; i < i1; i += 2) {
+      const int rows = static_cast<int>(std::min<std::size_t>(2, i1 - i));
+      for (std::size_t t = s; t < s1; t += 4) {
+        const int tt = static_cast<int>(std::min<std::size_t>(4, s1 - t));
+        pick_chain<2, 4>(rows, tt)(out + t * d + i, d, w + i * wrb, wrb, pack.data() + t * nb, nb);
+      }
+    }
+  }
+}
 #define GB_HAVE_WIDE_TILES 1
 #endif
 
@@ -1988,6 +2070,7 @@ void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, con
     if (wt == DType::Q8_0) return w_tiles<block_q8_0, 2, bytes_q8_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1);
     if (wt == DType::Q4_0) return w_tiles<block_q4_0, 1, unpack_q4_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1);
     if (wt == DType::Q5_0) return w_tiles<block_q5_0, 1, unpack_q5_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1);
+    if (wt == DType::IQ4_NL) return iq4_nl_tiles(out, w, wrb, xq, xrb, n, nb, d, i0, i1);
   }
 #endif
   if (wt == DType::Q8_0) return q_matmul<block_q8_0, 2, prod_q8_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q8_offset());
