@@ -696,7 +696,7 @@ BOOST_DATA_TEST_CASE(reference_types_matmul_is_vec_dot_per_row_on_any_thread_cou
 // blocks after the 512-bit Q8_0 kernel's 4-block steps. 5 and 9 activation rows: Q4_0/Q5_0 prefill
 // takes 4 or 8 of them per weight row (by kernel set), then the rest one at a time.
 BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
-                     bdata::make({"Q8_0", "Q4_0", "Q5_0", "IQ4_NL"}) * bdata::make({std::size_t{29}, std::size_t{64}}) *
+                     bdata::make({"Q8_0", "Q4_0", "Q5_0", "IQ4_NL", "Q4_1", "Q5_1"}) * bdata::make({std::size_t{29}, std::size_t{64}}) *
                          bdata::make({std::size_t{256}, std::size_t{288}, std::size_t{320}, std::size_t{352}}),
                      type_name, d, kdim) {
   const SplitEveryProduct split;
@@ -704,6 +704,8 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
   const auto type = tn == "Q8_0"   ? glassbox::DType::Q8_0
                     : tn == "Q4_0" ? glassbox::DType::Q4_0
                     : tn == "Q5_0" ? glassbox::DType::Q5_0
+                    : tn == "Q4_1" ? glassbox::DType::Q4_1
+                    : tn == "Q5_1" ? glassbox::DType::Q5_1
                                    : glassbox::DType::IQ4_NL;
   const std::size_t n = 9;
   auto wf = randv(d * kdim, 21), x = randv(n * kdim, 22);
@@ -715,7 +717,7 @@ BOOST_DATA_TEST_CASE(quantized_matmul_is_vec_dot_per_row,
     std::vector<std::byte> xq(n * xrb);
     std::vector<float> ref(n * d), out(n * d), one(d);
     for (std::size_t t = 0; t < n; ++t) {
-      glassbox::quant::quantize_activation(glassbox::DType::Q8_0, x.data() + t * kdim, xq.data() + t * xrb, kdim);
+      glassbox::quant::quantize_activation(glassbox::quant::vec_dot_type(type), x.data() + t * kdim, xq.data() + t * xrb, kdim);
       for (std::size_t i = 0; i < d; ++i) ref[t * d + i] = glassbox::quant::vec_dot(type, kdim, bytes.data() + i * glassbox::row_bytes(type, kdim), xq.data() + t * xrb);
     }
     for (int th : thread_counts({1, 2, 3})) {
