@@ -26,7 +26,7 @@ int SharedKvPool::join(std::size_t block_floats, int block_positions, const std:
     block_floats_ = block_floats;
     block_positions_ = block_positions;
     total_ = static_cast<int>(n);
-    store_.assign(block_floats_ * static_cast<std::size_t>(total_), 0.0f);
+    store_.reset(new float[block_floats_ * static_cast<std::size_t>(total_)]);
     free_.reserve(static_cast<std::size_t>(total_));
     for (int i = total_ - 1; i >= 0; --i) free_.push_back(i);
   } else if (block_floats != block_floats_ || block_positions != block_positions_) {

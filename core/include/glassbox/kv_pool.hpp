@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -23,7 +24,7 @@ class SharedKvPool final : public KvBlockPool {
   int join(std::size_t block_floats, int block_positions, const std::string& who) override;
   int take() override;
   void give(int block) override;
-  float* data(int block) override { return store_.data() + static_cast<std::size_t>(block) * block_floats_; }
+  float* data(int block) override { return store_.get() + static_cast<std::size_t>(block) * block_floats_; }
   int total() const override;
   int used() const override;
 
@@ -44,7 +45,9 @@ class SharedKvPool final : public KvBlockPool {
   int block_positions_ = 0;
   int total_ = 0, reserved_ = 0;
   std::vector<int> free_;     // a stack: the lowest index on top
-  std::vector<float> store_;  // (total, block_floats)
+  // (total, block_floats), left uninitialised: a block's pages are committed when a store first writes them, so
+  // a large pool costs memory only as far as it is used (every position is written before it is read).
+  std::unique_ptr<float[]> store_;
 };
 
 }  // namespace glassbox
