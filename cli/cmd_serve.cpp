@@ -28,6 +28,11 @@ void add_serve_command(CLI::App& app) {
                   "copies it instead of prefilling it again; with continuous batching (0: off)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--kv-pool", o->kv_pool_mib,
+                  "MiB of K/V blocks shared by every request when --attention is paged; a request waits in the queue until "
+                  "its blocks fit (0: as many blocks as --parallel contexts need)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--queue", o->queue, "requests that wait for a slot; beyond them: 503 (0..4096)")->capture_default_str();
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' on every endpoint but / and /health");
   cmd->add_option("--trace-dir", o->trace_dir, "keep every request's trace here (default: a temporary folder, the newest --trace-keep kept)");
@@ -48,6 +53,7 @@ void add_serve_command(CLI::App& app) {
     for (const auto& [key, value] : ro.tokenizer.params) o->tokenizer = value;  // (only "path" is left)
     o->threads = ro.threads;
     o->context = ro.context;
+    o->attention = ro.attention;
     o->pace_ms = ro.pace_ms;
     o->plugin_path = ro.plugin_path;
     o->draft_model = ro.draft_model;

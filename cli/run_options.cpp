@@ -185,7 +185,7 @@ void add_pipeline_options(std::vector<RunOption>& t) {
                     integer(&RunOptions::context, 1, 1 << 24)));
   t.push_back(entry({.key = "attention", .flags = "--attention", .value_name = "SPEC",
                      .help = "attention plugin, NAME or NAME:VALUE; in YAML also a map with 'name'", .default_text = "kv-cache",
-                     .example = "kv-cache:64", .commands = kShared},
+                     .example = "kv-cache:64", .commands = kShared | kServe},
                     {K::Value, "",
                      [](RunOptions& o, const YAML::Node& v, const std::string& where) { o.attention = yaml_plugin(v, where, "attention"); },
                      [](const RunOptions& o) { return o.attention.to_string(); }}));

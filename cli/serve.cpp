@@ -40,6 +40,7 @@
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
+#include "glassbox/kv_pool.hpp"
 #include "glassbox/run_spec.hpp"
 #include "glassbox/speculative.hpp"
 #include "glassbox/structured_input.hpp"
@@ -600,6 +601,8 @@ bool valid_utf8(std::string_view s) {
 }
 
 // ---- slots: --parallel requests decode, --queue wait, the rest get 503 ----
+// With a shared KV pool (--kv-pool), a slot goes to a request only with the blocks it can ever hold reserved:
+// the queue waits for both, so that no admitted request finds the pool empty.
 class Slots {
  public:
   Slots(int parallel, int queue) : queue_(queue) {
@@ -609,24 +612,33 @@ class Slots {
   // The trace writer's step copies of slot `id`, kept from one request to the next (writer.hpp), so that
   // a request's steps allocate nothing once the slot has served one: for its holder alone.
   traces::StepCopies& step_copies(int id) { return *copies_.at(static_cast<std::size_t>(id)); }
-  // A slot id, or -1 when the queue is full (503) or the server is stopping.
-  int acquire(const std::atomic<int>& stopping) {
+  // The shared KV pool whose blocks admission reserves (null: none). Set before the first acquire.
+  void use_pool(SharedKvPool* pool) { pool_ = pool; }
+  // A slot id with `blocks` of the pool reserved for it, or -1 when the queue is full (503) or the server is
+  // stopping. Reservations change only here, under the lock.
+  int acquire(const std::atomic<int>& stopping, int blocks = 0) {
     std::unique_lock lock(m_);
-    if (ids_.empty() && waiting_ >= queue_) return -1;
+    const auto fits = [&] { return !ids_.empty() && (!pool_ || pool_->reserved() + blocks <= pool_->total()); };
+    if (!fits() && waiting_ >= queue_) return -1;
     ++waiting_;
-    cv_.wait(lock, [&] { return !ids_.empty() || stopping.load() != 0; });
+    cv_.wait(lock, [&] { return fits() || stopping.load() != 0; });
     --waiting_;
     if (stopping.load() != 0) return -1;
+    if (pool_ && blocks > 0) pool_->reserve(blocks);
     const int id = ids_.back();
     ids_.pop_back();
     return id;
   }
-  void release(int id) {
+  // Slot `id` and its reserved blocks are free again (its KV store must have given its blocks back).
+  void release(int id, int blocks = 0) {
     {
       std::lock_guard lock(m_);
       ids_.push_back(id);
+      if (pool_ && blocks > 0) pool_->unreserve(blocks);
     }
-    cv_.notify_one();
+    // Every waiter: which one fits now depends on the blocks each needs.
+    if (pool_) cv_.notify_all();
+    else cv_.notify_one();
   }
   void wake_all() { cv_.notify_all(); }
   int waiting() {
@@ -641,15 +653,24 @@ class Slots {
   int waiting_ = 0;
   int queue_;
   std::vector<std::unique_ptr<traces::StepCopies>> copies_;  // (parallel)
+  SharedKvPool* pool_ = nullptr;
 };
 
 struct SlotGuard {
-  SlotGuard(Slots& s, int i) : slots(s), id(i) {}
+  SlotGuard(Slots& s, int i, int b = 0) : slots(s), id(i), blocks(b) {}
   SlotGuard(const SlotGuard&) = delete;
   SlotGuard& operator=(const SlotGuard&) = delete;
-  ~SlotGuard() { slots.release(id); }
+  ~SlotGuard() { slots.release(id, blocks); }
   Slots& slots;
   int id;
+  int blocks;  // of the shared KV pool, reserved for the slot's request
+};
+
+// A request's pipeline with its slot: the pipeline (and its KV store's blocks) goes first, then the slot and
+// its reservation, whoever drops the last reference (the stream's provider holds both).
+struct AdmittedPipeline {
+  std::shared_ptr<SlotGuard> guard;
+  std::unique_ptr<Pipeline> pipeline;  // declared last: destroyed first
 };
 
 // The traces of served requests: --trace-dir, or a private temporary folder of which the newest
@@ -838,6 +859,7 @@ class Server {
   std::time_t started_ = std::time(nullptr);
   int context_ = 0;
   bool dry_ = false;
+  std::shared_ptr<SharedKvPool> kv_pool_;  // --attention paged: the blocks every request's store takes (null: none)
   Config batch_config_;                // the batch's activations are over it (declared before batch_: outlives it)
   std::unique_ptr<BatchLoop> batch_;   // continuous batching (null: --parallel 1, --no-batch, --pace)
 };
@@ -1266,6 +1288,7 @@ GenRequest Server::parse(const nlohmann::json& body, GenRequest::Api api) {
   }
   r.spec.ignore_eos = get_bool(body, "ignore_eos", false);
   r.spec.context = context_;
+  r.spec.attention = opt_.attention;  // --attention: every request the same module (a shared pool needs one block size)
   r.spec.sampler = chain_from_fields(body, api, r.chain);
   if (auto g = grammar_from_fields(body, api)) r.spec.extra_stages.push_back(std::move(*g));
   if (const auto* ex = field(body, "glassbox")) {
@@ -1598,17 +1621,31 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
     res.set_content(R"({"parsed":true})", "application/json; charset=utf-8");
     return;
   }
-  const int slot = slots_.acquire(stopping_);
+  // With a shared KV pool, the blocks the request can ever hold: its prompt and n_predict (and a draft's round
+  // beyond them), at most the context. A request the whole pool cannot hold is refused now, not queued forever.
+  int blocks = 0;
+  if (kv_pool_) {
+    const std::int64_t spec_ahead = draft_ ? opt_.draft_tokens + 1 : 0;
+    const std::int64_t positions = std::min<std::int64_t>(static_cast<std::int64_t>(r->ids.size()) + r->n_predict + spec_ahead, context_);
+    blocks = kv_pool_->blocks_for(positions);
+    if (blocks > kv_pool_->total())
+      throw HttpError(400, "the request may hold " + std::to_string(positions) + " KV positions (prompt " + std::to_string(r->ids.size()) +
+                               " + n_predict " + std::to_string(r->n_predict) + "), " + std::to_string(blocks) + " blocks of " +
+                               std::to_string(kv_pool_->block_positions()) + ", but the server's KV pool has " +
+                               std::to_string(kv_pool_->total()) + " blocks in all (--kv-pool): ask for fewer tokens");
+  }
+  const int slot = slots_.acquire(stopping_, blocks);
   if (slot < 0) {
     ++metrics_.rejected;
-    throw HttpError(503, stopping_ ? "the server is stopping" : "the server is busy: every slot is decoding and the queue is full; try again later",
+    throw HttpError(503, stopping_ ? "the server is stopping" : "the server is busy: every slot is decoding (or the KV pool is promised away) and the queue is full; try again later",
                     "unavailable_error");
   }
-  auto guard = std::make_shared<SlotGuard>(slots_, slot);
+  auto guard = std::make_shared<SlotGuard>(slots_, slot, blocks);
   // The pipeline (activations, KV store) only once a slot is ours: a queue of waiting requests holds no memory.
   std::shared_ptr<Pipeline> p;
   try {
-    p = build_pipeline(model_, r->spec, warnings);
+    auto held = std::make_shared<AdmittedPipeline>(AdmittedPipeline{guard, build_pipeline(model_, r->spec, warnings, kv_pool_)});
+    p = std::shared_ptr<Pipeline>(held, held->pipeline.get());
   } catch (const Error& e) {
     throw refused(e);
   }
@@ -1932,6 +1969,11 @@ std::string Server::metrics_text() {
          static_cast<double>(pc.reused_positions));
   metric("prefix_cache_entries", "gauge", "Prompts whose K/V the prefix cache holds now.", static_cast<double>(pc.entries));
   metric("prefix_cache_bytes", "gauge", "Bytes of K/V the prefix cache holds now (at most --prefix-cache MiB).", static_cast<double>(pc.bytes));
+  metric("kv_blocks_total", "gauge", "Blocks in the shared KV pool (--kv-pool; 0: the attention module keeps no shared blocks).",
+         kv_pool_ ? static_cast<double>(kv_pool_->total()) : 0.0);
+  metric("kv_blocks_used", "gauge", "Blocks of the shared KV pool holding a request's K/V now.", kv_pool_ ? static_cast<double>(kv_pool_->used()) : 0.0);
+  metric("kv_blocks_reserved", "gauge", "Blocks of the shared KV pool promised to the requests admitted (what each can ever hold).",
+         kv_pool_ ? static_cast<double>(kv_pool_->reserved()) : 0.0);
   metric("kv_cache_usage_ratio", "gauge", "KV positions held / (slots × context).",
          context_ ? static_cast<double>(metrics_.kv_tokens.load()) / (static_cast<double>(opt_.parallel) * context_) : 0.0);
   return m.str();
@@ -1949,9 +1991,25 @@ void Server::load() {
   RunSpec probe;
   probe.context = opt_.context;
   probe.sampler = {{"greedy", {}}};
+  probe.attention = opt_.attention;
   auto p = build_pipeline(model_, probe, warnings);
   context_ = p->config.seq_len;
   for (const auto& w : warnings) warn(w);
+  // The shared KV pool: an attention module that keeps its K/V in blocks joins it (the probe's store, built
+  // over it, fixes its block size and allocates it); one that does not (kv-cache, sliding-window, recompute)
+  // keeps its own store per request, and then --kv-pool has nothing to size.
+  {
+    auto pool = std::make_shared<SharedKvPool>(static_cast<std::size_t>(opt_.kv_pool_mib) << 20, opt_.parallel, context_);
+    std::vector<std::string> ignored;
+    build_pipeline(model_, probe, ignored, pool);
+    if (pool->total() > 0) {
+      kv_pool_ = std::move(pool);
+      slots_.use_pool(kv_pool_.get());
+    } else if (opt_.kv_pool_mib > 0) {
+      throw ConfigError("--kv-pool " + std::to_string(opt_.kv_pool_mib) + ": attention '" + opt_.attention.to_string() +
+                        "' keeps no blocks to share (a shared pool is for a paged module, e.g. --attention paged:16)");
+    }
+  }
   if (!model_->tokenizer) throw ConfigError("--model " + opt_.model + ": serving needs a vocabulary");
   // Speculative decoding's draft, loaded once and checked as run checks it: the same vocabulary.
   if (!opt_.draft_model.empty()) {

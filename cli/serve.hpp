@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "glassbox/registry.hpp"
+
 namespace glassbox::cli {
 
 struct ServeOptions {
@@ -19,6 +21,10 @@ struct ServeOptions {
   int parallel = 1;               // requests decoding at once, each with its own KV store
   bool batch = true;              // with parallel > 1: the slots' decode steps share one forward pass (continuous batching)
   int prefix_cache_mib = 256;     // batched: K/V of recent prompts kept for prompts that begin the same way (0: none)
+  PluginSpec attention{"kv-cache", {}};  // every request's attention module (--attention)
+  // A paged attention module's blocks come from one pool all requests share, of this many MiB (0: as many blocks
+  // as --parallel contexts need; docs/serve.md "Shared KV pool"); a request is admitted when its blocks fit.
+  int kv_pool_mib = 0;
   int queue = 16;                 // requests waiting for a slot before 503
   std::string api_key;            // non-empty: every endpoint but /health and / needs Authorization: Bearer KEY
   std::string trace_dir;          // where traces are kept (empty: a private temporary folder, newest trace_keep kept)

@@ -11,6 +11,7 @@
 #include "glassbox/engine.hpp"
 #include "glassbox/error.hpp"
 #include "glassbox/kernels.hpp"
+#include "glassbox/kv_pool.hpp"
 #include "glassbox/model.hpp"
 #include "glassbox/pipeline.hpp"
 #include "glassbox/registry.hpp"
@@ -250,6 +251,90 @@ BOOST_AUTO_TEST_CASE(paged_reports_blocks_and_returns_them_all) {
   BOOST_TEST(end.blocks_used == 0);
   BOOST_TEST(end.blocks_free == pool);
   BOOST_TEST(end.bytes == 0);
+}
+
+// serve --kv-pool (#41): paged stores whose blocks come from one SharedKvPool. Each store's K/V and state
+// (block table, free blocks: its trace) are those of a store with a pool of its own; the shared pool runs
+// out for the store that asks too much, with the pool named, and the other store's K/V stay as they were;
+// every block comes back when a store is cleared or destroyed; a store of another block size cannot join.
+BOOST_AUTO_TEST_CASE(paged_stores_share_one_pool_and_give_every_block_back) {
+  const auto& c = stories().ckpt->config();
+  const auto shape = c.attention_shape();
+  const std::size_t block_bytes = std::size_t(c.n_layers) * 2 * 4 * c.kv_dim() * sizeof(float);
+  auto pool = std::make_shared<glassbox::SharedKvPool>(5 * block_bytes, 1, 1);  // 5 blocks of 4 positions
+  glassbox::PluginContext ctx;
+  ctx.attention = shape;
+  ctx.kv_pool = pool;
+  const auto spec = glassbox::parse_plugin_spec("paged:4", "attention");
+  auto a = stories().reg.make<glassbox::KvStore>(spec, ctx);
+  auto b = stories().reg.make<glassbox::KvStore>(spec, ctx);
+  auto alone = stories().reg.make_attention(spec, shape);  // its own pool, as `glassbox run`
+  BOOST_TEST(pool->total() == 5);
+  BOOST_TEST(pool->used() == 0);
+  const int kvd = shape.kv_dim();
+  auto rows = [&](int n, float base) {
+    std::vector<float> r(static_cast<std::size_t>(n) * kvd);
+    for (std::size_t i = 0; i < r.size(); ++i) r[i] = base + static_cast<float>(i);
+    return r;
+  };
+  auto write = [&](glassbox::KvStore& s, int pos, int n, float base) {
+    const auto k = rows(n, base), v = rows(n, -base);
+    for (int l = 0; l < shape.n_layers; ++l) s.write(l, pos, n, k.data(), v.data());
+  };
+  auto held = [&](glassbox::KvStore& s) {  // every layer's keys and values, in position order
+    std::vector<float> out;
+    for (int l = 0; l < shape.n_layers; ++l) {
+      std::vector<glassbox::KvSpan> spans;
+      s.view(l, spans);
+      for (const auto& sp : spans) {
+        out.insert(out.end(), sp.k, sp.k + static_cast<std::ptrdiff_t>(sp.count) * kvd);
+        out.insert(out.end(), sp.v, sp.v + static_cast<std::ptrdiff_t>(sp.count) * kvd);
+      }
+    }
+    return out;
+  };
+  write(*a, 0, 6, 1000.0f);  // 2 blocks
+  write(*alone, 0, 6, 1000.0f);
+  write(*b, 0, 9, 5000.0f);  // 3 blocks: the pool is full
+  BOOST_TEST(pool->used() == 5);
+  const auto a_before = held(*a);
+  BOOST_TEST(a_before == held(*alone));
+  // The shared store's state is its own pool's: the same record as the store alone (its trace is run's).
+  const auto sa = a->state(), sl = alone->state();
+  BOOST_TEST(sa.block_table == sl.block_table);
+  BOOST_TEST(sa.blocks_free == sl.blocks_free);
+  BOOST_TEST(sa.blocks_used == sl.blocks_used);
+  BOOST_TEST(sa.bytes == sl.bytes);
+  BOOST_TEST(sa.capacity == sl.capacity);
+  // b asks for a 4th block: the shared pool is exhausted; a clear error, and a's K/V untouched.
+  try {
+    write(*b, 9, 4, 9000.0f);
+    BOOST_FAIL("a write past the shared pool did not throw");
+  } catch (const glassbox::InputError& e) {
+    BOOST_TEST(std::string(e.what()).find("all 5 blocks of the shared KV pool are in use") != std::string::npos, e.what());
+  }
+  BOOST_TEST(held(*a) == a_before);
+  BOOST_TEST(pool->used() == 5);
+  // Removing positions gives blocks back; clear gives them all back; a destroyed store too.
+  b->remove(0, 5);  // 4 positions left: 1 block
+  BOOST_TEST(pool->used() == 3);
+  write(*a, 6, 6, 2000.0f);  // a grows into b's returned blocks: 3 blocks
+  write(*alone, 6, 6, 2000.0f);
+  BOOST_TEST(held(*a) == held(*alone));
+  BOOST_TEST(pool->used() == 4);
+  b->clear();
+  BOOST_TEST(pool->used() == 3);
+  a.reset();
+  BOOST_TEST(pool->used() == 0);
+  // Another block size cannot join the pool.
+  BOOST_CHECK_EXCEPTION(stories().reg.make<glassbox::KvStore>(glassbox::parse_plugin_spec("paged:8", "attention"), ctx),
+                        glassbox::ConfigError, [](const glassbox::ConfigError& e) {
+                          return std::string(e.what()).find("blocks hold 4 positions") != std::string::npos;
+                        });
+  // A store that keeps one contiguous array ignores the pool.
+  auto flat = stories().reg.make<glassbox::KvStore>(glassbox::parse_plugin_spec("kv-cache", "attention"), ctx);
+  write(*flat, 0, 8, 1.0f);
+  BOOST_TEST(pool->used() == 0);
 }
 
 // Attention work: kv-cache attends to pos+1 positions per head and layer; recompute re-runs every

@@ -1597,4 +1597,137 @@ BOOST_AUTO_TEST_CASE(load_and_abuse) {
   fs::remove_all(dir);
 }
 
+// A shared KV pool (#41): `--attention paged:16 --kv-pool 1` gives stories260K 51 blocks of 16 positions; a
+// request of ~385 prompt tokens and n_predict 30 may hold 26, so two never fit at once. Batched, two such
+// requests sent together are served one after the other (no step of either trace ran in a pass of two), each
+// with `glassbox run --attention paged:16`'s trace; paced, a third request, while one decodes and one waits in
+// the queue (--queue 1), gets 503; a stream whose client hangs up gives its blocks back. The pool ends empty.
+BOOST_AUTO_TEST_CASE(a_shared_kv_pool_admits_requests_as_their_blocks_fit) {
+  std::string prompt = "Once upon a time";
+  for (int i = 0; i < 380; ++i) prompt += " and";
+  auto value = [](httplib::Client& c, const std::string& name) {
+    auto m = c.Get("/metrics");
+    BOOST_TEST_REQUIRE(static_cast<bool>(m));
+    const auto at = m->body.find("\nglassbox:" + name + " ");
+    BOOST_TEST_REQUIRE(at != std::string::npos, name);
+    return std::stod(m->body.substr(at + name.size() + 11));
+  };
+  auto wait_for = [&](httplib::Client& c, const std::string& name, double v) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(static_cast<int>(30 * gbtest::kTimeScale));
+    while (value(c, name) != v && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return value(c, name) == v;
+  };
+  const std::vector<std::string> pool = {"--parallel", "2", "--queue", "1", "--attention", "paged:16", "--kv-pool", "1"};
+  {
+    ServerProcess s(pool);
+    auto c = s.client();
+    BOOST_TEST(value(c, "kv_blocks_total") == 51);
+    std::vector<std::future<json>> got;
+    for (int i = 0; i < 2; ++i)
+      got.push_back(std::async(std::launch::async, [&, i] {
+        auto hc = s.client();
+        const json body = {{"prompt", prompt}, {"n_predict", 30}, {"seed", 70 + i}, {"ignore_eos", true}, {"stream", i == 1}};
+        auto r = hc.Post("/completion", body.dump(), "application/json");
+        if (!r || r->status != 200) return json{{"failed", r ? r->body : httplib::to_string(r.error())}};
+        if (i == 0) return json::parse(r->body);
+        const auto events = sse_events(r->body);  // the stream's pieces, then the finished object
+        json last = events.back();
+        std::string text;
+        for (const auto& e : events) text += e.value("content", "");
+        last["content"] = text;
+        return last;
+      }));
+    for (int i = 0; i < 2; ++i) {
+      const json served = got[i].get();
+      BOOST_TEST_REQUIRE(!served.contains("failed"), served.dump());
+      BOOST_TEST(served["tokens_predicted"] == 30);
+      auto t = c.Get(served["glassbox"]["trace_url"].get<std::string>());
+      BOOST_TEST_REQUIRE((t && t->status == 200));
+      const auto dir = gbtest::temp_dir("serve-pool");
+      const auto cli = run_cli(run_args({"-n", "30", "--seed", std::to_string(70 + i), "--ignore-eos", "--attention", "paged:16", "--prompt",
+                                         prompt, "--trace", (dir / "t.jsonl").string()}));
+      BOOST_TEST_REQUIRE(cli.rc == 0, cli.err);
+      BOOST_TEST(as_run_prints(served["content"].get<std::string>()) == cli.out);
+      std::istringstream a(t->body);
+      std::ifstream b(dir / "t.jsonl");
+      std::string la, lb;
+      int n = 0;
+      while (std::getline(a, la)) {
+        BOOST_TEST_REQUIRE(static_cast<bool>(std::getline(b, lb)), "request " << i << ": the run's trace ends at line " << n);
+        json ja = comparable(json::parse(la)), jb = comparable(json::parse(lb));
+        BOOST_TEST(!ja.contains("batch"), "request " << i << " line " << n << " ran beside the other: " << la.substr(0, 200));
+        if (ja.contains("prefix_reused")) {  // the second copied the first's prompt K/V (prefix reuse): less attention done
+          ja.erase("prefix_reused");
+          ja.erase("attention_dots");
+          jb.erase("attention_dots");
+        }
+        if (ja.value("type", "") == "header")
+          for (auto* j : {&ja, &jb}) {
+            j->erase("model");
+            j->erase("tokenizer");
+          }
+        BOOST_TEST(ja == jb, "request " << i << " line " << n << "\nserved: " << la.substr(0, 400) << "\nrun:    " << lb.substr(0, 400));
+        ++n;
+      }
+      BOOST_TEST(!std::getline(b, lb), "the run's trace is longer");
+      BOOST_TEST(n >= 30);
+    }
+    BOOST_TEST(wait_for(c, "kv_blocks_used", 0));
+    BOOST_TEST(value(c, "kv_blocks_reserved") == 0);
+  }
+  {
+    std::vector<std::string> paced = pool;
+    for (const char* a : {"--pace", "40"}) paced.push_back(a);
+    ServerProcess s(paced);
+    auto c = s.client();
+    const json body = {{"prompt", prompt}, {"n_predict", 30}, {"seed", 5}, {"ignore_eos", true}};
+    auto first = std::async(std::launch::async, [&] {
+      auto hc = s.client();
+      return hc.Post("/completion", body.dump(), "application/json");
+    });
+    BOOST_TEST_REQUIRE(wait_for(c, "kv_blocks_reserved", 26));
+    auto second = std::async(std::launch::async, [&] {
+      auto hc = s.client();
+      return hc.Post("/completion", body.dump(), "application/json");
+    });
+    BOOST_TEST_REQUIRE(wait_for(c, "requests_deferred", 1));  // a slot is free, but not the blocks
+    BOOST_TEST(value(c, "kv_blocks_reserved") == 26);
+    auto third = c.Post("/completion", body.dump(), "application/json");
+    BOOST_TEST_REQUIRE(static_cast<bool>(third));
+    BOOST_TEST(third->status == 503, third->body);
+    auto r1 = first.get(), r2 = second.get();
+    BOOST_TEST_REQUIRE((r1 && r2));
+    BOOST_TEST(r1->status == 200);
+    BOOST_TEST(r2->status == 200);
+    BOOST_TEST(json::parse(r1->body)["content"] == json::parse(r2->body)["content"]);
+    // A stream whose client hangs up after its first event: its blocks and reservation come back.
+    const int fd = connect_loopback(s.port());
+    BOOST_TEST_REQUIRE(fd >= 0);
+    json streamed = body;
+    streamed["stream"] = true;
+    send_all(fd, http_post("/completion", streamed.dump()));
+    std::string got;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    char buf[4096];
+    while (got.find("data: ") == std::string::npos && std::chrono::steady_clock::now() < until) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<std::size_t>(n));
+    }
+    BOOST_TEST(value(c, "kv_blocks_used") > 0);
+    ::close(fd);
+    BOOST_TEST_REQUIRE(got.find("data: ") != std::string::npos, got);
+    BOOST_TEST(wait_for(c, "requests_cancelled_total", 1));
+    BOOST_TEST(wait_for(c, "kv_blocks_used", 0));
+    BOOST_TEST(wait_for(c, "kv_blocks_reserved", 0));
+  }
+  // Refused at start: a pool for a module that keeps no blocks.
+  const auto bad = run_cli({"serve", "--model", gbtest::shared("models/stories260K.bin").string(), "--tokenizer",
+                            gbtest::shared("models/tok512.bin").string(), "--port", "0", "--kv-pool", "4"});
+  BOOST_TEST(bad.rc != 0);
+  BOOST_TEST(bad.err.find("--kv-pool 4: attention 'kv-cache' keeps no blocks to share") != std::string::npos, bad.err);
+}
+
 BOOST_AUTO_TEST_SUITE_END()

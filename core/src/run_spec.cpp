@@ -157,7 +157,7 @@ void check_run_memory(const Config& cfg, const std::filesystem::path& model_file
 }
 
 std::unique_ptr<Pipeline> build_pipeline(std::shared_ptr<const LoadedModel> loaded, const RunSpec& spec,
-                                         std::vector<std::string>& warnings) {
+                                         std::vector<std::string>& warnings, std::shared_ptr<KvBlockPool> kv_pool) {
   // The stages learn the run's vocabulary and tokenizer through their context (logit-bias checks its ids).
   PluginContext stage_context;
   stage_context.model = &loaded->source->metadata();
@@ -204,6 +204,7 @@ std::unique_ptr<Pipeline> build_pipeline(std::shared_ptr<const LoadedModel> load
   context.model = &loaded->source->metadata();
   context.vocab_size = cfg.vocab_size;
   context.attention = cfg.attention_shape();
+  context.kv_pool = std::move(kv_pool);
   p->attention = loaded->registry->make<KvStore>(spec.attention, context);
   p->seed = spec.seed ? *spec.seed : std::random_device{}();
   if (spec.ignore_eos) {

@@ -1,8 +1,12 @@
 // Attention "paged:B": K/V in blocks of B positions taken from a pool on demand, found through the
 // sequence's block table, and returned to the pool when the sequence ends (vLLM's PagedAttention).
-// A server shares one pool among many sequences; memory then follows what each one really holds.
+// Given a shared pool (PluginContext::kv_pool: serve --kv-pool), its blocks' memory comes from there, so a
+// server's requests share one pool and memory follows what each one really holds. The sequence's own
+// bookkeeping (its block table, the blocks it counts as free) is the same either way, so its trace is too.
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include <glassbox/error.hpp>
@@ -14,13 +18,28 @@ using glassbox::KvSpan;
 
 class Paged final : public glassbox::KvStore {
  public:
-  Paged(const glassbox::AttentionShape& shape, int block, int pool)
-      : sh_(shape), b_(block), pool_blocks_(pool), end_(shape.n_layers, 0) {
+  Paged(const glassbox::AttentionShape& shape, int block, int pool, std::shared_ptr<glassbox::KvBlockPool> shared)
+      : sh_(shape), b_(block), pool_blocks_(pool), end_(shape.n_layers, 0), shared_(std::move(shared)) {
     // One block: B positions of keys and values for every layer, (n_layers, 2, B, kv_dim).
     block_floats_ = static_cast<std::size_t>(shape.n_layers) * 2 * b_ * shape.kv_dim();
-    pool_.assign(block_floats_ * pool_blocks_, 0.0f);
+    if (shared_) {
+      // The blocks' memory is the shared pool's; `pool_blocks_` still bounds this sequence, as its own pool would.
+      shared_->join(block_floats_, b_, "attention 'paged:" + std::to_string(b_) + "'");
+      physical_.assign(static_cast<std::size_t>(pool_blocks_), -1);
+    } else {
+      pool_.assign(block_floats_ * pool_blocks_, 0.0f);
+    }
     for (int i = pool_blocks_ - 1; i >= 0; --i) free_.push_back(i);  // block 0 is handed out first
   }
+  ~Paged() override {
+    // A shared pool gets every block back, however the sequence ended (done, cancelled, failed).
+    try {
+      clear();
+    } catch (...) {
+    }
+  }
+  Paged(const Paged&) = delete;
+  Paged& operator=(const Paged&) = delete;
 
   int capacity() const override { return pool_blocks_ * b_; }
 
@@ -33,6 +52,13 @@ class Paged final : public glassbox::KvStore {
       if (free_.empty())
         throw glassbox::InputError("attention 'paged': position " + std::to_string(pos + n - 1) + " needs a block but all " +
                                    std::to_string(pool_blocks_) + " blocks of the pool are in use");
+      if (shared_) {
+        const int phys = shared_->take();
+        if (phys < 0)
+          throw glassbox::InputError("attention 'paged': position " + std::to_string(pos + n - 1) + " needs a block but all " +
+                                     std::to_string(shared_->total()) + " blocks of the shared KV pool are in use");
+        physical_[static_cast<std::size_t>(free_.back())] = phys;
+      }
       table_.push_back(free_.back());
       free_.pop_back();
     }
@@ -61,18 +87,12 @@ class Paged final : public glassbox::KvStore {
     }
     // Blocks no position uses any more go back to the pool.
     const int needed = (*std::max_element(end_.begin(), end_.end()) + b_ - 1) / b_;
-    while (static_cast<int>(table_.size()) > needed) {
-      free_.push_back(table_.back());
-      table_.pop_back();
-    }
+    while (static_cast<int>(table_.size()) > needed) release_last();
   }
 
   void clear() override {
     // The sequence ends: every block returns to the pool.
-    while (!table_.empty()) {
-      free_.push_back(table_.back());
-      table_.pop_back();
-    }
+    while (!table_.empty()) release_last();
     std::fill(end_.begin(), end_.end(), 0);
     evicted_ = 0;
   }
@@ -93,9 +113,20 @@ class Paged final : public glassbox::KvStore {
   std::int64_t bytes_per_block() const { return static_cast<std::int64_t>(block_floats_ * sizeof(float)); }
 
  private:
+  // The table's last block goes back to the sequence's free list (and its memory to the shared pool).
+  void release_last() {
+    const int blk = table_.back();
+    if (shared_) {
+      shared_->give(physical_[static_cast<std::size_t>(blk)]);
+      physical_[static_cast<std::size_t>(blk)] = -1;
+    }
+    free_.push_back(blk);
+    table_.pop_back();
+  }
   float* at(int layer, int pos, int which) {
     const int blk = table_[pos / b_];
-    return pool_.data() + blk * block_floats_ +
+    float* base = shared_ ? shared_->data(physical_[static_cast<std::size_t>(blk)]) : pool_.data() + blk * block_floats_;
+    return base +
            ((static_cast<std::size_t>(layer) * 2 + which) * b_ + pos % b_) * sh_.kv_dim();
   }
   float* key(int layer, int pos) { return at(layer, pos, 0); }
@@ -108,7 +139,9 @@ class Paged final : public glassbox::KvStore {
   std::vector<int> table_;  // the sequence's block table: logical block i -> physical block
   std::vector<int> free_;   // the pool's free blocks (a stack)
   std::int64_t evicted_ = 0;
-  std::vector<float> pool_; // (pool_blocks, n_layers, 2, B, kv_dim)
+  std::vector<float> pool_; // (pool_blocks, n_layers, 2, B, kv_dim); empty with a shared pool
+  std::shared_ptr<glassbox::KvBlockPool> shared_;  // null: the blocks are pool_'s
+  std::vector<int> physical_;  // with a shared pool: the sequence's block i -> the shared pool's block (-1: none)
 };
 
 void register_factories(glassbox::Registrar& r) {
@@ -125,7 +158,7 @@ void register_factories(glassbox::Registrar& r) {
                     if (pool > need * 64)
                       throw glassbox::ConfigError("attention 'paged': pool = " + std::to_string(pool) + " blocks (expected at most " +
                                                   std::to_string(need * 64) + ", 64 contexts' worth)");
-                    return std::make_unique<Paged>(s, b, pool == 0 ? static_cast<int>(need) : static_cast<int>(pool));
+                    return std::make_unique<Paged>(s, b, pool == 0 ? static_cast<int>(need) : static_cast<int>(pool), c.kv_pool);
                   });
 }
 

@@ -19,9 +19,9 @@
 // changes layout or meaning. 6: one factory signature for every kind (Params, PluginContext), and
 // Registrar::add takes an Accepts. 7: Sampler::selection() and runs_first() (stages declare how they
 // choose and whether they go first; selects() is no longer virtual) and noop_reason(), PluginContext
-// carries the tokenizer.
+// carries the tokenizer. 8: PluginContext carries kv_pool (a KvBlockPool shared by a server's stores).
 #ifndef GLASSBOX_ABI_VERSION
-#define GLASSBOX_ABI_VERSION 7
+#define GLASSBOX_ABI_VERSION 8
 #endif
 
 namespace glassbox {
@@ -52,6 +52,10 @@ struct PluginContext {
   // Null: no vocabulary known (a chain checked before any model is loaded); the stage then checks what
   // it can and leaves the rest to the run that has one.
   const Tokenizer* tokenizer = nullptr;
+  // A block pool the run's K/V store may take its blocks from, shared with other runs (serve --kv-pool).
+  // Null: the store allocates its own memory, as `glassbox run` does. A module that keeps no blocks
+  // ignores it; one that does keeps the shared_ptr (the pool outlives every store that joined it).
+  std::shared_ptr<KvBlockPool> kv_pool;
 
   // *model, or an empty Metadata when there is none.
   const Metadata& metadata() const;

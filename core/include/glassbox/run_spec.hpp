@@ -106,7 +106,9 @@ struct Pipeline {
 };
 
 // One pipeline over `loaded`. Warnings (chain order, context capped, test-only settings) go to `warnings`.
+// `kv_pool`: a block pool shared with other pipelines (serve --kv-pool) that the attention module may take its
+// blocks from (PluginContext::kv_pool); null, as `glassbox run`: the module allocates its own.
 std::unique_ptr<Pipeline> build_pipeline(std::shared_ptr<const LoadedModel> loaded, const RunSpec& spec,
-                                         std::vector<std::string>& warnings);
+                                         std::vector<std::string>& warnings, std::shared_ptr<KvBlockPool> kv_pool = nullptr);
 
 }  // namespace glassbox

@@ -48,6 +48,28 @@ struct KvState {
   std::vector<int> block_table;     // physical block of each logical block of the sequence
 };
 
+// K/V blocks that several sequences' stores share (`glassbox serve --kv-pool`): the memory is the owner's
+// (core's SharedKvPool, held by the server); a module that stores K/V in fixed-size blocks (paged) takes
+// blocks from it and gives them back, instead of allocating a pool of its own. A module that keeps one
+// contiguous array or ring (kv-cache, sliding-window) or nothing (recompute) ignores it. Thread-safe: the
+// stores of several requests take and give at once.
+class KvBlockPool {
+ public:
+  virtual ~KvBlockPool() = default;
+  // A store joins with the floats of one of its blocks and the positions one holds. The first join fixes
+  // the pool's blocks (and allocates them); a later one with another block size gets a ConfigError naming
+  // `who` and both sizes. Returns the blocks in the pool.
+  virtual int join(std::size_t block_floats, int block_positions, const std::string& who) = 0;
+  // A free block's index, or -1 when every block is in use (the caller says what it was doing).
+  virtual int take() = 0;
+  // Returns a block taken before.
+  virtual void give(int block) = 0;
+  // The block's floats (block_floats of them), valid while the pool lives.
+  virtual float* data(int block) = 0;
+  virtual int total() const = 0;  // blocks in the pool (0 before the first join)
+  virtual int used() const = 0;   // blocks taken now
+};
+
 // One sequence's key/value storage. Positions held are always one contiguous range
 // [first_pos, end) of the sequence, so a view is a list of spans in position order.
 class KvStore {
