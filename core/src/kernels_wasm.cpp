@@ -12,12 +12,13 @@
 //  - the lone dot (dot): the scalar twin itself (one chain; nothing to run beside it).
 //  - axpy, axpys: element-wise y += a·x, the same two roundings per element in the same order of rows.
 //  - RMSNorm: the sum of squares in order (the scalar chain), the scaling in vectors.
-//  - Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: each block's integer Σ w·y in vectors (i16 widening, i32x4.dot_i16x8:
-//    exact in any order), then each block's float step exactly as quant.cpp's scalar twin, in block order.
+//  - Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (its nibbles looked up by one byte swizzle): each block's
+//    integer Σ w·y in vectors (i16 widening, i32x4.dot_i16x8: exact in any order), then each block's
+//    float step exactly as quant.cpp's scalar twin, in block order.
 //    Prefill and decode (qmatmul_rows) run four weight rows' steps as the lanes of one vector.
-//  - Q4_K, Q6_K: each sub-block's integer dot in vectors, the scales, minimums and floats as the scalar
+//  - Q4_K, Q5_K, Q6_K: each sub-block's integer dot in vectors, the scales, minimums and floats as the scalar
 //    twin (as kernels_neon.cpp): vec_dot_scalar's bits.
-//  - F16, BF16, the other K-quants, softmax, exp, quantize_q8_0 and the rest: the scalar set's entries.
+//  - F16, BF16, Q2_K, Q3_K, softmax, exp, quantize_q8_0 and the rest: the scalar set's entries.
 #include <wasm_simd128.h>
 
 #include <cmath>
@@ -320,6 +321,26 @@ struct Q5_0 : Q8_0 {
   }
 };
 
+// IQ4_NL: each nibble an index into the 16 signed values of kvalues_iq4nl (one byte swizzle), the float
+// step Q8_0's (the scalar twin's s + sumi·(d_x·d_y)).
+struct IQ4_NL : Q8_0 {
+  using W = block_iq4_nl;
+  using Y = block_q8_0;
+  static void unpack(const W& x, v128_t& lo, v128_t& hi) {
+    v128_t l, h;
+    nibbles(x.qs, l, h);
+    const v128_t table = load_s(kvalues_iq4nl);
+    lo = wasm_i8x16_swizzle(table, l);
+    hi = wasm_i8x16_swizzle(table, h);
+  }
+  static float step(float s, int sumi, const W& x, const Y& y) { return s + static_cast<float>(sumi) * (half_to_f32(x.d) * half_to_f32(y.d)); }
+  static v128_t step4(v128_t s, v128_t sumi, const W* const x[4], const Y& y) {
+    const float dy = half_to_f32(y.d);
+    const v128_t dd = wasm_f32x4_make(half_to_f32(x[0]->d) * dy, half_to_f32(x[1]->d) * dy, half_to_f32(x[2]->d) * dy, half_to_f32(x[3]->d) * dy);
+    return wasm_f32x4_add(s, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(sumi), dd));
+  }
+};
+
 template <class T>
 inline v128_t block_partials(const typename T::W& x, const typename T::Y& y) {
   v128_t lo, hi;
@@ -354,15 +375,30 @@ v128_t rows4(const std::byte* w, std::size_t wrb, const typename T::Y* y, std::s
 
 inline int dot32(v128_t q0, v128_t q1, const std::int8_t* y) { return hsum(wasm_i32x4_add(dot16(q0, load_s(y)), dot16(q1, load_s(y + 16)))); }
 
-// Q4_K: group g of 32 qs bytes holds sub-block 2g in its low nibbles and 2g+1 in its high ones.
-float dot_q4_K(const block_q4_K* x, const block_q8_K* y, std::size_t nb) {
+// Q4_K (Q5 = false) and Q5_K (Q5 = true): group g of 32 qs bytes holds sub-block 2g in its low nibbles
+// and 2g+1 in its high ones; Q5_K's fifth bit of value l of sub-block b is bit b of qh[l] (16 where set).
+template <class Block, bool Q5>
+float dot_q45_K(const Block* x, const block_q8_K* y, std::size_t nb) {
   float sum = 0.0f, sum_min = 0.0f;
-  const v128_t m4 = wasm_i8x16_splat(0x0F);
+  const v128_t m4 = wasm_i8x16_splat(0x0F), zero = wasm_i8x16_splat(0), sixteen = wasm_i8x16_splat(16);
   for (std::size_t i = 0; i < nb; ++i) {
+    v128_t h0 = zero, h1 = zero;
+    if constexpr (Q5) {
+      h0 = load_s(x[i].qh);
+      h1 = load_s(x[i].qh + 16);
+    }
     int isum = 0, imin = 0;
     for (int g = 0; g < 4; ++g) {
       const v128_t a = load_s(x[i].qs + 32 * g), b = load_s(x[i].qs + 32 * g + 16);
-      const v128_t lo0 = wasm_v128_and(a, m4), lo1 = wasm_v128_and(b, m4), hi0 = wasm_u8x16_shr(a, 4), hi1 = wasm_u8x16_shr(b, 4);
+      v128_t lo0 = wasm_v128_and(a, m4), lo1 = wasm_v128_and(b, m4), hi0 = wasm_u8x16_shr(a, 4), hi1 = wasm_u8x16_shr(b, 4);
+      if constexpr (Q5) {
+        const v128_t bl = wasm_i8x16_splat(static_cast<std::int8_t>(1u << (2 * g))), bh = wasm_i8x16_splat(static_cast<std::int8_t>(2u << (2 * g)));
+        auto fifth = [&](v128_t h, v128_t bit) { return wasm_v128_and(wasm_i8x16_ne(wasm_v128_and(h, bit), zero), sixteen); };
+        lo0 = wasm_v128_or(lo0, fifth(h0, bl));
+        lo1 = wasm_v128_or(lo1, fifth(h1, bl));
+        hi0 = wasm_v128_or(hi0, fifth(h0, bh));
+        hi1 = wasm_v128_or(hi1, fifth(h1, bh));
+      }
       for (int half = 0; half < 2; ++half) {
         const int s = 2 * g + half;
         std::uint8_t sc, m;
@@ -421,7 +457,9 @@ float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
     case DType::Q4_1: return vec_dot_blocks<Q4_1>(as<block_q4_1>(w_row), as<block_q8_1>(x_row), nb);
     case DType::Q5_0: return vec_dot_blocks<Q5_0>(as<block_q5_0>(w_row), as<block_q8_0>(x_row), nb);
     case DType::Q5_1: return vec_dot_blocks<Q5_1>(as<block_q5_1>(w_row), as<block_q8_1>(x_row), nb);
-    case DType::Q4_K: return dot_q4_K(as<block_q4_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
+    case DType::IQ4_NL: return vec_dot_blocks<IQ4_NL>(as<block_iq4_nl>(w_row), as<block_q8_0>(x_row), nb);
+    case DType::Q4_K: return dot_q45_K<block_q4_K, false>(as<block_q4_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
+    case DType::Q5_K: return dot_q45_K<block_q5_K, true>(as<block_q5_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
     case DType::Q6_K: return dot_q6_K(as<block_q6_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
     default: return quant::vec_dot_scalar(w, n, w_row, x_row);
   }
@@ -450,6 +488,7 @@ void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, con
     case DType::Q4_1: return q_rows<Q4_1>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
     case DType::Q5_0: return q_rows<Q5_0>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
     case DType::Q5_1: return q_rows<Q5_1>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
+    case DType::IQ4_NL: return q_rows<IQ4_NL>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
     default: break;
   }
   for (std::size_t i = i0; i < i1; ++i)
