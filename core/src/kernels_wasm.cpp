@@ -16,9 +16,9 @@
 //    integer Σ w·y in vectors (i16 widening, i32x4.dot_i16x8: exact in any order), then each block's
 //    float step exactly as quant.cpp's scalar twin, in block order.
 //    Prefill and decode (qmatmul_rows) run four weight rows' steps as the lanes of one vector.
-//  - Q4_K, Q5_K, Q6_K: each sub-block's integer dot in vectors, the scales, minimums and floats as the scalar
+//  - Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: each sub-block's integer dot in vectors, the scales, minimums and floats as the scalar
 //    twin (as kernels_neon.cpp): vec_dot_scalar's bits.
-//  - F16, BF16, Q2_K, Q3_K, softmax, exp, quantize_q8_0 and the rest: the scalar set's entries.
+//  - F16, BF16, softmax, exp, quantize_q8_0 and the rest: the scalar set's entries.
 #include <wasm_simd128.h>
 
 #include <cmath>
@@ -443,6 +443,62 @@ float dot_q6_K(const block_q6_K* x, const block_q8_K* y, std::size_t nb) {
   return sum;
 }
 
+// Q2_K and Q3_K (quant.cpp's dot_q2_K_scalar / dot_q3_K_scalar, as kernels_neon.cpp): row k (0..3) of a
+// 128-value half h is bits 2k..2k+1 of its 32 qs bytes, values 0..15 of the row one 16-value sub-block
+// (8h + 2k) and 16..31 the next. Each sub-block's integer dot in vectors, isum (and Q2_K's imin from the
+// bsums) exact in any order, then the scalar twin's float expression: its bits.
+inline int dot16_sum(v128_t a, const std::int8_t* y) { return hsum(dot16(a, load_s(y))); }
+
+float dot_q2_K(const block_q2_K* x, const block_q8_K* y, std::size_t nb) {
+  const v128_t m3 = wasm_i8x16_splat(3);
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int isum = 0, imin = 0;
+    for (int h = 0; h < 2; ++h) {
+      const v128_t q0 = load_s(x[i].qs + 32 * h), q1 = load_s(x[i].qs + 32 * h + 16);
+      for (int k = 0; k < 4; ++k) {
+        const int sb = 8 * h + 2 * k;
+        const std::int8_t* qy = y[i].qs + 128 * h + 32 * k;
+        const v128_t v0 = wasm_v128_and(wasm_u8x16_shr(q0, 2 * k), m3), v1 = wasm_v128_and(wasm_u8x16_shr(q1, 2 * k), m3);
+        isum += (x[i].scales[sb] & 0x0F) * dot16_sum(v0, qy) + (x[i].scales[sb + 1] & 0x0F) * dot16_sum(v1, qy + 16);
+      }
+    }
+    for (int s = 0; s < 16; ++s) imin += (x[i].scales[s] >> 4) * y[i].bsums[s];
+    const float dall = y[i].d * half_to_f32(x[i].d), dmin = y[i].d * half_to_f32(x[i].dmin);
+    sum += dall * static_cast<float>(isum) - dmin * static_cast<float>(imin);
+  }
+  return sum;
+}
+
+// Q3_K: the 2 low bits as Q2_K's, minus 4 where the value's hmask bit is clear (value l + 32·row of the
+// super-block has bit `row` of hmask[l]); signed scales, no minimums.
+float dot_q3_K(const block_q3_K* x, const block_q8_K* y, std::size_t nb) {
+  const v128_t m3 = wasm_i8x16_splat(3), four = wasm_i8x16_splat(4), zero = wasm_i8x16_splat(0);
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int sc[16];
+    q3_K_scales(x[i].scales, sc);
+    const v128_t hm0 = load_s(x[i].hmask), hm1 = load_s(x[i].hmask + 16);
+    int isum = 0;
+    for (int h = 0; h < 2; ++h) {
+      const v128_t q0 = load_s(x[i].qs + 32 * h), q1 = load_s(x[i].qs + 32 * h + 16);
+      for (int k = 0; k < 4; ++k) {
+        const int row = 4 * h + k, sb = 2 * row;
+        const std::int8_t* qy = y[i].qs + 32 * row;
+        const v128_t bit = wasm_i8x16_splat(static_cast<std::int8_t>(1u << row));
+        // 4 where the row's hmask bit is clear.
+        const v128_t sub0 = wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hm0, bit), zero), four);
+        const v128_t sub1 = wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hm1, bit), zero), four);
+        const v128_t v0 = wasm_i8x16_sub(wasm_v128_and(wasm_u8x16_shr(q0, 2 * k), m3), sub0);
+        const v128_t v1 = wasm_i8x16_sub(wasm_v128_and(wasm_u8x16_shr(q1, 2 * k), m3), sub1);
+        isum += sc[sb] * dot16_sum(v0, qy) + sc[sb + 1] * dot16_sum(v1, qy + 16);
+      }
+    }
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(isum);
+  }
+  return sum;
+}
+
 template <class T>
 const T* as(const void* p) {
   return static_cast<const T*>(p);
@@ -461,6 +517,8 @@ float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
     case DType::Q4_K: return dot_q45_K<block_q4_K, false>(as<block_q4_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
     case DType::Q5_K: return dot_q45_K<block_q5_K, true>(as<block_q5_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
     case DType::Q6_K: return dot_q6_K(as<block_q6_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
+    case DType::Q2_K: return dot_q2_K(as<block_q2_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
+    case DType::Q3_K: return dot_q3_K(as<block_q3_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
     default: return quant::vec_dot_scalar(w, n, w_row, x_row);
   }
 }
