@@ -18,15 +18,18 @@
 //    Prefill and decode (qmatmul_rows) run four weight rows' steps as the lanes of one vector.
 //  - Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: each sub-block's integer dot in vectors, the scales, minimums and floats as the scalar
 //    twin (as kernels_neon.cpp): vec_dot_scalar's bits.
-//  - F16, BF16 matrix products (qmatmul_rows): as F32's, four weight rows' chains as the lanes, the halves
-//    widened in registers exactly (half_to_f32's steps lane by lane); the lone F16/BF16 dot is the twin.
+//  - F16, BF16 matrix products (qmatmul_rows): x and each group of 16 weight rows widened into floats
+//    exactly (half_to_f32's steps lane by lane), then the F32 product above over them: each output the
+//    twin's chain over the same values. The lone F16/BF16 dot is the twin.
 //  - softmax, exp, quantize_q8_0 and the rest: the scalar set's entries.
 #include <wasm_simd128.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "glassbox/kernels.hpp"
 #include "glassbox/quant.hpp"
@@ -231,50 +234,32 @@ struct WidenBF16 {
   static float one(std::uint16_t h) { return bf16_to_f32(h); }
 };
 
-// Lane l of acc[v] = dot_f16_scalar / dot_bf16_scalar of weight row 4v + l (ws halves apart) with x: the
-// twin's chain s += w[j]·x[j] in order of j, two roundings a step; RV groups of four rows at once.
-template <class H, int RV>
-inline void half_chains(v128_t acc[RV], const std::uint16_t* x, const std::uint16_t* w, std::size_t ws, std::size_t k) {
-  for (int v = 0; v < RV; ++v) acc[v] = wasm_f32x4_splat(0.0f);
+// Rows of halves widened into floats (exact), 4 at a time.
+template <class H>
+inline void widen_row(float* dst, const std::uint16_t* src, std::size_t k) {
   std::size_t j = 0;
-  for (; j + 4 <= k; j += 4) {
-    const v128_t xv = H::widen(x + j);
-    const v128_t x0 = wasm_i32x4_shuffle(xv, xv, 0, 0, 0, 0), x1 = wasm_i32x4_shuffle(xv, xv, 1, 1, 1, 1);
-    const v128_t x2 = wasm_i32x4_shuffle(xv, xv, 2, 2, 2, 2), x3 = wasm_i32x4_shuffle(xv, xv, 3, 3, 3, 3);
-    for (int v = 0; v < RV; ++v) {
-      const std::uint16_t* r = w + 4 * v * ws + j;
-      v128_t c[4];
-      transpose4(H::widen(r), H::widen(r + ws), H::widen(r + 2 * ws), H::widen(r + 3 * ws), c);
-      acc[v] = step(step(step(step(acc[v], x0, c[0]), x1, c[1]), x2, c[2]), x3, c[3]);
-    }
-  }
-  for (; j < k; ++j) {
-    const v128_t xv = wasm_f32x4_splat(H::one(x[j]));
-    for (int v = 0; v < RV; ++v) {
-      const std::uint16_t* r = w + 4 * v * ws + j;
-      acc[v] = step(acc[v], xv, wasm_f32x4_make(H::one(r[0]), H::one(r[ws]), H::one(r[2 * ws]), H::one(r[3 * ws])));
-    }
-  }
+  for (; j + 4 <= k; j += 4) wasm_v128_store(dst + j, H::widen(src + j));
+  for (; j < k; ++j) dst[j] = H::one(src[j]);
 }
 
-template <class H, int RV>
-inline void half_block(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t k,
-                       std::size_t d, std::size_t i, std::size_t t) {
-  v128_t acc[RV];
-  half_chains<H, RV>(acc, reinterpret_cast<const std::uint16_t*>(xq + t * xrb), reinterpret_cast<const std::uint16_t*>(w + i * wrb),
-                     wrb / 2, k);
-  for (int v = 0; v < RV; ++v) {
-    float lanes[4];
-    wasm_v128_store(lanes, acc[v]);
-    std::memcpy(out + t * d + i + 4 * v, lanes, sizeof lanes);
-  }
-}
-
-// Rows in groups of 16 (four chains of four lanes hide the adds' latency), then 4, then one by one
-// (the scalar twin: vec_dot falls through to it for F16 and BF16).
+// F16/BF16 products: x's rows and each group of 16 weight rows widened into floats, then the F32 product
+// over them (matmul_rows above: each output dot_scalar's chain over the widened values, which is
+// dot_f16_scalar's / dot_bf16_scalar's: the same products in the same order, two roundings a step).
+// Widening in registers inside the chains was tried: as slow as the scalar twin (too many live vectors).
 template <class H>
 void half_rows(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n, std::size_t k,
-               std::size_t d, std::size_t i0, std::size_t i1, DType wt);
+               std::size_t d, std::size_t i0, std::size_t i1) {
+  constexpr std::size_t G = 16;
+  thread_local std::vector<float> xw, ww;
+  xw.resize(n * k);
+  ww.resize(G * k);
+  for (std::size_t t = 0; t < n; ++t) widen_row<H>(xw.data() + t * k, reinterpret_cast<const std::uint16_t*>(xq + t * xrb), k);
+  for (std::size_t i = i0; i < i1; i += G) {
+    const std::size_t rows = std::min(G, i1 - i);
+    for (std::size_t r = 0; r < rows; ++r) widen_row<H>(ww.data() + r * k, reinterpret_cast<const std::uint16_t*>(w + (i + r) * wrb), k);
+    matmul_rows(out + i, xw.data(), ww.data(), n, k, d, 0, rows, Blocking{});
+  }
+}
 
 // ---- the 32-value quantized types: integers in vectors, floats as the scalar twin -----------------------
 
@@ -592,18 +577,6 @@ float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
   }
 }
 
-template <class H>
-void half_rows(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n, std::size_t k,
-               std::size_t d, std::size_t i0, std::size_t i1, DType wt) {
-  std::size_t i = i0;
-  for (; i + 16 <= i1; i += 16)
-    for (std::size_t t = 0; t < n; ++t) half_block<H, 4>(out, w, wrb, xq, xrb, k, d, i, t);
-  for (; i + 4 <= i1; i += 4)
-    for (std::size_t t = 0; t < n; ++t) half_block<H, 1>(out, w, wrb, xq, xrb, k, d, i, t);
-  for (; i < i1; ++i)
-    for (std::size_t t = 0; t < n; ++t) out[t * d + i] = vec_dot(wt, k, w + i * wrb, xq + t * xrb);
-}
-
 template <class T>
 void q_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n,
             std::size_t k, std::size_t d, std::size_t i0, std::size_t i1) {
@@ -622,8 +595,8 @@ void q_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, const std
 void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb,
                   std::size_t n, std::size_t k, std::size_t d, std::size_t i0, std::size_t i1) {
   switch (wt) {
-    case DType::F16: return half_rows<WidenF16>(out, w, wrb, xq, xrb, n, k, d, i0, i1, wt);
-    case DType::BF16: return half_rows<WidenBF16>(out, w, wrb, xq, xrb, n, k, d, i0, i1, wt);
+    case DType::F16: return half_rows<WidenF16>(out, w, wrb, xq, xrb, n, k, d, i0, i1);
+    case DType::BF16: return half_rows<WidenBF16>(out, w, wrb, xq, xrb, n, k, d, i0, i1);
     case DType::Q8_0: return q_rows<Q8_0>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
     case DType::Q4_0: return q_rows<Q4_0>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
     case DType::Q4_1: return q_rows<Q4_1>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
