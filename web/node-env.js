@@ -5,6 +5,7 @@
 //    written where it stands: NODERAWFS marks every stream seekable and writes at the stream's position
 //    (pwrite), which a pipe or a terminal refuses with ESPIPE, so `run --trace /dev/stderr` failed with
 //    "write failed: Invalid seek".
+// (The host's umask: web/umask.cpp.)
 Module['preRun'] = [].concat(Module['preRun'] || [], function () {
   Object.assign(ENV, process.env);
   var nodeFs = require('fs');

@@ -106,6 +106,15 @@ if [ "$(tail -1 stream.out)" = "exit 0" ] && [ -s stream.jsonl ] && [ "$(wc -l <
 else
   fail "--trace /dev/stderr into a pipe: $(tail -1 stream.out), $(wc -l <stream.jsonl) trace lines (native $(wc -l <stream-native.jsonl)): $(grep -v '^{' stream.out | head -c 300)"
 fi
+# Files the web build writes get the native mode, 0666 & ~umask (web/umask.cpp; emscripten's umask made them 0000).
+for mask in 022 077; do
+  checks=$((checks + 1))
+  rm -f mode-web.jsonl mode-native.jsonl
+  (umask $mask; web "${targs[@]}" --trace mode-web.jsonl >/dev/null 2>&1; "$NATIVE" "${targs[@]}" --trace mode-native.jsonl >/dev/null 2>&1)
+  mw=$(stat -c %a mode-web.jsonl 2>/dev/null) mn=$(stat -c %a mode-native.jsonl 2>/dev/null)
+  if [ -n "$mw" ] && [ "$mw" = "$mn" ]; then pass "umask $mask: a trace file's mode $mw, as natively"
+  else fail "umask $mask: the web build's trace file has mode '${mw:-none}', the native one's '${mn:-none}'"; fi
+done
 
 same "tokenize" tokenize --tokenizer "$M/tok512.bin" "Once upon a time, there was a cat."
 same "explain" explain --dist sunny=.45,cloudy=.25,warm=.15,rainy=.10,cold=.05 --sampler top-k:3,temperature:0.8 -N 1000 --seed 5
