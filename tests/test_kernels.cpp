@@ -974,14 +974,16 @@ std::size_t differing(const std::vector<float>& a, const std::vector<float>& b) 
 
 // F16 and BF16 dots: the NEON sets widen the halves in registers and run the F32 dot's lanes and order,
 // so their vec_dot is the kernel set's own F32 dot of the widened rows bit for bit (the scalar set's
-// too: dot_scalar); every set, x86 ones included, is the scalar twin to a tolerance (another summation
-// order) and its matrix product each row's vec_dot bit for bit. Rows hold random values and extremes:
+// too: dot_scalar; simd128's products run four weight rows' chains as lanes, each that dot); every set,
+// x86 ones included, is the scalar twin to a tolerance (another summation order) and its matrix
+// product each row's vec_dot bit for bit. Rows hold random values and extremes:
 // subnormal halves, the largest finite ones, zeros of both signs; lengths hit every tail.
 BOOST_DATA_TEST_CASE(half_dots_are_the_f32_dot_of_the_widened_rows, bdata::make({"F16", "BF16"}) * kSizes, type_name, n_) {
   using glassbox::DType;
   namespace q = glassbox::quant;
   const DType type = std::string(type_name) == "F16" ? DType::F16 : DType::BF16;
-  const std::size_t n = static_cast<std::size_t>(n_), rows = 3;
+  // 21 rows: simd128's products take 16 weight rows at once, then 4, then one (its F16/BF16 lanes).
+  const std::size_t n = static_cast<std::size_t>(n_), rows = 21;
   std::mt19937 g(static_cast<unsigned>(n) * 7u + (type == DType::F16 ? 1u : 2u));
   const auto wf = randv(rows * n, 71 + static_cast<unsigned>(n)), xf = randv(2 * n, 72 + static_cast<unsigned>(n));
   auto to_half = [&](float f) { return type == DType::F16 ? q::fp32_to_fp16(f) : q::fp32_to_bf16(f); };

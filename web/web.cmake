@@ -8,6 +8,8 @@ set(_gb_web_common -sALLOW_MEMORY_GROWTH=1 -sMAXIMUM_MEMORY=4GB -sTOTAL_STACK=8M
 # node: bin/glassbox-node.js (+ .wasm), a CommonJS script that runs main on load with process.argv; the
 # ES module build-web/glassbox.mjs loads it (emscripten makes any .mjs output a module factory instead).
 set_target_properties(glassbox_cli PROPERTIES OUTPUT_NAME glassbox-node SUFFIX .js)
+# The host's umask (emscripten's starts at 0777: files written under node got mode 0000): web/umask.cpp.
+target_sources(glassbox_cli PRIVATE ${CMAKE_SOURCE_DIR}/web/umask.cpp)
 target_link_options(glassbox_cli PRIVATE ${_gb_web_common} -sNODERAWFS=1 -sENVIRONMENT=node -sEXIT_RUNTIME=1
   "SHELL:--pre-js ${CMAKE_SOURCE_DIR}/web/node-env.js")
 set_property(TARGET glassbox_cli APPEND PROPERTY LINK_DEPENDS ${CMAKE_SOURCE_DIR}/web/node-env.js)

@@ -12,18 +12,24 @@
 //  - the lone dot (dot): the scalar twin itself (one chain; nothing to run beside it).
 //  - axpy, axpys: element-wise y += a·x, the same two roundings per element in the same order of rows.
 //  - RMSNorm: the sum of squares in order (the scalar chain), the scaling in vectors.
-//  - Q8_0, Q4_0, Q4_1, Q5_0, Q5_1: each block's integer Σ w·y in vectors (i16 widening, i32x4.dot_i16x8:
-//    exact in any order), then each block's float step exactly as quant.cpp's scalar twin, in block order.
+//  - Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL (its nibbles looked up by one byte swizzle): each block's
+//    integer Σ w·y in vectors (i16 widening, i32x4.dot_i16x8: exact in any order), then each block's
+//    float step exactly as quant.cpp's scalar twin, in block order.
 //    Prefill and decode (qmatmul_rows) run four weight rows' steps as the lanes of one vector.
-//  - Q4_K, Q6_K: each sub-block's integer dot in vectors, the scales, minimums and floats as the scalar
+//  - Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: each sub-block's integer dot in vectors, the scales, minimums and floats as the scalar
 //    twin (as kernels_neon.cpp): vec_dot_scalar's bits.
-//  - F16, BF16, the other K-quants, softmax, exp, quantize_q8_0 and the rest: the scalar set's entries.
+//  - F16, BF16 matrix products (qmatmul_rows): x and each group of 16 weight rows widened into floats
+//    exactly (half_to_f32's steps lane by lane), then the F32 product above over them: each output the
+//    twin's chain over the same values. The lone F16/BF16 dot is the twin.
+//  - softmax, exp, quantize_q8_0 and the rest: the scalar set's entries.
 #include <wasm_simd128.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "glassbox/kernels.hpp"
 #include "glassbox/quant.hpp"
@@ -206,6 +212,55 @@ std::size_t fma_probe(std::size_t iters, float* sink) {
   return 4;
 }
 
+// ---- F16, BF16: four weight rows' chains as lanes, the halves widened in registers -----------------------
+
+// Four halves widened to floats exactly (quant_bits.hpp's half_to_f32 / bf16_to_f32, lane by lane).
+struct WidenF16 {
+  static v128_t widen(const std::uint16_t* p) {
+    const v128_t h = wasm_u32x4_load16x4(p);
+    v128_t o = wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x7FFF)), 13);
+    const v128_t e = wasm_v128_and(o, wasm_i32x4_splat(0x0F800000));
+    o = wasm_i32x4_add(o, wasm_i32x4_splat((127 - 15) << 23));
+    // Inf and NaN: the all-ones exponent. Zeros and subnormals: 2^−14·(1 + m/1024) − 2^−14, exact.
+    o = wasm_i32x4_add(o, wasm_v128_and(wasm_i32x4_eq(e, wasm_i32x4_splat(0x0F800000)), wasm_i32x4_splat((128 - 16) << 23)));
+    const v128_t sub = wasm_f32x4_sub(wasm_i32x4_add(o, wasm_i32x4_splat(1 << 23)), wasm_i32x4_splat(113 << 23));
+    o = wasm_v128_bitselect(sub, o, wasm_i32x4_eq(e, wasm_i32x4_splat(0)));
+    return wasm_v128_or(o, wasm_i32x4_shl(wasm_v128_and(h, wasm_i32x4_splat(0x8000)), 16));
+  }
+  static float one(std::uint16_t h) { return half_to_f32(h); }
+};
+struct WidenBF16 {
+  static v128_t widen(const std::uint16_t* p) { return wasm_i32x4_shl(wasm_u32x4_load16x4(p), 16); }
+  static float one(std::uint16_t h) { return bf16_to_f32(h); }
+};
+
+// Rows of halves widened into floats (exact), 4 at a time.
+template <class H>
+inline void widen_row(float* dst, const std::uint16_t* src, std::size_t k) {
+  std::size_t j = 0;
+  for (; j + 4 <= k; j += 4) wasm_v128_store(dst + j, H::widen(src + j));
+  for (; j < k; ++j) dst[j] = H::one(src[j]);
+}
+
+// F16/BF16 products: x's rows and each group of 16 weight rows widened into floats, then the F32 product
+// over them (matmul_rows above: each output dot_scalar's chain over the widened values, which is
+// dot_f16_scalar's / dot_bf16_scalar's: the same products in the same order, two roundings a step).
+// Widening in registers inside the chains was tried: as slow as the scalar twin (too many live vectors).
+template <class H>
+void half_rows(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n, std::size_t k,
+               std::size_t d, std::size_t i0, std::size_t i1) {
+  constexpr std::size_t G = 16;
+  thread_local std::vector<float> xw, ww;
+  xw.resize(n * k);
+  ww.resize(G * k);
+  for (std::size_t t = 0; t < n; ++t) widen_row<H>(xw.data() + t * k, reinterpret_cast<const std::uint16_t*>(xq + t * xrb), k);
+  for (std::size_t i = i0; i < i1; i += G) {
+    const std::size_t rows = std::min(G, i1 - i);
+    for (std::size_t r = 0; r < rows; ++r) widen_row<H>(ww.data() + r * k, reinterpret_cast<const std::uint16_t*>(w + (i + r) * wrb), k);
+    matmul_rows(out + i, xw.data(), ww.data(), n, k, d, 0, rows, Blocking{});
+  }
+}
+
 // ---- the 32-value quantized types: integers in vectors, floats as the scalar twin -----------------------
 
 // Σ a·b over 16 signed bytes as four int32 partial sums: each byte widened to 16 bits (int8·int8 fits
@@ -320,6 +375,26 @@ struct Q5_0 : Q8_0 {
   }
 };
 
+// IQ4_NL: each nibble an index into the 16 signed values of kvalues_iq4nl (one byte swizzle), the float
+// step Q8_0's (the scalar twin's s + sumi·(d_x·d_y)).
+struct IQ4_NL : Q8_0 {
+  using W = block_iq4_nl;
+  using Y = block_q8_0;
+  static void unpack(const W& x, v128_t& lo, v128_t& hi) {
+    v128_t l, h;
+    nibbles(x.qs, l, h);
+    const v128_t table = load_s(kvalues_iq4nl);
+    lo = wasm_i8x16_swizzle(table, l);
+    hi = wasm_i8x16_swizzle(table, h);
+  }
+  static float step(float s, int sumi, const W& x, const Y& y) { return s + static_cast<float>(sumi) * (half_to_f32(x.d) * half_to_f32(y.d)); }
+  static v128_t step4(v128_t s, v128_t sumi, const W* const x[4], const Y& y) {
+    const float dy = half_to_f32(y.d);
+    const v128_t dd = wasm_f32x4_make(half_to_f32(x[0]->d) * dy, half_to_f32(x[1]->d) * dy, half_to_f32(x[2]->d) * dy, half_to_f32(x[3]->d) * dy);
+    return wasm_f32x4_add(s, wasm_f32x4_mul(wasm_f32x4_convert_i32x4(sumi), dd));
+  }
+};
+
 template <class T>
 inline v128_t block_partials(const typename T::W& x, const typename T::Y& y) {
   v128_t lo, hi;
@@ -354,15 +429,30 @@ v128_t rows4(const std::byte* w, std::size_t wrb, const typename T::Y* y, std::s
 
 inline int dot32(v128_t q0, v128_t q1, const std::int8_t* y) { return hsum(wasm_i32x4_add(dot16(q0, load_s(y)), dot16(q1, load_s(y + 16)))); }
 
-// Q4_K: group g of 32 qs bytes holds sub-block 2g in its low nibbles and 2g+1 in its high ones.
-float dot_q4_K(const block_q4_K* x, const block_q8_K* y, std::size_t nb) {
+// Q4_K (Q5 = false) and Q5_K (Q5 = true): group g of 32 qs bytes holds sub-block 2g in its low nibbles
+// and 2g+1 in its high ones; Q5_K's fifth bit of value l of sub-block b is bit b of qh[l] (16 where set).
+template <class Block, bool Q5>
+float dot_q45_K(const Block* x, const block_q8_K* y, std::size_t nb) {
   float sum = 0.0f, sum_min = 0.0f;
-  const v128_t m4 = wasm_i8x16_splat(0x0F);
+  const v128_t m4 = wasm_i8x16_splat(0x0F), zero = wasm_i8x16_splat(0), sixteen = wasm_i8x16_splat(16);
   for (std::size_t i = 0; i < nb; ++i) {
+    v128_t h0 = zero, h1 = zero;
+    if constexpr (Q5) {
+      h0 = load_s(x[i].qh);
+      h1 = load_s(x[i].qh + 16);
+    }
     int isum = 0, imin = 0;
     for (int g = 0; g < 4; ++g) {
       const v128_t a = load_s(x[i].qs + 32 * g), b = load_s(x[i].qs + 32 * g + 16);
-      const v128_t lo0 = wasm_v128_and(a, m4), lo1 = wasm_v128_and(b, m4), hi0 = wasm_u8x16_shr(a, 4), hi1 = wasm_u8x16_shr(b, 4);
+      v128_t lo0 = wasm_v128_and(a, m4), lo1 = wasm_v128_and(b, m4), hi0 = wasm_u8x16_shr(a, 4), hi1 = wasm_u8x16_shr(b, 4);
+      if constexpr (Q5) {
+        const v128_t bl = wasm_i8x16_splat(static_cast<std::int8_t>(1u << (2 * g))), bh = wasm_i8x16_splat(static_cast<std::int8_t>(2u << (2 * g)));
+        auto fifth = [&](v128_t h, v128_t bit) { return wasm_v128_and(wasm_i8x16_ne(wasm_v128_and(h, bit), zero), sixteen); };
+        lo0 = wasm_v128_or(lo0, fifth(h0, bl));
+        lo1 = wasm_v128_or(lo1, fifth(h1, bl));
+        hi0 = wasm_v128_or(hi0, fifth(h0, bh));
+        hi1 = wasm_v128_or(hi1, fifth(h1, bh));
+      }
       for (int half = 0; half < 2; ++half) {
         const int s = 2 * g + half;
         std::uint8_t sc, m;
@@ -407,6 +497,62 @@ float dot_q6_K(const block_q6_K* x, const block_q8_K* y, std::size_t nb) {
   return sum;
 }
 
+// Q2_K and Q3_K (quant.cpp's dot_q2_K_scalar / dot_q3_K_scalar, as kernels_neon.cpp): row k (0..3) of a
+// 128-value half h is bits 2k..2k+1 of its 32 qs bytes, values 0..15 of the row one 16-value sub-block
+// (8h + 2k) and 16..31 the next. Each sub-block's integer dot in vectors, isum (and Q2_K's imin from the
+// bsums) exact in any order, then the scalar twin's float expression: its bits.
+inline int dot16_sum(v128_t a, const std::int8_t* y) { return hsum(dot16(a, load_s(y))); }
+
+float dot_q2_K(const block_q2_K* x, const block_q8_K* y, std::size_t nb) {
+  const v128_t m3 = wasm_i8x16_splat(3);
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int isum = 0, imin = 0;
+    for (int h = 0; h < 2; ++h) {
+      const v128_t q0 = load_s(x[i].qs + 32 * h), q1 = load_s(x[i].qs + 32 * h + 16);
+      for (int k = 0; k < 4; ++k) {
+        const int sb = 8 * h + 2 * k;
+        const std::int8_t* qy = y[i].qs + 128 * h + 32 * k;
+        const v128_t v0 = wasm_v128_and(wasm_u8x16_shr(q0, 2 * k), m3), v1 = wasm_v128_and(wasm_u8x16_shr(q1, 2 * k), m3);
+        isum += (x[i].scales[sb] & 0x0F) * dot16_sum(v0, qy) + (x[i].scales[sb + 1] & 0x0F) * dot16_sum(v1, qy + 16);
+      }
+    }
+    for (int s = 0; s < 16; ++s) imin += (x[i].scales[s] >> 4) * y[i].bsums[s];
+    const float dall = y[i].d * half_to_f32(x[i].d), dmin = y[i].d * half_to_f32(x[i].dmin);
+    sum += dall * static_cast<float>(isum) - dmin * static_cast<float>(imin);
+  }
+  return sum;
+}
+
+// Q3_K: the 2 low bits as Q2_K's, minus 4 where the value's hmask bit is clear (value l + 32·row of the
+// super-block has bit `row` of hmask[l]); signed scales, no minimums.
+float dot_q3_K(const block_q3_K* x, const block_q8_K* y, std::size_t nb) {
+  const v128_t m3 = wasm_i8x16_splat(3), four = wasm_i8x16_splat(4), zero = wasm_i8x16_splat(0);
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < nb; ++i) {
+    int sc[16];
+    q3_K_scales(x[i].scales, sc);
+    const v128_t hm0 = load_s(x[i].hmask), hm1 = load_s(x[i].hmask + 16);
+    int isum = 0;
+    for (int h = 0; h < 2; ++h) {
+      const v128_t q0 = load_s(x[i].qs + 32 * h), q1 = load_s(x[i].qs + 32 * h + 16);
+      for (int k = 0; k < 4; ++k) {
+        const int row = 4 * h + k, sb = 2 * row;
+        const std::int8_t* qy = y[i].qs + 32 * row;
+        const v128_t bit = wasm_i8x16_splat(static_cast<std::int8_t>(1u << row));
+        // 4 where the row's hmask bit is clear.
+        const v128_t sub0 = wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hm0, bit), zero), four);
+        const v128_t sub1 = wasm_v128_and(wasm_i8x16_eq(wasm_v128_and(hm1, bit), zero), four);
+        const v128_t v0 = wasm_i8x16_sub(wasm_v128_and(wasm_u8x16_shr(q0, 2 * k), m3), sub0);
+        const v128_t v1 = wasm_i8x16_sub(wasm_v128_and(wasm_u8x16_shr(q1, 2 * k), m3), sub1);
+        isum += sc[sb] * dot16_sum(v0, qy) + sc[sb + 1] * dot16_sum(v1, qy + 16);
+      }
+    }
+    sum += half_to_f32(x[i].d) * y[i].d * static_cast<float>(isum);
+  }
+  return sum;
+}
+
 template <class T>
 const T* as(const void* p) {
   return static_cast<const T*>(p);
@@ -421,8 +567,12 @@ float vec_dot(DType w, std::size_t n, const void* w_row, const void* x_row) {
     case DType::Q4_1: return vec_dot_blocks<Q4_1>(as<block_q4_1>(w_row), as<block_q8_1>(x_row), nb);
     case DType::Q5_0: return vec_dot_blocks<Q5_0>(as<block_q5_0>(w_row), as<block_q8_0>(x_row), nb);
     case DType::Q5_1: return vec_dot_blocks<Q5_1>(as<block_q5_1>(w_row), as<block_q8_1>(x_row), nb);
-    case DType::Q4_K: return dot_q4_K(as<block_q4_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
+    case DType::IQ4_NL: return vec_dot_blocks<IQ4_NL>(as<block_iq4_nl>(w_row), as<block_q8_0>(x_row), nb);
+    case DType::Q4_K: return dot_q45_K<block_q4_K, false>(as<block_q4_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
+    case DType::Q5_K: return dot_q45_K<block_q5_K, true>(as<block_q5_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
     case DType::Q6_K: return dot_q6_K(as<block_q6_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
+    case DType::Q2_K: return dot_q2_K(as<block_q2_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
+    case DType::Q3_K: return dot_q3_K(as<block_q3_K>(w_row), as<block_q8_K>(x_row), n / QK_K);
     default: return quant::vec_dot_scalar(w, n, w_row, x_row);
   }
 }
@@ -445,11 +595,14 @@ void q_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, const std
 void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb,
                   std::size_t n, std::size_t k, std::size_t d, std::size_t i0, std::size_t i1) {
   switch (wt) {
+    case DType::F16: return half_rows<WidenF16>(out, w, wrb, xq, xrb, n, k, d, i0, i1);
+    case DType::BF16: return half_rows<WidenBF16>(out, w, wrb, xq, xrb, n, k, d, i0, i1);
     case DType::Q8_0: return q_rows<Q8_0>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
     case DType::Q4_0: return q_rows<Q4_0>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
     case DType::Q4_1: return q_rows<Q4_1>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
     case DType::Q5_0: return q_rows<Q5_0>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
     case DType::Q5_1: return q_rows<Q5_1>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
+    case DType::IQ4_NL: return q_rows<IQ4_NL>(wt, out, w, wrb, xq, xrb, n, k, d, i0, i1);
     default: break;
   }
   for (std::size_t i = i0; i < i1; ++i)

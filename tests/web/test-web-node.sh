@@ -93,6 +93,29 @@ else
 fi
 same "trace validate (web trace)" trace validate web.jsonl
 
+# A trace into a stream (web/node-env.js): `--trace /dev/stderr` with stderr a pipe is written in place, line by
+# line, as natively (NODERAWFS wrote it at a file position: "Invalid seek").
+checks=$((checks + 1))
+targs=(run --model "$M/stories260K.bin" --tokenizer "$M/tok512.bin" --prompt "Once upon a time" -n 4 --sampler greedy)
+( web "${targs[@]}" --trace /dev/stderr 2>&1 >/dev/null; echo "exit $?" ) | cat >stream.out
+"$NATIVE" "${targs[@]}" --trace stream-native.jsonl >/dev/null 2>&1
+grep '^{' stream.out >stream.jsonl
+if [ "$(tail -1 stream.out)" = "exit 0" ] && [ -s stream.jsonl ] && [ "$(wc -l <stream.jsonl)" = "$(wc -l <stream-native.jsonl)" ] &&
+   "$NATIVE" trace validate stream.jsonl >/dev/null 2>&1; then
+  pass "--trace /dev/stderr into a pipe: $(wc -l <stream.jsonl) trace lines, as many as natively, valid"
+else
+  fail "--trace /dev/stderr into a pipe: $(tail -1 stream.out), $(wc -l <stream.jsonl) trace lines (native $(wc -l <stream-native.jsonl)): $(grep -v '^{' stream.out | head -c 300)"
+fi
+# Files the web build writes get the native mode, 0666 & ~umask (web/umask.cpp; emscripten's umask made them 0000).
+for mask in 022 077; do
+  checks=$((checks + 1))
+  rm -f mode-web.jsonl mode-native.jsonl
+  (umask $mask; web "${targs[@]}" --trace mode-web.jsonl >/dev/null 2>&1; "$NATIVE" "${targs[@]}" --trace mode-native.jsonl >/dev/null 2>&1)
+  mw=$(stat -c %a mode-web.jsonl 2>/dev/null) mn=$(stat -c %a mode-native.jsonl 2>/dev/null)
+  if [ -n "$mw" ] && [ "$mw" = "$mn" ]; then pass "umask $mask: a trace file's mode $mw, as natively"
+  else fail "umask $mask: the web build's trace file has mode '${mw:-none}', the native one's '${mn:-none}'"; fi
+done
+
 same "tokenize" tokenize --tokenizer "$M/tok512.bin" "Once upon a time, there was a cat."
 same "explain" explain --dist sunny=.45,cloudy=.25,warm=.15,rainy=.10,cold=.05 --sampler top-k:3,temperature:0.8 -N 1000 --seed 5
 same "inspect gguf" inspect "$G/synth256-q4_k_m.gguf"
