@@ -1162,7 +1162,7 @@ BOOST_AUTO_TEST_CASE(bodies_obey_max_body_and_errors_quote_little) {
   check_healthy(c);
 }
 
-// /traces/NAME serves only what this server wrote, never through a symbolic link.
+// /traces/NAME serves only names of a trace's form (TAG-N-RANDOM), never through a symbolic link.
 BOOST_AUTO_TEST_CASE(traces_are_only_the_servers_own_and_links_are_not_followed) {
   const fs::path dir = gbtest::temp_dir("serve-trace-links");
   ServerProcess s({"--trace-dir", dir.string()});
@@ -1188,6 +1188,46 @@ BOOST_AUTO_TEST_CASE(traces_are_only_the_servers_own_and_links_are_not_followed)
     auto r = c.Get(u);
     BOOST_TEST_REQUIRE(static_cast<bool>(r));
     BOOST_TEST(r->status == 404, u << ": " << r->body);
+  }
+  fs::remove_all(dir);
+}
+
+// Replicas sharing one --trace-dir (docs/serve.md, "Several replicas"; #41): each answers the other's
+// trace_url with the same file; their ids differ in their tag; a name not of the form, or a way out of
+// the folder, is still refused.
+BOOST_AUTO_TEST_CASE(replicas_sharing_a_trace_dir_serve_each_others_traces) {
+  const fs::path dir = gbtest::temp_dir("serve-shared-traces");
+  ServerProcess a({"--trace-dir", dir.string()}), b({"--trace-dir", dir.string()});
+  auto ca = a.client(), cb = b.client();
+  const std::string ua = post(ca, "/completion", {{"prompt", "Hi"}, {"n_predict", 3}})["glassbox"]["trace_url"];
+  const std::string ub = post(cb, "/completion", {{"prompt", "Hi"}, {"n_predict", 3}})["glassbox"]["trace_url"];
+  const auto tag = [](const std::string& url) { return url.substr(8, url.find('-') - 8); };
+  BOOST_TEST(tag(ua).size() == 6u);
+  BOOST_TEST(tag(ua) != tag(ub));
+  for (const std::string& u : {ua, ub}) {
+    auto ra = ca.Get(u), rb = cb.Get(u);
+    BOOST_TEST_REQUIRE((ra && rb));
+    BOOST_TEST(ra->status == 200, u << ": " << ra->body);
+    BOOST_TEST(rb->status == 200, u << ": " << rb->body);
+    BOOST_TEST(ra->body == rb->body);
+    auto view = cb.Get(u + "/view");
+    BOOST_TEST_REQUIRE(static_cast<bool>(view));
+    BOOST_TEST(view->status == 200);
+  }
+  // Files of other names in the folder, and paths out of it: 404.
+  gbtest::write_file(dir / "planted.jsonl", "{\"secret\": 1}\n");
+  gbtest::write_file(dir / ".hidden-1-abcdefgh.jsonl", "{\"secret\": 1}\n");
+  const std::string id = ua.substr(8);
+  const std::vector<std::string> refused = {"/traces/planted", "/traces/" + tag(ua), "/traces/" + id + "x", "/traces/x" + id,
+                                            "/traces/.hidden-1-abcdefgh", "/traces/../" + dir.filename().string() + "/" + id,
+                                            "/traces/..%2F" + id, "/traces/" + tag(ua) + "-1-abc.efgh"};
+  for (const std::string& bad : refused) {
+    const int fd = connect_loopback(b.port());
+    BOOST_TEST_REQUIRE(fd >= 0);
+    send_all(fd, "GET " + bad + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const std::string reply = read_until_close(fd, 10);
+    ::close(fd);
+    BOOST_TEST((reply.rfind("HTTP/1.1 404", 0) == 0 || reply.rfind("HTTP/1.1 400", 0) == 0), bad << ": " << reply.substr(0, 120));
   }
   fs::remove_all(dir);
 }
