@@ -1194,7 +1194,7 @@ BOOST_AUTO_TEST_CASE(traces_are_only_the_servers_own_and_links_are_not_followed)
 
 // Replicas sharing one --trace-dir (docs/serve.md, "Several replicas"; #41): each answers the other's
 // trace_url with the same file; their ids differ in their tag; a name not of the form, or a way out of
-// the folder, is still refused.
+// the folder, is still refused. Servers without --trace-dir do not see each other's traces.
 BOOST_AUTO_TEST_CASE(replicas_sharing_a_trace_dir_serve_each_others_traces) {
   const fs::path dir = gbtest::temp_dir("serve-shared-traces");
   ServerProcess a({"--trace-dir", dir.string()}), b({"--trace-dir", dir.string()});
@@ -1230,6 +1230,14 @@ BOOST_AUTO_TEST_CASE(replicas_sharing_a_trace_dir_serve_each_others_traces) {
     BOOST_TEST((reply.rfind("HTTP/1.1 404", 0) == 0 || reply.rfind("HTTP/1.1 400", 0) == 0), bad << ": " << reply.substr(0, 120));
   }
   fs::remove_all(dir);
+  // Without --trace-dir each server's folder is its own: another's trace_url is not found there.
+  ServerProcess c({}), d({});
+  auto cc = c.client(), cd = d.client();
+  const std::string uc = post(cc, "/completion", {{"prompt", "Hi"}, {"n_predict", 2}})["glassbox"]["trace_url"];
+  auto own = cc.Get(uc), other = cd.Get(uc);
+  BOOST_TEST_REQUIRE((own && other));
+  BOOST_TEST(own->status == 200);
+  BOOST_TEST(other->status == 404, other->body);
 }
 
 // A non-streamed request whose client hangs up is cancelled at its next step (it kept its slot to the end).

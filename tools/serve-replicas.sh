@@ -14,7 +14,8 @@
 # each replica's log): nothing under /etc is touched and nginx runs as a child (`daemon off`). On exit,
 # SIGINT or SIGTERM, nginx and every replica are stopped and the temporary folder removed; if one of
 # them dies, the others are stopped and the script exits 1 (its log is printed). Needs nginx (apt-get
-# install nginx) and curl.
+# install nginx) and curl. (Started with & from a script, it ignores SIGINT as every such background job
+# does: stop it with SIGTERM then.)
 set -euo pipefail
 n=2 port=8080 bin="" trace_dir="" ready=""
 while [ $# -gt 0 ]; do
