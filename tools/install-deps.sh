@@ -24,7 +24,7 @@ for extra in ${GLASSBOX_DEPS_EXTRA:-}; do
     arm64) pkgs+=(crossbuild-essential-arm64 qemu-user) ;;
     # tools/serve-replicas.sh and the serve_replicas test (docs/serve.md, "Several replicas"): Debian's nginx,
     # run as a child with a config of its own (the package's service is not started in a container)
-    nginx) pkgs+=(nginx curl) ;;
+    nginx) pkgs+=(nginx curl python3) ;;  # (the test is a Python script)
     *) echo "install-deps: unknown extra group '$extra' (expected: train, browser, fuzz, arm64, nginx)" >&2; exit 2 ;;
   esac
 done
