@@ -1229,6 +1229,42 @@ BOOST_AUTO_TEST_CASE(replicas_sharing_a_trace_dir_serve_each_others_traces) {
     ::close(fd);
     BOOST_TEST((reply.rfind("HTTP/1.1 404", 0) == 0 || reply.rfind("HTTP/1.1 400", 0) == 0), bad << ": " << reply.substr(0, 120));
   }
+  // A trace still being written (a paced request on a third replica) is a temporary file beside its name:
+  // not served by another replica until it is complete, then served whole.
+  {
+    ServerProcess slow({"--trace-dir", dir.string(), "--pace", "100"});
+    std::string done_url;
+    std::thread t([&] {
+      auto cs = slow.client();
+      done_url = post(cs, "/completion", {{"prompt", "Hi"}, {"n_predict", 12}, {"ignore_eos", true}})["glassbox"]["trace_url"];
+    });
+    struct Joiner {
+      std::thread& t;
+      ~Joiner() {
+        if (t.joinable()) t.join();  // (also when a REQUIRE below fails)
+      }
+    } joiner{t};
+    std::string live;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (live.empty() && std::chrono::steady_clock::now() < until) {
+      for (const auto& e : fs::directory_iterator(dir)) {
+        const std::string name = e.path().filename().string();  // .ID.jsonl.tmp-XXXXXX
+        if (name.rfind('.', 0) == 0 && name.find(".jsonl.tmp-") != std::string::npos) live = name.substr(1, name.find(".jsonl") - 1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    BOOST_TEST_REQUIRE(!live.empty(), "no trace being written seen in " << dir);
+    auto during = cb.Get("/traces/" + live);
+    BOOST_TEST_REQUIRE(static_cast<bool>(during));
+    BOOST_TEST(during->status == 404, during->body);
+    BOOST_TEST(during->body.find("not finished") != std::string::npos, during->body);
+    t.join();
+    BOOST_TEST(done_url == "/traces/" + live);
+    auto after = cb.Get(done_url);
+    BOOST_TEST_REQUIRE(static_cast<bool>(after));
+    BOOST_TEST(after->status == 200);
+    BOOST_TEST(after->body.find("\"type\":\"summary\"") != std::string::npos);
+  }
   fs::remove_all(dir);
   // Without --trace-dir each server's folder is its own: another's trace_url is not found there.
   ServerProcess c({}), d({});
