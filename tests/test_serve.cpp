@@ -59,7 +59,9 @@ class ServerProcess {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < until) {
       const std::string err = stderr_text();
-      if (auto at = err.find("listening on http://127.0.0.1:"); at != std::string::npos && port_ == 0)
+      // (Only once the line is whole: read between two writes, "...127.0.0.1:" alone made stoi throw, and the
+      // server this constructor had started was left running, holding ctest's output pipe open.)
+      if (auto at = err.find("listening on http://127.0.0.1:"); at != std::string::npos && port_ == 0 && err.find('\n', at) != std::string::npos)
         port_ = std::stoi(err.substr(at + 30));
       if (err.find("ready:") != std::string::npos) break;
       int st;

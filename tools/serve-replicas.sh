@@ -66,7 +66,8 @@ done
 for i in $(seq 1 "$n"); do
   p=""
   for _ in $(seq 1 300); do
-    p=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$work/replica$i.log" | head -n 1)
+    # (the whole line: its pieces are written one by one)
+    p=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9][0-9]*\) (.*/\1/p' "$work/replica$i.log" | head -n 1)
     [ -n "$p" ] && break
     kill -0 "${pids[$((i - 1))]}" 2>/dev/null || { echo "serve-replicas: replica $i exited:" >&2; cat "$work/replica$i.log" >&2; exit 1; }
     sleep 0.1
