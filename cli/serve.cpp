@@ -655,8 +655,8 @@ struct SlotGuard {
 // The traces of served requests: --trace-dir, or a private temporary folder of which the newest
 // trace_keep are kept (the older ones are deleted as new ones are written).
 // A trace's id is TAG-N-RANDOM: this process's tag (6 random letters and digits, drawn at start), the
-// request's number, 8 random letters and digits; so replicas sharing one --trace-dir never pick the same
-// name (docs/serve.md, "Several replicas").
+// request's number, 8 random letters and digits; so replicas sharing one --trace-dir do not pick the same
+// name (two would need the same tag, number and random part: about 1 in 10^25; docs/serve.md, "Several replicas").
 class TraceStore {
  public:
   TraceStore(const std::string& dir, int keep) : keep_(dir.empty() ? keep : 0), tag_(random_id(6)) {
