@@ -675,11 +675,15 @@ struct AdmittedPipeline {
 
 // The traces of served requests: --trace-dir, or a private temporary folder of which the newest
 // trace_keep are kept (the older ones are deleted as new ones are written).
+// A trace's id is TAG-N-RANDOM: this process's tag (6 random letters and digits, drawn at start), the
+// request's number, 8 random letters and digits; so replicas sharing one --trace-dir do not pick the same
+// name (two would need the same tag, number and random part: about 1 in 10^25; docs/serve.md, "Several replicas").
 class TraceStore {
  public:
-  TraceStore(const std::string& dir, int keep) : keep_(dir.empty() ? keep : 0) {
+  TraceStore(const std::string& dir, int keep) : keep_(dir.empty() ? keep : 0), tag_(random_id(6)) {
     if (!dir.empty()) {
       dir_ = dir;
+      shared_ = true;
       std::error_code ec;
       fs::create_directories(dir_, ec);
       if (!fs::is_directory(dir_)) throw ConfigError("--trace-dir " + dir + ": cannot create the folder");
@@ -694,12 +698,25 @@ class TraceStore {
     std::error_code ec;
     if (owned_) fs::remove_all(dir_, ec);
   }
-  // A new trace's id and path. Only ids made here are ever served (a file of another name in --trace-dir,
-  // or one put there under our name, is not).
+  // Whether `id` has the form make() gives (TAG-N-RANDOM), the only names ever looked up: no dot, no
+  // slash, so never a path outside the folder nor a writer's temporary file.
+  static bool valid_id(std::string_view id) {
+    const auto alnum = [](std::string_view s, std::size_t n) {
+      return s.size() == n && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isalnum(c) != 0; });
+    };
+    const auto a = id.find('-'), b = a == std::string_view::npos ? a : id.find('-', a + 1);
+    if (b == std::string_view::npos) return false;
+    const std::string_view n = id.substr(a + 1, b - a - 1);
+    return alnum(id.substr(0, a), 6) && !n.empty() && n.size() <= 20 &&
+           std::all_of(n.begin(), n.end(), [](unsigned char c) { return std::isdigit(c) != 0; }) && alnum(id.substr(b + 1), 8);
+  }
+  // A new trace's id and path. Without --trace-dir only ids made here are ever served; with it, any file
+  // of the folder named by valid_id (another replica's trace too: the folder is the replicas' own), never
+  // a file of another name.
   std::pair<std::string, std::string> make() {
     std::lock_guard lock(m_);
-    const std::string id = std::to_string(++count_) + "-" + random_id(8);
-    made_.insert(id);
+    const std::string id = tag_ + "-" + std::to_string(++count_) + "-" + random_id(8);
+    if (!shared_) made_.insert(id);
     if (keep_ > 0) {
       ids_.push_back(id);
       while (static_cast<int>(ids_.size()) > keep_) {
@@ -711,10 +728,13 @@ class TraceStore {
     }
     return {id, path(id)};
   }
-  // The trace's text; nullopt when the id is not one this server made, or its file is gone, is not a
-  // regular file or is a symbolic link (opened with O_NOFOLLOW: a link put in its place is not followed).
+  // The trace's text; nullopt when the id is not of the valid form, or (private folder) not one this
+  // server made, or its file is not there yet (a trace is renamed into place when it is complete: one in
+  // progress, here or in another replica, is not found), is gone, is not a regular file or is a symbolic
+  // link (opened with O_NOFOLLOW: a link put in its place is not followed).
   std::optional<std::string> read(const std::string& id) const {
-    {
+    if (!valid_id(id)) return std::nullopt;
+    if (!shared_) {
       std::lock_guard lock(m_);
       if (!made_.count(id)) return std::nullopt;
     }
@@ -743,10 +763,12 @@ class TraceStore {
  private:
   fs::path dir_;
   bool owned_ = false;
+  bool shared_ = false;  // --trace-dir: any valid id found in the folder is served
   int keep_;
+  std::string tag_;      // this process's part of every id it makes
   mutable std::mutex m_;
   std::deque<std::string> ids_;
-  std::set<std::string> made_;  // every id made (and not yet deleted)
+  std::set<std::string> made_;  // without --trace-dir: every id made (and not yet deleted)
   std::uint64_t count_ = 0;
 };
 

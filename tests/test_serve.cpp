@@ -59,7 +59,9 @@ class ServerProcess {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < until) {
       const std::string err = stderr_text();
-      if (auto at = err.find("listening on http://127.0.0.1:"); at != std::string::npos && port_ == 0)
+      // (Only once the line is whole: read between two writes, "...127.0.0.1:" alone made stoi throw, and the
+      // server this constructor had started was left running, holding ctest's output pipe open.)
+      if (auto at = err.find("listening on http://127.0.0.1:"); at != std::string::npos && port_ == 0 && err.find('\n', at) != std::string::npos)
         port_ = std::stoi(err.substr(at + 30));
       if (err.find("ready:") != std::string::npos) break;
       int st;
@@ -1172,7 +1174,7 @@ BOOST_AUTO_TEST_CASE(bodies_obey_max_body_and_errors_quote_little) {
   check_healthy(c);
 }
 
-// /traces/NAME serves only what this server wrote, never through a symbolic link.
+// /traces/NAME serves only names of a trace's form (TAG-N-RANDOM), never through a symbolic link.
 BOOST_AUTO_TEST_CASE(traces_are_only_the_servers_own_and_links_are_not_followed) {
   const fs::path dir = gbtest::temp_dir("serve-trace-links");
   ServerProcess s({"--trace-dir", dir.string()});
@@ -1200,6 +1202,90 @@ BOOST_AUTO_TEST_CASE(traces_are_only_the_servers_own_and_links_are_not_followed)
     BOOST_TEST(r->status == 404, u << ": " << r->body);
   }
   fs::remove_all(dir);
+}
+
+// Replicas sharing one --trace-dir (docs/serve.md, "Several replicas"; #41): each answers the other's
+// trace_url with the same file; their ids differ in their tag; a name not of the form, or a way out of
+// the folder, is still refused. Servers without --trace-dir do not see each other's traces.
+BOOST_AUTO_TEST_CASE(replicas_sharing_a_trace_dir_serve_each_others_traces) {
+  const fs::path dir = gbtest::temp_dir("serve-shared-traces");
+  ServerProcess a({"--trace-dir", dir.string()}), b({"--trace-dir", dir.string()});
+  auto ca = a.client(), cb = b.client();
+  const std::string ua = post(ca, "/completion", {{"prompt", "Hi"}, {"n_predict", 3}})["glassbox"]["trace_url"];
+  const std::string ub = post(cb, "/completion", {{"prompt", "Hi"}, {"n_predict", 3}})["glassbox"]["trace_url"];
+  const auto tag = [](const std::string& url) { return url.substr(8, url.find('-') - 8); };
+  BOOST_TEST(tag(ua).size() == 6u);
+  BOOST_TEST(tag(ua) != tag(ub));
+  for (const std::string& u : {ua, ub}) {
+    auto ra = ca.Get(u), rb = cb.Get(u);
+    BOOST_TEST_REQUIRE((ra && rb));
+    BOOST_TEST(ra->status == 200, u << ": " << ra->body);
+    BOOST_TEST(rb->status == 200, u << ": " << rb->body);
+    BOOST_TEST(ra->body == rb->body);
+    auto view = cb.Get(u + "/view");
+    BOOST_TEST_REQUIRE(static_cast<bool>(view));
+    BOOST_TEST(view->status == 200);
+  }
+  // Files of other names in the folder, and paths out of it: 404.
+  gbtest::write_file(dir / "planted.jsonl", "{\"secret\": 1}\n");
+  gbtest::write_file(dir / ".hidden-1-abcdefgh.jsonl", "{\"secret\": 1}\n");
+  const std::string id = ua.substr(8);
+  const std::vector<std::string> refused = {"/traces/planted", "/traces/" + tag(ua), "/traces/" + id + "x", "/traces/x" + id,
+                                            "/traces/.hidden-1-abcdefgh", "/traces/../" + dir.filename().string() + "/" + id,
+                                            "/traces/..%2F" + id, "/traces/" + tag(ua) + "-1-abc.efgh"};
+  for (const std::string& bad : refused) {
+    const int fd = connect_loopback(b.port());
+    BOOST_TEST_REQUIRE(fd >= 0);
+    send_all(fd, "GET " + bad + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    const std::string reply = read_until_close(fd, 10);
+    ::close(fd);
+    BOOST_TEST((reply.rfind("HTTP/1.1 404", 0) == 0 || reply.rfind("HTTP/1.1 400", 0) == 0), bad << ": " << reply.substr(0, 120));
+  }
+  // A trace still being written (a paced request on a third replica) is a temporary file beside its name:
+  // not served by another replica until it is complete, then served whole.
+  {
+    ServerProcess slow({"--trace-dir", dir.string(), "--pace", "100"});
+    std::string done_url;
+    std::thread t([&] {
+      auto cs = slow.client();
+      done_url = post(cs, "/completion", {{"prompt", "Hi"}, {"n_predict", 12}, {"ignore_eos", true}})["glassbox"]["trace_url"];
+    });
+    struct Joiner {
+      std::thread& t;
+      ~Joiner() {
+        if (t.joinable()) t.join();  // (also when a REQUIRE below fails)
+      }
+    } joiner{t};
+    std::string live;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (live.empty() && std::chrono::steady_clock::now() < until) {
+      for (const auto& e : fs::directory_iterator(dir)) {
+        const std::string name = e.path().filename().string();  // .ID.jsonl.tmp-XXXXXX
+        if (name.rfind('.', 0) == 0 && name.find(".jsonl.tmp-") != std::string::npos) live = name.substr(1, name.find(".jsonl") - 1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    BOOST_TEST_REQUIRE(!live.empty(), "no trace being written seen in " << dir);
+    auto during = cb.Get("/traces/" + live);
+    BOOST_TEST_REQUIRE(static_cast<bool>(during));
+    BOOST_TEST(during->status == 404, during->body);
+    BOOST_TEST(during->body.find("not finished") != std::string::npos, during->body);
+    t.join();
+    BOOST_TEST(done_url == "/traces/" + live);
+    auto after = cb.Get(done_url);
+    BOOST_TEST_REQUIRE(static_cast<bool>(after));
+    BOOST_TEST(after->status == 200);
+    BOOST_TEST(after->body.find("\"type\":\"summary\"") != std::string::npos);
+  }
+  fs::remove_all(dir);
+  // Without --trace-dir each server's folder is its own: another's trace_url is not found there.
+  ServerProcess c({}), d({});
+  auto cc = c.client(), cd = d.client();
+  const std::string uc = post(cc, "/completion", {{"prompt", "Hi"}, {"n_predict", 2}})["glassbox"]["trace_url"];
+  auto own = cc.Get(uc), other = cd.Get(uc);
+  BOOST_TEST_REQUIRE((own && other));
+  BOOST_TEST(own->status == 200);
+  BOOST_TEST(other->status == 404, other->body);
 }
 
 // A non-streamed request whose client hangs up is cancelled at its next step (it kept its slot to the end).

@@ -22,7 +22,10 @@ for extra in ${GLASSBOX_DEPS_EXTRA:-}; do
     fuzz) pkgs+=(clang-14 libclang-rt-14-dev) ;;  # tools/sanitize.sh and tools/fuzz.sh (clang, libFuzzer)
     # tools/cross-arm64.sh's host side (it installs these itself too; the arm64 libraries go to its sysroot)
     arm64) pkgs+=(crossbuild-essential-arm64 qemu-user) ;;
-    *) echo "install-deps: unknown extra group '$extra' (expected: train, browser, fuzz, arm64)" >&2; exit 2 ;;
+    # tools/serve-replicas.sh and the serve_replicas test (docs/serve.md, "Several replicas"): Debian's nginx,
+    # run as a child with a config of its own (the package's service is not started in a container)
+    nginx) pkgs+=(nginx curl python3) ;;  # (the test is a Python script)
+    *) echo "install-deps: unknown extra group '$extra' (expected: train, browser, fuzz, arm64, nginx)" >&2; exit 2 ;;
   esac
 done
 
