@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -879,6 +880,32 @@ BOOST_AUTO_TEST_CASE(output_file_is_atomic) {
     glassbox::remove_output_temporaries();
     for (const auto& e : fs::directory_iterator(dir)) BOOST_TEST(e.path().filename().string().find(".tmp-") == std::string::npos, e.path());
   }
+  // A symbolic link to a file: the file it names is replaced, the link stays a link (before: a plain file
+  // took the link's place).
+  gbtest::write_file(dir / "real.txt", "old");
+  fs::create_symlink(dir / "real.txt", dir / "to-real.txt");
+  glassbox::write_file_atomically(dir / "to-real.txt", "through the link");
+  BOOST_TEST(fs::is_symlink(dir / "to-real.txt"));
+  BOOST_TEST(gbtest::read_file(dir / "real.txt") == "through the link");
+  // The process's own descriptor open on a file (`--trace /dev/stderr 2>log`): written through it, after
+  // what is already there, for a live stream and a whole output alike; /proc/self/fd/N (and so /dev/stderr,
+  // a link to /proc/self/fd/2) is never renamed over.
+  const int fd = ::open((dir / "log.txt").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  BOOST_TEST_REQUIRE(fd >= 0);
+  BOOST_TEST_REQUIRE(::write(fd, "before\n", 7) == 7);
+  const std::string own = "/proc/self/fd/" + std::to_string(fd);
+  for (const auto live : {glassbox::OutputFile::Live::Allowed, glassbox::OutputFile::Live::Refused}) {
+    glassbox::OutputFile f(own, live);
+    BOOST_TEST(f.in_place());
+    f.write(live == glassbox::OutputFile::Live::Allowed ? "live\n" : "whole\n");
+    f.commit();
+  }
+  BOOST_TEST(gbtest::read_file(dir / "log.txt") == "before\nlive\nwhole\n");
+  BOOST_TEST(::write(fd, "after\n", 6) == 6);  // the descriptor itself still open on the file
+  ::close(fd);
+  BOOST_TEST(gbtest::read_file(dir / "log.txt") == "before\nlive\nwhole\nafter\n");
+  for (const auto& e : fs::directory_iterator(dir)) BOOST_TEST(e.path().filename().string().find(".tmp-") == std::string::npos, e.path());
+  BOOST_TEST(fs::is_symlink("/dev/stderr"));
   fs::remove_all(dir);
 }
 

@@ -158,10 +158,35 @@ void refuse_input(const fs::path& target, const fs::path& named) {
 }
 }  // namespace
 
+namespace {
+// The process's own descriptor a path names — /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N — or -1.
+int own_descriptor(const fs::path& p) {
+  const std::string s = p.lexically_normal().string();
+  if (s == "/dev/stdout") return 1;
+  if (s == "/dev/stderr") return 2;
+  for (const char* dir : {"/dev/fd/", "/proc/self/fd/"}) {
+    const std::string d(dir);
+    if (s.size() > d.size() && s.compare(0, d.size(), d) == 0 && s.find_first_not_of("0123456789", d.size()) == std::string::npos &&
+        s.size() - d.size() <= 6)
+      return std::stoi(s.substr(d.size()));
+  }
+  return -1;
+}
+}  // namespace
+
 OutputFile::OutputFile(fs::path path, Live live) : path_(std::move(path)) {
   if (path_.empty()) throw OutputError("output file: empty path");
   struct stat st {};
   const bool exists = ::stat(path_.c_str(), &st) == 0;
+  // `--trace /dev/stderr 2>log`: the descriptor itself, written where the shell's redirection points (its
+  // offset shared, as a shell's 2>&1 would), never a temporary beside /dev/stderr renamed over the link.
+  if (const int own = own_descriptor(path_); own >= 0 && exists && S_ISREG(st.st_mode)) {
+    refuse_input(path_, path_);
+    fd_ = ::fcntl(own, F_DUPFD_CLOEXEC, 0);
+    if (fd_ < 0) throw OutputError(path_.string() + ": cannot write: " + err());
+    in_place_ = true;
+    return;
+  }
   if (exists && S_ISDIR(st.st_mode)) throw OutputError(path_.string() + ": is a folder, cannot write a file there");
   if (exists && !S_ISREG(st.st_mode)) {
     const bool stream = S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode);
@@ -175,8 +200,17 @@ OutputFile::OutputFile(fs::path path, Live live) : path_(std::move(path)) {
     return;
   }
   refuse_input(path_, path_);
-  const fs::path dir = path_.has_parent_path() ? path_.parent_path() : fs::path(".");
-  std::string tmpl = (dir / ("." + path_.filename().string() + ".tmp-XXXXXX")).string();
+  // A symbolic link to a file: the file is replaced and the link kept (a rename over the link's own name
+  // would put a plain file where the link was).
+  struct stat lst {};
+  if (exists && ::lstat(path_.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+    std::error_code ec;
+    const fs::path resolved = fs::canonical(path_, ec);
+    if (!ec) target_ = resolved;
+  }
+  if (target_.empty()) target_ = path_;
+  const fs::path dir = target_.has_parent_path() ? target_.parent_path() : fs::path(".");
+  std::string tmpl = (dir / ("." + target_.filename().string() + ".tmp-XXXXXX")).string();
   // SIGINT/SIGTERM wait while the temporary is created and registered: a signal between the two
   // would find a file on disk that the cleanup handler does not know, and leave it behind.
   int made = 0;
@@ -221,7 +255,7 @@ void OutputFile::write(std::string_view data) {
   }
 }
 
-void OutputFile::commit() { commit_as(path_); }
+void OutputFile::commit() { commit_as(target_.empty() ? path_ : target_); }
 
 void OutputFile::commit_as(const fs::path& target) {
   if (in_place_) {

@@ -45,7 +45,10 @@ void refuse_output_over_input(const std::string& output, const std::string& opti
 // file is removed and `path` is untouched; a signal that ends the process removes it too
 // (remove_output_temporaries).
 // Live::Allowed is for a stream someone may read as it is made (`run --trace /dev/stdout` or a FIFO
-// a viewer reads): a device or FIFO is then written in place.
+// a viewer reads): a device or FIFO is then written in place. The process's own descriptors
+// (/dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N) open on a regular file (a shell's 2>log) are
+// written in place through a copy of the descriptor, in either mode; a symbolic link to a regular file
+// has the file it names replaced, the link kept.
 // Errors (cannot create, disk full, file size limit) are OutputErrors naming the path.
 class OutputFile {
  public:
@@ -69,6 +72,7 @@ class OutputFile {
  private:
   void close_fd();
   std::filesystem::path path_, tmp_;
+  std::filesystem::path target_;  // what the rename replaces: path_, or the file a symbolic link path_ names
   std::function<void(const std::filesystem::path&)> check_;
   int fd_ = -1;
   int temp_slot_ = -1;  // this file's slot in the signal handler's list of temporaries (-1: none)
