@@ -844,6 +844,7 @@ class Server {
   std::optional<PluginSpec> grammar_from_fields(const nlohmann::json& body, GenRequest::Api api);
   void refuse_server_files(const std::vector<PluginSpec>& chain);
   void generate(const std::string& body, httplib::Response& res, GenRequest::Api api);
+  int pool_blocks(const GenRequest& r) const;
   Json finished_object(const GenRequest& r, const RequestIds& who, const Pipeline& p, const Summary& sum, const StepCollector& collect,
                        const Reply& reply, const std::vector<std::string>& notes);
   Summary decode(const GenRequest& r, Pipeline& p, const GenerateOptions& g, TraceSink& sinks, StepCollector& collect,
@@ -1623,6 +1624,22 @@ Json Server::piece_event(const RequestIds& who, const std::string& piece, std::i
   return j;
 }
 
+// With a shared KV pool, the blocks a request can ever hold: its prompt and n_predict (and a draft's round
+// beyond them), at most the context (0 without a pool). A request the whole pool cannot hold is refused now
+// (400), not queued forever.
+int Server::pool_blocks(const GenRequest& r) const {
+  if (!kv_pool_) return 0;
+  const std::int64_t spec_ahead = draft_ ? opt_.draft_tokens + 1 : 0;
+  const std::int64_t positions = std::min<std::int64_t>(static_cast<std::int64_t>(r.ids.size()) + r.n_predict + spec_ahead, context_);
+  const int blocks = kv_pool_->blocks_for(positions);
+  if (blocks > kv_pool_->total())
+    throw HttpError(400, "the request may hold " + std::to_string(positions) + " KV positions (prompt " + std::to_string(r.ids.size()) +
+                             " + n_predict " + std::to_string(r.n_predict) + "), " + std::to_string(blocks) + " blocks of " +
+                             std::to_string(kv_pool_->block_positions()) + ", but the server's KV pool has " +
+                             std::to_string(kv_pool_->total()) + " blocks in all (--kv-pool): ask for fewer tokens");
+  return blocks;
+}
+
 void Server::generate(const std::string& body, httplib::Response& res, GenRequest::Api api) {
   ready_or_503();
   auto r = std::make_shared<GenRequest>(parse(read_body(body), api));
@@ -1643,19 +1660,7 @@ void Server::generate(const std::string& body, httplib::Response& res, GenReques
     res.set_content(R"({"parsed":true})", "application/json; charset=utf-8");
     return;
   }
-  // With a shared KV pool, the blocks the request can ever hold: its prompt and n_predict (and a draft's round
-  // beyond them), at most the context. A request the whole pool cannot hold is refused now, not queued forever.
-  int blocks = 0;
-  if (kv_pool_) {
-    const std::int64_t spec_ahead = draft_ ? opt_.draft_tokens + 1 : 0;
-    const std::int64_t positions = std::min<std::int64_t>(static_cast<std::int64_t>(r->ids.size()) + r->n_predict + spec_ahead, context_);
-    blocks = kv_pool_->blocks_for(positions);
-    if (blocks > kv_pool_->total())
-      throw HttpError(400, "the request may hold " + std::to_string(positions) + " KV positions (prompt " + std::to_string(r->ids.size()) +
-                               " + n_predict " + std::to_string(r->n_predict) + "), " + std::to_string(blocks) + " blocks of " +
-                               std::to_string(kv_pool_->block_positions()) + ", but the server's KV pool has " +
-                               std::to_string(kv_pool_->total()) + " blocks in all (--kv-pool): ask for fewer tokens");
-  }
+  const int blocks = pool_blocks(*r);
   const int slot = slots_.acquire(stopping_, blocks);
   if (slot < 0) {
     ++metrics_.rejected;
