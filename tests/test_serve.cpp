@@ -1044,6 +1044,20 @@ bool send_all(int fd, const std::string& data) {
   }
   return true;
 }
+// What the server sends until its first SSE event has begun ("data: "), it closes, or `seconds` pass.
+std::string read_until_first_event(int fd, double seconds) {
+  std::string got;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  char buf[4096];
+  while (got.find("data: ") == std::string::npos && std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  return got;
+}
 // What the server sends until it closes the connection (or `seconds` pass).
 std::string read_until_close(int fd, double seconds) {
   std::string out;
@@ -1342,16 +1356,7 @@ BOOST_AUTO_TEST_CASE(a_batched_stream_whose_client_hangs_up_leaves_the_batch) {
   BOOST_TEST_REQUIRE(fd >= 0);
   send_all(fd, http_post("/completion", json{{"prompt", "One day"}, {"n_predict", 200}, {"seed", 12}, {"ignore_eos", true}, {"n_probs", 100},
                                              {"stream", true}}.dump()));
-  std::string got;
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  char buf[4096];
-  while (got.find("data: ") == std::string::npos && std::chrono::steady_clock::now() < until) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 100) <= 0) continue;
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) break;
-    got.append(buf, static_cast<std::size_t>(n));
-  }
+  const std::string got = read_until_first_event(fd, 30);
   ::close(fd);
   BOOST_TEST_REQUIRE(got.find("data: ") != std::string::npos, got);
   // A leaves: the server counts it cancelled and the batch's runs gauge drops (to B alone, or none once B is
@@ -1792,16 +1797,7 @@ BOOST_AUTO_TEST_CASE(a_shared_kv_pool_admits_requests_as_their_blocks_fit) {
     json streamed = body;
     streamed["stream"] = true;
     send_all(fd, http_post("/completion", streamed.dump()));
-    std::string got;
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    char buf[4096];
-    while (got.find("data: ") == std::string::npos && std::chrono::steady_clock::now() < until) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      got.append(buf, static_cast<std::size_t>(n));
-    }
+    const std::string got = read_until_first_event(fd, 30);
     BOOST_TEST(value(c, "kv_blocks_used") > 0);
     ::close(fd);
     BOOST_TEST_REQUIRE(got.find("data: ") != std::string::npos, got);
