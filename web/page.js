@@ -215,6 +215,64 @@ function drawAttention(container, records, texts) {
   }
 }
 
+// The attention matrix of the chosen layer and head across the steps drawn so far (the trace viewer's view):
+// a row per step's query position, a column per position it may attend to, each cell shaded by its weight;
+// the causal mask leaves the upper triangle empty. Redrawn after each step.
+function drawMatrix(steps, texts) {
+  const box = $('attn-matrix');
+  box.textContent = '';
+  const heads = new Map();  // "layer:head" → [{pos, first_pos, weights}]
+  for (const ev of steps)
+    for (const a of ev.attention || []) {
+      const key = `${a.layer}:${a.head}`;
+      if (!heads.has(key)) heads.set(key, []);
+      heads.get(key).push(a);
+    }
+  for (const [key, rows] of heads) {
+    const [layer, head] = key.split(':');
+    const last = Math.max(...rows.map((a) => a.pos));
+    const div = document.createElement('div');
+    div.className = 'attn-matrix';
+    div.dataset.layer = layer;
+    div.dataset.head = head;
+    div.dataset.rows = String(rows.length);
+    const h = document.createElement('h4');
+    h.textContent = `attention across the steps, layer ${layer} head ${head}: a row per step (the position that attends), ` +
+      `a column per position held; darker is more weight`;
+    div.appendChild(h);
+    const table = document.createElement('table');
+    const head_row = table.insertRow();
+    head_row.insertCell().textContent = '';
+    for (let p = 0; p <= last; ++p) {
+      const th = document.createElement('th');
+      th.textContent = texts(p);
+      th.title = `position ${p}`;
+      head_row.appendChild(th);
+    }
+    for (const a of rows) {
+      const tr = table.insertRow();
+      tr.className = 'attn-row';
+      tr.dataset.pos = String(a.pos);
+      tr.dataset.sum = String(a.weights.reduce((x, y) => x + y, 0));
+      tr.dataset.cells = String(a.weights.length);
+      const label = tr.insertCell();
+      label.className = 'attn-q';
+      label.textContent = `${a.pos} ${texts(a.pos)}`;
+      for (let p = 0; p <= last; ++p) {
+        const td = tr.insertCell();
+        const i = p - a.first_pos;
+        if (i < 0 || i >= a.weights.length) { td.className = 'attn-none'; continue; }
+        const w = a.weights[i];
+        td.className = 'attn-w';
+        td.title = `position ${a.pos} → ${p}: weight ${w.toFixed(4)}`;
+        td.style.background = `rgba(208,99,43,${(0.03 + 0.95 * Math.min(1, w)).toFixed(3)})`;
+      }
+    }
+    div.appendChild(table);
+    box.appendChild(div);
+  }
+}
+
 function drawStep(ev, topN, texts) {
   const picked = ev.token ? ev.token.id : -1;
   const box = document.createElement('div');
@@ -262,6 +320,7 @@ function newGen() {
   const attention = $('attention').value.trim();
   if (attention) args.push('--trace-attention', attention);
   $('steps').textContent = '';
+  $('attn-matrix').textContent = '';
   $('output').textContent = '';
   $('prompt-echo').textContent = prompt;
   return { args, files, max, topN, steps: [], finished: false, text: '', promptIds: null, pieces: null };
@@ -323,6 +382,7 @@ async function advance(target) {
     ++k;
     g.steps.push(ev);
     $('steps').appendChild(drawStep(ev, g.topN, (p) => positionText(g, p)));
+    if (ev.attention && ev.attention.length) drawMatrix(g.steps, (p) => positionText(g, p));
     $('output').textContent += ev.token && ev.token.text !== undefined && !summary ? ev.token.text : '';
     document.body.dataset.steps = String(g.steps.length);
     const s = (performance.now() - started) / 1000;

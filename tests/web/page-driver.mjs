@@ -4,7 +4,8 @@
 // <body data-glassbox> is set again), --start ID (press it, do not wait), --pause-after N (wait until N steps are shown, press Pause, wait for
 // data-glassbox="paused"), --set ID=VALUE (an input's value); with no action it waits for the mark the URL's autorun sets. It prints one JSON
 // object: the mark, #output's text, #status, the steps and bars drawn, the tokens of the steps shown, the last
-// step's logit-lens rows, held KV positions and attention cells, console errors, and a screenshot's path.
+// step's logit-lens rows, held KV positions and attention cells, the attention matrix's rows, console errors, and a
+// screenshot's path.
 // Usage: node --experimental-websocket page-driver.mjs URL [--pick INPUT_ID=PATH]... [--run] [--click ID]...
 //        [--start ID]... [--pause-after N] [--set INPUT_ID=VALUE]... [--screenshot FILE]
 //        [--expect-error] (the page is to show an error on a picked file: waits for #status.error instead)
@@ -118,6 +119,9 @@ if (expectError) {
     kvHeld: last ? last.querySelectorAll('.kv-pos.held').length : 0,
     attn: last ? Array.from(last.querySelectorAll('.attn'), (d) => ({ layer: Number(d.dataset.layer), head: Number(d.dataset.head),
       sum: Number(d.dataset.sum), cells: Array.from(d.querySelectorAll('.attn-pos'), (c) => c.textContent) })) : [], kvTokens: last && last.querySelector('.kv') ? Number(last.querySelector('.kv').dataset.tokens) : null,
+    matrix: Array.from(document.querySelectorAll('.attn-matrix'), (d) => ({ layer: Number(d.dataset.layer), head: Number(d.dataset.head),
+      rows: Array.from(d.querySelectorAll('tr.attn-row'), (t) => ({ pos: Number(t.dataset.pos), sum: Number(t.dataset.sum),
+        cells: Number(t.dataset.cells), shaded: t.querySelectorAll('td.attn-w').length, empty: t.querySelectorAll('td.attn-none').length })) })),
     pauseLabel: document.getElementById('pause').textContent,
     download: !document.getElementById('download').hidden, info: document.getElementById('model-info').textContent}; })()`);
   if (shot) {

@@ -6,7 +6,7 @@
 # and the page still runs afterwards; Step three times shows three tokens, the first three of the same run;
 # Pause stops a paced run and Resume ends it with the tokens of an unpaused one; each step shows its logit
 # lens (a row per layer), its KV cache (a held cell per position) and the attention of the layer and head
-# chosen (a cell per position, with its token); ?model=URL runs a served GGUF, and a
+# chosen (a cell per position, with its token) and that head's matrix across the steps; ?model=URL runs a served GGUF, and a
 # missing URL, a file that is not a model, a truncated GGUF and a download cut short each get a message.
 # The server serves the build folder, /t/NAME from the test's own folder, and /cut/NAME with a Content-Length
 # of the whole file but only half its bytes (a connection that broke off).
@@ -113,8 +113,10 @@ check "logit lens and KV cache of the step shown" "r['mark'] == 'done' and r['le
   "$G&max_tokens=8" --click step --click step --click step
 # Attention of a chosen layer and head: at the third step, position 6 attends to the 7 positions held, each
 # cell with its token (the prompt's from `tokenize`), the weights summing to 1; a layer the toy lacks is its error.
-check "attention of layer 2, head 1 at the step shown" \
-  "r['mark'] == 'done' and len(r['attn']) == 1 and r['attn'][0]['layer'] == 2 and r['attn'][0]['head'] == 1 and abs(r['attn'][0]['sum'] - 1) < 1e-4 and r['attn'][0]['cells'] == ['<s>', ' The', ' weather', ' today', ' is'] + r['tokens'][:2]" \
+# The matrix across the steps: a row per step (positions 4, 5, 6), each shading the positions it held (5, 6, 7
+# of 7 columns; the causal mask leaves the rest empty), its weights summing to 1.
+check "attention of layer 2, head 1 at the step shown, and its matrix across the steps" \
+  "r['mark'] == 'done' and len(r['attn']) == 1 and r['attn'][0]['layer'] == 2 and r['attn'][0]['head'] == 1 and abs(r['attn'][0]['sum'] - 1) < 1e-4 and r['attn'][0]['cells'] == ['<s>', ' The', ' weather', ' today', ' is'] + r['tokens'][:2] and len(r['matrix']) == 1 and (r['matrix'][0]['layer'], r['matrix'][0]['head']) == (2, 1) and [x['pos'] for x in r['matrix'][0]['rows']] == [4, 5, 6] and [x['shaded'] for x in r['matrix'][0]['rows']] == [5, 6, 7] and [x['empty'] for x in r['matrix'][0]['rows']] == [2, 1, 0] and all(abs(x['sum'] - 1) < 1e-4 for x in r['matrix'][0]['rows'])" \
   "$G&max_tokens=8&attention=2:1" --click step --click step --click step
 check "attention of a layer the model lacks: its error on the page" "r['mark'] == 'error' and '9:0' in r['status'] and 'outside' in r['status']" \
   "$G&max_tokens=2&attention=9:0&autorun=1"
