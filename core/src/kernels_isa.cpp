@@ -1308,26 +1308,22 @@ void w_tiles(float* out, const std::byte* w, std::size_t wrb, const std::byte* x
   }
 }
 
-// ---- IQ4_NL, Q4_1, Q5_1, several activation rows without VNNI: one float chain per output ----
-// These types' vec_dot (dot_iq4_nl_simd, dot_q4_1_simd, dot_q5_1_simd) sum each block's integers
-// exactly, then take one float step per block: s += float(Σ q·y)·(d_x·d_y) (IQ4_NL), or
-// s += d_x·d_y·float(Σ q·y) + m_x·s_y (Q4_1/Q5_1, whose minimum meets the activation's sum). Here the 8
-// outputs of a 2-row × 4-token tile are the 8 lanes of one vector: each weight block is unpacked and
-// widened once per tile, each activation block once per call, the 8 pairs' integer lanes are summed
-// across lanes together (4 cross-lane adds and 2 rounds of hadd: exact, integers), and lane k then
-// takes pair k's float step with the roundings the set's vec_dot has. The x86 sets are compiled with
-// GCC's default contraction (only quant.cpp and the other architectures have -ffp-contract=off), which
-// fuses those steps' a·b + c: IQ4_NL's into s = fma(Σ, d_x·d_y, s), Q4_1/Q5_1's into
-// s + fma(m_x, s_y, (d_x·d_y)·Σ) (read off the AVX2 object's code). test_kernels'
-// quantized_matmul_is_vec_dot_per_row holds each type's tiles to its vec_dot, bit for bit, so a
-// compiler that fused otherwise would be caught there.
-template <class Blk>
-void q5_halves(const Blk& x, int bias, __m128i& lo, __m128i& hi);  // below, with the fallback types' dots
-
+// ---- IQ4_NL, several activation rows without VNNI: one float chain per output, 8 outputs in lanes ----
+// IQ4_NL's vec_dot (dot_iq4_nl_simd) sums each block's integers exactly, then adds
+// float(Σ q·y)·(d_x·d_y) to one float, block after block. Here the 8 outputs of a 2-row × 4-token tile
+// are the 8 lanes of one vector: each weight block is looked up (the 16-level table, one byte shuffle)
+// and widened once per tile, each activation block once per call, the 8 pairs' integer lanes are summed
+// across lanes together (4 cross-lane adds and 2 rounds of hadd: exact, integers), and lane k then takes
+// pair k's float step with the rounding the set's vec_dot has. The x86 sets are compiled without
+// -ffp-contract=off (only quant.cpp and the other architectures have it), and both GCC and clang (the
+// sanitizer build's) fuse that step, s + a·b with one product, into one FMA: s = fma(Σ, d_x·d_y, s).
+// Q4_1 and Q5_1 (s += d_x·d_y·Σ + m_x·s_y, two products) are left out: which product the compiler fuses
+// differs between GCC (by context) and clang, so no one vector step is their vec_dot's bits everywhere.
+// test_kernels' quantized_matmul_is_vec_dot_per_row holds the tiles to vec_dot, bit for bit.
 struct alignas(32) YChain {
   std::int16_t lo[16];  // quants 0..15 of the activation block, sign-extended
   std::int16_t hi[16];  // quants 16..31
-  float d = 0, s = 0;   // fp16(d_y), and Q8_1's fp16(s_y)
+  float d = 0;          // fp16(d_y)
 };
 
 template <class YBlk>
@@ -1339,7 +1335,6 @@ void pack_chain(YChain* pack, const std::byte* xq, std::size_t xrb, std::size_t 
       _mm256_store_si256(reinterpret_cast<__m256i*>(p.lo), _mm256_cvtepi8_epi16(load16(y[b].qs)));
       _mm256_store_si256(reinterpret_cast<__m256i*>(p.hi), _mm256_cvtepi8_epi16(load16(y[b].qs + 16)));
       p.d = fp16(y[b].d);
-      if constexpr (std::is_same_v<YBlk, block_q8_1>) p.s = fp16(y[b].s);
     }
   }
 }
@@ -1353,31 +1348,8 @@ struct ChainIq4Nl {
     const __m128i q = load16(x.qs);
     return _mm256_set_m128i(_mm_shuffle_epi8(table, hi_nibbles(q)), _mm_shuffle_epi8(table, lo_nibbles(q)));
   }
-  static float min(const Blk&) { return 0.0f; }
-  static __m256 step(__m256 s, __m256 sumi, __m256 dxy, __m256, __m256) { return _mm256_fmadd_ps(sumi, dxy, s); }
+  static __m256 step(__m256 s, __m256 sumi, __m256 dxy) { return _mm256_fmadd_ps(sumi, dxy, s); }
 };
-struct ChainQ4_1 {
-  using Blk = block_q4_1;
-  using YBlk = block_q8_1;
-  static __m256i bytes(const Blk& x) {
-    const __m128i q = load16(x.qs);
-    return _mm256_set_m128i(hi_nibbles(q), lo_nibbles(q));
-  }
-  static float min(const Blk& x) { return fp16(x.m); }
-  static __m256 step(__m256 s, __m256 sumi, __m256 dxy, __m256 mx, __m256 sy) {
-    return _mm256_add_ps(s, _mm256_fmadd_ps(mx, sy, _mm256_mul_ps(dxy, sumi)));
-  }
-};
-struct ChainQ5_1 : ChainQ4_1 {
-  using Blk = block_q5_1;
-  static __m256i bytes(const Blk& x) {
-    __m128i lo, hi;
-    q5_halves(x, 0, lo, hi);
-    return _mm256_set_m128i(hi, lo);
-  }
-  static float min(const Blk& x) { return fp16(x.m); }
-};
-
 // Lane k of the result: the sum of v[k]'s 8 int32 lanes (k = 0..7).
 __m256i lane_sums8(const __m256i v[8]) {
   __m256i u[4];
@@ -1393,15 +1365,14 @@ void chain_tile(float* out, std::size_t d, const std::byte* w, std::size_t wrb, 
   __m256 s = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nb; ++b) {
     __m256i v[8];
-    float dx[2] = {0.0f, 0.0f}, mx[2] = {0.0f, 0.0f}, dy[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sy[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float dx[2] = {0.0f, 0.0f}, dy[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     GB_UNROLL for (int k = 0; k < 8; ++k) v[k] = _mm256_setzero_si256();
-    GB_UNROLL for (int t = 0; t < T; ++t) dy[t] = pack[t * nb + b].d, sy[t] = pack[t * nb + b].s;
+    GB_UNROLL for (int t = 0; t < T; ++t) dy[t] = pack[t * nb + b].d;
     GB_UNROLL for (int r = 0; r < R; ++r) {
       const typename K::Blk& x = reinterpret_cast<const typename K::Blk*>(w + r * wrb)[b];
       const __m256i q = K::bytes(x);
       const __m256i xl = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), xh = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
       dx[r] = fp16(x.d);
-      mx[r] = K::min(x);
       GB_UNROLL for (int t = 0; t < T; ++t) {
         const YChain& y = pack[t * nb + b];
         v[r * 4 + t] = _mm256_add_epi32(_mm256_madd_epi16(xl, _mm256_load_si256(reinterpret_cast<const __m256i*>(y.lo))),
@@ -1409,10 +1380,9 @@ void chain_tile(float* out, std::size_t d, const std::byte* w, std::size_t wrb, 
       }
     }
     const __m256 sumi = _mm256_cvtepi32_ps(lane_sums8(v));
-    const __m256 dyv = _mm256_setr_ps(dy[0], dy[1], dy[2], dy[3], dy[0], dy[1], dy[2], dy[3]);
-    const __m256 dxy = _mm256_mul_ps(_mm256_setr_ps(dx[0], dx[0], dx[0], dx[0], dx[1], dx[1], dx[1], dx[1]), dyv);
-    s = K::step(s, sumi, dxy, _mm256_setr_ps(mx[0], mx[0], mx[0], mx[0], mx[1], mx[1], mx[1], mx[1]),
-                _mm256_setr_ps(sy[0], sy[1], sy[2], sy[3], sy[0], sy[1], sy[2], sy[3]));
+    const __m256 dxy = _mm256_mul_ps(_mm256_setr_ps(dx[0], dx[0], dx[0], dx[0], dx[1], dx[1], dx[1], dx[1]),
+                                     _mm256_setr_ps(dy[0], dy[1], dy[2], dy[3], dy[0], dy[1], dy[2], dy[3]));
+    s = K::step(s, sumi, dxy);
   }
   alignas(32) float lanes[8];
   _mm256_store_ps(lanes, s);
@@ -2128,8 +2098,6 @@ void qmatmul_rows(DType wt, float* out, const std::byte* w, std::size_t wrb, con
     if (wt == DType::Q4_0) return w_tiles<block_q4_0, 1, unpack_q4_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1);
     if (wt == DType::Q5_0) return w_tiles<block_q5_0, 1, unpack_q5_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1);
     if (wt == DType::IQ4_NL) return chain_tiles<ChainIq4Nl>(out, w, wrb, xq, xrb, n, nb, d, i0, i1);
-    if (wt == DType::Q4_1) return chain_tiles<ChainQ4_1>(out, w, wrb, xq, xrb, n, nb, d, i0, i1);
-    if (wt == DType::Q5_1) return chain_tiles<ChainQ5_1>(out, w, wrb, xq, xrb, n, nb, d, i0, i1);
   }
 #endif
   if (wt == DType::Q8_0) return q_matmul<block_q8_0, 2, prod_q8_0>(out, w, wrb, xq, xrb, n, nb, d, i0, i1, q8_offset());
