@@ -1320,29 +1320,9 @@ void w_tiles(float* out, const std::byte* w, std::size_t wrb, const std::byte* x
 // Q4_1 and Q5_1 (s += d_x·d_y·Σ + m_x·s_y, two products) are left out: which product the compiler fuses
 // differs between GCC (by context) and clang, so no one vector step is their vec_dot's bits everywhere.
 // test_kernels' quantized_matmul_is_vec_dot_per_row holds the tiles to vec_dot, bit for bit.
-struct alignas(32) YChain {
-  std::int16_t lo[16];  // quants 0..15 of the activation block, sign-extended
-  std::int16_t hi[16];  // quants 16..31
-  float d = 0;          // fp16(d_y)
-};
-
-template <class YBlk>
-void pack_chain(YChain* pack, const std::byte* xq, std::size_t xrb, std::size_t n, std::size_t nb) {
-  for (std::size_t t = 0; t < n; ++t) {
-    const auto* y = reinterpret_cast<const YBlk*>(xq + t * xrb);
-    for (std::size_t b = 0; b < nb; ++b) {
-      YChain& p = pack[t * nb + b];
-      _mm256_store_si256(reinterpret_cast<__m256i*>(p.lo), _mm256_cvtepi8_epi16(load16(y[b].qs)));
-      _mm256_store_si256(reinterpret_cast<__m256i*>(p.hi), _mm256_cvtepi8_epi16(load16(y[b].qs + 16)));
-      p.d = fp16(y[b].d);
-    }
-  }
-}
-
 // A weight block's 32 quants as bytes (elements 0..15, then 16..31), and its float step.
 struct ChainIq4Nl {
-  using Blk = block_iq4_nl;
-  using YBlk = block_q8_0;
+  using Blk = block_iq4_nl;  // against Q8_0 activations: the widened tiles' pack (YWide, pack_wide)
   static __m256i bytes(const Blk& x) {
     const __m128i table = _mm_load_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl));
     const __m128i q = load16(x.qs);
@@ -1361,20 +1341,20 @@ __m256i lane_sums8(const __m256i v[8]) {
 
 // R ≤ 2 weight rows × T ≤ 4 activation rows of the pack: out[t·d + r]; lane r·4 + t holds pair (r, t).
 template <class K, int R, int T>
-void chain_tile(float* out, std::size_t d, const std::byte* w, std::size_t wrb, const YChain* pack, std::size_t nb) {
+void chain_tile(float* out, std::size_t d, const std::byte* w, std::size_t wrb, const YWide* pack, std::size_t nb) {
   __m256 s = _mm256_setzero_ps();
   for (std::size_t b = 0; b < nb; ++b) {
     __m256i v[8];
     float dx[2] = {0.0f, 0.0f}, dy[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     GB_UNROLL for (int k = 0; k < 8; ++k) v[k] = _mm256_setzero_si256();
-    GB_UNROLL for (int t = 0; t < T; ++t) dy[t] = pack[t * nb + b].d;
+    GB_UNROLL for (int t = 0; t < T; ++t) dy[t] = pack[t * nb + b].d[0];
     GB_UNROLL for (int r = 0; r < R; ++r) {
       const typename K::Blk& x = reinterpret_cast<const typename K::Blk*>(w + r * wrb)[b];
       const __m256i q = K::bytes(x);
       const __m256i xl = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(q)), xh = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(q, 1));
       dx[r] = fp16(x.d);
       GB_UNROLL for (int t = 0; t < T; ++t) {
-        const YChain& y = pack[t * nb + b];
+        const YWide& y = pack[t * nb + b];
         v[r * 4 + t] = _mm256_add_epi32(_mm256_madd_epi16(xl, _mm256_load_si256(reinterpret_cast<const __m256i*>(y.lo))),
                                         _mm256_madd_epi16(xh, _mm256_load_si256(reinterpret_cast<const __m256i*>(y.hi))));
       }
@@ -1389,7 +1369,7 @@ void chain_tile(float* out, std::size_t d, const std::byte* w, std::size_t wrb, 
   GB_UNROLL for (int r = 0; r < R; ++r) GB_UNROLL for (int t = 0; t < T; ++t) out[static_cast<std::size_t>(t) * d + r] = lanes[r * 4 + t];
 }
 
-using ChainTile = void (*)(float*, std::size_t, const std::byte*, std::size_t, const YChain*, std::size_t);
+using ChainTile = void (*)(float*, std::size_t, const std::byte*, std::size_t, const YWide*, std::size_t);
 template <class K, int R, int T>
 ChainTile pick_chain(int r, int t) {
   if constexpr (R > 1)
@@ -1402,9 +1382,9 @@ ChainTile pick_chain(int r, int t) {
 template <class K>
 void chain_tiles(float* out, const std::byte* w, std::size_t wrb, const std::byte* xq, std::size_t xrb, std::size_t n, std::size_t nb,
                  std::size_t d, std::size_t i0, std::size_t i1) {
-  static thread_local std::vector<YChain> pack;
+  static thread_local std::vector<YWide> pack;
   if (pack.size() < n * nb) pack.resize(n * nb);
-  pack_chain<typename K::YBlk>(pack.data(), xq, xrb, n, nb);
+  pack_wide(pack.data(), xq, xrb, n, nb);
   for (std::size_t s = 0; s < n; s += kWideSweep) {
     const std::size_t s1 = std::min(n, s + kWideSweep);
     for (std::size_t i = i0; i < i1; i += 2) {
